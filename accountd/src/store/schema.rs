@@ -1,0 +1,181 @@
+//! The SQLite schema of the ledger and how a database file is opened: WAL
+//! journal, `synchronous=FULL` (a committed transaction survives power loss),
+//! an append-only `entries` table guarded by triggers, `accounts` holding the
+//! running balance updated in the same transaction as each entry, a unique
+//! index on idempotency keys, and a `refusals` table recording every refused
+//! request.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+use super::StoreError;
+
+/// Version stored in `meta.schema_version`.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta(
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS accounts(
+    user TEXT PRIMARY KEY,
+    balance INTEGER NOT NULL,
+    created_us INTEGER NOT NULL,
+    created_by TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS entries(
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_us INTEGER NOT NULL,
+    user TEXT NOT NULL REFERENCES accounts(user),
+    amount INTEGER NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('grant', 'adjust', 'debit', 'refund')),
+    node TEXT,
+    job TEXT,
+    seq INTEGER,
+    rank INTEGER,
+    interval_start_us INTEGER,
+    interval_end_us INTEGER,
+    cpu_us INTEGER,
+    idem_key TEXT,
+    actor TEXT NOT NULL,
+    reason TEXT,
+    balance_after INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS entries_idem ON entries(idem_key);
+CREATE INDEX IF NOT EXISTS entries_user ON entries(user, id);
+CREATE INDEX IF NOT EXISTS entries_job ON entries(node, job, user);
+CREATE INDEX IF NOT EXISTS entries_at ON entries(at_us);
+CREATE TRIGGER IF NOT EXISTS entries_no_update BEFORE UPDATE ON entries
+    BEGIN SELECT RAISE(ABORT, 'ledger entries are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS entries_no_delete BEFORE DELETE ON entries
+    BEGIN SELECT RAISE(ABORT, 'ledger entries are append-only'); END;
+CREATE TABLE IF NOT EXISTS refusals(
+    id INTEGER PRIMARY KEY,
+    at_us INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    name TEXT NOT NULL,
+    op TEXT NOT NULL,
+    code TEXT NOT NULL,
+    message TEXT NOT NULL
+);
+";
+
+/// Opens the ledger for writing. A missing file is created only when `create`
+/// is set; anything that is not a writable accountd ledger is an error naming
+/// the path.
+pub fn open_writer(path: &Path, create: bool) -> Result<Connection, StoreError> {
+    let p = path.to_path_buf();
+    if path.is_dir() {
+        return Err(StoreError::NotAFile { path: p });
+    }
+    let exists = path.exists();
+    if !exists && !create {
+        return Err(StoreError::Missing { path: p });
+    }
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn = Connection::open_with_flags(path, flags).map_err(|source| StoreError::Open {
+        path: p.clone(),
+        source,
+    })?;
+    if conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(true) {
+        return Err(StoreError::NotWritable {
+            path: p,
+            detail: "the file is read-only".into(),
+        });
+    }
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|source| StoreError::Open {
+            path: p.clone(),
+            source,
+        })?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .map_err(|e| classify(&p, e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::NotWritable {
+            path: p,
+            detail: format!("could not switch to WAL (journal mode {mode})"),
+        });
+    }
+    conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
+        .map_err(|e| classify(&p, e))?;
+    let has_meta: bool = conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'",
+            [],
+            |_| Ok(true),
+        )
+        .optional()
+        .map_err(|e| classify(&p, e))?
+        .unwrap_or(false);
+    if !has_meta && !create {
+        return Err(StoreError::NotALedger { path: p });
+    }
+    conn.execute_batch(SCHEMA).map_err(|e| classify(&p, e))?;
+    let version: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key='schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| classify(&p, e))?;
+    match version {
+        Some(v) if v != SCHEMA_VERSION.to_string() => {
+            return Err(StoreError::SchemaVersion { path: p, found: v });
+        }
+        Some(_) => {}
+        None => {
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('schema_version', ?1)",
+                [SCHEMA_VERSION.to_string()],
+            )
+            .map_err(|e| classify(&p, e))?;
+        }
+    }
+    // A real write proves the file and its directory (for -wal/-shm) are writable.
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES ('last_start_us', ?1)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        [crate::time::now_us().to_string()],
+    )
+    .map_err(|e| classify(&p, e))?;
+    Ok(conn)
+}
+
+/// Opens a second connection for queries (the writer must have opened the file first).
+pub fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let p = path.to_path_buf();
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|source| StoreError::Open {
+        path: p.clone(),
+        source,
+    })?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .and_then(|_| conn.execute_batch("PRAGMA query_only=ON;"))
+        .map_err(|e| classify(&p, e))?;
+    Ok(conn)
+}
+
+fn classify(path: &Path, e: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode as C;
+    let path = path.to_path_buf();
+    match e.sqlite_error_code() {
+        Some(C::ReadOnly) | Some(C::CannotOpen) | Some(C::PermissionDenied) => {
+            StoreError::NotWritable {
+                path,
+                detail: e.to_string(),
+            }
+        }
+        Some(C::NotADatabase) => StoreError::NotALedger { path },
+        _ => StoreError::Sql { path, source: e },
+    }
+}

@@ -1,0 +1,287 @@
+//! The two storage threads and the async handle to them. The writer applies
+//! batches in group commits; the reader answers queries on its own connection
+//! (WAL lets it read while the writer commits). Both exit when the [`Store`]
+//! is closed, after finishing what was queued.
+
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+
+use proto::account::{AccountError, AccountOp, AccountReply, ErrorCode};
+use rusqlite::{Connection, TransactionBehavior};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{StoreError, audit, ledger, query, schema};
+
+/// How the store is opened and run.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// The SQLite file.
+    pub path: PathBuf,
+    /// Create the file (and schema) when missing.
+    pub create: bool,
+    /// Most writes in one group commit (1 = one transaction per write).
+    pub max_batch: usize,
+    /// Largest amount of one entry, micro-credits.
+    pub max_entry: i64,
+}
+
+/// A refused request, kept in the `refusals` table.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    /// Role of the caller.
+    pub role: String,
+    /// Name of the caller.
+    pub name: String,
+    /// The operation tried.
+    pub op: String,
+    /// The error code given.
+    pub code: ErrorCode,
+    /// The message given.
+    pub message: String,
+}
+
+enum WriteJob {
+    Op {
+        actor: String,
+        op: AccountOp,
+        reply: oneshot::Sender<Result<AccountReply, AccountError>>,
+    },
+    Refusal(Refusal),
+}
+
+struct ReadJob {
+    op: AccountOp,
+    reply: oneshot::Sender<Result<AccountReply, AccountError>>,
+}
+
+/// Async handle to the ledger's threads.
+pub struct Store {
+    writer: mpsc::Sender<WriteJob>,
+    reader: mpsc::Sender<ReadJob>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+fn gone() -> AccountError {
+    AccountError::new(
+        ErrorCode::Unavailable,
+        "accountd is shutting down; retry shortly",
+    )
+}
+
+impl Store {
+    /// Opens (or with `create`, initialises) the ledger and starts its threads.
+    pub fn open(cfg: StoreConfig) -> Result<Store, StoreError> {
+        let wconn = schema::open_writer(&cfg.path, cfg.create)?;
+        let rconn = schema::open_reader(&cfg.path)?;
+        let (wtx, wrx) = mpsc::channel(cfg.max_batch.max(1) * 4);
+        let (rtx, rrx) = mpsc::channel(256);
+        let max_batch = cfg.max_batch.max(1);
+        let max_entry = cfg.max_entry;
+        let w = std::thread::Builder::new()
+            .name("ledger-writer".into())
+            .spawn(move || writer_loop(wconn, wrx, max_batch, max_entry))
+            .map_err(StoreError::Thread)?;
+        let r = std::thread::Builder::new()
+            .name("ledger-reader".into())
+            .spawn(move || reader_loop(rconn, rrx))
+            .map_err(StoreError::Thread)?;
+        Ok(Store {
+            writer: wtx,
+            reader: rtx,
+            threads: vec![w, r],
+        })
+    }
+
+    /// Applies a write (debit, refund, create, grant, adjust) as `actor`;
+    /// answers once it is durable.
+    pub async fn write(&self, actor: String, op: AccountOp) -> Result<AccountReply, AccountError> {
+        let (reply, rx) = oneshot::channel();
+        self.writer
+            .send(WriteJob::Op { actor, op, reply })
+            .await
+            .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Answers a query (balance, history, report, audit) with users resolved.
+    pub async fn read(&self, op: AccountOp) -> Result<AccountReply, AccountError> {
+        let (reply, rx) = oneshot::channel();
+        self.reader
+            .send(ReadJob { op, reply })
+            .await
+            .map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    /// Records a refused request (best effort, committed with the next batch).
+    pub async fn record_refusal(&self, r: Refusal) {
+        let _ = self.writer.send(WriteJob::Refusal(r)).await;
+    }
+
+    /// Stops taking work, finishes what is queued and joins the threads.
+    pub fn close(self) {
+        let Store {
+            writer,
+            reader,
+            threads,
+        } = self;
+        drop(writer);
+        drop(reader);
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn writer_loop(
+    mut conn: Connection,
+    mut rx: mpsc::Receiver<WriteJob>,
+    max_batch: usize,
+    max_entry: i64,
+) {
+    let mut batch = Vec::with_capacity(max_batch);
+    while let Some(job) = rx.blocking_recv() {
+        batch.push(job);
+        while batch.len() < max_batch {
+            match rx.try_recv() {
+                Ok(j) => batch.push(j),
+                Err(_) => break,
+            }
+        }
+        let results = commit_batch(&mut conn, &batch, max_entry);
+        for (job, result) in batch.drain(..).zip(results) {
+            if let WriteJob::Op { reply, .. } = job {
+                let _ = reply.send(result);
+            }
+        }
+    }
+    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
+        tracing::warn!(error = %e, "final WAL checkpoint failed");
+    }
+}
+
+/// One group commit: every job in its own savepoint, one COMMIT for all.
+fn commit_batch(
+    conn: &mut Connection,
+    batch: &[WriteJob],
+    max_entry: i64,
+) -> Vec<Result<AccountReply, AccountError>> {
+    let fail_all = |e: AccountError| batch.iter().map(|_| Err(e.clone())).collect();
+    let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+        Ok(tx) => tx,
+        Err(e) => return fail_all(ledger::storage(e)),
+    };
+    let now = crate::time::now_us();
+    let mut results = Vec::with_capacity(batch.len());
+    for job in batch {
+        let mut sp = match tx.savepoint() {
+            Ok(sp) => sp,
+            Err(e) => {
+                results.push(Err(ledger::storage(e)));
+                continue;
+            }
+        };
+        let r = apply(&sp, job, now, max_entry);
+        if r.is_ok() {
+            if let Err(e) = sp.commit() {
+                results.push(Err(ledger::storage(e)));
+                continue;
+            }
+        } else if let Err(e) = sp.rollback() {
+            tracing::error!(error = %e, "savepoint rollback failed");
+        }
+        results.push(r);
+    }
+    match tx.commit() {
+        Ok(()) => results,
+        Err(e) => {
+            tracing::error!(error = %e, "group commit failed; nothing in the batch was acknowledged");
+            fail_all(ledger::storage(e))
+        }
+    }
+}
+
+fn apply(
+    conn: &Connection,
+    job: &WriteJob,
+    now: i64,
+    max: i64,
+) -> Result<AccountReply, AccountError> {
+    let (actor, op) = match job {
+        WriteJob::Op { actor, op, .. } => (actor.as_str(), op),
+        WriteJob::Refusal(r) => {
+            conn.prepare_cached(
+                "INSERT INTO refusals(at_us, role, name, op, code, message) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .and_then(|mut s| {
+                s.execute(rusqlite::params![now, r.role, r.name, r.op, format!("{:?}", r.code), r.message])
+            })
+            .map_err(ledger::storage)?;
+            return Ok(AccountReply::Report(Vec::new()));
+        }
+    };
+    match op {
+        AccountOp::Debit(d) => ledger::debit(conn, d, actor, now, max).map(AccountReply::Charged),
+        AccountOp::Refund(r) => ledger::refund(conn, r, actor, now, max).map(AccountReply::Charged),
+        AccountOp::CreateAccount { user, initial } => {
+            ledger::create(conn, user, *initial, actor, now, max).map(AccountReply::Created)
+        }
+        AccountOp::Grant {
+            user,
+            amount,
+            reason,
+        } => ledger::grant(conn, user, *amount, reason, actor, now, max).map(AccountReply::Entry),
+        AccountOp::Adjust {
+            user,
+            amount,
+            reason,
+        } => ledger::adjust(conn, user, *amount, reason, actor, now, max).map(AccountReply::Entry),
+        other => Err(AccountError::new(
+            ErrorCode::Malformed,
+            format!("{} is not a write", other.name()),
+        )),
+    }
+}
+
+fn reader_loop(conn: Connection, mut rx: mpsc::Receiver<ReadJob>) {
+    while let Some(job) = rx.blocking_recv() {
+        let _ = job.reply.send(answer(&conn, &job.op));
+    }
+}
+
+fn answer(conn: &Connection, op: &AccountOp) -> Result<AccountReply, AccountError> {
+    let need_user = |u: &Option<String>| {
+        u.clone()
+            .ok_or_else(|| AccountError::new(ErrorCode::Malformed, "no user given"))
+    };
+    match op {
+        AccountOp::Balance { user } => {
+            query::balance(conn, &need_user(user)?).map(AccountReply::Balance)
+        }
+        AccountOp::History {
+            user,
+            since_us,
+            until_us,
+            after_id,
+            limit,
+        } => query::history(
+            conn,
+            &need_user(user)?,
+            *since_us,
+            *until_us,
+            *after_id,
+            *limit,
+        )
+        .map(AccountReply::History),
+        AccountOp::Report {
+            by,
+            since_us,
+            until_us,
+        } => query::report(conn, *by, *since_us, *until_us).map(AccountReply::Report),
+        AccountOp::Audit => audit::audit(conn).map(AccountReply::Audit),
+        other => Err(AccountError::new(
+            ErrorCode::Malformed,
+            format!("{} is not a query", other.name()),
+        )),
+    }
+}

@@ -1,0 +1,498 @@
+//! Messages between nodes, users, admins and the account service (accountd).
+//!
+//! Every request travels in an [`AccountRequest`] envelope that carries the
+//! protocol version ([`ACCOUNT_PROTOCOL_VERSION`]) and a request id the server
+//! echoes in its [`AccountResponse`]. The operation itself is an [`AccountOp`];
+//! the answer is either an [`AccountReply`] or an [`AccountError`] with a typed
+//! [`ErrorCode`].
+//!
+//! Money is always `i64` micro-credits (1 credit = 1 000 000). Ledger amounts
+//! are signed effects on a balance: a debit is stored as a negative amount, a
+//! grant or a refund as a positive one.
+//!
+//! The enums here are encoded with postcard, which numbers variants by their
+//! position: **new variants and codes are only ever appended at the end**, so
+//! old peers keep decoding what they know.
+//!
+//! ```
+//! use proto::account::*;
+//! let req = AccountRequest::new(7, AccountOp::Balance { user: None });
+//! assert_eq!(req.version, ACCOUNT_PROTOCOL_VERSION);
+//! let key = DebitKey { node: "n1".into(), job: "j42".into(), seq: 3 };
+//! assert_eq!(key.to_string(), "n1/j42/3");
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the account-service protocol spoken by this build.
+pub const ACCOUNT_PROTOCOL_VERSION: u16 = 1;
+
+/// Micro-credits in one credit.
+pub const MICROS_PER_CREDIT: i64 = 1_000_000;
+
+/// Most entries one history page may hold; servers cap larger requests to this.
+pub const MAX_HISTORY_PAGE: u32 = 1000;
+
+/// The envelope of every request sent to accountd.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountRequest {
+    /// Protocol version the sender speaks ([`ACCOUNT_PROTOCOL_VERSION`]).
+    pub version: u16,
+    /// Chosen by the sender, echoed in the response.
+    pub id: u64,
+    /// What to do.
+    pub op: AccountOp,
+}
+
+impl AccountRequest {
+    /// A request at the current protocol version.
+    pub fn new(id: u64, op: AccountOp) -> Self {
+        AccountRequest {
+            version: ACCOUNT_PROTOCOL_VERSION,
+            id,
+            op,
+        }
+    }
+}
+
+/// The envelope of every response from accountd.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountResponse {
+    /// The id of the request this answers (0 when the request could not be read).
+    pub id: u64,
+    /// The outcome.
+    pub result: Result<AccountReply, AccountError>,
+}
+
+/// Idempotency key of a node's debit or refund: unique per (node, job, sequence).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct DebitKey {
+    /// The node's name; must equal the name in the node's certificate.
+    pub node: String,
+    /// The job id on that node.
+    pub job: String,
+    /// Sequence number of the charge within the job, chosen by the node.
+    pub seq: u64,
+}
+
+impl std::fmt::Display for DebitKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.node, self.job, self.seq)
+    }
+}
+
+/// The metering interval a charge covers, in the node's monotonic clock (microseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MeterInterval {
+    /// Start of the interval, node-monotonic microseconds.
+    pub start_us: u64,
+    /// End of the interval, node-monotonic microseconds (>= start).
+    pub end_us: u64,
+}
+
+/// A charge a node asks accountd to take from a user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Debit {
+    /// Idempotency key; a repeat with the same key changes nothing.
+    pub key: DebitKey,
+    /// The user who pays.
+    pub user: String,
+    /// Micro-credits to take; must be positive and within the server's limit.
+    pub amount: i64,
+    /// Rank of the job's process the charge is for.
+    pub rank: u32,
+    /// The metering interval charged.
+    pub interval: MeterInterval,
+    /// CPU time the rank used in the interval, microseconds (for reports).
+    pub cpu_us: u64,
+}
+
+/// A node giving back part of what it charged for a job (an over-charge it found).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refund {
+    /// Idempotency key of the refund itself (same job, its own sequence number).
+    pub key: DebitKey,
+    /// The user who is paid back.
+    pub user: String,
+    /// Micro-credits to give back; at most what the node has net charged for the job.
+    pub amount: i64,
+    /// Why (kept in the ledger).
+    pub reason: String,
+}
+
+/// How a report groups the charges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReportBy {
+    /// One row per user.
+    User,
+    /// One row per node.
+    Node,
+    /// One row per UTC day (`YYYY-MM-DD`).
+    Day,
+}
+
+/// An operation on the ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AccountOp {
+    /// Node: charge a user (idempotent by key).
+    Debit(Debit),
+    /// Node: give back an over-charge (idempotent by key).
+    Refund(Refund),
+    /// Balance of a user; `None` means the caller's own account.
+    Balance {
+        /// Whose balance; `None` for the caller.
+        user: Option<String>,
+    },
+    /// One page of a user's ledger entries, oldest first.
+    History {
+        /// Whose history; `None` for the caller.
+        user: Option<String>,
+        /// Only entries at or after this time (UTC microseconds since the epoch).
+        since_us: Option<i64>,
+        /// Only entries before this time (UTC microseconds since the epoch).
+        until_us: Option<i64>,
+        /// Only entries with an id greater than this (paging cursor).
+        after_id: Option<i64>,
+        /// Most entries wanted (capped at [`MAX_HISTORY_PAGE`]).
+        limit: u32,
+    },
+    /// Admin: open an account, optionally with an initial grant.
+    CreateAccount {
+        /// The new account's user name.
+        user: String,
+        /// Initial grant in micro-credits (0 for none).
+        initial: i64,
+    },
+    /// Admin: add credits to an account.
+    Grant {
+        /// Who receives.
+        user: String,
+        /// Micro-credits, positive.
+        amount: i64,
+        /// Why (required, kept in the ledger).
+        reason: String,
+    },
+    /// Admin: correct a balance up or down.
+    Adjust {
+        /// Whose balance.
+        user: String,
+        /// Signed micro-credits, non-zero.
+        amount: i64,
+        /// Why (required, kept in the ledger).
+        reason: String,
+    },
+    /// Admin: totals of charges grouped by user, node or day.
+    Report {
+        /// Grouping.
+        by: ReportBy,
+        /// Only entries at or after this time (UTC microseconds).
+        since_us: Option<i64>,
+        /// Only entries before this time (UTC microseconds).
+        until_us: Option<i64>,
+    },
+    /// Admin: check the ledger's invariants.
+    Audit,
+    /// Anyone: who does the server think I am (also a cheap liveness check).
+    WhoAmI,
+}
+
+impl AccountOp {
+    /// A short name for logs and refusal records.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AccountOp::Debit(_) => "debit",
+            AccountOp::Refund(_) => "refund",
+            AccountOp::Balance { .. } => "balance",
+            AccountOp::History { .. } => "history",
+            AccountOp::CreateAccount { .. } => "create",
+            AccountOp::Grant { .. } => "grant",
+            AccountOp::Adjust { .. } => "adjust",
+            AccountOp::Report { .. } => "report",
+            AccountOp::Audit => "audit",
+            AccountOp::WhoAmI => "whoami",
+        }
+    }
+}
+
+/// What accountd answers to a successful operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AccountReply {
+    /// A debit or refund was applied (or had been applied before: `duplicate`).
+    Charged(ChargeReceipt),
+    /// A user's balance.
+    Balance(AccountBalance),
+    /// A page of ledger entries.
+    History(HistoryPage),
+    /// An entry written by an admin operation (create with initial, grant, adjust).
+    Entry(EntryReceipt),
+    /// An account was created.
+    Created(AccountBalance),
+    /// Report rows.
+    Report(Vec<ReportRow>),
+    /// Audit result.
+    Audit(AuditReport),
+    /// The caller's identity as the server sees it.
+    WhoAmI {
+        /// Role name (`node`, `user`, `service`, `admin`).
+        role: String,
+        /// Name from the certificate.
+        name: String,
+    },
+}
+
+/// The result of a debit or refund.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChargeReceipt {
+    /// Ledger entry id of the charge.
+    pub entry_id: i64,
+    /// Signed amount stored in the ledger (negative for a debit).
+    pub amount: i64,
+    /// The user's balance right after this entry (the first result, also on a repeat).
+    pub balance_after: i64,
+    /// The user's balance now (equals `balance_after` unless this is a repeat).
+    pub balance_now: i64,
+    /// True when the key had been seen before and nothing changed.
+    pub duplicate: bool,
+}
+
+/// A user's balance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountBalance {
+    /// The user.
+    pub user: String,
+    /// Micro-credits (may be negative after debits).
+    pub balance: i64,
+}
+
+/// The result of an admin write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryReceipt {
+    /// Ledger entry id.
+    pub entry_id: i64,
+    /// The user's balance after it.
+    pub balance_after: i64,
+}
+
+/// Kind of a ledger entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EntryKind {
+    /// Credits given by an admin (also the initial grant of a new account).
+    Grant,
+    /// A signed correction by an admin.
+    Adjust,
+    /// CPU charged by a node.
+    Debit,
+    /// An over-charge given back by a node.
+    Refund,
+}
+
+impl EntryKind {
+    /// The lower-case name used in the database and on screen.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Grant => "grant",
+            EntryKind::Adjust => "adjust",
+            EntryKind::Debit => "debit",
+            EntryKind::Refund => "refund",
+        }
+    }
+
+    /// Parses [`EntryKind::as_str`] back.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "grant" => EntryKind::Grant,
+            "adjust" => EntryKind::Adjust,
+            "debit" => EntryKind::Debit,
+            "refund" => EntryKind::Refund,
+            _ => return None,
+        })
+    }
+}
+
+/// One row of the append-only ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    /// Entry id (increasing).
+    pub id: i64,
+    /// Wall-clock UTC time it was written, microseconds since the epoch.
+    pub at_us: i64,
+    /// Whose balance it changed.
+    pub user: String,
+    /// Signed micro-credits.
+    pub amount: i64,
+    /// What kind of entry.
+    pub kind: EntryKind,
+    /// The idempotency key (debits and refunds).
+    pub key: Option<DebitKey>,
+    /// Rank charged (debits).
+    pub rank: Option<u32>,
+    /// Metering interval (debits).
+    pub interval: Option<MeterInterval>,
+    /// CPU microseconds (debits).
+    pub cpu_us: Option<u64>,
+    /// Who wrote it: `role:name` of the certificate.
+    pub actor: String,
+    /// Why (grants, adjusts, refunds).
+    pub reason: Option<String>,
+    /// Balance right after this entry.
+    pub balance_after: i64,
+}
+
+/// A page of history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryPage {
+    /// Entries, oldest first.
+    pub entries: Vec<LedgerEntry>,
+    /// Cursor for the next page (`after_id`), or `None` at the end.
+    pub next_after: Option<i64>,
+}
+
+/// One row of a report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportRow {
+    /// The user, node or day.
+    pub key: String,
+    /// Net micro-credits charged (debits minus refunds).
+    pub charged: i64,
+    /// CPU microseconds metered.
+    pub cpu_us: u64,
+    /// Distinct jobs charged.
+    pub jobs: u64,
+}
+
+/// The outcome of an audit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditReport {
+    /// Accounts checked.
+    pub accounts: u64,
+    /// Entries checked.
+    pub entries: u64,
+    /// Everything found wrong (empty when the ledger is sound).
+    pub problems: Vec<AuditProblem>,
+}
+
+/// One thing an audit found wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditProblem {
+    /// What is wrong, in one line.
+    pub what: String,
+    /// The user involved, if any.
+    pub user: Option<String>,
+    /// Ids of the entries involved.
+    pub entry_ids: Vec<i64>,
+}
+
+/// Why an operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountError {
+    /// Machine-readable class.
+    pub code: ErrorCode,
+    /// One line for a person, saying what to do.
+    pub message: String,
+}
+
+impl AccountError {
+    /// Builds an error.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        AccountError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for AccountError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for AccountError {}
+
+/// Machine-readable error classes (append only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ErrorCode {
+    /// The request's protocol version is not spoken by the server.
+    UnsupportedVersion,
+    /// The caller's role may not do this.
+    Forbidden,
+    /// The request could not be decoded or a field is out of range.
+    Malformed,
+    /// No account for that user.
+    UnknownUser,
+    /// The account exists already.
+    AccountExists,
+    /// An amount is zero, negative where it must be positive, over the limit, or overflows.
+    InvalidAmount,
+    /// The key was used before with different content.
+    KeyConflict,
+    /// A refund larger than what the node charged for the job.
+    RefundTooLarge,
+    /// The ledger could not be written or read; retry later.
+    Storage,
+    /// The server is shutting down or overloaded; retry later.
+    Unavailable,
+}
+
+impl ErrorCode {
+    /// Whether a client should retry the same request later.
+    pub fn is_retryable(self) -> bool {
+        matches!(self, ErrorCode::Storage | ErrorCode::Unavailable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_round_trips_through_postcard() {
+        let req = AccountRequest::new(
+            9,
+            AccountOp::Debit(Debit {
+                key: DebitKey {
+                    node: "n1".into(),
+                    job: "j".into(),
+                    seq: 1,
+                },
+                user: "alice".into(),
+                amount: 1_500_000,
+                rank: 2,
+                interval: MeterInterval {
+                    start_us: 10,
+                    end_us: 20,
+                },
+                cpu_us: 10,
+            }),
+        );
+        let bytes = postcard::to_stdvec(&req).unwrap();
+        let back: AccountRequest = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(back, req);
+    }
+
+    #[test]
+    fn error_response_round_trips() {
+        let resp = AccountResponse {
+            id: 3,
+            result: Err(AccountError::new(ErrorCode::Forbidden, "no")),
+        };
+        let bytes = postcard::to_stdvec(&resp).unwrap();
+        let back: AccountResponse = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(back, resp);
+        assert!(!ErrorCode::Forbidden.is_retryable());
+        assert!(ErrorCode::Storage.is_retryable());
+    }
+
+    #[test]
+    fn entry_kind_names_round_trip() {
+        for k in [
+            EntryKind::Grant,
+            EntryKind::Adjust,
+            EntryKind::Debit,
+            EntryKind::Refund,
+        ] {
+            assert_eq!(EntryKind::parse(k.as_str()), Some(k));
+        }
+        assert_eq!(EntryKind::parse("nope"), None);
+    }
+}
