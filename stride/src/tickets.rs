@@ -1,0 +1,104 @@
+//! Bids to tickets: the proportional translation from what jobs pay to what they are entitled to.
+//!
+//! Tickets are what the stride scheduler (and the kernel's CPU weights) understand. The
+//! translation keeps the ratios between positive bids exact whenever it can, gives every job
+//! the same tickets when nobody bids, and gives a zero bid among paying jobs the smallest
+//! nonzero weight, [`MIN_TICKETS`].
+
+use crate::money::Bid;
+
+/// Tickets held by the highest bidder (and by everyone when all bids are zero): 2^20.
+pub const MAX_TICKETS: u64 = 1 << 20;
+
+/// Tickets held by a job that bids zero while other jobs bid more: one, the smallest
+/// nonzero weight.
+pub const MIN_TICKETS: u64 = 1;
+
+/// Translates bids into tickets, in order.
+///
+/// Rules, in the words the `rexec --help` text quotes:
+///
+/// - Tickets are proportional to bids. The highest bid gets (close to) 1,048,576 tickets;
+///   when every bid is a whole multiple of a common unit small enough, the ratios between
+///   positive bids are kept exactly (bids of 40, 30, 20 and 10 get tickets in exactly the
+///   ratio 4:3:2:1).
+/// - When every bid is zero, every job gets the same tickets: a fair share, and nobody pays.
+/// - A zero bid among positive bids gets one ticket, the smallest nonzero weight: the job
+///   still runs, but only on CPU time the paying jobs leave idle (about one part in a
+///   million of a CPU when a top bidder wants it all).
+/// - A positive bid never gets fewer tickets than a zero bid (tiny bids far below the
+///   highest round up to one ticket).
+///
+/// ```
+/// use stride::{tickets_for_bids, Bid, MAX_TICKETS, MIN_TICKETS};
+/// let bids = [40, 30, 20, 10, 0].map(Bid::from_credits);
+/// let t = tickets_for_bids(&bids);
+/// assert_eq!(t, vec![1_048_576, 786_432, 524_288, 262_144, MIN_TICKETS]);
+/// assert_eq!(tickets_for_bids(&[Bid::ZERO, Bid::ZERO]), vec![MAX_TICKETS, MAX_TICKETS]);
+/// ```
+pub fn tickets_for_bids(bids: &[Bid]) -> Vec<u64> {
+    let Some(max) = bids.iter().map(|b| b.unsigned()).max().filter(|&m| m > 0) else {
+        return vec![MAX_TICKETS; bids.len()];
+    };
+    let unit = bids
+        .iter()
+        .map(|b| b.unsigned())
+        .filter(|&b| b > 0)
+        .fold(0, gcd);
+    let top = max / unit;
+    bids.iter()
+        .map(|b| {
+            let b = b.unsigned();
+            if b == 0 {
+                MIN_TICKETS
+            } else if top <= MAX_TICKETS {
+                // Exact ratios: scale the reduced bids by the largest factor that fits.
+                (b / unit) * (MAX_TICKETS / top)
+            } else {
+                // Rounded ratios: the top bid maps to MAX_TICKETS, nobody positive below one.
+                let scaled = (u128::from(b) * u128::from(MAX_TICKETS) + u128::from(max) / 2)
+                    / u128::from(max);
+                (scaled as u64).max(MIN_TICKETS)
+            }
+        })
+        .collect()
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bids(micros: &[i64]) -> Vec<Bid> {
+        micros.iter().map(|&m| Bid::new(m).unwrap()).collect()
+    }
+
+    #[test]
+    fn empty_and_single() {
+        assert!(tickets_for_bids(&[]).is_empty());
+        assert_eq!(tickets_for_bids(&bids(&[7])), vec![MAX_TICKETS]);
+        assert_eq!(tickets_for_bids(&bids(&[0])), vec![MAX_TICKETS]);
+    }
+
+    #[test]
+    fn coprime_large_bids_are_rounded_with_the_top_at_max() {
+        let t = tickets_for_bids(&bids(&[i64::MAX, 1, i64::MAX / 3, 0]));
+        assert_eq!(t[0], MAX_TICKETS);
+        assert_eq!(t[1], MIN_TICKETS);
+        assert_eq!(t[2], MAX_TICKETS / 3);
+        assert_eq!(t[3], MIN_TICKETS);
+    }
+
+    #[test]
+    fn exact_ratios_when_they_fit() {
+        let t = tickets_for_bids(&bids(&[3_000_001, 1_000_000]));
+        // 3000001 / 1000000 cannot be reduced and does not fit: rounded.
+        assert_eq!(t[0], MAX_TICKETS);
+        assert_eq!(t[1], 349_525);
+        let t = tickets_for_bids(&bids(&[6, 4]));
+        assert_eq!(t[0] * 2, t[1] * 3);
+    }
+}
