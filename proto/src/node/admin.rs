@@ -1,0 +1,51 @@
+//! Admin and bookkeeping requests: listing the jobs on a node
+//! ([`JobInfo`]) and killing one ([`Kill`], [`Killed`]).
+
+use serde::{Deserialize, Serialize};
+
+use super::{JobId, Signal};
+
+/// One rank of a job running on a node, as listed by `ListJobs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobInfo {
+    /// The job.
+    pub job: JobId,
+    /// This rank.
+    pub rank: u32,
+    /// Ranks in the whole job.
+    pub nranks: u32,
+    /// The Unix user it runs as.
+    pub user: String,
+    /// The program (`argv[0]`).
+    pub program: String,
+    /// The bid asked for, micro-credits per minute.
+    pub bid: i64,
+    /// The bid in force (0 while the owner is out of credit).
+    pub effective_bid: i64,
+    /// Runnable threads at the last measurement.
+    pub runnable: u32,
+    /// CPU time used so far, nanoseconds.
+    pub cpu_nanos: u64,
+    /// Charged so far, micro-credits.
+    pub charged: i64,
+    /// Time since it started, milliseconds.
+    pub age_millis: u64,
+}
+
+/// Deliver `signal` to every rank of `job` on this node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kill {
+    /// The job.
+    pub job: JobId,
+    /// The signal (usually `Term` or `Kill`).
+    pub signal: Signal,
+}
+
+/// Answer to [`Kill`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Killed {
+    /// The job.
+    pub job: JobId,
+    /// How many ranks on this node were signalled.
+    pub ranks: u32,
+}

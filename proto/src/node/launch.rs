@@ -1,0 +1,164 @@
+//! Starting a job: the job id, the terminal size, the [`Launch`] request
+//! with its validation, and the [`Started`] answer.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// A job's id, chosen by the client and shared by all its ranks; written
+/// as 16 lowercase hex digits.
+///
+/// ```
+/// use proto::node::JobId;
+/// let id: JobId = "00000000deadbeef".parse().unwrap();
+/// assert_eq!(id, JobId(0xdead_beef));
+/// assert_eq!(id.to_string(), "00000000deadbeef");
+/// assert!("xyz".parse::<JobId>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct JobId(pub u64);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// A job id that is not 1 to 16 hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a job id; job ids are 1 to 16 hex digits, as printed by `rexec jobs`")]
+pub struct ParseJobIdError(pub String);
+
+impl FromStr for JobId {
+    type Err = ParseJobIdError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let ok = !s.is_empty() && s.len() <= 16 && s.bytes().all(|b| b.is_ascii_hexdigit());
+        match ok.then(|| u64::from_str_radix(s, 16)) {
+            Some(Ok(v)) => Ok(JobId(v)),
+            _ => Err(ParseJobIdError(s.to_owned())),
+        }
+    }
+}
+
+/// A terminal's size in character cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WindowSize {
+    /// Rows.
+    pub rows: u16,
+    /// Columns.
+    pub cols: u16,
+}
+
+/// Start one rank of a job (client to node).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launch {
+    /// The job's id, the same on every rank.
+    pub job: JobId,
+    /// This rank's number, `0..nranks`.
+    pub rank: u32,
+    /// How many ranks the job has in all.
+    pub nranks: u32,
+    /// Bid in micro-credits per minute of CPU (1 credit = 1 000 000); 0 runs free at the lowest weight.
+    pub bid: i64,
+    /// The program and its arguments; `argv[0]` is looked up in the node's `PATH`.
+    pub argv: Vec<String>,
+    /// The complete environment for the program, as `(name, value)` pairs.
+    pub env: Vec<(String, String)>,
+    /// Absolute working directory; `None` means the user's home directory.
+    pub cwd: Option<String>,
+    /// `Some` to run the job on a terminal of this size (stdout and stderr
+    /// then arrive merged as `Stdout`); `None` for plain pipes.
+    pub terminal: Option<WindowSize>,
+}
+
+/// Why a [`Launch`] cannot be carried out as sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// No program was named.
+    #[error("no program to run: argv is empty or argv[0] is empty")]
+    NoProgram,
+    /// `rank` is not below `nranks`.
+    #[error("rank {rank} is out of range for a job of {nranks} ranks")]
+    BadRank {
+        /// The rank sent.
+        rank: u32,
+        /// The rank count sent.
+        nranks: u32,
+    },
+    /// The bid is negative.
+    #[error("bid of {0} micro-credits per minute is negative; bid 0 or more")]
+    NegativeBid(i64),
+    /// A string holds a NUL byte, which no program argument, variable or path can.
+    #[error("{0} contains a NUL byte")]
+    Nul(&'static str),
+    /// An environment variable name is empty or contains `=`.
+    #[error("environment variable name {0:?} is empty or contains '='")]
+    BadEnvName(String),
+    /// The working directory is not an absolute path.
+    #[error("working directory {0:?} is not an absolute path")]
+    RelativeCwd(String),
+}
+
+impl Launch {
+    /// Check the request's own consistency (the node still checks
+    /// permissions, credit and the program's existence).
+    ///
+    /// ```
+    /// use proto::node::*;
+    /// let mut launch = Launch {
+    ///     job: JobId(1), rank: 0, nranks: 4, bid: 2_000_000,
+    ///     argv: vec!["./prog".into()], env: vec![("HOME".into(), "/home/ann".into())],
+    ///     cwd: Some("/home/ann".into()), terminal: None,
+    /// };
+    /// assert_eq!(launch.validate(), Ok(()));
+    /// launch.rank = 4;
+    /// assert_eq!(launch.validate(), Err(LaunchError::BadRank { rank: 4, nranks: 4 }));
+    /// ```
+    pub fn validate(&self) -> Result<(), LaunchError> {
+        if self.argv.first().is_none_or(|p| p.is_empty()) {
+            return Err(LaunchError::NoProgram);
+        }
+        if self.rank >= self.nranks {
+            return Err(LaunchError::BadRank {
+                rank: self.rank,
+                nranks: self.nranks,
+            });
+        }
+        if self.bid < 0 {
+            return Err(LaunchError::NegativeBid(self.bid));
+        }
+        if self.argv.iter().any(|a| a.contains('\0')) {
+            return Err(LaunchError::Nul("an argument"));
+        }
+        for (name, value) in &self.env {
+            if name.is_empty() || name.contains('=') || name.contains('\0') {
+                return Err(LaunchError::BadEnvName(name.clone()));
+            }
+            if value.contains('\0') {
+                return Err(LaunchError::Nul("an environment value"));
+            }
+        }
+        if let Some(cwd) = &self.cwd {
+            if cwd.contains('\0') {
+                return Err(LaunchError::Nul("the working directory"));
+            }
+            if !cwd.starts_with('/') {
+                return Err(LaunchError::RelativeCwd(cwd.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The rank is running (node to client).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Started {
+    /// The job.
+    pub job: JobId,
+    /// The rank that started.
+    pub rank: u32,
+    /// Process id of the rank's first process on the node, for admins.
+    pub pid: u32,
+}

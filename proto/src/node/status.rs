@@ -1,0 +1,95 @@
+//! Session housekeeping both ways: [`Heartbeat`], [`Notice`] (news for the
+//! user, such as running out of credit) and [`ErrorReply`] with its
+//! [`ErrorCode`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::tagged::code_enum;
+
+/// "I am alive", sent by both sides while a session is idle; `seq` counts up
+/// from 0 on each side so a log shows gaps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// Sequence number of this heartbeat.
+    pub seq: u64,
+}
+
+code_enum! {
+    /// What a [`Notice`] is about.
+    pub enum NoticeKind {
+        /// The job owner's balance ran out: the job keeps running at bid 0.
+        1 => OutOfCredit,
+        /// Credit is available again: the job runs at its bid again.
+        2 => CreditRestored,
+        /// The node is shutting down; the job will be stopped.
+        3 => ShuttingDown,
+        /// Anything else worth showing the user.
+        4 => Info,
+    }
+}
+
+/// Something the user should know (node to client); shown on the client's
+/// standard error, the job keeps running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notice {
+    /// What it is about.
+    pub kind: NoticeKind,
+    /// One line for the user.
+    pub text: String,
+}
+
+code_enum! {
+    /// Why a request was refused or failed.
+    pub enum ErrorCode {
+        /// No common protocol version (see [`crate::node::negotiate`]).
+        1 => IncompatibleVersion,
+        /// The message was malformed or out of order.
+        2 => BadRequest,
+        /// The peer sent a message this side does not know.
+        3 => Unsupported,
+        /// The certificate's role or name does not allow this.
+        4 => NotAuthorized,
+        /// The user named by the certificate does not exist here, or may not run jobs.
+        5 => UnknownUser,
+        /// A positive bid with a balance that is not positive.
+        6 => NoCredit,
+        /// The program could not be started (not found, not executable, ...).
+        7 => SpawnFailed,
+        /// No such job on this node.
+        8 => NoSuchJob,
+        /// The node refuses new jobs for now (full, draining).
+        9 => Busy,
+        /// The account service could not be reached.
+        10 => AccountUnavailable,
+        /// A fault inside the node.
+        11 => Internal,
+    }
+}
+
+/// A request was refused or failed.
+///
+/// ```
+/// use proto::node::{ErrorCode, ErrorReply};
+/// let e = ErrorReply::new(ErrorCode::NoCredit, "balance is 0 credits; ask an admin for a grant");
+/// assert_eq!(e.to_string(), "balance is 0 credits; ask an admin for a grant");
+/// // An old peer reads a code it does not know as `Unknown`.
+/// assert_eq!(ErrorCode::from(999), ErrorCode::Unknown(999));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct ErrorReply {
+    /// What kind of failure.
+    pub code: ErrorCode,
+    /// One line for the user saying what to do.
+    pub message: String,
+}
+
+impl ErrorReply {
+    /// An error with this code and message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorReply {
+            code,
+            message: message.into(),
+        }
+    }
+}
