@@ -10,13 +10,15 @@
 //! are signed effects on a balance: a debit is stored as a negative amount, a
 //! grant or a refund as a positive one.
 //!
-//! The enums here are encoded with postcard, which numbers variants by their
-//! position: **new variants and codes are only ever appended at the end**, so
-//! old peers keep decoding what they know.
+//! [`AccountOp`] and [`AccountReply`] are tagged message enums and
+//! [`ErrorCode`], [`EntryKind`] and [`ReportBy`] are code enums (see
+//! [`crate::tagged`]): tags and codes are append-only, and a tag or code this
+//! build does not know decodes to `Unknown` instead of failing, so a newer
+//! client gets a clear `Unsupported` answer from an older server.
 //!
 //! ```
 //! use proto::account::*;
-//! let req = AccountRequest::new(7, AccountOp::Balance { user: None });
+//! let req = AccountRequest::new(7, AccountOp::Balance(BalanceQuery { user: None }));
 //! assert_eq!(req.version, ACCOUNT_PROTOCOL_VERSION);
 //! let key = DebitKey { node: "n1".into(), job: "j42".into(), seq: 3 };
 //! assert_eq!(key.to_string(), "n1/j42/3");
@@ -120,124 +122,127 @@ pub struct Refund {
     pub reason: String,
 }
 
-/// How a report groups the charges.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ReportBy {
-    /// One row per user.
-    User,
-    /// One row per node.
-    Node,
-    /// One row per UTC day (`YYYY-MM-DD`).
-    Day,
-}
-
-/// An operation on the ledger.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum AccountOp {
-    /// Node: charge a user (idempotent by key).
-    Debit(Debit),
-    /// Node: give back an over-charge (idempotent by key).
-    Refund(Refund),
-    /// Balance of a user; `None` means the caller's own account.
-    Balance {
-        /// Whose balance; `None` for the caller.
-        user: Option<String>,
-    },
-    /// One page of a user's ledger entries, oldest first.
-    History {
-        /// Whose history; `None` for the caller.
-        user: Option<String>,
-        /// Only entries at or after this time (UTC microseconds since the epoch).
-        since_us: Option<i64>,
-        /// Only entries before this time (UTC microseconds since the epoch).
-        until_us: Option<i64>,
-        /// Only entries with an id greater than this (paging cursor).
-        after_id: Option<i64>,
-        /// Most entries wanted (capped at [`MAX_HISTORY_PAGE`]).
-        limit: u32,
-    },
-    /// Admin: open an account, optionally with an initial grant.
-    CreateAccount {
-        /// The new account's user name.
-        user: String,
-        /// Initial grant in micro-credits (0 for none).
-        initial: i64,
-    },
-    /// Admin: add credits to an account.
-    Grant {
-        /// Who receives.
-        user: String,
-        /// Micro-credits, positive.
-        amount: i64,
-        /// Why (required, kept in the ledger).
-        reason: String,
-    },
-    /// Admin: correct a balance up or down.
-    Adjust {
-        /// Whose balance.
-        user: String,
-        /// Signed micro-credits, non-zero.
-        amount: i64,
-        /// Why (required, kept in the ledger).
-        reason: String,
-    },
-    /// Admin: totals of charges grouped by user, node or day.
-    Report {
-        /// Grouping.
-        by: ReportBy,
-        /// Only entries at or after this time (UTC microseconds).
-        since_us: Option<i64>,
-        /// Only entries before this time (UTC microseconds).
-        until_us: Option<i64>,
-    },
-    /// Admin: check the ledger's invariants.
-    Audit,
-    /// Anyone: who does the server think I am (also a cheap liveness check).
-    WhoAmI,
-}
-
-impl AccountOp {
-    /// A short name for logs and refusal records.
-    pub fn name(&self) -> &'static str {
-        match self {
-            AccountOp::Debit(_) => "debit",
-            AccountOp::Refund(_) => "refund",
-            AccountOp::Balance { .. } => "balance",
-            AccountOp::History { .. } => "history",
-            AccountOp::CreateAccount { .. } => "create",
-            AccountOp::Grant { .. } => "grant",
-            AccountOp::Adjust { .. } => "adjust",
-            AccountOp::Report { .. } => "report",
-            AccountOp::Audit => "audit",
-            AccountOp::WhoAmI => "whoami",
-        }
+crate::tagged::code_enum! {
+    /// How a report groups the charges.
+    pub enum ReportBy {
+        /// One row per user.
+        1 => User,
+        /// One row per node.
+        2 => Node,
+        /// One row per UTC day (`YYYY-MM-DD`).
+        3 => Day,
     }
 }
 
-/// What accountd answers to a successful operation.
+/// Ask for a user's balance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum AccountReply {
-    /// A debit or refund was applied (or had been applied before: `duplicate`).
-    Charged(ChargeReceipt),
-    /// A user's balance.
-    Balance(AccountBalance),
-    /// A page of ledger entries.
-    History(HistoryPage),
-    /// An entry written by an admin operation (create with initial, grant, adjust).
-    Entry(EntryReceipt),
-    /// An account was created.
-    Created(AccountBalance),
-    /// Report rows.
-    Report(Vec<ReportRow>),
-    /// Audit result.
-    Audit(AuditReport),
-    /// The caller's identity as the server sees it.
-    WhoAmI {
-        /// Role name (`node`, `user`, `service`, `admin`).
-        role: String,
-        /// Name from the certificate.
-        name: String,
-    },
+pub struct BalanceQuery {
+    /// Whose balance; `None` for the caller.
+    pub user: Option<String>,
+}
+
+/// Ask for one page of a user's ledger entries, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct HistoryQuery {
+    /// Whose history; `None` for the caller.
+    pub user: Option<String>,
+    /// Only entries at or after this time (UTC microseconds since the epoch).
+    pub since_us: Option<i64>,
+    /// Only entries before this time (UTC microseconds since the epoch).
+    pub until_us: Option<i64>,
+    /// Only entries with an id greater than this (paging cursor).
+    pub after_id: Option<i64>,
+    /// Most entries wanted (capped at [`MAX_HISTORY_PAGE`]).
+    pub limit: u32,
+}
+
+/// Open an account, optionally with an initial grant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateAccount {
+    /// The new account's user name.
+    pub user: String,
+    /// Initial grant in micro-credits (0 for none).
+    pub initial: i64,
+}
+
+/// Add credits to an account (`Grant`) or correct it up or down (`Adjust`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminEntry {
+    /// Whose balance.
+    pub user: String,
+    /// Micro-credits: positive for a grant, non-zero for an adjustment.
+    pub amount: i64,
+    /// Why (required, kept in the ledger).
+    pub reason: String,
+}
+
+/// Ask for totals of charges grouped by user, node or day.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportQuery {
+    /// Grouping.
+    pub by: ReportBy,
+    /// Only entries at or after this time (UTC microseconds).
+    pub since_us: Option<i64>,
+    /// Only entries before this time (UTC microseconds).
+    pub until_us: Option<i64>,
+}
+
+crate::tagged::tagged_enum! {
+    /// An operation on the ledger. Who may send which is decided by accountd
+    /// from the caller's certificate role.
+    pub enum AccountOp {
+        /// Node: charge a user (idempotent by key).
+        1 => Debit(Debit),
+        /// Node: give back an over-charge (idempotent by key).
+        2 => Refund(Refund),
+        /// Balance of a user.
+        3 => Balance(BalanceQuery),
+        /// A page of a user's ledger.
+        4 => History(HistoryQuery),
+        /// Admin: open an account.
+        5 => CreateAccount(CreateAccount),
+        /// Admin: add credits.
+        6 => Grant(AdminEntry),
+        /// Admin: correct a balance up or down.
+        7 => Adjust(AdminEntry),
+        /// Admin: charge totals.
+        8 => Report(ReportQuery),
+        /// Admin: check the ledger's invariants.
+        9 => Audit,
+        /// Anyone: who does the server think I am (also a cheap liveness check).
+        10 => WhoAmI,
+    }
+}
+
+/// The caller's identity as the server sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    /// Role name (`node`, `user`, `service`, `admin`).
+    pub role: String,
+    /// Name from the certificate.
+    pub name: String,
+}
+
+crate::tagged::tagged_enum! {
+    /// What accountd answers to a successful operation.
+    pub enum AccountReply {
+        /// A debit or refund was applied (or had been applied before: `duplicate`).
+        1 => Charged(ChargeReceipt),
+        /// A user's balance.
+        2 => Balance(AccountBalance),
+        /// A page of ledger entries.
+        3 => History(HistoryPage),
+        /// An entry written by a grant or an adjustment.
+        4 => Entry(EntryReceipt),
+        /// An account was created.
+        5 => Created(AccountBalance),
+        /// Report rows.
+        6 => Report(Vec<ReportRow>),
+        /// Audit result.
+        7 => Audit(AuditReport),
+        /// The caller's identity.
+        8 => WhoAmI(Identity),
+    }
 }
 
 /// The result of a debit or refund.
@@ -273,17 +278,18 @@ pub struct EntryReceipt {
     pub balance_after: i64,
 }
 
-/// Kind of a ledger entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum EntryKind {
-    /// Credits given by an admin (also the initial grant of a new account).
-    Grant,
-    /// A signed correction by an admin.
-    Adjust,
-    /// CPU charged by a node.
-    Debit,
-    /// An over-charge given back by a node.
-    Refund,
+crate::tagged::code_enum! {
+    /// Kind of a ledger entry.
+    pub enum EntryKind {
+        /// Credits given by an admin (also the initial grant of a new account).
+        1 => Grant,
+        /// A signed correction by an admin.
+        2 => Adjust,
+        /// CPU charged by a node.
+        3 => Debit,
+        /// An over-charge given back by a node.
+        4 => Refund,
+    }
 }
 
 impl EntryKind {
@@ -294,6 +300,7 @@ impl EntryKind {
             EntryKind::Adjust => "adjust",
             EntryKind::Debit => "debit",
             EntryKind::Refund => "refund",
+            EntryKind::Unknown(_) => "unknown",
         }
     }
 
@@ -409,29 +416,32 @@ impl std::fmt::Display for AccountError {
 
 impl std::error::Error for AccountError {}
 
-/// Machine-readable error classes (append only).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum ErrorCode {
-    /// The request's protocol version is not spoken by the server.
-    UnsupportedVersion,
-    /// The caller's role may not do this.
-    Forbidden,
-    /// The request could not be decoded or a field is out of range.
-    Malformed,
-    /// No account for that user.
-    UnknownUser,
-    /// The account exists already.
-    AccountExists,
-    /// An amount is zero, negative where it must be positive, over the limit, or overflows.
-    InvalidAmount,
-    /// The key was used before with different content.
-    KeyConflict,
-    /// A refund larger than what the node charged for the job.
-    RefundTooLarge,
-    /// The ledger could not be written or read; retry later.
-    Storage,
-    /// The server is shutting down or overloaded; retry later.
-    Unavailable,
+crate::tagged::code_enum! {
+    /// Machine-readable error classes (append only).
+    pub enum ErrorCode {
+        /// The request's protocol version is not spoken by the server.
+        1 => UnsupportedVersion,
+        /// The caller's role may not do this.
+        2 => Forbidden,
+        /// The request could not be decoded or a field is out of range.
+        3 => Malformed,
+        /// No account for that user.
+        4 => UnknownUser,
+        /// The account exists already.
+        5 => AccountExists,
+        /// An amount is zero, negative where it must be positive, over the limit, or overflows.
+        6 => InvalidAmount,
+        /// The key was used before with different content.
+        7 => KeyConflict,
+        /// A refund larger than what the node charged for the job.
+        8 => RefundTooLarge,
+        /// The ledger could not be written or read; retry later.
+        9 => Storage,
+        /// The server is shutting down or overloaded; retry later.
+        10 => Unavailable,
+        /// The operation is not known to this server (sent by a newer client).
+        11 => Unsupported,
+    }
 }
 
 impl ErrorCode {
@@ -481,6 +491,16 @@ mod tests {
         assert_eq!(back, resp);
         assert!(!ErrorCode::Forbidden.is_retryable());
         assert!(ErrorCode::Storage.is_retryable());
+    }
+
+    #[test]
+    fn unknown_ops_and_codes_from_newer_peers_decode_as_unknown() {
+        let bytes = postcard::to_stdvec(&(1u16, 5u64, (999u16, 0u8))).unwrap();
+        let req: AccountRequest = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(req.op, AccountOp::Unknown { tag: 999 });
+        let code: ErrorCode = postcard::from_bytes(&postcard::to_stdvec(&77u16).unwrap()).unwrap();
+        assert_eq!(code, ErrorCode::Unknown(77));
+        assert!(!code.is_retryable());
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub fn audit(conn: &Connection) -> Result<AuditReport, AccountError> {
             Some(EntryKind::Debit) => amount < 0,
             Some(EntryKind::Refund) | Some(EntryKind::Grant) => amount > 0,
             Some(EntryKind::Adjust) => amount != 0,
-            None => false,
+            _ => false,
         };
         if !sign_ok {
             p.push(

@@ -121,6 +121,12 @@ pub fn report(
         ReportBy::User => "user",
         ReportBy::Node => "node",
         ReportBy::Day => "date(at_us / 1000000, 'unixepoch')",
+        _ => {
+            return Err(AccountError::new(
+                ErrorCode::Unsupported,
+                "this accountd does not know that report grouping; use user, node or day",
+            ));
+        }
     };
     let sql = format!(
         "SELECT {group} AS k, SUM(amount), SUM(COALESCE(cpu_us, 0)),

@@ -326,10 +326,10 @@ async fn concurrent_writers_group_commit_exact_balances() {
         store
             .write(
                 "admin:root".into(),
-                AccountOp::CreateAccount {
+                AccountOp::CreateAccount(CreateAccount {
                     user: u.into(),
                     initial: 1_000_000_000,
-                },
+                }),
             )
             .await
             .unwrap();
@@ -372,9 +372,9 @@ async fn concurrent_writers_group_commit_exact_balances() {
     }
     for (i, e) in expect.iter().enumerate() {
         let got = store
-            .read(AccountOp::Balance {
+            .read(AccountOp::Balance(BalanceQuery {
                 user: Some(format!("u{i}")),
-            })
+            }))
             .await
             .unwrap();
         assert_eq!(

@@ -223,19 +223,13 @@ fn apply(
     match op {
         AccountOp::Debit(d) => ledger::debit(conn, d, actor, now, max).map(AccountReply::Charged),
         AccountOp::Refund(r) => ledger::refund(conn, r, actor, now, max).map(AccountReply::Charged),
-        AccountOp::CreateAccount { user, initial } => {
-            ledger::create(conn, user, *initial, actor, now, max).map(AccountReply::Created)
+        AccountOp::CreateAccount(c) => {
+            ledger::create(conn, &c.user, c.initial, actor, now, max).map(AccountReply::Created)
         }
-        AccountOp::Grant {
-            user,
-            amount,
-            reason,
-        } => ledger::grant(conn, user, *amount, reason, actor, now, max).map(AccountReply::Entry),
-        AccountOp::Adjust {
-            user,
-            amount,
-            reason,
-        } => ledger::adjust(conn, user, *amount, reason, actor, now, max).map(AccountReply::Entry),
+        AccountOp::Grant(g) => ledger::grant(conn, &g.user, g.amount, &g.reason, actor, now, max)
+            .map(AccountReply::Entry),
+        AccountOp::Adjust(a) => ledger::adjust(conn, &a.user, a.amount, &a.reason, actor, now, max)
+            .map(AccountReply::Entry),
         other => Err(AccountError::new(
             ErrorCode::Malformed,
             format!("{} is not a write", other.name()),
@@ -255,29 +249,21 @@ fn answer(conn: &Connection, op: &AccountOp) -> Result<AccountReply, AccountErro
             .ok_or_else(|| AccountError::new(ErrorCode::Malformed, "no user given"))
     };
     match op {
-        AccountOp::Balance { user } => {
-            query::balance(conn, &need_user(user)?).map(AccountReply::Balance)
+        AccountOp::Balance(q) => {
+            query::balance(conn, &need_user(&q.user)?).map(AccountReply::Balance)
         }
-        AccountOp::History {
-            user,
-            since_us,
-            until_us,
-            after_id,
-            limit,
-        } => query::history(
+        AccountOp::History(q) => query::history(
             conn,
-            &need_user(user)?,
-            *since_us,
-            *until_us,
-            *after_id,
-            *limit,
+            &need_user(&q.user)?,
+            q.since_us,
+            q.until_us,
+            q.after_id,
+            q.limit,
         )
         .map(AccountReply::History),
-        AccountOp::Report {
-            by,
-            since_us,
-            until_us,
-        } => query::report(conn, *by, *since_us, *until_us).map(AccountReply::Report),
+        AccountOp::Report(q) => {
+            query::report(conn, q.by, q.since_us, q.until_us).map(AccountReply::Report)
+        }
         AccountOp::Audit => audit::audit(conn).map(AccountReply::Audit),
         other => Err(AccountError::new(
             ErrorCode::Malformed,
