@@ -1,0 +1,283 @@
+//! The v1 and v2 file protocols against fake cgroupfs trees in temporary directories.
+//! A fake tree does not react like the kernel (mkdir creates no control files, writes
+//! are plain file writes), so each test creates the control files it needs and then
+//! checks exactly what the code wrote or parsed.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::detect::V1Mounts;
+use super::*;
+
+fn put(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+fn get(path: &Path) -> String {
+    fs::read_to_string(path).unwrap()
+}
+
+fn v1_mounts(base: &Path) -> V1Mounts {
+    V1Mounts {
+        cpu: base.join("cpu"),
+        cpuacct: Some(base.join("cpuacct")),
+        pids: Some(base.join("pids")),
+        freezer: Some(base.join("freezer")),
+    }
+}
+
+fn v1_jobs(base: &Path) -> JobCgroups {
+    let parent = ParentName::new("rexec-t").unwrap();
+    for h in ["cpu", "cpuacct", "pids", "freezer"] {
+        fs::create_dir_all(base.join(h)).unwrap();
+    }
+    JobCgroups::open(Hierarchy::V1(v1_mounts(base)), &parent).unwrap()
+}
+
+#[test]
+fn v1_job_lives_in_every_mounted_hierarchy() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = v1_jobs(dir.path());
+    jobs.create_job(7).unwrap();
+    for h in ["cpu", "cpuacct", "pids", "freezer"] {
+        assert!(dir.path().join(h).join("rexec-t/job-7").is_dir(), "{h}");
+    }
+    assert!(matches!(
+        jobs.create_job(7),
+        Err(CgroupError::JobExists { .. })
+    ));
+    let join = jobs.join(7).unwrap_err();
+    // The fake tree has no cgroup.procs files until the test writes them.
+    assert!(join.to_string().contains("cgroup.procs"), "{join}");
+    for h in ["cpu", "cpuacct", "pids", "freezer"] {
+        put(&dir.path().join(h).join("rexec-t/job-7/cgroup.procs"), "");
+    }
+    let join = jobs.join(7).unwrap();
+    assert_eq!(join.paths().len(), 4);
+    assert!(join.paths()[0].starts_with(dir.path().join("cpu")));
+}
+
+#[test]
+fn v1_failed_create_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = v1_jobs(dir.path());
+    // Make the freezer parent a file, so mkdir of the job fails there.
+    fs::remove_dir(dir.path().join("freezer/rexec-t")).unwrap();
+    put(&dir.path().join("freezer/rexec-t"), "");
+    let err = jobs.create_job(8).unwrap_err();
+    assert!(err.to_string().contains("freezer/rexec-t/job-8"), "{err}");
+    assert!(!dir.path().join("cpu/rexec-t/job-8").exists());
+    assert!(!dir.path().join("pids/rexec-t/job-8").exists());
+}
+
+#[test]
+fn v1_comounted_cpu_cpuacct_is_one_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let both = dir.path().join("cpu,cpuacct");
+    fs::create_dir_all(&both).unwrap();
+    let mounts = V1Mounts {
+        cpu: both.clone(),
+        cpuacct: Some(both.clone()),
+        pids: None,
+        freezer: None,
+    };
+    let backend = v1::V1Cgroups::new(mounts, &ParentName::new("r").unwrap());
+    assert_eq!(backend.hierarchies(), vec![both.as_path()]);
+    let jobs = JobCgroups::with_backend(AnyCgroup::V1(backend)).unwrap();
+    jobs.create_job(1).unwrap();
+    put(&both.join("r/job-1/cpuacct.usage"), "1500000000\n");
+    assert_eq!(jobs.usage(1).unwrap(), Duration::from_millis(1500));
+    // Without a freezer, freezing is reported as unavailable rather than failing.
+    assert!(!jobs.backend().freeze(1).unwrap());
+}
+
+#[test]
+fn v1_weights_usage_threads_and_freezer_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = v1_jobs(dir.path()).with_proc_root(dir.path().join("proc"));
+    let job = |h: &str, f: &str| dir.path().join(h).join("rexec-t/job-3").join(f);
+    jobs.create_job(3).unwrap();
+    jobs.create_job(4).unwrap();
+    put(&job("cpu", "cpu.shares"), "1024\n");
+    put(&dir.path().join("cpu/rexec-t/job-4/cpu.shares"), "1024\n");
+
+    jobs.set_weight(3, 262_144).unwrap();
+    assert_eq!(&get(&job("cpu", "cpu.shares"))[..6], "262144");
+    assert_eq!(jobs.backend().weight(3).unwrap(), 262_144);
+    assert!(matches!(
+        jobs.set_weight(3, 1),
+        Err(CgroupError::WeightOutOfRange { min: 2, .. })
+    ));
+    let written = jobs.apply_tickets(&[(3, 10), (4, 40)]).unwrap();
+    assert_eq!(written, vec![(3, 65_536), (4, 262_144)]);
+
+    put(&job("cpuacct", "cpuacct.usage"), "not a number\n");
+    let err = jobs.usage(3).unwrap_err().to_string();
+    assert!(err.contains("cpuacct.usage"), "{err}");
+    put(&job("cpuacct", "cpuacct.usage"), "42\n");
+    assert_eq!(jobs.usage(3).unwrap(), Duration::from_nanos(42));
+
+    put(&job("cpu", "tasks"), "100\n101\n102\n");
+    for (tid, state) in [(100, 'R'), (101, 'S'), (102, 'R')] {
+        put(
+            &dir.path().join(format!("proc/{tid}/stat")),
+            &format!("{tid} (burn) {state} 1"),
+        );
+    }
+    let sample = jobs.sample(3).unwrap();
+    assert_eq!((sample.runnable, sample.threads), (2, 3));
+
+    put(&job("cpu", "cgroup.procs"), "100\n");
+    put(&job("cpuacct", "cgroup.procs"), "100\n");
+    put(&job("pids", "cgroup.procs"), "200\n");
+    put(&job("freezer", "cgroup.procs"), "");
+    let procs = jobs.procs(3).unwrap();
+    assert_eq!(
+        procs,
+        vec![crate::sys::ProcessId(100), crate::sys::ProcessId(200)]
+    );
+
+    put(&job("freezer", "freezer.state"), "THAWED\n");
+    assert!(!jobs.backend().is_frozen(3).unwrap());
+    assert!(jobs.backend().freeze(3).unwrap());
+    assert!(get(&job("freezer", "freezer.state")).starts_with("FROZEN"));
+    jobs.backend().thaw(3).unwrap();
+    assert!(get(&job("freezer", "freezer.state")).starts_with("THAWED"));
+}
+
+#[test]
+fn v1_job_ids_union_hierarchies_and_skip_other_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = v1_jobs(dir.path());
+    fs::create_dir(dir.path().join("cpu/rexec-t/job-5")).unwrap();
+    fs::create_dir(dir.path().join("freezer/rexec-t/job-9")).unwrap();
+    fs::create_dir(dir.path().join("cpu/rexec-t/other")).unwrap();
+    put(
+        &dir.path().join("cpu/rexec-t/job-6"),
+        "a file, not a cgroup",
+    );
+    assert_eq!(jobs.jobs().unwrap(), vec![5, 9]);
+}
+
+fn v2_tree(offered: &str, enabled: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("cgroup");
+    for d in [root.clone(), root.join("rexec"), root.join("rexec/node1")] {
+        put(&d.join("cgroup.controllers"), offered);
+        put(&d.join("cgroup.subtree_control"), enabled);
+    }
+    (dir, root)
+}
+
+fn v2_jobs(root: &Path) -> JobCgroups {
+    let parent = ParentName::new("rexec/node1").unwrap();
+    JobCgroups::open(
+        Hierarchy::V2 {
+            root: root.to_path_buf(),
+        },
+        &parent,
+    )
+    .unwrap()
+}
+
+#[test]
+fn v2_parent_enables_offered_controllers_along_the_path() {
+    for (offered, expected) in [("cpu io", "+cpu"), ("pids memory", "+pids"), ("io", "")] {
+        let (_dir, root) = v2_tree(offered, "");
+        v2_jobs(&root);
+        for d in [root.clone(), root.join("rexec"), root.join("rexec/node1")] {
+            assert_eq!(
+                get(&d.join("cgroup.subtree_control")),
+                expected,
+                "{offered}"
+            );
+        }
+    }
+    // Already enabled: nothing is written.
+    let (_dir, root) = v2_tree("cpu pids", "cpu pids\n");
+    v2_jobs(&root);
+    assert_eq!(
+        get(&root.join("rexec/cgroup.subtree_control")),
+        "cpu pids\n"
+    );
+}
+
+#[test]
+fn v2_weight_stat_events_and_kill_files() {
+    let (_dir, root) = v2_tree("cpu pids", "cpu pids\n");
+    let jobs = v2_jobs(&root);
+    let job = |f: &str| root.join("rexec/node1/job-11").join(f);
+    jobs.create_job(11).unwrap();
+    assert!(matches!(
+        jobs.set_weight(11, 100),
+        Err(CgroupError::ControllerMissing {
+            controller: "cpu",
+            ..
+        })
+    ));
+    put(&job("cpu.weight"), "100\n");
+    jobs.set_weight(11, 10_000).unwrap();
+    assert_eq!(jobs.backend().weight(11).unwrap(), 10_000);
+    assert!(jobs.set_weight(11, 0).is_err());
+    assert_eq!(jobs.weight_range(), WeightRange::V2_WEIGHT);
+
+    put(
+        &job("cpu.stat"),
+        "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\n",
+    );
+    assert_eq!(jobs.usage(11).unwrap(), Duration::from_micros(2500));
+    put(&job("cpu.stat"), "user_usec 2000\n");
+    let err = jobs.usage(11).unwrap_err().to_string();
+    assert!(
+        err.contains("cpu.stat") && err.contains("usage_usec"),
+        "{err}"
+    );
+
+    put(&job("cgroup.events"), "populated 1\nfrozen 0\n");
+    put(&job("cgroup.freeze"), "0\n");
+    assert!(!jobs.backend().is_frozen(11).unwrap());
+    assert!(jobs.backend().freeze(11).unwrap());
+    assert_eq!(&get(&job("cgroup.freeze"))[..1], "1");
+    put(&job("cgroup.events"), "populated 1\nfrozen 1\n");
+    assert!(jobs.backend().is_frozen(11).unwrap());
+
+    put(&job("cgroup.kill"), "");
+    put(&job("cgroup.procs"), "");
+    jobs.backend().kill_all(11).unwrap();
+    assert_eq!(get(&job("cgroup.kill")), "1");
+
+    assert_eq!(jobs.join(11).unwrap().paths(), &[job("cgroup.procs")]);
+    assert_eq!(jobs.jobs().unwrap(), vec![11]);
+}
+
+#[test]
+fn v2_without_cgroup_kill_signals_each_listed_process() {
+    let (_dir, root) = v2_tree("cpu pids", "cpu pids\n");
+    let jobs = v2_jobs(&root);
+    jobs.create_job(12).unwrap();
+    let mut victim = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    put(
+        &root.join("rexec/node1/job-12/cgroup.procs"),
+        &format!("{}\n", victim.id()),
+    );
+    jobs.backend().kill_all(12).unwrap();
+    let status = victim.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9));
+}
+
+#[test]
+fn v2_runnable_counts_from_cgroup_threads() {
+    let (dir, root) = v2_tree("cpu pids", "cpu pids\n");
+    let jobs = v2_jobs(&root).with_proc_root(dir.path().join("proc"));
+    jobs.create_job(13).unwrap();
+    put(&root.join("rexec/node1/job-13/cgroup.threads"), "7\n8\n");
+    put(&dir.path().join("proc/7/stat"), "7 (a b) R 1");
+    put(&dir.path().join("proc/8/stat"), "8 (c) R 1");
+    assert_eq!(jobs.runnable(13).unwrap(), 2);
+}

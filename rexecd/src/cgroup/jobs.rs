@@ -1,0 +1,239 @@
+//! [`JobCgroups`], the job life cycle on top of a [`CgroupBackend`]: create a job
+//! cgroup, hand out its join files, set weights from tickets, meter usage and runnable
+//! demand, destroy it (freeze, kill, thaw, wait, remove) and sweep cgroups that an
+//! earlier run left behind.
+
+use std::path::PathBuf;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::error::{CgroupError, Result};
+use super::{
+    AnyCgroup, CgroupBackend, CgroupJoin, CgroupVersion, Hierarchy, ParentName, WeightRange,
+    detect, procstat, weights_for_tickets,
+};
+use crate::sys::ProcessId;
+
+/// How long to wait for a freeze before killing anyway (a task in uninterruptible sleep
+/// can hold a freeze up; SIGKILL still reaches it once it wakes).
+const FREEZE_WAIT: Duration = Duration::from_millis(200);
+/// How long one kill round waits for the cgroup to empty.
+const ROUND_WAIT: Duration = Duration::from_millis(250);
+/// Give up killing after this long.
+const KILL_DEADLINE: Duration = Duration::from_secs(5);
+/// rmdir retries (the kernel can report EBUSY for a moment after the last task exits).
+const RMDIR_TRIES: u32 = 50;
+const POLL: Duration = Duration::from_millis(5);
+
+/// One metering sample of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobSample {
+    /// Total CPU time used so far.
+    pub usage: Duration,
+    /// Threads in state R (running or waiting for a CPU) at the time of the sample.
+    pub runnable: u32,
+    /// Threads in the job.
+    pub threads: u32,
+}
+
+/// rexecd's parent cgroup and the job cgroups below it.
+#[derive(Debug, Clone)]
+pub struct JobCgroups {
+    backend: AnyCgroup,
+    proc_root: PathBuf,
+}
+
+impl JobCgroups {
+    /// Detects the host's layout and opens (creating if needed) the parent `parent`.
+    pub fn detect(parent: &ParentName) -> Result<JobCgroups> {
+        JobCgroups::open(detect::detect()?, parent)
+    }
+
+    /// Opens (creating if needed) the parent `parent` in a known hierarchy.
+    pub fn open(hierarchy: Hierarchy, parent: &ParentName) -> Result<JobCgroups> {
+        JobCgroups::with_backend(AnyCgroup::new(hierarchy, parent))
+    }
+
+    /// Uses `backend` as is, creating its parent cgroup.
+    pub fn with_backend(backend: AnyCgroup) -> Result<JobCgroups> {
+        backend.create_parent()?;
+        Ok(JobCgroups {
+            backend,
+            proc_root: PathBuf::from("/proc"),
+        })
+    }
+
+    /// Reads thread states below `proc_root` instead of `/proc` (for tests).
+    pub fn with_proc_root(mut self, proc_root: impl Into<PathBuf>) -> JobCgroups {
+        self.proc_root = proc_root.into();
+        self
+    }
+
+    /// The backend, for operations not wrapped here.
+    pub fn backend(&self) -> &AnyCgroup {
+        &self.backend
+    }
+
+    /// The cgroup version in use.
+    pub fn version(&self) -> CgroupVersion {
+        self.backend.version()
+    }
+
+    /// The kernel's weight range for this version.
+    pub fn weight_range(&self) -> WeightRange {
+        self.backend.weight_range()
+    }
+
+    /// The job's directory in the `cpu` hierarchy (for logs and diagnostics).
+    pub fn job_path(&self, id: u64) -> PathBuf {
+        self.backend.job_path(id)
+    }
+
+    /// Creates the cgroup of job `id`.
+    pub fn create_job(&self, id: u64) -> Result<()> {
+        self.backend.create_job(id)
+    }
+
+    /// Opens the files a new process writes to so that it is born in the job.
+    pub fn join(&self, id: u64) -> Result<CgroupJoin> {
+        self.backend.open_join(id)
+    }
+
+    /// Sets one job's kernel weight (checked against [`Self::weight_range`]).
+    pub fn set_weight(&self, id: u64, weight: u64) -> Result<()> {
+        self.backend.set_weight(id, weight)
+    }
+
+    /// Maps `(job, tickets)` pairs to weights with [`weights_for_tickets`] and writes
+    /// them all. Every job is attempted; the first error (if any) is returned after.
+    /// On success returns the `(job, weight)` pairs written.
+    pub fn apply_tickets(&self, tickets: &[(u64, u64)]) -> Result<Vec<(u64, u64)>> {
+        let counts: Vec<u64> = tickets.iter().map(|&(_, t)| t).collect();
+        let weights = weights_for_tickets(&counts, self.weight_range());
+        let mut first_error = None;
+        let mut written = Vec::with_capacity(tickets.len());
+        for (&(id, _), &weight) in tickets.iter().zip(&weights) {
+            match self.backend.set_weight(id, weight) {
+                Ok(()) => written.push((id, weight)),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(written), Err)
+    }
+
+    /// Total CPU time the job has used.
+    pub fn usage(&self, id: u64) -> Result<Duration> {
+        self.backend.usage(id)
+    }
+
+    /// Number of the job's threads that are runnable right now.
+    pub fn runnable(&self, id: u64) -> Result<u32> {
+        let threads = self.backend.threads(id)?;
+        Ok(procstat::count_runnable(&self.proc_root, &threads))
+    }
+
+    /// Usage, runnable threads and thread count in one go.
+    pub fn sample(&self, id: u64) -> Result<JobSample> {
+        let usage = self.backend.usage(id)?;
+        let threads = self.backend.threads(id)?;
+        Ok(JobSample {
+            usage,
+            runnable: procstat::count_runnable(&self.proc_root, &threads),
+            threads: u32::try_from(threads.len()).unwrap_or(u32::MAX),
+        })
+    }
+
+    /// The job's processes.
+    pub fn procs(&self, id: u64) -> Result<Vec<ProcessId>> {
+        self.backend.procs(id)
+    }
+
+    /// Ids of the job cgroups under the parent.
+    pub fn jobs(&self) -> Result<Vec<u64>> {
+        self.backend.job_ids()
+    }
+
+    /// Kills every process of the job and removes its cgroup. Each round freezes the
+    /// job (so nothing can fork in between), sends SIGKILL to all of it, thaws it and
+    /// waits for it to empty; then the directory is removed, retrying while the kernel
+    /// says busy. A job that does not exist is already destroyed.
+    pub fn destroy(&self, id: u64) -> Result<()> {
+        if !self.backend.job_exists(id) {
+            return Ok(());
+        }
+        let deadline = Instant::now() + KILL_DEADLINE;
+        loop {
+            let frozen = self.backend.freeze(id)?;
+            if frozen {
+                wait_until(FREEZE_WAIT, || self.backend.is_frozen(id))?;
+            }
+            let killed = self.backend.kill_all(id);
+            if frozen {
+                self.backend.thaw(id)?;
+            }
+            killed?;
+            if wait_until(ROUND_WAIT, || Ok(self.backend.procs(id)?.is_empty()))? {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err(CgroupError::StillPopulated {
+                    path: self.backend.job_path(id),
+                    pids: self.backend.procs(id)?.iter().map(|p| p.0).collect(),
+                });
+            }
+        }
+        remove_with_retry(|| self.backend.remove_job(id))
+    }
+
+    /// Destroys every job cgroup under the parent (left by an earlier run) and returns
+    /// their ids. Call at start-up, before accepting jobs.
+    pub fn sweep_stale(&self) -> Result<Vec<u64>> {
+        let ids = self.backend.job_ids()?;
+        for &id in &ids {
+            self.destroy(id)?;
+        }
+        Ok(ids)
+    }
+
+    /// Removes the parent cgroup (it must hold no jobs any more).
+    pub fn remove_parent(&self) -> Result<()> {
+        remove_with_retry(|| self.backend.remove_parent())
+    }
+
+    /// The parent's directory in the `cpu` hierarchy.
+    pub fn parent_path(&self) -> PathBuf {
+        self.backend.parent_path()
+    }
+}
+
+/// Polls `done` every few milliseconds for up to `limit`; returns its last answer.
+fn wait_until(limit: Duration, mut done: impl FnMut() -> Result<bool>) -> Result<bool> {
+    let end = Instant::now() + limit;
+    loop {
+        if done()? {
+            return Ok(true);
+        }
+        if Instant::now() >= end {
+            return Ok(false);
+        }
+        thread::sleep(POLL);
+    }
+}
+
+/// Retries an rmdir while the kernel answers EBUSY (tasks still leaving).
+fn remove_with_retry(mut remove: impl FnMut() -> Result<()>) -> Result<()> {
+    let mut tries = 0;
+    loop {
+        match remove() {
+            Err(CgroupError::RemoveDir { source, .. })
+                if source.raw_os_error() == Some(nix::libc::EBUSY) && tries < RMDIR_TRIES =>
+            {
+                tries += 1;
+                thread::sleep(POLL * 2);
+            }
+            other => return other,
+        }
+    }
+}

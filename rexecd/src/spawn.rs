@@ -1,0 +1,247 @@
+//! Starting a job's program as a Unix user, inside the job cgroup, from a cleared
+//! environment.
+//!
+//! [`JobUser::resolve`] looks the account up and computes its group list before any
+//! fork, refusing unknown users and (unless allowed) uid 0. [`JobCommand`] collects the
+//! program, arguments, the exact environment, the wished working directory and the
+//! session mode, and [`JobCommand::build`] turns them into a `std::process::Command`
+//! whose `pre_exec` hook (see [`crate::sys::child`]) joins the cgroup, drops privileges
+//! (setgroups, setgid, setuid) and changes directory (falling back to the user's home,
+//! then `/`). The caller sets stdio and spawns it, with std or, after
+//! `tokio::process::Command::from(command)`, with tokio.
+
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use nix::errno::Errno;
+
+use crate::cgroup::CgroupJoin;
+use crate::sys::child::{self, ChildSetup, SessionMode};
+use crate::sys::{self, GroupId, UnixUser, UserId};
+
+/// Why a job could not be prepared. Each message is one line saying what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// No such account on this node.
+    #[error(
+        "no Unix user named {name:?} on this node; create the account or connect as an existing user"
+    )]
+    UnknownUser {
+        /// The name asked for.
+        name: String,
+    },
+    /// The account is uid 0 and root is not allowed.
+    #[error(
+        "refusing to run a job as {name:?} (uid 0); allow root in the rexecd configuration if intended"
+    )]
+    RootRefused {
+        /// The name asked for.
+        name: String,
+    },
+    /// The password database could not be read.
+    #[error("cannot look up user {name:?}: {source}; check /etc/passwd and NSS")]
+    Lookup {
+        /// The name asked for.
+        name: String,
+        /// What the lookup said.
+        source: Errno,
+    },
+    /// The group list could not be computed.
+    #[error("cannot list the groups of user {name:?}: {source}; check /etc/group and NSS")]
+    Groups {
+        /// The name asked for.
+        name: String,
+        /// What getgrouplist said.
+        source: Errno,
+    },
+    /// A path handed to the child contains a NUL byte.
+    #[error("{what} {value:?} contains a NUL byte")]
+    Nul {
+        /// Which path.
+        what: &'static str,
+        /// The path, lossily printed.
+        value: String,
+    },
+}
+
+/// Who may run jobs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SpawnPolicy {
+    /// Allow accounts with uid 0. Off by default.
+    pub allow_root: bool,
+}
+
+/// A resolved account: ids, home and the full group list, computed before forking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobUser {
+    user: UnixUser,
+    groups: Vec<GroupId>,
+}
+
+impl JobUser {
+    /// Looks `name` up and computes its groups; refuses unknown users and uid 0 unless
+    /// `policy.allow_root`.
+    ///
+    /// ```
+    /// use rexecd::spawn::{JobUser, SpawnError, SpawnPolicy};
+    /// let refused = JobUser::resolve("root", SpawnPolicy::default());
+    /// assert!(matches!(refused, Err(SpawnError::RootRefused { .. })));
+    /// let root = JobUser::resolve("root", SpawnPolicy { allow_root: true }).unwrap();
+    /// assert!(root.groups().contains(&root.gid()));
+    /// ```
+    pub fn resolve(name: &str, policy: SpawnPolicy) -> Result<JobUser, SpawnError> {
+        let user = sys::lookup_user(name)
+            .map_err(|source| SpawnError::Lookup {
+                name: name.to_string(),
+                source,
+            })?
+            .ok_or_else(|| SpawnError::UnknownUser {
+                name: name.to_string(),
+            })?;
+        if user.uid.is_root() && !policy.allow_root {
+            return Err(SpawnError::RootRefused {
+                name: name.to_string(),
+            });
+        }
+        let groups =
+            sys::group_list(&user.name, user.gid).map_err(|source| SpawnError::Groups {
+                name: name.to_string(),
+                source,
+            })?;
+        Ok(JobUser { user, groups })
+    }
+
+    /// Login name.
+    pub fn name(&self) -> &str {
+        &self.user.name
+    }
+
+    /// User id.
+    pub fn uid(&self) -> UserId {
+        self.user.uid
+    }
+
+    /// Primary group id.
+    pub fn gid(&self) -> GroupId {
+        self.user.gid
+    }
+
+    /// All groups (primary included), sorted.
+    pub fn groups(&self) -> &[GroupId] {
+        &self.groups
+    }
+
+    /// Home directory from the password database.
+    pub fn home(&self) -> &Path {
+        &self.user.home
+    }
+}
+
+/// What to run: program, arguments, the exact environment, working directory and
+/// session mode.
+#[derive(Debug, Clone)]
+pub struct JobCommand {
+    program: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    cwd: Option<PathBuf>,
+    session: SessionMode,
+}
+
+impl JobCommand {
+    /// A command running `program` (looked up in the given environment's `PATH`, or
+    /// relative to the working directory when it contains a `/`).
+    pub fn new(program: impl Into<OsString>) -> JobCommand {
+        JobCommand {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+            session: SessionMode::Inherit,
+        }
+    }
+
+    /// Adds one argument.
+    pub fn arg(mut self, arg: impl Into<OsString>) -> JobCommand {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(mut self, args: I) -> JobCommand
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Adds one environment variable; the program sees exactly the variables given.
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> JobCommand {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Adds environment variables.
+    pub fn envs<I, K, V>(mut self, vars: I) -> JobCommand
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<OsString>,
+        V: Into<OsString>,
+    {
+        self.env
+            .extend(vars.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self
+    }
+
+    /// The wished working directory; if the user cannot enter it (missing or no
+    /// permission), the user's home is used, then `/`.
+    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> JobCommand {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Session mode: stay, new session, or new session with the tty on stdin.
+    pub fn session(mut self, mode: SessionMode) -> JobCommand {
+        self.session = mode;
+        self
+    }
+
+    /// Builds the `Command`. The caller sets stdin/stdout/stderr (for
+    /// [`SessionMode::NewSessionWithTty`], stdin must be the terminal) and spawns it;
+    /// the child is in the job cgroup and runs as `user` before the program's first
+    /// instruction.
+    pub fn build(&self, user: &JobUser, join: CgroupJoin) -> Result<Command, SpawnError> {
+        let mut dirs = Vec::with_capacity(3);
+        if let Some(cwd) = &self.cwd {
+            dirs.push(c_path("working directory", cwd)?);
+        }
+        dirs.push(c_path("home directory", &user.user.home)?);
+        dirs.push(c_path("root directory", Path::new("/"))?);
+
+        let mut command = Command::new(&self.program);
+        command.args(&self.args).env_clear();
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        let setup = ChildSetup::new(
+            join.into_files(),
+            user.uid(),
+            user.gid(),
+            user.groups(),
+            dirs,
+            self.session,
+        );
+        child::install_pre_exec(&mut command, setup);
+        Ok(command)
+    }
+}
+
+fn c_path(what: &'static str, path: &Path) -> Result<CString, SpawnError> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| SpawnError::Nul {
+        what,
+        value: path.display().to_string(),
+    })
+}

@@ -1,0 +1,126 @@
+//! What a job's child process does between `fork` and `exec`, prepared entirely before
+//! the fork so that the child only makes async-signal-safe system calls.
+//!
+//! A [`ChildSetup`] owns the already opened `cgroup.procs` files of the job cgroup, the
+//! resolved group list and ids, and the candidate working directories as C strings.
+//! [`install_pre_exec`] hands it to a `std::process::Command`; in the child it then
+//! (1) writes `0` to every `cgroup.procs` file, so the child is in the job cgroup before
+//! any user code runs, (2) optionally starts a new session (and takes its standard input
+//! as controlling terminal), (3) drops privileges with `setgroups`, `setgid`, `setuid` in
+//! that order, and (4) changes to the first working directory it can enter. No step
+//! allocates, takes a lock or touches a Rust-level global.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use nix::errno::Errno;
+use nix::unistd::{self, Gid, Uid};
+
+use super::{GroupId, UserId};
+
+/// How the child relates to the caller's session and terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SessionMode {
+    /// Stay in the caller's session and process group.
+    #[default]
+    Inherit,
+    /// `setsid()`: a new session and process group led by the child, with no terminal.
+    NewSession,
+    /// `setsid()` and then make the terminal on the child's standard input (set up by the
+    /// `Command`'s stdin before `pre_exec` runs) its controlling terminal (`TIOCSCTTY`).
+    NewSessionWithTty,
+}
+
+/// Everything the child needs after `fork`, prepared before it.
+#[derive(Debug)]
+pub struct ChildSetup {
+    cgroup_procs: Vec<File>,
+    groups: Vec<Gid>,
+    gid: Gid,
+    uid: Uid,
+    dirs: Vec<CString>,
+    session: SessionMode,
+}
+
+impl ChildSetup {
+    /// Prepares a setup: `cgroup_procs` are open, writable `cgroup.procs` files (opened
+    /// with close-on-exec, as `std::fs` does); `dirs` are tried in order with `chdir`
+    /// after the privileges are dropped, so the first one the user may enter wins.
+    pub fn new(
+        cgroup_procs: Vec<File>,
+        uid: UserId,
+        gid: GroupId,
+        groups: &[GroupId],
+        dirs: Vec<CString>,
+        session: SessionMode,
+    ) -> ChildSetup {
+        ChildSetup {
+            cgroup_procs,
+            groups: groups.iter().map(|g| Gid::from_raw(g.0)).collect(),
+            gid: Gid::from_raw(gid.0),
+            uid: Uid::from_raw(uid.0),
+            dirs,
+            session,
+        }
+    }
+
+    /// The child side. Only async-signal-safe calls on memory prepared before the fork.
+    fn run(&self) -> io::Result<()> {
+        for file in &self.cgroup_procs {
+            // "0" names the writing task itself, so no pid formatting is needed here.
+            match unistd::write(file, b"0") {
+                Ok(1) => {}
+                Ok(_) => return Err(io::Error::from(Errno::EIO)),
+                Err(e) => return Err(io::Error::from(e)),
+            }
+        }
+        match self.session {
+            SessionMode::Inherit => {}
+            SessionMode::NewSession => {
+                unistd::setsid()?;
+            }
+            SessionMode::NewSessionWithTty => {
+                unistd::setsid()?;
+                set_controlling_tty(nix::libc::STDIN_FILENO)?;
+            }
+        }
+        unistd::setgroups(&self.groups)?;
+        unistd::setgid(self.gid)?;
+        unistd::setuid(self.uid)?;
+        let mut last = Errno::ENOENT;
+        for dir in &self.dirs {
+            match unistd::chdir(dir.as_c_str()) {
+                Ok(()) => return Ok(()),
+                Err(e) => last = e,
+            }
+        }
+        Err(io::Error::from(last))
+    }
+}
+
+/// Makes `fd`, a terminal, the controlling terminal of the calling session leader.
+fn set_controlling_tty(fd: i32) -> io::Result<()> {
+    // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal a terminal that is
+    // already another session's); no memory is passed to the kernel. ioctl is
+    // async-signal-safe.
+    let rc = unsafe { nix::libc::ioctl(fd, nix::libc::TIOCSCTTY, 0) };
+    Errno::result(rc).map(drop).map_err(io::Error::from)
+}
+
+/// Installs `setup` as the `pre_exec` hook of `command`. The command can then be spawned
+/// with std, or converted with `tokio::process::Command::from(command)` and spawned there;
+/// the hook travels with it. A failing step makes `spawn` return that step's error and
+/// nothing of the program runs.
+pub fn install_pre_exec(command: &mut Command, setup: ChildSetup) {
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe operations are allowed. `ChildSetup::run` only calls write,
+    // setsid, ioctl, setgroups, setgid, setuid and chdir on buffers and descriptors that
+    // were allocated and opened before the fork; it allocates nothing (io::Error from an
+    // errno is a plain integer) and takes no locks.
+    unsafe {
+        command.pre_exec(move || setup.run());
+    }
+}

@@ -1,0 +1,126 @@
+//! Thin, safe wrappers over the operating system, and the only place in this crate with
+//! `unsafe` code (each block carries a `// SAFETY:` comment).
+//!
+//! The newtypes [`UserId`], [`GroupId`] and [`ProcessId`] keep numeric ids from being
+//! mixed up. [`lookup_user`] and [`group_list`] resolve an account before any fork;
+//! [`send_signal`] delivers a signal; [`child`] holds the async-signal-safe work a child
+//! does between `fork` and `exec`.
+
+pub mod child;
+
+use std::ffi::CString;
+use std::fmt;
+use std::path::PathBuf;
+
+use nix::errno::Errno;
+use nix::sys::signal::{self, Signal};
+use nix::unistd::{Gid, Pid, Uid, User};
+
+/// A Unix user id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UserId(pub u32);
+
+/// A Unix group id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupId(pub u32);
+
+/// A process (or thread) id as the kernel reports it; always positive when it names a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ProcessId(pub i32);
+
+impl UserId {
+    /// The superuser.
+    pub const ROOT: UserId = UserId(0);
+
+    /// True for uid 0, whatever the account is called.
+    pub fn is_root(self) -> bool {
+        self == Self::ROOT
+    }
+}
+
+impl fmt::Display for UserId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for GroupId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for ProcessId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl ProcessId {
+    /// The id of the calling process.
+    pub fn current() -> ProcessId {
+        ProcessId(std::process::id() as i32)
+    }
+}
+
+/// A Unix account as the password database describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnixUser {
+    /// Login name.
+    pub name: String,
+    /// User id.
+    pub uid: UserId,
+    /// Primary group id.
+    pub gid: GroupId,
+    /// Home directory (may not exist).
+    pub home: PathBuf,
+    /// Login shell.
+    pub shell: PathBuf,
+}
+
+/// Looks a user up by login name (`getpwnam_r`). `Ok(None)` when there is no such user
+/// (a name with a NUL byte is no user either).
+///
+/// ```
+/// let root = rexecd::sys::lookup_user("root").unwrap().expect("every system has root");
+/// assert!(root.uid.is_root());
+/// assert!(rexecd::sys::lookup_user("no-such-user-\u{1}").unwrap().is_none());
+/// ```
+pub fn lookup_user(name: &str) -> Result<Option<UnixUser>, Errno> {
+    let found = User::from_name(name)?;
+    Ok(found.map(|u| UnixUser {
+        name: u.name,
+        uid: UserId(u.uid.as_raw()),
+        gid: GroupId(u.gid.as_raw()),
+        home: u.dir,
+        shell: u.shell,
+    }))
+}
+
+/// The supplementary group list of `user` including `primary` (`getgrouplist`), sorted
+/// and without duplicates. Call it before forking: it reads NSS and allocates.
+pub fn group_list(user: &str, primary: GroupId) -> Result<Vec<GroupId>, Errno> {
+    let name = CString::new(user).map_err(|_| Errno::EINVAL)?;
+    let mut groups: Vec<GroupId> = nix::unistd::getgrouplist(&name, Gid::from_raw(primary.0))?
+        .into_iter()
+        .map(|g| GroupId(g.as_raw()))
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    Ok(groups)
+}
+
+/// Sends `signal` to one process. `ESRCH` (already gone) is reported as an error so the
+/// caller can decide whether that matters.
+pub fn send_signal(pid: ProcessId, signal: Signal) -> Result<(), Errno> {
+    if pid.0 <= 0 {
+        // kill(0) and kill(-n) address process groups; never let a bad id reach them.
+        return Err(Errno::EINVAL);
+    }
+    signal::kill(Pid::from_raw(pid.0), signal)
+}
+
+/// The effective user id of the calling process.
+pub fn effective_user() -> UserId {
+    UserId(Uid::effective().as_raw())
+}
