@@ -1,0 +1,197 @@
+//! `rexec-certs`: manage the rexec cluster CA. A thin shell over the `certs` library:
+//! parse flags, call [`certs::Ca`], print what happened.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use certs::{Ca, CertInfo, Role};
+use clap::{Parser, Subcommand};
+
+/// Manage the rexec cluster certificate authority.
+///
+/// Every connection in a rexec cluster is mutual TLS 1.3 against one CA. Each certificate
+/// carries a role (node, user, service, admin) and a name, signed by the CA.
+#[derive(Parser)]
+#[command(name = "rexec-certs", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a new cluster CA in DIR (ca.pem, ca.key, crl.pem, crl.state).
+    Init {
+        /// The CA directory.
+        #[arg(long, env = "REXEC_CA_DIR")]
+        dir: PathBuf,
+        /// The cluster's name ([a-z0-9._-], up to 64 characters).
+        #[arg(long)]
+        cluster: String,
+        /// Replace an existing CA (every certificate it issued stops working).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Issue a certificate and private key signed by the CA.
+    Issue {
+        /// The CA directory.
+        #[arg(long, env = "REXEC_CA_DIR", global = true)]
+        dir: Option<PathBuf>,
+        /// Where to write ROLE-NAME.pem and ROLE-NAME.key (default: the CA directory).
+        #[arg(long, global = true)]
+        out: Option<PathBuf>,
+        /// Days of validity.
+        #[arg(long, default_value_t = 365, global = true)]
+        days: u32,
+        /// Replace an existing certificate and key of the same name.
+        #[arg(long, global = true)]
+        force: bool,
+        #[command(subcommand)]
+        what: IssueWhat,
+    },
+    /// Print a certificate's role, name, SANs, validity, fingerprint and issuer.
+    Show {
+        /// The certificate (PEM).
+        file: PathBuf,
+    },
+    /// Revoke a certificate issued by the CA and re-sign crl.pem.
+    Revoke {
+        /// The CA directory.
+        #[arg(long, env = "REXEC_CA_DIR")]
+        dir: PathBuf,
+        /// The certificate to revoke (PEM).
+        file: PathBuf,
+    },
+    /// Re-sign crl.pem with a fresh date (no change to what is revoked).
+    Crl {
+        /// The CA directory.
+        #[arg(long, env = "REXEC_CA_DIR")]
+        dir: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum IssueWhat {
+    /// A node (runs rexecd): server and client certificate, DNS SAN = NAME.
+    Node {
+        /// The node's name, also its DNS SAN.
+        name: String,
+        /// Extra DNS name or IP address the node is reached by (repeatable).
+        #[arg(long = "san")]
+        sans: Vec<String>,
+    },
+    /// A user: client certificate for the Unix account UNIX_NAME.
+    User {
+        /// The Unix user name jobs will run as.
+        unix_name: String,
+    },
+    /// A cluster service: server and client certificate, DNS SAN = its name.
+    Service {
+        /// Which service.
+        #[arg(value_parser = ["accountd", "vexecd"])]
+        name: String,
+        /// Extra DNS name or IP address the service is reached by (repeatable).
+        #[arg(long = "san")]
+        sans: Vec<String>,
+    },
+    /// An administrator: client certificate.
+    Admin {
+        /// The admin's name.
+        name: String,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = run(cli) {
+        eprintln!("rexec-certs: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Init {
+            dir,
+            cluster,
+            force,
+        } => {
+            let ca = Ca::init(&dir, &cluster, force)?;
+            println!("created CA for cluster {cluster}");
+            println!("  certificate: {}", ca.ca_cert_path().display());
+            println!(
+                "  private key: {} (mode 0600, keep it offline)",
+                dir.join(certs::CA_KEY_FILE).display()
+            );
+            println!("  revocation list: {}", ca.crl_path().display());
+        }
+        Command::Issue {
+            dir,
+            out,
+            days,
+            force,
+            what,
+        } => {
+            let Some(dir) = dir else {
+                bail!("say which CA to use with --dir DIR (or REXEC_CA_DIR)");
+            };
+            let (role, name, sans) = match what {
+                IssueWhat::Node { name, sans } => (Role::Node, name, sans),
+                IssueWhat::User { unix_name } => (Role::User, unix_name, Vec::new()),
+                IssueWhat::Service { name, sans } => (Role::Service, name, sans),
+                IssueWhat::Admin { name } => (Role::Admin, name, Vec::new()),
+            };
+            certs::check_name(role, &name)?;
+            let ca = Ca::load(&dir)?;
+            let out = out.unwrap_or_else(|| dir.clone());
+            if !force {
+                refuse_overwrite(&out, role, &name)?;
+            }
+            let issued = ca.issue(role, &name, &sans, days, &out)?;
+            let info = CertInfo::load(&issued.cert)?;
+            println!("issued {role} certificate for {name}, valid {days} days");
+            println!("  certificate: {}", issued.cert.display());
+            println!("  private key: {} (mode 0600)", issued.key.display());
+            println!("  fingerprint: SHA256:{}", info.fingerprint);
+        }
+        Command::Show { file } => {
+            let info = CertInfo::load(&file)?;
+            println!("{info}");
+        }
+        Command::Revoke { dir, file } => {
+            let ca = Ca::load(&dir)?;
+            let info = CertInfo::load(&file)?;
+            let crl = ca.revoke(&file)?;
+            let who = info
+                .identity
+                .as_ref()
+                .map(|id| id.to_string())
+                .unwrap_or_else(|| "certificate".to_string());
+            println!("revoked {who} (serial {})", info.serial_hex());
+            println!("  revocation list: {}", crl.display());
+            println!("  servers pick it up when they reload their TLS configuration");
+        }
+        Command::Crl { dir } => {
+            let ca = Ca::load(&dir)?;
+            let crl = ca
+                .refresh_crl()
+                .context("cannot re-sign the revocation list")?;
+            println!("re-signed {}", crl.display());
+        }
+    }
+    Ok(())
+}
+
+fn refuse_overwrite(out: &Path, role: Role, name: &str) -> anyhow::Result<()> {
+    for ext in ["pem", "key"] {
+        let p = out.join(format!("{role}-{name}.{ext}"));
+        if p.exists() {
+            return Err(certs::CertError::AlreadyExists {
+                path: p,
+                consequence: String::new(),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}

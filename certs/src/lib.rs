@@ -1,0 +1,54 @@
+//! The rexec cluster PKI and mutual TLS 1.3.
+//!
+//! One cluster CA signs every certificate; each carries a [`Role`] and a name as the URI
+//! SAN `rexec:ROLE:NAME` (see `docs/SECURITY.md`). Every connection in the system is TLS
+//! 1.3 with both sides authenticated against that CA.
+//!
+//! Modules:
+//! - `identity`: [`Role`], [`PeerIdentity`], the URI encoding, authorisation helpers.
+//! - `names`: the safe-name rules ([`check_name`]).
+//! - `ca`: [`Ca`]: create, load, issue ([`Issued`]).
+//! - `crl`: revocation state and CRL signing ([`Ca::revoke`], [`CrlState`]).
+//! - `config`: [`TlsPaths`], [`server_config`], [`client_config`], [`peer_identity`].
+//! - `stream`: [`accept`] and [`connect`] over tokio-rustls, handshake error explanations.
+//! - `inspect`: [`CertInfo`], what `rexec-certs show` prints.
+//! - `files`: PEM loading, key permission checks, atomic writes.
+//! - `error`: [`CertError`], [`AuthError`].
+//! - [`testing`]: [`testing::TestPki`], a temporary CA for tests.
+//!
+//! ```
+//! use certs::{Ca, Role, TlsPaths};
+//! let dir = tempfile::tempdir().unwrap();
+//! let ca = Ca::init(&dir.path().join("ca"), "demo", false).unwrap();
+//! let issued = ca.issue(Role::Node, "n1", &["10.0.0.1".to_string()], 30, dir.path()).unwrap();
+//! let paths = TlsPaths { ca: ca.ca_cert_path(), cert: issued.cert, key: issued.key, crl: Some(ca.crl_path()) };
+//! let server = certs::server_config(&paths).unwrap();
+//! assert!(server.alpn_protocols.is_empty());
+//! ```
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod ca;
+mod config;
+mod crl;
+mod error;
+mod files;
+mod identity;
+mod inspect;
+mod names;
+mod stream;
+pub mod testing;
+
+pub use ca::{BACKDATE, CA_CERT_FILE, CA_DAYS, CA_KEY_FILE, CRL_FILE, Ca, Issued, MAX_DAYS};
+pub use config::{TlsPaths, client_config, crypto_provider, peer_identity, server_config};
+pub use crl::{CRL_DAYS, CRL_STATE_FILE, CrlState, RevokedEntry};
+pub use error::{AuthError, CertError};
+pub use files::check_key_mode;
+pub use identity::{PeerIdentity, Role, URI_PREFIX};
+pub use inspect::{CertInfo, fingerprint};
+pub use names::{MAX_NAME_LEN, check_name, check_plain_name};
+pub use stream::{
+    HANDSHAKE_TIMEOUT, accept, acceptor, connect, connector, explain, explain_certificate_error,
+    explain_io, handshake_error,
+};

@@ -1,0 +1,166 @@
+//! Handshakes over tokio. [`accept`] and [`connect`] wrap tokio-rustls with a time limit,
+//! read the peer's [`PeerIdentity`] from its verified certificate, and turn handshake
+//! failures into one-line explanations ("the peer's certificate has been revoked").
+//! [`connect`] also checks that the server is the party the caller meant to reach: the
+//! certificate must name the dialled host (checked by rustls against the DNS SAN) and
+//! carry the expected role (checked here against the identity URI SAN).
+//!
+//! In TLS 1.3 the client finishes its half of the handshake before the server has judged
+//! the client's certificate, so a client the server refuses sees `connect` succeed and its
+//! first read fail with the server's alert. The server side always knows at `accept`.
+
+use std::io;
+use std::time::Duration;
+
+use rustls::pki_types::ServerName;
+use rustls::{AlertDescription, CertificateError};
+use tokio::net::TcpStream;
+use tokio_rustls::{TlsAcceptor, TlsConnector, client, server};
+
+use crate::config::{TlsPaths, client_config, peer_identity, server_config};
+use crate::error::CertError;
+use crate::identity::{PeerIdentity, Role};
+use crate::names::check_dns;
+
+/// How long a handshake may take before it is abandoned.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A tokio-rustls acceptor for [`server_config`]`(paths)`.
+pub fn acceptor(paths: &TlsPaths) -> Result<TlsAcceptor, CertError> {
+    Ok(TlsAcceptor::from(server_config(paths)?))
+}
+
+/// A tokio-rustls connector for [`client_config`]`(paths)`.
+pub fn connector(paths: &TlsPaths) -> Result<TlsConnector, CertError> {
+    Ok(TlsConnector::from(client_config(paths)?))
+}
+
+fn peer_of(tcp: &TcpStream) -> String {
+    tcp.peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "unknown peer".to_string())
+}
+
+/// Runs the server side of the handshake on an accepted TCP connection and returns the
+/// stream with the client's identity.
+pub async fn accept(
+    acceptor: &TlsAcceptor,
+    tcp: TcpStream,
+) -> Result<(server::TlsStream<TcpStream>, PeerIdentity), CertError> {
+    let peer = peer_of(&tcp);
+    let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp))
+        .await
+        .map_err(|_| CertError::HandshakeTimeout {
+            peer: peer.clone(),
+            seconds: HANDSHAKE_TIMEOUT.as_secs(),
+        })?
+        .map_err(|e| handshake_error(&peer, &e))?;
+    let identity = peer_identity(stream.get_ref().1)?;
+    Ok((stream, identity))
+}
+
+/// Runs the client side of the handshake to the server `role` `name` and returns the
+/// stream with the server's identity, which is checked to be exactly (`role`, `name`).
+pub async fn connect(
+    connector: &TlsConnector,
+    tcp: TcpStream,
+    role: Role,
+    name: &str,
+) -> Result<(client::TlsStream<TcpStream>, PeerIdentity), CertError> {
+    let peer = peer_of(&tcp);
+    let expected = PeerIdentity::new(role, name)?;
+    let dns = check_dns(name).map_err(|reason| CertError::InvalidName {
+        name: name.to_string(),
+        reason,
+    })?;
+    let connecting = connector.connect(ServerName::DnsName(dns), tcp);
+    let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, connecting)
+        .await
+        .map_err(|_| CertError::HandshakeTimeout {
+            peer: peer.clone(),
+            seconds: HANDSHAKE_TIMEOUT.as_secs(),
+        })?
+        .map_err(|e| handshake_error(&peer, &e))?;
+    let identity = peer_identity(stream.get_ref().1)?;
+    if identity != expected {
+        return Err(CertError::WrongPeer {
+            peer,
+            expected: expected.to_string(),
+            got: identity.to_string(),
+        });
+    }
+    Ok((stream, identity))
+}
+
+/// Builds a [`CertError::Handshake`] from an I/O error returned by tokio-rustls.
+pub fn handshake_error(peer: &str, e: &io::Error) -> CertError {
+    CertError::Handshake {
+        peer: peer.to_string(),
+        detail: explain_io(e),
+    }
+}
+
+/// Explains an I/O error from a TLS stream, looking inside for a rustls error.
+pub fn explain_io(e: &io::Error) -> String {
+    if let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        return explain(tls);
+    }
+    match e.kind() {
+        io::ErrorKind::UnexpectedEof => "the connection closed during the handshake".to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// Explains a rustls error in the terms of this cluster.
+pub fn explain(e: &rustls::Error) -> String {
+    match e {
+        rustls::Error::InvalidCertificate(ce) => explain_certificate_error(ce),
+        rustls::Error::NoCertificatesPresented => {
+            "the client presented no certificate; a cluster certificate is required".to_string()
+        }
+        rustls::Error::AlertReceived(alert) => match alert {
+            AlertDescription::CertificateRequired => {
+                "the server requires a client certificate".to_string()
+            }
+            AlertDescription::UnknownCA => {
+                "the peer does not trust our certificate: it was not issued by the peer's cluster CA"
+                    .to_string()
+            }
+            AlertDescription::CertificateExpired => {
+                "the peer refused our certificate: it has expired or is not yet valid".to_string()
+            }
+            AlertDescription::CertificateRevoked => {
+                "the peer refused our certificate: it has been revoked".to_string()
+            }
+            AlertDescription::BadCertificate | AlertDescription::UnsupportedCertificate => {
+                "the peer refused our certificate as unusable here".to_string()
+            }
+            other => format!("the peer ended the handshake with alert {other:?}"),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// Explains why a peer's certificate was refused.
+pub fn explain_certificate_error(e: &CertificateError) -> String {
+    let what = match e {
+        CertificateError::UnknownIssuer | CertificateError::BadSignature => {
+            "it was not issued by our cluster CA"
+        }
+        CertificateError::Expired | CertificateError::ExpiredContext { .. } => "it has expired",
+        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+            "it is not valid yet (check the clocks)"
+        }
+        CertificateError::Revoked => "it has been revoked",
+        CertificateError::UnknownRevocationStatus => "its revocation status is unknown",
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            "it does not name the host we dialled"
+        }
+        CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
+            "it is not valid for this use (a client-only certificate presented by a server?)"
+        }
+        CertificateError::BadEncoding => "it is malformed",
+        other => return format!("the peer's certificate was refused: {other:?}"),
+    };
+    format!("the peer's certificate was refused: {what}")
+}
