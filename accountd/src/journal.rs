@@ -1,0 +1,400 @@
+//! The node's debit journal: an append-only file that holds every charge a
+//! node has decided on until accountd has acknowledged (or definitively
+//! refused) it, so no charge is lost or doubled across restarts of the node.
+//!
+//! Format: the magic `RXJ1`, then records of `[len: u32 LE][crc32: u32 LE]
+//! [postcard body]`. A record is `Intent(charge)` (written and fsynced before
+//! the charge is ever sent) or `Settled(key, outcome)`. On open the file is
+//! replayed; a torn or corrupt tail (a crash mid-append) is cut off. What is
+//! still pending is sent again; accountd's idempotency keys make a second
+//! arrival harmless. When nothing is pending and the file has grown, it is
+//! truncated back to its header.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use proto::account::{AccountOp, ChargeReceipt, Debit, DebitKey, EntryKind, ErrorCode, Refund};
+use serde::{Deserialize, Serialize};
+
+const MAGIC: &[u8; 4] = b"RXJ1";
+/// Largest record accepted when reading back (anything larger is corruption).
+pub const MAX_RECORD: usize = 64 * 1024;
+/// When nothing is pending and the file is larger than this, it is truncated.
+pub const COMPACT_AT: u64 = 1 << 20;
+
+/// A charge a node asks accountd to apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Charge {
+    /// Take credits for CPU used.
+    Debit(Debit),
+    /// Give back an over-charge.
+    Refund(Refund),
+}
+
+impl Charge {
+    /// The idempotency key.
+    pub fn key(&self) -> &DebitKey {
+        match self {
+            Charge::Debit(d) => &d.key,
+            Charge::Refund(r) => &r.key,
+        }
+    }
+
+    /// Debit or refund.
+    pub fn kind(&self) -> EntryKind {
+        match self {
+            Charge::Debit(_) => EntryKind::Debit,
+            Charge::Refund(_) => EntryKind::Refund,
+        }
+    }
+
+    /// The user charged.
+    pub fn user(&self) -> &str {
+        match self {
+            Charge::Debit(d) => &d.user,
+            Charge::Refund(r) => &r.user,
+        }
+    }
+
+    /// The request to send.
+    pub fn to_op(&self) -> AccountOp {
+        match self {
+            Charge::Debit(d) => AccountOp::Debit(d.clone()),
+            Charge::Refund(r) => AccountOp::Refund(r.clone()),
+        }
+    }
+
+    fn id(&self) -> ChargeId {
+        (self.kind() == EntryKind::Refund, self.key().clone())
+    }
+}
+
+/// (is refund, key): debits and refunds have separate key spaces.
+type ChargeId = (bool, DebitKey);
+
+/// How accountd settled a charge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// Applied (possibly earlier: `receipt.duplicate`).
+    Applied(ChargeReceipt),
+    /// Refused for good (not retryable): code and message.
+    Refused(ErrorCode, String),
+}
+
+#[derive(Serialize, Deserialize)]
+enum Record {
+    Intent(Charge),
+    Settled(bool, DebitKey, Outcome),
+}
+
+/// Why the journal failed. Any error here means the charge was not recorded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// Reading or writing the file failed.
+    #[error("debit journal {path}: {source}")]
+    Io {
+        /// The journal file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The file is not a journal.
+    #[error("{path} is not a debit journal (bad magic): move it away or fix the journal path")]
+    NotAJournal {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A record could not be encoded.
+    #[error("cannot encode a journal record: {0}")]
+    Encode(postcard::Error),
+}
+
+/// The open journal; see the module docs.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: File,
+    len: u64,
+    next: u64,
+    order: BTreeMap<u64, Charge>,
+    index: HashMap<ChargeId, u64>,
+    compact_at: u64,
+    /// Bytes cut off a torn tail when the journal was opened.
+    pub discarded_tail: u64,
+}
+
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0xEDB8_8320 & (crc & 1).wrapping_neg());
+        }
+    }
+    !crc
+}
+
+impl Journal {
+    /// Opens (creating if missing) and replays the journal at `path`.
+    pub fn open(path: &Path) -> Result<Journal, JournalError> {
+        let io = |source| JournalError::Io { path: path.to_path_buf(), source };
+        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).map_err(io)?;
+        let mut data = Vec::new();
+        file.read_to_end(&mut data).map_err(io)?;
+        let mut j = Journal {
+            path: path.to_path_buf(),
+            file,
+            len: 0,
+            next: 0,
+            order: BTreeMap::new(),
+            index: HashMap::new(),
+            compact_at: COMPACT_AT,
+            discarded_tail: 0,
+        };
+        if data.len() < MAGIC.len() {
+            if !MAGIC.starts_with(&data) {
+                return Err(JournalError::NotAJournal { path: path.to_path_buf() });
+            }
+            j.file.set_len(0).map_err(io)?;
+            j.file.seek(SeekFrom::Start(0)).map_err(io)?;
+            j.file.write_all(MAGIC).map_err(io)?;
+            j.file.sync_all().map_err(io)?;
+            sync_dir(path).map_err(io)?;
+            j.len = MAGIC.len() as u64;
+            return Ok(j);
+        }
+        if &data[..4] != MAGIC {
+            return Err(JournalError::NotAJournal { path: path.to_path_buf() });
+        }
+        let mut pos = MAGIC.len();
+        while let Some((record, used)) = parse_record(&data[pos..]) {
+            j.apply(record);
+            pos += used;
+        }
+        if pos < data.len() {
+            j.discarded_tail = (data.len() - pos) as u64;
+            tracing::warn!(path = %path.display(), bytes = j.discarded_tail, "cut a torn tail off the debit journal");
+            j.file.set_len(pos as u64).map_err(io)?;
+            j.file.sync_all().map_err(io)?;
+        }
+        j.len = pos as u64;
+        j.file.seek(SeekFrom::Start(j.len)).map_err(io)?;
+        Ok(j)
+    }
+
+    fn apply(&mut self, r: Record) {
+        match r {
+            Record::Intent(c) => {
+                let id = c.id();
+                if !self.index.contains_key(&id) {
+                    self.index.insert(id, self.next);
+                    self.order.insert(self.next, c);
+                    self.next += 1;
+                }
+            }
+            Record::Settled(refund, key, _) => {
+                if let Some(n) = self.index.remove(&(refund, key)) {
+                    self.order.remove(&n);
+                }
+            }
+        }
+    }
+
+    fn append(&mut self, r: &Record) -> Result<(), JournalError> {
+        let body = postcard::to_stdvec(r).map_err(JournalError::Encode)?;
+        let mut buf = Vec::with_capacity(body.len() + 8);
+        buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&crc32(&body).to_le_bytes());
+        buf.extend_from_slice(&body);
+        let io = |source| JournalError::Io { path: self.path.clone(), source };
+        self.file.write_all(&buf).map_err(io)?;
+        self.file.sync_data().map_err(io)?;
+        self.len += buf.len() as u64;
+        Ok(())
+    }
+
+    /// Records a charge durably before it is sent. Returns false (and writes
+    /// nothing) if a charge with the same key is already pending.
+    pub fn record(&mut self, c: Charge) -> Result<bool, JournalError> {
+        if self.index.contains_key(&c.id()) {
+            return Ok(false);
+        }
+        let r = Record::Intent(c);
+        self.append(&r)?;
+        self.apply(r);
+        Ok(true)
+    }
+
+    /// Records how accountd settled a pending charge; compacts when possible.
+    pub fn settle(&mut self, c: &Charge, outcome: Outcome) -> Result<(), JournalError> {
+        let (refund, key) = c.id();
+        if !self.index.contains_key(&(refund, key.clone())) {
+            return Ok(());
+        }
+        let r = Record::Settled(refund, key, outcome);
+        self.append(&r)?;
+        self.apply(r);
+        if self.order.is_empty() && self.len > self.compact_at {
+            let io = |source| JournalError::Io { path: self.path.clone(), source };
+            self.file.set_len(MAGIC.len() as u64).map_err(io)?;
+            self.file.sync_all().map_err(io)?;
+            self.file.seek(SeekFrom::Start(MAGIC.len() as u64)).map_err(io)?;
+            self.len = MAGIC.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Changes the size above which a fully settled journal is truncated.
+    pub fn set_compact_at(&mut self, bytes: u64) {
+        self.compact_at = bytes;
+    }
+
+    /// Pending charges, oldest first.
+    pub fn pending(&self) -> Vec<Charge> {
+        self.order.values().cloned().collect()
+    }
+
+    /// Number of pending charges.
+    pub fn pending_len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Bytes in the file.
+    pub fn file_len(&self) -> u64 {
+        self.len
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn parse_record(data: &[u8]) -> Option<(Record, usize)> {
+    if data.len() < 8 {
+        return None;
+    }
+    let len = u32::from_le_bytes(data[..4].try_into().ok()?) as usize;
+    let crc = u32::from_le_bytes(data[4..8].try_into().ok()?);
+    if len > MAX_RECORD || data.len() < 8 + len {
+        return None;
+    }
+    let body = &data[8..8 + len];
+    if crc32(body) != crc {
+        return None;
+    }
+    let record = postcard::from_bytes(body).ok()?;
+    Some((record, 8 + len))
+}
+
+fn sync_dir(path: &Path) -> std::io::Result<()> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => File::open(dir)?.sync_all(),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::account::MeterInterval;
+
+    fn charge(seq: u64) -> Charge {
+        Charge::Debit(Debit {
+            key: DebitKey { node: "n1".into(), job: "j".into(), seq },
+            user: "alice".into(),
+            amount: 10 + seq as i64,
+            rank: 0,
+            interval: MeterInterval::default(),
+            cpu_us: 0,
+        })
+    }
+
+    fn applied() -> Outcome {
+        Outcome::Applied(ChargeReceipt { entry_id: 1, amount: -1, balance_after: 0, balance_now: 0, duplicate: false })
+    }
+
+    #[test]
+    fn pending_charges_survive_reopening_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("j");
+        let mut j = Journal::open(&p).unwrap();
+        for s in 0..5 {
+            assert!(j.record(charge(s)).unwrap());
+        }
+        assert!(!j.record(charge(2)).unwrap(), "same key twice is one charge");
+        j.settle(&charge(1), applied()).unwrap();
+        j.settle(&charge(3), Outcome::Refused(ErrorCode::UnknownUser, "no".into())).unwrap();
+        drop(j);
+        let j = Journal::open(&p).unwrap();
+        assert_eq!(j.pending(), vec![charge(0), charge(2), charge(4)]);
+        assert_eq!(j.discarded_tail, 0);
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_and_the_rest_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("j");
+        let mut j = Journal::open(&p).unwrap();
+        j.record(charge(0)).unwrap();
+        j.record(charge(1)).unwrap();
+        let good = j.file_len();
+        j.record(charge(2)).unwrap();
+        drop(j);
+        // Simulate a crash in the middle of writing the third record.
+        let f = OpenOptions::new().write(true).open(&p).unwrap();
+        f.set_len(good + 5).unwrap();
+        let mut j = Journal::open(&p).unwrap();
+        assert_eq!(j.pending(), vec![charge(0), charge(1)]);
+        assert_eq!(j.discarded_tail, 5);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), good);
+        j.record(charge(3)).unwrap();
+        drop(j);
+        assert_eq!(Journal::open(&p).unwrap().pending(), vec![charge(0), charge(1), charge(3)]);
+    }
+
+    #[test]
+    fn a_flipped_byte_ends_the_replay_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("j");
+        let mut j = Journal::open(&p).unwrap();
+        j.record(charge(0)).unwrap();
+        let good = j.file_len() as usize;
+        j.record(charge(1)).unwrap();
+        drop(j);
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[good + 10] ^= 0xff;
+        std::fs::write(&p, &bytes).unwrap();
+        assert_eq!(Journal::open(&p).unwrap().pending(), vec![charge(0)]);
+    }
+
+    #[test]
+    fn foreign_files_are_refused_and_settled_journals_shrink() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("notes.txt");
+        std::fs::write(&p, "hello world").unwrap();
+        assert!(matches!(Journal::open(&p), Err(JournalError::NotAJournal { .. })));
+        let p = dir.path().join("j");
+        let mut j = Journal::open(&p).unwrap();
+        j.set_compact_at(4096);
+        let mut s = 0;
+        while j.file_len() <= 4096 {
+            j.record(charge(s)).unwrap();
+            s += 1;
+        }
+        for k in 0..s {
+            j.settle(&charge(k), applied()).unwrap();
+        }
+        assert_eq!(j.file_len(), 4);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 4);
+        assert_eq!(j.pending_len(), 0);
+    }
+
+    #[test]
+    fn crc32_matches_the_standard_check_value() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    }
+}
