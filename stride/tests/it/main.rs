@@ -1,0 +1,6 @@
+//! Property and scenario tests of the stride crate, compiled as one test binary.
+
+mod bound;
+mod figure4;
+mod market;
+mod sched;
