@@ -1,0 +1,214 @@
+//! Job cgroups on the host's real hierarchy (v1 here, v2 on unified hosts): metering of
+//! real burners, weights the kernel accepts, and teardown that leaves nothing alive.
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::Duration;
+
+use rexecd::cgroup::{CgroupBackend, CgroupVersion, JobCgroups, ParentName};
+use rexecd::sys::ProcessId;
+
+use crate::util::{TestParent, can_run, eventually, is_dead, start_in, stat_field};
+
+const BURN: &str = "while :; do :; done";
+
+#[test]
+fn usage_grows_and_runnable_counts_burners_not_sleepers() {
+    if !can_run("usage_grows_and_runnable_counts_burners_not_sleepers") {
+        return;
+    }
+    let t = TestParent::new("meter");
+    let jobs = &t.jobs;
+    jobs.create_job(1).unwrap();
+    let mut children = vec![
+        start_in(jobs, 1, BURN),
+        start_in(jobs, 1, BURN),
+        start_in(jobs, 1, "exec sleep 60"),
+    ];
+    let procs = eventually(Duration::from_secs(5), || {
+        let p = jobs.procs(1).unwrap();
+        (p.len() == 3).then_some(p)
+    })
+    .expect("three processes in the job");
+    for c in &children {
+        assert!(procs.contains(&ProcessId(c.id() as i32)));
+    }
+
+    // Two burners are always R (running or queued); the sleeper is S.
+    let runnable = eventually(Duration::from_secs(5), || {
+        let r = jobs.runnable(1).unwrap();
+        (r == 2).then_some(r)
+    });
+    assert_eq!(
+        runnable,
+        Some(2),
+        "runnable threads of 2 burners + 1 sleeper"
+    );
+
+    let before = jobs.usage(1).unwrap();
+    let grown = eventually(Duration::from_secs(10), || {
+        let now = jobs.usage(1).unwrap();
+        (now >= before + Duration::from_millis(100)).then_some(now)
+    });
+    assert!(grown.is_some(), "usage stayed at {before:?}");
+    let sample = jobs.sample(1).unwrap();
+    assert_eq!(sample.threads, 3);
+    assert!(sample.usage >= before);
+
+    let range = jobs.weight_range();
+    jobs.set_weight(1, range.min).unwrap();
+    assert_eq!(jobs.backend().weight(1).unwrap(), range.min);
+    jobs.set_weight(1, range.max).unwrap();
+    assert_eq!(jobs.backend().weight(1).unwrap(), range.max);
+    assert!(jobs.set_weight(1, range.max + 1).is_err());
+
+    jobs.destroy(1).unwrap();
+    assert!(!jobs.job_path(1).exists(), "job cgroup removed");
+    for c in &mut children {
+        assert_eq!(c.wait().unwrap().signal(), Some(9), "killed by SIGKILL");
+    }
+}
+
+#[test]
+fn tickets_become_kernel_weights_proportionally() {
+    if !can_run("tickets_become_kernel_weights_proportionally") {
+        return;
+    }
+    let t = TestParent::new("weights");
+    let jobs = &t.jobs;
+    for id in [1, 2, 3] {
+        jobs.create_job(id).unwrap();
+    }
+    let written = jobs.apply_tickets(&[(1, 300), (2, 100), (3, 0)]).unwrap();
+    let max = jobs.weight_range().max;
+    let min = jobs.weight_range().min;
+    assert_eq!(
+        written,
+        vec![(1, max), (2, (max * 100 + 150) / 300), (3, min)]
+    );
+    for (id, w) in written {
+        assert_eq!(jobs.backend().weight(id).unwrap(), w);
+    }
+    // A job that vanished does not stop the others from being written.
+    jobs.destroy(3).unwrap();
+    let err = jobs.apply_tickets(&[(3, 5), (1, 5), (2, 10)]).unwrap_err();
+    assert!(err.to_string().contains("job-3"), "{err}");
+    assert_eq!(jobs.backend().weight(2).unwrap(), max);
+    assert_eq!(jobs.backend().weight(1).unwrap(), max / 2);
+}
+
+/// A job's daemon that called setsid and double-forked is reparented away from rexecd,
+/// but it is still in the cgroup, so teardown must kill it.
+#[test]
+fn teardown_kills_a_setsid_double_forked_daemon() {
+    if !can_run("teardown_kills_a_setsid_double_forked_daemon") {
+        return;
+    }
+    let t = TestParent::new("daemon");
+    let jobs = &t.jobs;
+    jobs.create_job(5).unwrap();
+    let script = "setsid sh -c 'sleep 600 </dev/null >/dev/null 2>&1 &'";
+    let mut launcher = start_in(jobs, 5, script);
+    assert!(
+        launcher.wait().unwrap().success(),
+        "the launcher exits after forking"
+    );
+    let daemon = eventually(Duration::from_secs(5), || {
+        let p = jobs.procs(5).unwrap();
+        (p.len() == 1).then(|| p[0])
+    })
+    .expect("only the daemon is left in the job");
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", daemon.0)).unwrap();
+    let (ppid, sid) = (stat_field(&stat, 4), stat_field(&stat, 6));
+    assert_ne!(ppid, i64::from(std::process::id()), "daemon was reparented");
+    assert_ne!(
+        sid,
+        stat_field(&std::fs::read_to_string("/proc/self/stat").unwrap(), 6)
+    );
+
+    jobs.destroy(5).unwrap();
+    assert!(is_dead(daemon), "daemon {daemon:?} survived teardown");
+    assert!(!jobs.job_path(5).exists());
+}
+
+/// A process forking as fast as it can cannot outrun teardown: the job is frozen
+/// before the kill.
+#[test]
+fn teardown_stops_a_forking_loop() {
+    if !can_run("teardown_stops_a_forking_loop") {
+        return;
+    }
+    let t = TestParent::new("forker");
+    let jobs = &t.jobs;
+    jobs.create_job(6).unwrap();
+    // Ten children that will be orphaned, then forking without pause.
+    let script = "i=0; while [ $i -lt 10 ]; do sleep 600 & i=$((i+1)); done; \
+                  while :; do /bin/true; done";
+    let mut forker = start_in(jobs, 6, script);
+    assert!(
+        eventually(Duration::from_secs(10), || (jobs.procs(6).unwrap().len()
+            > 10)
+            .then_some(()))
+        .is_some()
+    );
+    let before = jobs.procs(6).unwrap();
+    jobs.destroy(6).unwrap();
+    assert_eq!(forker.wait().unwrap().signal(), Some(9));
+    for pid in before {
+        assert!(is_dead(pid), "{pid:?} survived teardown");
+    }
+    assert!(!jobs.job_path(6).exists());
+}
+
+/// After a restart, rexecd finds the job cgroups of its earlier run, kills what is in
+/// them and removes them.
+#[test]
+fn sweep_removes_jobs_of_an_earlier_run() {
+    if !can_run("sweep_removes_jobs_of_an_earlier_run") {
+        return;
+    }
+    let t = TestParent::new("sweep");
+    let earlier = &t.jobs;
+    earlier.create_job(10).unwrap();
+    earlier.create_job(11).unwrap();
+    let mut a = start_in(earlier, 10, "exec sleep 600");
+    let mut b = start_in(earlier, 11, "sleep 600 & exec sleep 600");
+    assert!(
+        eventually(Duration::from_secs(5), || (earlier
+            .procs(11)
+            .unwrap()
+            .len()
+            == 2)
+            .then_some(()))
+        .is_some()
+    );
+    let orphan = earlier.procs(11).unwrap();
+
+    // A second manager on the same parent name: what a restarted rexecd opens.
+    let restarted = JobCgroups::detect(&ParentName::new(&t.name).unwrap()).unwrap();
+    assert_eq!(restarted.sweep_stale().unwrap(), vec![10, 11]);
+    assert!(restarted.jobs().unwrap().is_empty());
+    assert_eq!(a.wait().unwrap().signal(), Some(9));
+    assert_eq!(b.wait().unwrap().signal(), Some(9));
+    for pid in orphan {
+        assert!(is_dead(pid));
+    }
+    // Sweeping again finds nothing, and destroying a missing job is not an error.
+    assert!(restarted.sweep_stale().unwrap().is_empty());
+    restarted.destroy(10).unwrap();
+}
+
+#[test]
+fn detection_matches_the_hierarchy_in_use() {
+    if !can_run("detection_matches_the_hierarchy_in_use") {
+        return;
+    }
+    let t = TestParent::new("detect");
+    let parent = t.jobs.parent_path();
+    assert!(parent.is_dir());
+    let expected_file = match t.jobs.version() {
+        CgroupVersion::V1 => "cpu.shares",
+        CgroupVersion::V2 => "cgroup.subtree_control",
+    };
+    assert!(parent.join(expected_file).exists(), "{}", parent.display());
+    assert_eq!(t.jobs.backend().version(), t.jobs.version());
+}
