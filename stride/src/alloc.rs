@@ -37,11 +37,6 @@ impl Ratio {
     pub const fn whole(n: u128) -> Ratio {
         Ratio { num: n, den: 1 }
     }
-
-    /// `self * k`, rounded to the nearest integer (halves up).
-    pub const fn scale_round(self, k: u128) -> u128 {
-        (self.num * k + self.den / 2) / self.den
-    }
 }
 
 impl PartialEq for Ratio {

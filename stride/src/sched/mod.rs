@@ -18,120 +18,15 @@
 //! Dispatch is a binary heap keyed by (pass, id): O(log n) per decision. A change of
 //! membership, demand or tickets costs O(n log n) once, at the next quantum.
 
-use std::cmp::Ordering;
 use std::collections::binary_heap::PeekMut;
 use std::collections::{BTreeMap, BinaryHeap};
-use std::fmt;
 
 use crate::alloc::{Claim, water_fill};
 
-/// The virtual time of one quantum for a client holding one ticket (2^64).
-pub const STRIDE1: i128 = 1 << 64;
+mod client;
 
-/// The most tickets one client may hold in the scheduler (2^32; strides stay at least 2^32).
-pub const MAX_CLIENT_TICKETS: u64 = 1 << 32;
-
-/// A client's name; ties between equal passes go to the lower id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ClientId(pub u64);
-
-impl fmt::Display for ClientId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "client {}", self.0)
-    }
-}
-
-/// Why the scheduler refused a request.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SchedError {
-    /// A scheduler needs at least one CPU.
-    #[error("a stride scheduler needs at least one CPU")]
-    NoCpus,
-    /// The client is already scheduled.
-    #[error("{0} is already scheduled; leave before joining again")]
-    Duplicate(ClientId),
-    /// The client is not scheduled.
-    #[error("{0} is not scheduled")]
-    Unknown(ClientId),
-    /// Tickets out of range.
-    #[error("{id} asked for {tickets} tickets; use 1 to {MAX_CLIENT_TICKETS}")]
-    Tickets {
-        /// The client.
-        id: ClientId,
-        /// The refused ticket count.
-        tickets: u64,
-    },
-}
-
-/// A client that left: what it needs to come back with neither windfall nor loss.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Departed {
-    id: ClientId,
-    tickets: u64,
-    remain: i128,
-}
-
-impl Departed {
-    /// The client's id.
-    pub fn id(&self) -> ClientId {
-        self.id
-    }
-    /// The tickets it held.
-    pub fn tickets(&self) -> u64 {
-        self.tickets
-    }
-    /// Its pass minus the global pass when it left.
-    pub fn remain(&self) -> i128 {
-        self.remain
-    }
-}
-
-/// A read-only view of one client.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClientView {
-    /// The client's id.
-    pub id: ClientId,
-    /// Tickets held.
-    pub tickets: u64,
-    /// Runnable threads (zero: asleep).
-    pub demand: u32,
-    /// Quanta received since it joined (a CPU for one quantum counts one).
-    pub received: u64,
-}
-
-#[derive(Clone, Debug)]
-struct Client {
-    id: ClientId,
-    tickets: u64,
-    stride: i128,
-    /// Valid while runnable (demand > 0).
-    pass: i128,
-    /// Valid while asleep (demand == 0).
-    remain: i128,
-    demand: u32,
-    used: u32,
-    received: u64,
-}
-
-/// A heap entry, ordered so that the lowest (pass, id) is the heap's top.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Entry {
-    pass: i128,
-    id: u64,
-    slot: u32,
-}
-
-impl Ord for Entry {
-    fn cmp(&self, other: &Entry) -> Ordering {
-        (other.pass, other.id).cmp(&(self.pass, self.id))
-    }
-}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Entry) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
+use client::{Client, Entry, stride_of, view};
+pub use client::{ClientId, ClientView, Departed, MAX_CLIENT_TICKETS, STRIDE1, SchedError};
 
 /// A stride scheduler for one node of `k` CPUs.
 ///
@@ -426,21 +321,5 @@ impl Scheduler {
         }
         self.heap = BinaryHeap::from(entries);
         self.dirty = false;
-    }
-}
-
-fn stride_of(id: ClientId, tickets: u64) -> Result<i128, SchedError> {
-    if tickets == 0 || tickets > MAX_CLIENT_TICKETS {
-        return Err(SchedError::Tickets { id, tickets });
-    }
-    Ok(STRIDE1 / i128::from(tickets))
-}
-
-fn view(c: &Client) -> ClientView {
-    ClientView {
-        id: c.id,
-        tickets: c.tickets,
-        demand: c.demand,
-        received: c.received,
     }
 }
