@@ -5,7 +5,8 @@
 //!
 //! - [`money`]: micro-credits, [`Bid`] (micro-credits per minute, never negative) and parsing
 //!   of bids written in credits.
-//! - [`tickets`]: bids to tickets ([`tickets_for_bids`]), with the rules for zero bids.
+//! - [`tickets`]: bids to tickets ([`tickets_for_bids`]) and to kernel CPU weights
+//!   ([`weights_for_bids`]), with the rules for zero bids.
 //! - [`alloc`]: the expected allocation of a node's CPUs by water filling ([`water_fill`]).
 //! - [`charge`]: the contention predicate, the two charging [`Policy`]s, and the exact
 //!   per-job [`Meter`].
@@ -45,4 +46,4 @@ pub use price::{Quote, node_price, quote};
 pub use sched::{
     ClientId, ClientView, Departed, MAX_CLIENT_TICKETS, STRIDE1, SchedError, Scheduler,
 };
-pub use tickets::{MAX_TICKETS, MIN_TICKETS, tickets_for_bids};
+pub use tickets::{MAX_TICKETS, MIN_TICKETS, tickets_for_bids, weights_for_bids};

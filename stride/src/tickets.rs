@@ -3,7 +3,8 @@
 //! Tickets are what the stride scheduler (and the kernel's CPU weights) understand. The
 //! translation keeps the ratios between positive bids exact whenever it can, gives every job
 //! the same tickets when nobody bids, and gives a zero bid among paying jobs the smallest
-//! nonzero weight, [`MIN_TICKETS`].
+//! nonzero weight, [`MIN_TICKETS`]. [`weights_for_bids`] applies the same rules to the
+//! kernel's CPU weight ranges, for the node daemon's cgroups.
 
 use crate::money::Bid;
 
@@ -64,6 +65,39 @@ pub fn tickets_for_bids(bids: &[Bid]) -> Vec<u64> {
         .collect()
 }
 
+/// Translates bids into kernel CPU weights in `lowest..=highest` (cgroup v2 `cpu.weight`:
+/// 1 to 10000; cgroup v1 `cpu.shares`: 2 to 262144), the same rules as [`tickets_for_bids`]
+/// on a narrower scale: the highest bid gets `highest`, other positive bids get their
+/// proportion of it rounded to the nearest weight but at least `lowest`, a zero bid among
+/// positive bids gets `lowest`, and when every bid is zero everyone gets `highest`.
+///
+/// `highest` is taken as at least 1 and `lowest` is kept within `1..=highest`.
+///
+/// ```
+/// use stride::{weights_for_bids, Bid};
+/// let bids = [40, 30, 0, 1].map(Bid::from_credits);
+/// assert_eq!(weights_for_bids(&bids, 1, 10_000), vec![10_000, 7_500, 1, 250]);
+/// assert_eq!(weights_for_bids(&[Bid::ZERO; 2], 2, 262_144), vec![262_144, 262_144]);
+/// ```
+pub fn weights_for_bids(bids: &[Bid], lowest: u64, highest: u64) -> Vec<u64> {
+    let hi = highest.max(1);
+    let lo = lowest.clamp(1, hi);
+    let Some(max) = bids.iter().map(|b| b.unsigned()).max().filter(|&m| m > 0) else {
+        return vec![hi; bids.len()];
+    };
+    bids.iter()
+        .map(|b| {
+            let b = u128::from(b.unsigned());
+            if b == 0 {
+                lo
+            } else {
+                let scaled = (b * u128::from(hi) + u128::from(max) / 2) / u128::from(max);
+                (scaled as u64).clamp(lo, hi)
+            }
+        })
+        .collect()
+}
+
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
@@ -90,6 +124,15 @@ mod tests {
         assert_eq!(t[1], MIN_TICKETS);
         assert_eq!(t[2], MAX_TICKETS / 3);
         assert_eq!(t[3], MIN_TICKETS);
+    }
+
+    #[test]
+    fn weights_stay_in_range() {
+        let w = weights_for_bids(&bids(&[i64::MAX, 1, 0]), 2, 262_144);
+        assert_eq!(w, vec![262_144, 2, 2]);
+        assert_eq!(weights_for_bids(&bids(&[5]), 0, 0), vec![1]);
+        assert_eq!(weights_for_bids(&bids(&[5, 0]), 50, 10), vec![10, 10]);
+        assert!(weights_for_bids(&[], 1, 10_000).is_empty());
     }
 
     #[test]

@@ -100,6 +100,28 @@ proptest! {
     }
 
     #[test]
+    fn kernel_weights_follow_bids_within_range(
+        bids in prop::collection::vec(bid(), 1..10),
+        (lo, hi) in prop_oneof![Just((1u64, 10_000u64)), Just((2, 262_144))],
+    ) {
+        let w = weights_for_bids(&bids, lo, hi);
+        let top = bids.iter().max().unwrap();
+        for (i, (&wi, bi)) in w.iter().zip(&bids).enumerate() {
+            prop_assert!((lo..=hi).contains(&wi));
+            if bi == top {
+                prop_assert_eq!(wi, hi);
+            } else if bi.is_zero() {
+                prop_assert_eq!(wi, lo);
+            }
+            for (j, bj) in bids.iter().enumerate() {
+                if bi >= bj {
+                    prop_assert!(wi >= w[j], "weights out of order at {} and {}", i, j);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn small_whole_credit_bids_keep_exact_ratios(credits in prop::collection::vec(1u32..=1000, 1..8)) {
         let bids: Vec<Bid> = credits.iter().map(|&c| Bid::from_credits(c)).collect();
         let t = tickets_for_bids(&bids);
