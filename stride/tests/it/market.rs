@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 use stride::{
     Bid, Claim, Job, MAX_TICKETS, MILLI, MIN_TICKETS, Meter, NANOS_PER_MINUTE, Policy, charge_for,
-    charge_rates, interval_charges, quote, tickets_for_bids, water_fill,
+    charge_rates, interval_charges, quote, tickets_for_bids, water_fill, weights_for_bids,
 };
 
 fn claims() -> impl Strategy<Value = Vec<Claim>> {
