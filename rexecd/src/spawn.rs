@@ -18,7 +18,8 @@ use std::process::Command;
 use nix::errno::Errno;
 
 use crate::cgroup::CgroupJoin;
-use crate::sys::child::{self, ChildSetup, SessionMode};
+pub use crate::sys::child::SessionMode;
+use crate::sys::child::{self, ChildSetup};
 use crate::sys::{self, GroupId, UnixUser, UserId};
 
 /// Why a job could not be prepared. Each message is one line saying what to do.

@@ -165,9 +165,14 @@ impl JobCgroups {
         }
         let deadline = Instant::now() + KILL_DEADLINE;
         loop {
-            let frozen = self.backend.freeze(id)?;
+            // Freezing only closes the fork race; if it fails, kill anyway.
+            let frozen = self.backend.freeze(id).unwrap_or_else(|e| {
+                tracing::warn!(job = id, error = %e, "cannot freeze job; killing unfrozen");
+                false
+            });
             if frozen {
-                wait_until(FREEZE_WAIT, || self.backend.is_frozen(id))?;
+                // Never return between freeze and thaw: a job left frozen cannot die.
+                let _ = wait_until(FREEZE_WAIT, || self.backend.is_frozen(id));
             }
             let killed = self.backend.kill_all(id);
             if frozen {

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output, Stdio};
 
+use rexecd::spawn::SessionMode;
 use rexecd::spawn::{JobCommand, JobUser, SpawnError, SpawnPolicy};
-use rexecd::sys::child::SessionMode;
 
 use crate::util::{TestParent, can_run, cpu_cgroup_line, stat_field, test_user};
 

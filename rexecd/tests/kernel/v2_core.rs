@@ -42,7 +42,12 @@ fn v2_core_files_meter_and_teardown_on_the_hybrid_unified_mount() {
         (p.len() == 2).then_some(p)
     })
     .expect("burner and daemon in the v2 job");
-    assert_eq!(jobs.runnable(1).unwrap(), 1);
+    // The daemon is runnable for a moment after exec, then sleeps; the burner stays R.
+    let runnable = eventually(Duration::from_secs(5), || {
+        let r = jobs.runnable(1).unwrap();
+        (r == 1).then_some(r)
+    });
+    assert_eq!(runnable, Some(1));
     let before = jobs.usage(1).unwrap();
     assert!(
         eventually(Duration::from_secs(10), || (jobs.usage(1).unwrap()

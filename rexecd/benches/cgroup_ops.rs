@@ -1,0 +1,109 @@
+//! How long the cgroup and spawn operations rexecd runs on every job start, exit,
+//! re-bid and metering tick take on this machine. Needs root and a cpu controller;
+//! prints the reason and exits otherwise. Run with `cargo bench -p rexecd`.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use rexecd::cgroup::{JobCgroups, ParentName};
+use rexecd::spawn::{JobCommand, JobUser, SpawnPolicy};
+
+const JOBS: u64 = 8;
+
+fn per_op(label: &str, n: u32, mut op: impl FnMut(u32)) {
+    let start = Instant::now();
+    for i in 0..n {
+        op(i);
+    }
+    let each = start.elapsed() / n;
+    println!("{label:<48} {:>9.1} us/op  (n = {n})", micros(each));
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn main() {
+    if !rexecd::sys::effective_user().is_root() {
+        println!("cgroup_ops: skipped (needs root)");
+        return;
+    }
+    let name = format!("rexec-bench-{}", std::process::id());
+    let jobs = match JobCgroups::detect(&ParentName::new(&name).unwrap()) {
+        Ok(jobs) => jobs,
+        Err(e) => {
+            println!("cgroup_ops: skipped ({e})");
+            return;
+        }
+    };
+    println!(
+        "cgroup_ops on cgroup {:?}, parent {}",
+        jobs.version(),
+        jobs.parent_path().display()
+    );
+    let root = JobUser::resolve("root", SpawnPolicy { allow_root: true }).unwrap();
+    let start_sleeper = |id: u64| {
+        JobCommand::new("/bin/sleep")
+            .arg("600")
+            .build(&root, jobs.join(id).unwrap())
+            .unwrap()
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+
+    let mut children = Vec::new();
+    for id in 0..JOBS {
+        jobs.create_job(id).unwrap();
+        for _ in 0..4 {
+            children.push(start_sleeper(id));
+        }
+    }
+    let range = jobs.weight_range();
+    per_op("set_weight (one job)", 5_000, |i| {
+        let w = range.min + u64::from(i) % (range.max - range.min);
+        jobs.set_weight(u64::from(i) % JOBS, w).unwrap();
+    });
+    per_op("apply_tickets (8 jobs re-bid)", 1_000, |i| {
+        let tickets: Vec<(u64, u64)> = (0..JOBS).map(|id| (id, id * 7 + u64::from(i))).collect();
+        jobs.apply_tickets(&tickets).unwrap();
+    });
+    per_op("sample (usage + runnable, 4 threads)", 5_000, |i| {
+        jobs.sample(u64::from(i) % JOBS).unwrap();
+    });
+    per_op("meter all 8 jobs (one metering tick)", 1_000, |_| {
+        for id in 0..JOBS {
+            jobs.sample(id).unwrap();
+        }
+    });
+    per_op("spawn as user in cgroup + wait (/bin/true)", 200, |_| {
+        let status = JobCommand::new("/bin/true")
+            .build(&root, jobs.join(0).unwrap())
+            .unwrap()
+            .status()
+            .unwrap();
+        assert!(status.success());
+    });
+    per_op("create + destroy job with 4 sleepers", 50, |i| {
+        let id = 1_000 + u64::from(i);
+        jobs.create_job(id).unwrap();
+        let mut mine: Vec<_> = (0..4).map(|_| start_sleeper(id)).collect();
+        jobs.destroy(id).unwrap();
+        for c in &mut mine {
+            c.wait().unwrap();
+        }
+    });
+    let start = Instant::now();
+    for id in 0..JOBS {
+        jobs.destroy(id).unwrap();
+    }
+    println!(
+        "{:<48} {:>9.1} us/op  (n = {JOBS})",
+        "destroy job with 4 sleepers (freeze, kill, rmdir)",
+        micros(start.elapsed() / JOBS as u32)
+    );
+    for mut c in children {
+        c.wait().unwrap();
+    }
+    jobs.remove_parent().unwrap();
+}
