@@ -1,7 +1,6 @@
 //! The records behind the scheduler: client ids and views, departure tokens, errors, the
 //! per-client state and the heap entry ordered by (pass, id).
 
-use std::cmp::Ordering;
 use std::fmt;
 
 /// The virtual time of one quantum for a client holding one ticket (2^64).
@@ -93,7 +92,7 @@ pub(super) struct Client {
     pub(super) received: u64,
 }
 
-/// A heap entry, ordered so that the lowest (pass, id) is the heap's top.
+/// A dispatch queue entry; the lowest (pass, id) runs first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Entry {
     pub(super) pass: i128,
@@ -101,14 +100,11 @@ pub(super) struct Entry {
     pub(super) slot: u32,
 }
 
-impl Ord for Entry {
-    fn cmp(&self, other: &Entry) -> Ordering {
-        (other.pass, other.id).cmp(&(self.pass, self.id))
-    }
-}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Entry) -> Option<Ordering> {
-        Some(self.cmp(other))
+impl Entry {
+    /// Whether `self` runs before `other`: lower pass, then lower id.
+    #[inline]
+    pub(super) fn before(&self, other: &Entry) -> bool {
+        self.pass < other.pass || (self.pass == other.pass && self.id < other.id)
     }
 }
 

@@ -15,18 +15,19 @@
 //! change of membership a pass more than one stride behind the global pass is brought up to
 //! one stride behind. Passes are `i128`, so nothing overflows in any realistic run.
 //!
-//! Dispatch is a binary heap keyed by (pass, id): O(log n) per decision. A change of
+//! Dispatch is a 4-ary heap keyed by (pass, id): O(log n) per decision. A change of
 //! membership, demand or tickets costs O(n log n) once, at the next quantum.
 
-use std::collections::binary_heap::PeekMut;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BTreeMap;
 
 use crate::alloc::{Claim, water_fill};
 
 mod client;
+mod heap;
 
 use client::{Client, Entry, stride_of, view};
 pub use client::{ClientId, ClientView, Departed, MAX_CLIENT_TICKETS, STRIDE1, SchedError};
+use heap::Heap;
 
 /// A stride scheduler for one node of `k` CPUs.
 ///
@@ -48,7 +49,7 @@ pub struct Scheduler {
     cpus: u32,
     clients: Vec<Client>,
     slots: BTreeMap<ClientId, usize>,
-    heap: BinaryHeap<Entry>,
+    heap: Heap,
     touched: Vec<u32>,
     global_pass: i128,
     step: i128,
@@ -69,7 +70,7 @@ impl Scheduler {
             cpus,
             clients: Vec::new(),
             slots: BTreeMap::new(),
-            heap: BinaryHeap::new(),
+            heap: Heap::default(),
             touched: Vec::with_capacity(cpus as usize),
             global_pass: 0,
             step: 0,
@@ -200,7 +201,7 @@ impl Scheduler {
             return;
         }
         for _ in 0..self.cpus {
-            let Some(mut top) = self.heap.peek_mut() else {
+            let Some(&top) = self.heap.peek() else {
                 break;
             };
             let c = &mut self.clients[top.slot as usize];
@@ -212,9 +213,10 @@ impl Scheduler {
             c.pass += c.stride;
             out.push(c.id);
             if c.used < c.demand {
-                top.pass = c.pass;
+                let pass = c.pass;
+                self.heap.replace_top(Entry { pass, ..top });
             } else {
-                PeekMut::pop(top);
+                self.heap.pop();
             }
         }
         for slot in self.touched.drain(..) {
@@ -319,7 +321,7 @@ impl Scheduler {
                 slot: s as u32,
             });
         }
-        self.heap = BinaryHeap::from(entries);
+        self.heap = Heap::from_vec(entries);
         self.dirty = false;
     }
 }
