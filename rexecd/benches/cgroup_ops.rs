@@ -93,6 +93,8 @@ fn main() {
             c.wait().unwrap();
         }
     });
+    proportional_split(&jobs, &root);
+
     let start = Instant::now();
     for id in 0..JOBS {
         jobs.destroy(id).unwrap();
@@ -106,4 +108,47 @@ fn main() {
         c.wait().unwrap();
     }
     jobs.remove_parent().unwrap();
+}
+
+/// Two jobs, each with as many burners as the machine has CPUs, tickets 3:1: over two
+/// seconds their CPU usage should split about 3:1 (the kernel enforcing the weights).
+fn proportional_split(jobs: &JobCgroups, root: &JobUser) {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let (a, b) = (2_000, 2_001);
+    let mut burners = Vec::new();
+    for id in [a, b] {
+        jobs.create_job(id).unwrap();
+        for _ in 0..cpus {
+            let child = JobCommand::new("/bin/sh")
+                .args(["-c", "while :; do :; done"])
+                .build(root, jobs.join(id).unwrap())
+                .unwrap()
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap();
+            burners.push(child);
+        }
+    }
+    let weights = jobs.apply_tickets(&[(a, 3), (b, 1)]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (a0, b0) = (jobs.usage(a).unwrap(), jobs.usage(b).unwrap());
+    let window = Duration::from_secs(2);
+    std::thread::sleep(window);
+    let (ua, ub) = (jobs.usage(a).unwrap() - a0, jobs.usage(b).unwrap() - b0);
+    println!(
+        "{:<48} {:>9.2}    (weights {:?}, {} burners each, {:.2} + {:.2} CPU-s in {:?})",
+        "usage ratio at tickets 3:1 (ideal 3.00)",
+        ua.as_secs_f64() / ub.as_secs_f64().max(1e-9),
+        weights.iter().map(|&(_, w)| w).collect::<Vec<_>>(),
+        cpus,
+        ua.as_secs_f64(),
+        ub.as_secs_f64(),
+        window,
+    );
+    for id in [a, b] {
+        jobs.destroy(id).unwrap();
+    }
+    for mut c in burners {
+        c.wait().unwrap();
+    }
 }

@@ -193,13 +193,18 @@ impl JobCgroups {
     }
 
     /// Destroys every job cgroup under the parent (left by an earlier run) and returns
-    /// their ids. Call at start-up, before accepting jobs.
+    /// their ids. Call at start-up, before accepting jobs. Every job is attempted; the
+    /// first failure is returned after all were tried.
     pub fn sweep_stale(&self) -> Result<Vec<u64>> {
         let ids = self.backend.job_ids()?;
+        let mut first_error = None;
         for &id in &ids {
-            self.destroy(id)?;
+            if let Err(e) = self.destroy(id) {
+                tracing::warn!(job = id, error = %e, "cannot remove stale job cgroup");
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(ids)
+        first_error.map_or(Ok(ids), Err)
     }
 
     /// Removes the parent cgroup (it must hold no jobs any more).

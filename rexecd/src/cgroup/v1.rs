@@ -175,13 +175,19 @@ impl CgroupBackend for V1Cgroups {
 
     fn procs(&self, id: u64) -> Result<Vec<ProcessId>> {
         let mut pids = Vec::new();
-        for (i, base) in self.hierarchies().into_iter().enumerate() {
+        let mut found = false;
+        for base in self.hierarchies() {
             let dir = self.job_dir(base, id);
-            // The cpu hierarchy must be there; a half-created job may lack the others.
-            if i > 0 && !dir.is_dir() {
+            // A half-created (or half-removed) job lacks some hierarchies; skip those.
+            if !dir.is_dir() {
                 continue;
             }
+            found = true;
             pids.extend(fs::read_ids(&dir.join("cgroup.procs"))?);
+        }
+        if !found {
+            // No directory at all: report the cpu one as missing.
+            return fs::read_ids(&self.job_path(id).join("cgroup.procs"));
         }
         pids.sort_unstable();
         pids.dedup();
