@@ -8,6 +8,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
@@ -124,7 +125,6 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), C
         move |source| CertError::Write { path: p, source }
     };
     let tmp = temp_name(path);
-    let _ = fs::remove_file(&tmp);
     let result = (|| {
         let mut f = OpenOptions::new()
             .write(true)
@@ -146,9 +146,13 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), C
     })
 }
 
+/// A temporary name beside `path`, unique per process and per call, so concurrent
+/// writers never share one.
 fn temp_name(path: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp{}", std::process::id()));
+    name.push(format!(".tmp{}.{n}", std::process::id()));
     path.with_file_name(name)
 }
 

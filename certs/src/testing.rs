@@ -4,6 +4,7 @@
 //! without fixtures checked into the tree.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use tokio_rustls::{TlsAcceptor, TlsConnector};
@@ -28,6 +29,9 @@ use crate::stream::{acceptor, connector};
 pub struct TestPki {
     dir: tempfile::TempDir,
     ca: Ca,
+    /// Serialises issuance and revocation, so tests sharing one `TestPki` across threads
+    /// never pair one thread's key with another's certificate or lose a CRL update.
+    lock: Mutex<()>,
 }
 
 impl TestPki {
@@ -50,7 +54,11 @@ impl TestPki {
                 source,
             })?;
         let ca = Ca::init(&dir.path().join("ca"), "test", false)?;
-        Ok(TestPki { dir, ca })
+        Ok(TestPki {
+            dir,
+            ca,
+            lock: Mutex::new(()),
+        })
     }
 
     /// The CA.
@@ -80,6 +88,7 @@ impl TestPki {
     /// TLS paths for `role` `name`, issuing a one-day certificate the first time.
     pub fn try_tls_paths(&self, role: Role, name: &str) -> Result<TlsPaths, CertError> {
         let paths = TlsPaths::in_dirs(self.ca.dir(), &self.issued_dir(), role, name);
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         if !paths.cert.exists() || !paths.key.exists() {
             self.ca.issue(role, name, &[], 1, &self.issued_dir())?;
         }
@@ -97,6 +106,7 @@ impl TestPki {
         tag: &str,
     ) -> Result<TlsPaths, CertError> {
         let stem = format!("{role}-{name}-{tag}");
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let issued = self.ca.issue_between(
             role,
             name,
@@ -142,6 +152,7 @@ impl TestPki {
     /// first if needed) and returns its paths. Configs built afterwards refuse it.
     pub fn revoke(&self, role: Role, name: &str) -> Result<TlsPaths, CertError> {
         let paths = self.try_tls_paths(role, name)?;
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         self.ca.revoke(&paths.cert)?;
         Ok(paths)
     }

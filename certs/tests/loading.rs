@@ -183,3 +183,26 @@ fn issuing_checks_names_days_and_sans() {
     // Nothing was written by the refusals.
     assert!(!out.exists() || fs::read_dir(&out).unwrap().count() == 0);
 }
+
+#[test]
+fn one_test_pki_can_be_shared_across_threads() {
+    let pki = std::sync::Arc::new(TestPki::new());
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let pki = pki.clone();
+            std::thread::spawn(move || {
+                // Everyone asks for the same node, half also revoke a user of their own.
+                let node = pki.tls_paths(Role::Node, "n1");
+                if i % 2 == 0 {
+                    pki.revoke(Role::User, &format!("u{i}")).unwrap();
+                }
+                server_config(&node).map(|_| ()).map_err(|e| e.to_string())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap().unwrap();
+    }
+    let state = pki.ca().crl_state().unwrap();
+    assert_eq!(state.revoked.len(), 4, "no revocation lost: {state:?}");
+}
