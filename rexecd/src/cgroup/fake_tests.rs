@@ -105,7 +105,7 @@ fn v1_weights_usage_threads_and_freezer_files() {
 
     jobs.set_weight(3, 262_144).unwrap();
     assert_eq!(&get(&job("cpu", "cpu.shares"))[..6], "262144");
-    assert_eq!(jobs.backend().weight(3).unwrap(), 262_144);
+    assert_eq!(jobs.weight(3).unwrap(), 262_144);
     assert!(matches!(
         jobs.set_weight(3, 1),
         Err(CgroupError::WeightOutOfRange { min: 2, .. })
@@ -219,7 +219,7 @@ fn v2_weight_stat_events_and_kill_files() {
     ));
     put(&job("cpu.weight"), "100\n");
     jobs.set_weight(11, 10_000).unwrap();
-    assert_eq!(jobs.backend().weight(11).unwrap(), 10_000);
+    assert_eq!(jobs.weight(11).unwrap(), 10_000);
     assert!(jobs.set_weight(11, 0).is_err());
     assert_eq!(jobs.weight_range(), WeightRange::V2_WEIGHT);
 

@@ -104,6 +104,11 @@ impl JobCgroups {
         self.backend.set_weight(id, weight)
     }
 
+    /// Reads one job's kernel weight back.
+    pub fn weight(&self, id: u64) -> Result<u64> {
+        self.backend.weight(id)
+    }
+
     /// Maps `(job, tickets)` pairs to weights with [`weights_for_tickets`] and writes
     /// them all. Every job is attempted; the first error (if any) is returned after.
     /// On success returns the `(job, weight)` pairs written.

@@ -71,10 +71,13 @@ impl ChildSetup {
     fn run(&self) -> io::Result<()> {
         for file in &self.cgroup_procs {
             // "0" names the writing task itself, so no pid formatting is needed here.
-            match unistd::write(file, b"0") {
-                Ok(1) => {}
-                Ok(_) => return Err(io::Error::from(Errno::EIO)),
-                Err(e) => return Err(io::Error::from(e)),
+            loop {
+                match unistd::write(file, b"0") {
+                    Ok(1) => break,
+                    Ok(_) => return Err(io::Error::from(Errno::EIO)),
+                    Err(Errno::EINTR) => continue,
+                    Err(e) => return Err(io::Error::from(e)),
+                }
             }
         }
         match self.session {

@@ -56,9 +56,9 @@ fn usage_grows_and_runnable_counts_burners_not_sleepers() {
 
     let range = jobs.weight_range();
     jobs.set_weight(1, range.min).unwrap();
-    assert_eq!(jobs.backend().weight(1).unwrap(), range.min);
+    assert_eq!(jobs.weight(1).unwrap(), range.min);
     jobs.set_weight(1, range.max).unwrap();
-    assert_eq!(jobs.backend().weight(1).unwrap(), range.max);
+    assert_eq!(jobs.weight(1).unwrap(), range.max);
     assert!(jobs.set_weight(1, range.max + 1).is_err());
 
     jobs.destroy(1).unwrap();
@@ -86,14 +86,14 @@ fn tickets_become_kernel_weights_proportionally() {
         vec![(1, max), (2, (max * 100 + 150) / 300), (3, min)]
     );
     for (id, w) in written {
-        assert_eq!(jobs.backend().weight(id).unwrap(), w);
+        assert_eq!(jobs.weight(id).unwrap(), w);
     }
     // A job that vanished does not stop the others from being written.
     jobs.destroy(3).unwrap();
     let err = jobs.apply_tickets(&[(3, 5), (1, 5), (2, 10)]).unwrap_err();
     assert!(err.to_string().contains("job-3"), "{err}");
-    assert_eq!(jobs.backend().weight(2).unwrap(), max);
-    assert_eq!(jobs.backend().weight(1).unwrap(), max / 2);
+    assert_eq!(jobs.weight(2).unwrap(), max);
+    assert_eq!(jobs.weight(1).unwrap(), max / 2);
 }
 
 /// A job's daemon that called setsid and double-forked is reparented away from rexecd,
