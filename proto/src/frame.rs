@@ -158,6 +158,10 @@ impl ReadState {
     fn consume(&mut self, n: usize) {
         self.buf.copy_within(n..self.filled, 0);
         self.filled -= n;
+        // Give back the memory of a large frame once it is dealt with.
+        if self.filled == 0 && self.buf.len() > 8 * MIN_READ {
+            self.buf = Vec::new();
+        }
     }
 
     async fn recv<T, R>(&mut self, inner: &mut R) -> Result<Option<T>, FrameError>
@@ -173,14 +177,15 @@ impl ReadState {
                 self.consume(need);
                 return result.map(Some).map_err(FrameError::Decode);
             }
-            // Grow the buffer towards what this frame needs, at most doubling,
-            // so memory follows the bytes that really arrived.
-            if self.buf.len() < MIN_READ {
-                self.buf.resize(MIN_READ, 0);
-            }
-            if self.buf.len() < need {
-                let target = need.min(self.buf.len().saturating_mul(2));
-                self.buf.resize(target, 0);
+            // Grow a full buffer towards what this frame needs, at most
+            // doubling, so memory follows the bytes that really arrived.
+            if self.filled == self.buf.len() {
+                let target = need.min(self.buf.len().saturating_mul(2)).max(MIN_READ);
+                // A fresh zeroed allocation (calloc) plus one copy of the
+                // filled part costs less than zero-filling in place.
+                let mut bigger = vec![0; target];
+                bigger[..self.filled].copy_from_slice(&self.buf[..self.filled]);
+                self.buf = bigger;
             }
             // `read` is cancel-safe: if this future is dropped here, no byte
             // has been taken from the stream, and `filled` is unchanged.

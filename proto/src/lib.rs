@@ -5,6 +5,7 @@
 //!   stream, with a size limit checked before allocating.
 //! - [`tagged`]: how message enums carry explicit tags so that old peers can
 //!   skip messages they do not know; the rules for evolving the protocol.
+//! - [`limits`]: how many elements a message may hold, enforced while decoding.
 //! - [`chunk`]: raw stdin/stdout/stderr bytes, encoded compactly.
 //! - [`node`]: the client/node protocol (rexec and admin tools to rexecd).
 //! - [`announce`]: the multicast announcement datagram of nodes, selectors
@@ -17,6 +18,7 @@ pub mod account;
 pub mod announce;
 pub mod chunk;
 pub mod frame;
+pub mod limits;
 pub mod node;
 pub mod tagged;
 

@@ -32,6 +32,17 @@ pub struct JobInfo {
     pub age_millis: u64,
 }
 
+/// The jobs on a node (answer to `ListJobs`); at most
+/// [`MAX_JOBS`](crate::limits::MAX_JOBS) entries.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct JobList {
+    /// One entry per rank, in no particular order.
+    #[serde(deserialize_with = "crate::limits::jobs")]
+    pub jobs: Vec<JobInfo>,
+    /// True when the node had more ranks than one list may hold.
+    pub truncated: bool,
+}
+
 /// Deliver `signal` to every rank of `job` on this node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Kill {

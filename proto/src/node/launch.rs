@@ -62,8 +62,10 @@ pub struct Launch {
     /// Bid in micro-credits per minute of CPU (1 credit = 1 000 000); 0 runs free at the lowest weight.
     pub bid: i64,
     /// The program and its arguments; `argv[0]` is looked up in the node's `PATH`.
+    #[serde(deserialize_with = "crate::limits::args")]
     pub argv: Vec<String>,
     /// The complete environment for the program, as `(name, value)` pairs.
+    #[serde(deserialize_with = "crate::limits::env")]
     pub env: Vec<(String, String)>,
     /// Absolute working directory; `None` means the user's home directory.
     pub cwd: Option<String>,
@@ -93,6 +95,16 @@ pub enum LaunchError {
     /// A string holds a NUL byte, which no program argument, variable or path can.
     #[error("{0} contains a NUL byte")]
     Nul(&'static str),
+    /// More arguments or environment variables than the protocol carries.
+    #[error("too many {what}: {count} (at most {max})")]
+    TooMany {
+        /// "arguments" or "environment variables".
+        what: &'static str,
+        /// How many there are.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
     /// An environment variable name is empty or contains `=`.
     #[error("environment variable name {0:?} is empty or contains '='")]
     BadEnvName(String),
@@ -119,6 +131,20 @@ impl Launch {
     pub fn validate(&self) -> Result<(), LaunchError> {
         if self.argv.first().is_none_or(|p| p.is_empty()) {
             return Err(LaunchError::NoProgram);
+        }
+        if self.argv.len() > crate::limits::MAX_ARGS {
+            return Err(LaunchError::TooMany {
+                what: "arguments",
+                count: self.argv.len(),
+                max: crate::limits::MAX_ARGS,
+            });
+        }
+        if self.env.len() > crate::limits::MAX_ENV {
+            return Err(LaunchError::TooMany {
+                what: "environment variables",
+                count: self.env.len(),
+                max: crate::limits::MAX_ENV,
+            });
         }
         if self.rank >= self.nranks {
             return Err(LaunchError::BadRank {

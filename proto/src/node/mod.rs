@@ -35,7 +35,7 @@ mod launch;
 mod signal;
 mod status;
 
-pub use admin::{JobInfo, Kill, Killed};
+pub use admin::{JobInfo, JobList, Kill, Killed};
 pub use exit::{Exit, ExitStatus};
 pub use launch::{JobId, Launch, LaunchError, ParseJobIdError, Started, WindowSize};
 pub use signal::{ParseSignalError, Signal};
@@ -96,7 +96,7 @@ crate::tagged::tagged_enum! {
         /// A request was refused or failed.
         8 => Error(ErrorReply),
         /// Answer to `ListJobs`.
-        9 => Jobs(Vec<JobInfo>),
+        9 => Jobs(JobList),
         /// Answer to `Kill`.
         10 => Killed(Killed),
     }

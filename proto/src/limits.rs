@@ -1,0 +1,88 @@
+//! Bounds on what one message may hold, and the decoder that enforces them
+//! on sequences without trusting their declared length.
+//!
+//! A frame body is already limited in bytes (see [`crate::frame`]), but a
+//! byte on the wire can become many bytes in memory: an empty string costs
+//! one byte to send and a 24-byte `String` to hold. Capping how many
+//! elements a sequence may have keeps every decoded message within a few
+//! MiB whatever its body says (the worst body, a `Launch` with the most
+//! empty arguments and variables allowed, peaks near 3 MiB while decoding),
+//! and capping the preallocation keeps a declared length from reserving
+//! memory for elements that never arrive. `tests/alloc_bound.rs` measures
+//! both with a counting allocator.
+//!
+//! Messages of other modules (such as [`crate::account`]) that use plain
+//! `Vec` fields rely on serde's own cap, which preallocates at most 1 MiB
+//! per sequence.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{self, Deserialize, Deserializer, SeqAccess, Visitor};
+
+/// Most arguments in a `Launch` (`argv`, program name included).
+pub const MAX_ARGS: usize = 65_536;
+
+/// Most environment variables in a `Launch`.
+pub const MAX_ENV: usize = 8_192;
+
+/// Most entries in one job list; a node with more ranks lists the first ones.
+pub const MAX_JOBS: usize = 4_096;
+
+/// Most bytes reserved up front for a sequence before its elements arrive.
+const PREALLOC_BYTES: usize = 4096;
+
+/// Decode a sequence of at most `MAX` elements, reserving at most
+/// `PREALLOC_BYTES` before the elements are actually read.
+fn bounded_vec<'de, D, T, const MAX: usize>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Bounded<T, const MAX: usize>(PhantomData<T>);
+
+    impl<'de, T: Deserialize<'de>, const MAX: usize> Visitor<'de> for Bounded<T, MAX> {
+        type Value = Vec<T>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "a sequence of at most {MAX} elements")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let hint = seq.size_hint().unwrap_or(0);
+            if hint > MAX {
+                return Err(de::Error::invalid_length(hint, &self));
+            }
+            let cap = hint.min(PREALLOC_BYTES / size_of::<T>().max(1));
+            let mut out = Vec::with_capacity(cap);
+            while let Some(item) = seq.next_element()? {
+                if out.len() == MAX {
+                    return Err(de::Error::invalid_length(MAX + 1, &self));
+                }
+                out.push(item);
+            }
+            Ok(out)
+        }
+    }
+
+    deserializer.deserialize_seq(Bounded::<T, MAX>(PhantomData))
+}
+
+/// `deserialize_with` for `argv`.
+pub(crate) fn args<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    bounded_vec::<D, String, MAX_ARGS>(d)
+}
+
+/// `deserialize_with` for `env`.
+pub(crate) fn env<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, String)>, D::Error> {
+    bounded_vec::<D, (String, String), MAX_ENV>(d)
+}
+
+/// `deserialize_with` for job lists.
+pub(crate) fn jobs<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    bounded_vec::<D, T, MAX_JOBS>(d)
+}

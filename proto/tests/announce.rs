@@ -1,0 +1,212 @@
+//! The announcement datagram: round trips, the size limit, and a typed
+//! error for every way a datagram can be wrong.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::announcement;
+use proptest::prelude::*;
+use proto::announce::*;
+
+fn node(name: &str) -> Announcement {
+    Announcement {
+        name: name.into(),
+        addr: "127.0.0.1:7400".parse().unwrap(),
+        incarnation: 5,
+        seq: 9,
+        period_ms: 500,
+        kind: Kind::Node(NodeStatus {
+            cpus: 4,
+            price: 0,
+            running_jobs: 0,
+            runnable: 0,
+            load_milli: 0,
+        }),
+    }
+}
+
+proptest! {
+    #[test]
+    fn valid_announcements_round_trip(a in announcement()) {
+        let d = a.encode().unwrap();
+        prop_assert!(d.len() <= MAX_DATAGRAM);
+        prop_assert_eq!(&d[..5], b"RXMA\x01");
+        prop_assert_eq!(Announcement::decode(&d).unwrap(), a);
+    }
+
+    #[test]
+    fn every_truncation_is_reported_as_such(a in announcement()) {
+        let d = a.encode().unwrap();
+        // A prefix of the magic is not "wrong magic": it is too short to tell.
+        for cut in 0..d.len() {
+            prop_assert_eq!(Announcement::decode(&d[..cut]), Err(AnnounceError::Truncated), "cut at {}", cut);
+        }
+    }
+}
+
+#[test]
+fn the_largest_announcement_fits_the_limit() {
+    let mut a = node(&"n".repeat(MAX_NAME));
+    a.addr = "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535"
+        .parse()
+        .unwrap();
+    a.incarnation = u64::MAX;
+    a.seq = u64::MAX;
+    a.period_ms = u32::MAX;
+    a.kind = Kind::Node(NodeStatus {
+        cpus: u32::MAX,
+        price: i64::MAX,
+        running_jobs: u32::MAX,
+        runnable: u32::MAX,
+        load_milli: u32::MAX,
+    });
+    let d = a.encode().unwrap();
+    assert!(d.len() <= MAX_DATAGRAM, "{} bytes", d.len());
+    assert_eq!(Announcement::decode(&d), Ok(a));
+}
+
+#[test]
+fn oversized_datagrams_are_refused_unread() {
+    let mut d = node("a").encode().unwrap();
+    d.resize(MAX_DATAGRAM + 1, 0);
+    assert_eq!(
+        Announcement::decode(&d),
+        Err(AnnounceError::Oversized {
+            len: MAX_DATAGRAM + 1,
+            max: MAX_DATAGRAM
+        })
+    );
+}
+
+#[test]
+fn wrong_magic_and_wrong_version_are_named() {
+    let d = node("a").encode().unwrap();
+    let mut wrong = d.clone();
+    wrong[0] = b'X';
+    assert_eq!(Announcement::decode(&wrong), Err(AnnounceError::WrongMagic));
+    assert_eq!(Announcement::decode(b"X"), Err(AnnounceError::WrongMagic));
+    let mut newer = d.clone();
+    newer[4] = 2;
+    assert_eq!(
+        Announcement::decode(&newer),
+        Err(AnnounceError::WrongVersion { got: 2 })
+    );
+    assert!(
+        AnnounceError::WrongVersion { got: 2 }
+            .to_string()
+            .contains("upgrade")
+    );
+}
+
+#[test]
+fn fields_out_of_range_are_refused_on_both_sides() {
+    let cases: Vec<(Announcement, &str)> = vec![
+        (node(""), "name"),
+        (node(&"n".repeat(MAX_NAME + 1)), "name"),
+        (node("a b"), "name"),
+        (node("a\u{7}"), "name"),
+        (
+            Announcement {
+                addr: "10.0.0.1:0".parse().unwrap(),
+                ..node("a")
+            },
+            "addr",
+        ),
+        (
+            Announcement {
+                kind: Kind::Node(NodeStatus {
+                    cpus: 0,
+                    price: 0,
+                    running_jobs: 0,
+                    runnable: 0,
+                    load_milli: 0,
+                }),
+                ..node("a")
+            },
+            "cpus",
+        ),
+        (
+            Announcement {
+                kind: Kind::Node(NodeStatus {
+                    cpus: 1,
+                    price: -1,
+                    running_jobs: 0,
+                    runnable: 0,
+                    load_milli: 0,
+                }),
+                ..node("a")
+            },
+            "price",
+        ),
+    ];
+    for (a, field) in cases {
+        match a.encode() {
+            Err(AnnounceError::BadField { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{a:?}: expected BadField({field}), got {other:?}"),
+        }
+        // A hand-made datagram carrying the same fields is refused on receipt.
+        let mut d = MAGIC.to_vec();
+        d.push(ANNOUNCE_VERSION);
+        d.extend(postcard::to_stdvec(&a).unwrap());
+        match Announcement::decode(&d) {
+            Err(AnnounceError::BadField { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{a:?}: expected BadField({field}), got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn trailing_bytes_and_unknown_kinds_are_bad_fields() {
+    let mut d = node("a").encode().unwrap();
+    d.push(0);
+    assert!(matches!(
+        Announcement::decode(&d),
+        Err(AnnounceError::BadField { field: "body", .. })
+    ));
+    let mut d = Announcement {
+        kind: Kind::Account,
+        ..node("a")
+    }
+    .encode()
+    .unwrap();
+    let last = d.len() - 1;
+    assert_eq!(d[last], 2, "Account is kind 2");
+    d[last] = 3;
+    assert!(matches!(
+        Announcement::decode(&d),
+        Err(AnnounceError::BadField { field: "body", .. })
+    ));
+}
+
+#[test]
+fn later_announcements_supersede_earlier_ones() {
+    let a = node("a");
+    let next = Announcement {
+        seq: a.seq + 1,
+        ..a.clone()
+    };
+    let restarted = Announcement {
+        incarnation: a.incarnation + 1,
+        seq: 0,
+        ..a.clone()
+    };
+    assert!(next.supersedes(&a));
+    assert!(restarted.supersedes(&next));
+    assert!(!a.supersedes(&a));
+    assert!(!a.supersedes(&restarted));
+}
+
+#[test]
+fn ipv6_addresses_travel() {
+    let addr: SocketAddr = "[fd00::7]:7400".parse().unwrap();
+    let a = Announcement {
+        addr,
+        kind: Kind::Selector,
+        ..node("sel-1")
+    };
+    assert_eq!(
+        Announcement::decode(&a.encode().unwrap()).unwrap().addr,
+        addr
+    );
+}
