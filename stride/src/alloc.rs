@@ -104,40 +104,24 @@ impl Allocation {
 /// ```
 pub fn water_fill(cpus: u32, claims: &[Claim]) -> Allocation {
     let n = claims.len();
-    let tickets = |i: usize| u128::from(claims[i].tickets.max(crate::MIN_TICKETS));
-    let demand = |i: usize| u128::from(claims[i].demand);
-    // Lowest demand per ticket saturates first; ties by index keep the result deterministic.
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&i, &j| {
-        (demand(i) * tickets(j))
-            .cmp(&(demand(j) * tickets(i)))
-            .then(i.cmp(&j))
-    });
-
-    let mut free_cpus = u128::from(cpus);
-    let mut free_tickets: u128 = (0..n).map(tickets).sum();
+    let Fill {
+        order,
+        rest,
+        free_cpus,
+        free_tickets,
+    } = fill(cpus, claims);
     let mut saturated = vec![false; n];
     let mut shares = vec![Ratio::whole(0); n];
-    let mut rest = order.len();
-    for (pos, &i) in order.iter().enumerate() {
-        // Saturated when d_i <= free_cpus * t_i / free_tickets.
-        if demand(i) * free_tickets <= free_cpus * tickets(i) {
-            saturated[i] = true;
-            shares[i] = Ratio::whole(demand(i));
-            free_cpus -= demand(i);
-            free_tickets -= tickets(i);
-        } else {
-            rest = pos;
-            break;
-        }
+    for &i in &order[..rest] {
+        saturated[i] = true;
+        shares[i] = Ratio::whole(u128::from(claims[i].demand));
     }
+    // Every ticket of a saturated claim was taken out, so free_tickets is 0 exactly when
+    // nobody is unsaturated.
     let unsaturated = &order[rest..];
-    if unsaturated.is_empty() {
-        free_tickets = 0;
-    }
     for &i in unsaturated {
         shares[i] = Ratio {
-            num: free_cpus * tickets(i),
+            num: free_cpus * tickets_of(&claims[i]),
             den: free_tickets,
         };
     }
@@ -168,6 +152,71 @@ pub fn water_fill(cpus: u32, claims: &[Claim]) -> Allocation {
         milli,
         saturated,
         free_cpus: free_cpus as u64,
+        free_tickets,
+    }
+}
+
+/// CPUs per ticket for the claims that do not get their whole demand (the water level), or
+/// `None` when every claim is satisfied. Cheaper than [`water_fill`]: no per-claim results.
+///
+/// ```
+/// use stride::{water_level, Claim, Ratio};
+/// let claims = [Claim { tickets: 3, demand: 1 }, Claim { tickets: 1, demand: 4 }];
+/// // The 3-ticket job is capped at one CPU; the other gets the 2 left for its 1 ticket.
+/// assert_eq!(water_level(3, &claims), Some(Ratio { num: 2, den: 1 }));
+/// assert_eq!(water_level(8, &claims), None);
+/// ```
+pub fn water_level(cpus: u32, claims: &[Claim]) -> Option<Ratio> {
+    let f = fill(cpus, claims);
+    (f.rest < claims.len()).then_some(Ratio {
+        num: f.free_cpus,
+        den: f.free_tickets,
+    })
+}
+
+fn tickets_of(c: &Claim) -> u128 {
+    u128::from(c.tickets.max(crate::MIN_TICKETS))
+}
+
+/// The saturation pass shared by [`water_fill`] and [`water_level`].
+struct Fill {
+    /// Claims by demand per ticket, lowest first; ties by index.
+    order: Vec<usize>,
+    /// `order[..rest]` are saturated.
+    rest: usize,
+    /// CPUs left after the saturated claims.
+    free_cpus: u128,
+    /// Tickets of the unsaturated claims.
+    free_tickets: u128,
+}
+
+fn fill(cpus: u32, claims: &[Claim]) -> Fill {
+    let tickets = |i: usize| tickets_of(&claims[i]);
+    let demand = |i: usize| u128::from(claims[i].demand);
+    // Lowest demand per ticket saturates first; ties by index keep the result deterministic.
+    let mut order: Vec<usize> = (0..claims.len()).collect();
+    order.sort_unstable_by(|&i, &j| {
+        (demand(i) * tickets(j))
+            .cmp(&(demand(j) * tickets(i)))
+            .then(i.cmp(&j))
+    });
+    let mut free_cpus = u128::from(cpus);
+    let mut free_tickets: u128 = (0..claims.len()).map(tickets).sum();
+    let mut rest = order.len();
+    for (pos, &i) in order.iter().enumerate() {
+        // Saturated when d_i <= free_cpus * t_i / free_tickets.
+        if demand(i) * free_tickets <= free_cpus * tickets(i) {
+            free_cpus -= demand(i);
+            free_tickets -= tickets(i);
+        } else {
+            rest = pos;
+            break;
+        }
+    }
+    Fill {
+        order,
+        rest,
+        free_cpus,
         free_tickets,
     }
 }

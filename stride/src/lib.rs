@@ -36,7 +36,7 @@ pub mod scenario;
 pub mod sched;
 pub mod tickets;
 
-pub use alloc::{Allocation, Claim, MILLI, Ratio, water_fill};
+pub use alloc::{Allocation, Claim, MILLI, Ratio, water_fill, water_level};
 pub use charge::{
     Job, Meter, Overflow, Policy, UnknownPolicy, charge_for, charge_rates, charging_applies,
     interval_charges, is_contended,

@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::alloc::{Claim, water_fill};
+use crate::alloc::{Claim, water_level};
 
 mod client;
 mod heap;
@@ -291,7 +291,7 @@ impl Scheduler {
                 demand: self.clients[s].demand,
             })
             .collect();
-        match water_fill(self.cpus, &claims).level() {
+        match water_level(self.cpus, &claims) {
             Some(level) => {
                 let num = level.num * STRIDE1 as u128;
                 self.step = (num / level.den) as i128;

@@ -3,7 +3,8 @@
 use proptest::prelude::*;
 use stride::{
     Bid, Claim, Job, MAX_TICKETS, MILLI, MIN_TICKETS, Meter, NANOS_PER_MINUTE, Policy, charge_for,
-    charge_rates, interval_charges, quote, tickets_for_bids, water_fill, weights_for_bids,
+    charge_rates, interval_charges, quote, tickets_for_bids, water_fill, water_level,
+    weights_for_bids,
 };
 
 fn claims() -> impl Strategy<Value = Vec<Claim>> {
@@ -29,6 +30,7 @@ proptest! {
     #[test]
     fn water_filling_respects_demand_capacity_and_ratios(cpus in 0u32..=8, claims in claims()) {
         let a = water_fill(cpus, &claims);
+        prop_assert_eq!(water_level(cpus, &claims), a.level());
         let total_demand: u64 = claims.iter().map(|c| u64::from(c.demand)).sum();
         let served = total_demand.min(u64::from(cpus));
         prop_assert_eq!(a.milli_cpus().iter().sum::<u64>(), served * MILLI);
