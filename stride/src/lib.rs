@@ -44,6 +44,6 @@ pub use charge::{
 pub use money::{Bid, BidError, MICROS_PER_CREDIT, MicroCredits, NANOS_PER_MINUTE, format_credits};
 pub use price::{Quote, node_price, quote};
 pub use sched::{
-    ClientId, ClientView, Departed, MAX_CLIENT_TICKETS, STRIDE1, SchedError, Scheduler,
+    ClientId, ClientView, Departed, MAX_CLIENT_TICKETS, MAX_CLIENTS, STRIDE1, SchedError, Scheduler,
 };
 pub use tickets::{MAX_TICKETS, MIN_TICKETS, tickets_for_bids, weights_for_bids};

@@ -32,6 +32,9 @@ pub enum SchedError {
     /// The client is not scheduled.
     #[error("{0} is not scheduled")]
     Unknown(ClientId),
+    /// The scheduler already holds [`super::MAX_CLIENTS`] clients.
+    #[error("{0} cannot join: the scheduler is full")]
+    Full(ClientId),
     /// Tickets out of range.
     #[error("{id} asked for {tickets} tickets; use 1 to {MAX_CLIENT_TICKETS}")]
     Tickets {

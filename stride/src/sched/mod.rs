@@ -29,6 +29,9 @@ use client::{Client, Entry, stride_of, view};
 pub use client::{ClientId, ClientView, Departed, MAX_CLIENT_TICKETS, STRIDE1, SchedError};
 use heap::Heap;
 
+/// The most clients one scheduler holds (slots are 32-bit in the dispatch queue).
+pub const MAX_CLIENTS: usize = u32::MAX as usize;
+
 /// A stride scheduler for one node of `k` CPUs.
 ///
 /// ```
@@ -262,6 +265,9 @@ impl Scheduler {
     ) -> Result<(), SchedError> {
         if self.slots.contains_key(&id) {
             return Err(SchedError::Duplicate(id));
+        }
+        if self.clients.len() >= MAX_CLIENTS {
+            return Err(SchedError::Full(id));
         }
         self.slots.insert(id, self.clients.len());
         self.clients.push(Client {
