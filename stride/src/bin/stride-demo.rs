@@ -8,11 +8,20 @@ use stride::scenario::{IntervalReport, Scenario, figure4};
 use stride::{MILLI, format_credits};
 
 fn main() -> ExitCode {
-    if std::env::args().skip(1).any(|a| a == "-h" || a == "--help") {
-        println!(
-            "usage: stride-demo\n\nReplays Figure 4 of Chun & Culler (1999) on the stride model."
+    if let Some(arg) = std::env::args().nth(1) {
+        if arg == "-h" || arg == "--help" {
+            println!(
+                "usage: stride-demo\n\n\
+                 Replays Figure 4 of Chun & Culler (1999) on the stride model: each job's CPU share\n\
+                 (water-filling model and stride scheduler measurement) and its charge under the\n\
+                 contention and paper policies, interval by interval."
+            );
+            return ExitCode::SUCCESS;
+        }
+        eprintln!(
+            "stride-demo: unexpected argument {arg:?}; it takes none (see stride-demo --help)"
         );
-        return ExitCode::SUCCESS;
+        return ExitCode::from(2);
     }
     let scenario = figure4();
     match scenario.replay() {
@@ -66,7 +75,7 @@ fn render(s: &Scenario, reports: &[IntervalReport]) -> String {
             clock(r.start_nanos + r.nanos),
             state
         );
-        o += "  job  bid/min  CPUs model  CPUs stride  charge contention  charge paper\n";
+        o += "  job  bid/min  CPUs model  CPUs stride  paid (contention)  paid (paper)\n";
         for j in &r.jobs {
             totals[j.job].0 += j.contention_charge;
             totals[j.job].1 += j.paper_charge;
