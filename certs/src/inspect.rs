@@ -213,3 +213,61 @@ pub(crate) fn format_time(secs: i64) -> String {
         Err(_) => format!("{secs} s since 1970"),
     }
 }
+
+/// What a revocation list says (unverified): `rexec-certs show crl.pem`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CrlInfo {
+    /// Issuer distinguished name.
+    pub issuer: String,
+    /// The CRL number, if present.
+    pub number: Option<String>,
+    /// When it was signed, seconds since the Unix epoch.
+    pub this_update: i64,
+    /// When a newer one is promised, seconds since the Unix epoch.
+    pub next_update: Option<i64>,
+    /// Revoked serials (hex) with their revocation times.
+    pub revoked: Vec<(String, i64)>,
+}
+
+impl CrlInfo {
+    /// Reads the first CRL of a PEM file.
+    pub fn load(path: &Path) -> Result<Self, CertError> {
+        let crls = files::load_crls(path)?;
+        let der = crls.first().ok_or_else(|| {
+            files::malformed(path, "revocation list", "no X509 CRL PEM block".to_string())
+        })?;
+        let (_, crl) = x509_parser::parse_x509_crl(der)
+            .map_err(|e| files::malformed(path, "revocation list", e.to_string()))?;
+        Ok(CrlInfo {
+            issuer: crl.issuer().to_string(),
+            number: crl.crl_number().map(|n| n.to_string()),
+            this_update: crl.last_update().timestamp(),
+            next_update: crl.next_update().map(|t| t.timestamp()),
+            revoked: crl
+                .iter_revoked_certificates()
+                .map(|r| (hex(r.raw_serial()), r.revocation_date.timestamp()))
+                .collect(),
+        })
+    }
+}
+
+impl fmt::Display for CrlInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "revocation list number {}",
+            self.number.as_deref().unwrap_or("-")
+        )?;
+        writeln!(f, "issuer:      {}", self.issuer)?;
+        writeln!(f, "signed:      {}", format_time(self.this_update))?;
+        if let Some(next) = self.next_update {
+            writeln!(f, "next update: {}", format_time(next))?;
+        }
+        write!(f, "revoked:     {}", self.revoked.len())?;
+        for (serial, time) in &self.revoked {
+            write!(f, "\n  {serial}  since {}", format_time(*time))?;
+        }
+        Ok(())
+    }
+}

@@ -11,7 +11,7 @@
 //! - `crl`: revocation state and CRL signing ([`Ca::revoke`], [`CrlState`]).
 //! - `config`: [`TlsPaths`], [`server_config`], [`client_config`], [`peer_identity`].
 //! - `stream`: [`accept`] and [`connect`] over tokio-rustls, handshake error explanations.
-//! - `inspect`: [`CertInfo`], what `rexec-certs show` prints.
+//! - `inspect`: [`CertInfo`] and [`CrlInfo`], what `rexec-certs show` prints.
 //! - `files`: PEM loading, key permission checks, atomic writes.
 //! - `error`: [`CertError`], [`AuthError`].
 //! - [`testing`]: [`testing::TestPki`], a temporary CA for tests.
@@ -46,7 +46,7 @@ pub use crl::{CRL_DAYS, CRL_STATE_FILE, CrlState, RevokedEntry};
 pub use error::{AuthError, CertError};
 pub use files::check_key_mode;
 pub use identity::{PeerIdentity, Role, URI_PREFIX};
-pub use inspect::{CertInfo, fingerprint};
+pub use inspect::{CertInfo, CrlInfo, fingerprint};
 pub use names::{MAX_NAME_LEN, check_name, check_plain_name};
 pub use stream::{
     HANDSHAKE_TIMEOUT, accept, acceptor, connect, connector, explain, explain_certificate_error,

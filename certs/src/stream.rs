@@ -126,6 +126,10 @@ pub fn explain(e: &rustls::Error) -> String {
                 "the peer does not trust our certificate: it was not issued by the peer's cluster CA"
                     .to_string()
             }
+            AlertDescription::DecryptError => {
+                "the peer could not verify our certificate's signature: it was probably issued by another cluster CA"
+                    .to_string()
+            }
             AlertDescription::CertificateExpired => {
                 "the peer refused our certificate: it has expired or is not yet valid".to_string()
             }

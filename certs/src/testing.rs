@@ -46,6 +46,11 @@ impl TestPki {
 
     /// Creates a CA for cluster "test", returning errors.
     pub fn try_new() -> Result<Self, CertError> {
+        Self::with_cluster("test")
+    }
+
+    /// Creates a CA for the named cluster, returning errors.
+    pub fn with_cluster(cluster: &str) -> Result<Self, CertError> {
         let dir = tempfile::Builder::new()
             .prefix("rexec-pki-")
             .tempdir()
@@ -53,7 +58,7 @@ impl TestPki {
                 path: std::env::temp_dir(),
                 source,
             })?;
-        let ca = Ca::init(&dir.path().join("ca"), "test", false)?;
+        let ca = Ca::init(&dir.path().join("ca"), cluster, false)?;
         Ok(TestPki {
             dir,
             ca,

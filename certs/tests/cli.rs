@@ -178,6 +178,11 @@ fn init_issue_show_revoke() {
     );
     let err = certs::client_config(&alice).unwrap_err();
     assert!(matches!(err, CertError::Revoked { .. }), "{err}");
+    let crl = ok(&["show", ca.join("crl.pem").to_str().unwrap()]);
+    assert!(
+        crl.contains("revocation list number 2") && crl.contains("revoked:     1"),
+        "{crl}"
+    );
     // Revoking twice is harmless and keeps one entry.
     ok(&[
         "revoke",

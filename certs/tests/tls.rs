@@ -51,33 +51,37 @@ async fn client_without_certificate_is_refused() {
 #[tokio::test]
 async fn certificate_from_another_ca_is_refused_both_ways() {
     let ours = TestPki::new();
-    let theirs = TestPki::new();
+    // Another CA with the same cluster name (same issuer name, different key), and one
+    // with a different name: both must be strangers.
+    for theirs in [TestPki::new(), TestPki::with_cluster("elsewhere").unwrap()] {
+        // Their user dials our node.
+        let stranger = theirs.tls_paths(Role::User, "alice");
+        let out = exchange(
+            ours.acceptor(Role::Node, "n1").unwrap(),
+            raw_connector(
+                &ours.ca().ca_cert_path(),
+                Some((&stranger.cert, &stranger.key)),
+            ),
+            (Role::Node, "n1"),
+        )
+        .await;
+        let server = out.server.unwrap_err();
+        assert!(server.contains("not issued by our cluster CA"), "{server}");
+        let client = out.client.unwrap_err();
+        assert!(client.contains("cluster CA"), "{client}");
 
-    // Their user dials our node.
-    let stranger = theirs.tls_paths(Role::User, "alice");
-    let out = exchange(
-        ours.acceptor(Role::Node, "n1").unwrap(),
-        raw_connector(
-            &ours.ca().ca_cert_path(),
-            Some((&stranger.cert, &stranger.key)),
-        ),
-        (Role::Node, "n1"),
-    )
-    .await;
-    let server = out.server.unwrap_err();
-    assert!(server.contains("not issued by our cluster CA"), "{server}");
-    assert!(out.client.is_err());
-
-    // Our user dials a node of theirs that calls itself n1.
-    let out = exchange(
-        theirs.acceptor(Role::Node, "n1").unwrap(),
-        ours.connector(Role::User, "alice").unwrap(),
-        (Role::Node, "n1"),
-    )
-    .await;
-    let client = out.client.unwrap_err();
-    assert!(client.contains("not issued by our cluster CA"), "{client}");
-    assert!(out.server.is_err());
+        // Our user dials a node of theirs that calls itself n1.
+        let out = exchange(
+            theirs.acceptor(Role::Node, "n1").unwrap(),
+            ours.connector(Role::User, "alice").unwrap(),
+            (Role::Node, "n1"),
+        )
+        .await;
+        let client = out.client.unwrap_err();
+        assert!(client.contains("not issued by our cluster CA"), "{client}");
+        let server = out.server.unwrap_err();
+        assert!(server.contains("cluster CA"), "{server}");
+    }
 }
 
 #[tokio::test]

@@ -49,9 +49,10 @@ enum Command {
         #[command(subcommand)]
         what: IssueWhat,
     },
-    /// Print a certificate's role, name, SANs, validity, fingerprint and issuer.
+    /// Print a certificate's role, name, SANs, validity, fingerprint and issuer (or what a
+    /// revocation list holds).
     Show {
-        /// The certificate (PEM).
+        /// The certificate or CRL (PEM).
         file: PathBuf,
     },
     /// Revoke a certificate issued by the CA and re-sign crl.pem.
@@ -155,8 +156,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("  fingerprint: SHA256:{}", info.fingerprint);
         }
         Command::Show { file } => {
-            let info = CertInfo::load(&file)?;
-            println!("{info}");
+            let text = std::fs::read(&file).unwrap_or_default();
+            if text.windows(14).any(|w| w == b"BEGIN X509 CRL") {
+                println!("{}", certs::CrlInfo::load(&file)?);
+            } else {
+                println!("{}", CertInfo::load(&file)?);
+            }
         }
         Command::Revoke { dir, file } => {
             let ca = Ca::load(&dir)?;
