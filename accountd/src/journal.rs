@@ -140,8 +140,17 @@ fn crc32(data: &[u8]) -> u32 {
 impl Journal {
     /// Opens (creating if missing) and replays the journal at `path`.
     pub fn open(path: &Path) -> Result<Journal, JournalError> {
-        let io = |source| JournalError::Io { path: path.to_path_buf(), source };
-        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).map_err(io)?;
+        let io = |source| JournalError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io)?;
         let mut data = Vec::new();
         file.read_to_end(&mut data).map_err(io)?;
         let mut j = Journal {
@@ -156,7 +165,9 @@ impl Journal {
         };
         if data.len() < MAGIC.len() {
             if !MAGIC.starts_with(&data) {
-                return Err(JournalError::NotAJournal { path: path.to_path_buf() });
+                return Err(JournalError::NotAJournal {
+                    path: path.to_path_buf(),
+                });
             }
             j.file.set_len(0).map_err(io)?;
             j.file.seek(SeekFrom::Start(0)).map_err(io)?;
@@ -167,7 +178,9 @@ impl Journal {
             return Ok(j);
         }
         if &data[..4] != MAGIC {
-            return Err(JournalError::NotAJournal { path: path.to_path_buf() });
+            return Err(JournalError::NotAJournal {
+                path: path.to_path_buf(),
+            });
         }
         let mut pos = MAGIC.len();
         while let Some((record, used)) = parse_record(&data[pos..]) {
@@ -209,7 +222,10 @@ impl Journal {
         buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
         buf.extend_from_slice(&crc32(&body).to_le_bytes());
         buf.extend_from_slice(&body);
-        let io = |source| JournalError::Io { path: self.path.clone(), source };
+        let io = |source| JournalError::Io {
+            path: self.path.clone(),
+            source,
+        };
         self.file.write_all(&buf).map_err(io)?;
         self.file.sync_data().map_err(io)?;
         self.len += buf.len() as u64;
@@ -238,10 +254,15 @@ impl Journal {
         self.append(&r)?;
         self.apply(r);
         if self.order.is_empty() && self.len > self.compact_at {
-            let io = |source| JournalError::Io { path: self.path.clone(), source };
+            let io = |source| JournalError::Io {
+                path: self.path.clone(),
+                source,
+            };
             self.file.set_len(MAGIC.len() as u64).map_err(io)?;
             self.file.sync_all().map_err(io)?;
-            self.file.seek(SeekFrom::Start(MAGIC.len() as u64)).map_err(io)?;
+            self.file
+                .seek(SeekFrom::Start(MAGIC.len() as u64))
+                .map_err(io)?;
             self.len = MAGIC.len() as u64;
         }
         Ok(())
@@ -255,6 +276,11 @@ impl Journal {
     /// Pending charges, oldest first.
     pub fn pending(&self) -> Vec<Charge> {
         self.order.values().cloned().collect()
+    }
+
+    /// The oldest pending charge.
+    pub fn first_pending(&self) -> Option<Charge> {
+        self.order.values().next().cloned()
     }
 
     /// Number of pending charges.
@@ -304,7 +330,11 @@ mod tests {
 
     fn charge(seq: u64) -> Charge {
         Charge::Debit(Debit {
-            key: DebitKey { node: "n1".into(), job: "j".into(), seq },
+            key: DebitKey {
+                node: "n1".into(),
+                job: "j".into(),
+                seq,
+            },
             user: "alice".into(),
             amount: 10 + seq as i64,
             rank: 0,
@@ -314,7 +344,13 @@ mod tests {
     }
 
     fn applied() -> Outcome {
-        Outcome::Applied(ChargeReceipt { entry_id: 1, amount: -1, balance_after: 0, balance_now: 0, duplicate: false })
+        Outcome::Applied(ChargeReceipt {
+            entry_id: 1,
+            amount: -1,
+            balance_after: 0,
+            balance_now: 0,
+            duplicate: false,
+        })
     }
 
     #[test]
@@ -325,9 +361,16 @@ mod tests {
         for s in 0..5 {
             assert!(j.record(charge(s)).unwrap());
         }
-        assert!(!j.record(charge(2)).unwrap(), "same key twice is one charge");
+        assert!(
+            !j.record(charge(2)).unwrap(),
+            "same key twice is one charge"
+        );
         j.settle(&charge(1), applied()).unwrap();
-        j.settle(&charge(3), Outcome::Refused(ErrorCode::UnknownUser, "no".into())).unwrap();
+        j.settle(
+            &charge(3),
+            Outcome::Refused(ErrorCode::UnknownUser, "no".into()),
+        )
+        .unwrap();
         drop(j);
         let j = Journal::open(&p).unwrap();
         assert_eq!(j.pending(), vec![charge(0), charge(2), charge(4)]);
@@ -353,7 +396,10 @@ mod tests {
         assert_eq!(std::fs::metadata(&p).unwrap().len(), good);
         j.record(charge(3)).unwrap();
         drop(j);
-        assert_eq!(Journal::open(&p).unwrap().pending(), vec![charge(0), charge(1), charge(3)]);
+        assert_eq!(
+            Journal::open(&p).unwrap().pending(),
+            vec![charge(0), charge(1), charge(3)]
+        );
     }
 
     #[test]
@@ -376,7 +422,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("notes.txt");
         std::fs::write(&p, "hello world").unwrap();
-        assert!(matches!(Journal::open(&p), Err(JournalError::NotAJournal { .. })));
+        assert!(matches!(
+            Journal::open(&p),
+            Err(JournalError::NotAJournal { .. })
+        ));
         let p = dir.path().join("j");
         let mut j = Journal::open(&p).unwrap();
         j.set_compact_at(4096);

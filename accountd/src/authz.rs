@@ -1,0 +1,194 @@
+//! Who may do what, decided from the role and name in the caller's verified
+//! certificate (the only identity accountd believes):
+//!
+//! | role | may |
+//! |---|---|
+//! | node | debit and refund, with its own name in the key; read any user's balance (to refuse a paid job whose owner has no credit) |
+//! | user | read its own balance and history |
+//! | admin | create accounts, grant, adjust, read every balance and history, report, audit |
+//! | service | nothing but `WhoAmI` |
+//!
+//! Everyone may ask `WhoAmI`. Anything else is refused with
+//! [`ErrorCode::Forbidden`], and the server records the refusal.
+
+use certs::{PeerIdentity, Role};
+use proto::account::{AccountError, AccountOp, ErrorCode};
+
+/// Where an allowed operation goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// To the writer (group commit).
+    Write(AccountOp),
+    /// To the reader, with any "my own" user filled in.
+    Read(AccountOp),
+    /// Answered from the identity alone.
+    WhoAmI,
+}
+
+/// The actor recorded in ledger entries: `role:name`.
+pub fn actor(peer: &PeerIdentity) -> String {
+    format!("{}:{}", peer.role, peer.name)
+}
+
+fn forbidden(peer: &PeerIdentity, what: &str) -> AccountError {
+    AccountError::new(
+        ErrorCode::Forbidden,
+        format!("{} {} may not {what}", peer.role, peer.name),
+    )
+}
+
+/// Decides whether `peer` may perform `op`, and routes it.
+pub fn authorize(peer: &PeerIdentity, op: AccountOp) -> Result<Route, AccountError> {
+    let role = peer.role;
+    match op {
+        AccountOp::WhoAmI => Ok(Route::WhoAmI),
+        AccountOp::Debit(ref d) => {
+            own_key(peer, &d.key.node, "debit")?;
+            Ok(Route::Write(op))
+        }
+        AccountOp::Refund(ref r) => {
+            own_key(peer, &r.key.node, "refund")?;
+            Ok(Route::Write(op))
+        }
+        AccountOp::Balance(mut q) => {
+            let target = q.user.clone().unwrap_or_else(|| peer.name.clone());
+            match role {
+                Role::Admin | Role::Node => {}
+                Role::User if target == peer.name => {}
+                Role::User => {
+                    return Err(forbidden(peer, &format!("read the balance of {target:?}")));
+                }
+                _ => return Err(forbidden(peer, "read balances")),
+            }
+            q.user = Some(target);
+            Ok(Route::Read(AccountOp::Balance(q)))
+        }
+        AccountOp::History(mut q) => {
+            let target = q.user.clone().unwrap_or_else(|| peer.name.clone());
+            match role {
+                Role::Admin => {}
+                Role::User if target == peer.name => {}
+                Role::User => {
+                    return Err(forbidden(peer, &format!("read the history of {target:?}")));
+                }
+                _ => return Err(forbidden(peer, "read ledger history")),
+            }
+            q.user = Some(target);
+            Ok(Route::Read(AccountOp::History(q)))
+        }
+        AccountOp::CreateAccount(_) | AccountOp::Grant(_) | AccountOp::Adjust(_) => {
+            admin_only(peer, op, true)
+        }
+        AccountOp::Report(_) | AccountOp::Audit => admin_only(peer, op, false),
+        AccountOp::Unknown { tag } => Err(AccountError::new(
+            ErrorCode::Unsupported,
+            format!("this accountd does not know operation {tag}; upgrade accountd"),
+        )),
+        other => Err(AccountError::new(
+            ErrorCode::Unsupported,
+            format!("this accountd does not handle {}", other.name()),
+        )),
+    }
+}
+
+fn own_key(peer: &PeerIdentity, node: &str, what: &str) -> Result<(), AccountError> {
+    if peer.role != Role::Node {
+        return Err(forbidden(peer, &format!("{what}: only nodes charge")));
+    }
+    if node != peer.name {
+        return Err(AccountError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "node {} may only {what} with its own name in the key, not {node:?}",
+                peer.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn admin_only(peer: &PeerIdentity, op: AccountOp, write: bool) -> Result<Route, AccountError> {
+    if peer.role != Role::Admin {
+        return Err(forbidden(peer, &format!("{}: only admins may", op.name())));
+    }
+    Ok(if write {
+        Route::Write(op)
+    } else {
+        Route::Read(op)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::account::*;
+
+    fn id(role: Role, name: &str) -> PeerIdentity {
+        PeerIdentity::new(role, name).unwrap()
+    }
+
+    fn debit(node: &str) -> AccountOp {
+        AccountOp::Debit(Debit {
+            key: DebitKey {
+                node: node.into(),
+                job: "j".into(),
+                seq: 1,
+            },
+            user: "alice".into(),
+            amount: 1,
+            rank: 0,
+            interval: MeterInterval::default(),
+            cpu_us: 0,
+        })
+    }
+
+    fn balance(user: Option<&str>) -> AccountOp {
+        AccountOp::Balance(BalanceQuery {
+            user: user.map(str::to_string),
+        })
+    }
+
+    #[test]
+    fn the_role_table() {
+        let node = id(Role::Node, "n1");
+        let alice = id(Role::User, "alice");
+        let admin = id(Role::Admin, "ops");
+        let svc = id(Role::Service, "vexecd");
+        let grant = AccountOp::Grant(AdminEntry {
+            user: "alice".into(),
+            amount: 1,
+            reason: "x".into(),
+        });
+        assert!(matches!(authorize(&node, debit("n1")), Ok(Route::Write(_))));
+        assert_eq!(
+            authorize(&node, debit("n2")).unwrap_err().code,
+            ErrorCode::Forbidden
+        );
+        for who in [&alice, &admin, &svc] {
+            assert_eq!(
+                authorize(who, debit("n1")).unwrap_err().code,
+                ErrorCode::Forbidden
+            );
+        }
+        assert_eq!(
+            authorize(&alice, balance(None)).unwrap(),
+            Route::Read(balance(Some("alice")))
+        );
+        assert!(authorize(&alice, balance(Some("bob"))).is_err());
+        assert!(authorize(&node, balance(Some("bob"))).is_ok());
+        assert!(authorize(&admin, balance(Some("bob"))).is_ok());
+        assert!(authorize(&svc, balance(Some("bob"))).is_err());
+        for who in [&node, &alice, &svc] {
+            assert!(authorize(who, grant.clone()).is_err());
+            assert!(authorize(who, AccountOp::Audit).is_err());
+        }
+        assert!(matches!(authorize(&admin, grant), Ok(Route::Write(_))));
+        assert_eq!(authorize(&svc, AccountOp::WhoAmI), Ok(Route::WhoAmI));
+        assert_eq!(
+            authorize(&admin, AccountOp::Unknown { tag: 99 })
+                .unwrap_err()
+                .code,
+            ErrorCode::Unsupported
+        );
+    }
+}

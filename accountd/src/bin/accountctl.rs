@@ -1,0 +1,351 @@
+//! `accountctl`: read and manage rexec credit accounts over mutual TLS. What
+//! it may do follows the role in its certificate (users: their own balance
+//! and history; admins: everything). Settings: see `accountd::ctl`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use accountd::amount::{format_credits, parse_credits};
+use accountd::client::{AccountClient, DEFAULT_SERVER_NAME};
+use accountd::ctl::{Format, default_config_path, load_ctl_file, render_entries, render_report};
+use accountd::time::parse_time;
+use anyhow::{anyhow, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use proto::account::*;
+
+/// Read and manage rexec credit accounts (amounts in credits, 6 decimals).
+#[derive(Parser, Debug)]
+#[command(name = "accountctl", version)]
+struct Cli {
+    /// accountd address, host:port.
+    #[arg(long, global = true, env = "ACCOUNTD_ADDR")]
+    server: Option<String>,
+    /// Name in accountd's certificate [default: accountd].
+    #[arg(long, global = true)]
+    server_name: Option<String>,
+    /// Cluster CA certificate.
+    #[arg(long, global = true, env = "REXEC_CA")]
+    ca: Option<PathBuf>,
+    /// Your certificate.
+    #[arg(long, global = true, env = "REXEC_CERT")]
+    cert: Option<PathBuf>,
+    /// Your private key.
+    #[arg(long, global = true, env = "REXEC_KEY")]
+    key: Option<PathBuf>,
+    /// Certificate revocation list.
+    #[arg(long, global = true, env = "REXEC_CRL")]
+    crl: Option<PathBuf>,
+    /// Config file [default: ~/.config/rexec/config.toml].
+    #[arg(long, global = true, env = "REXEC_CONFIG")]
+    config: Option<PathBuf>,
+    /// Seconds to wait for accountd.
+    #[arg(long, global = true, default_value_t = 30)]
+    timeout: u64,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum By {
+    User,
+    Node,
+    Day,
+}
+
+#[derive(clap::Args, Debug)]
+struct Window {
+    /// From this time (2026-11-22, 2026-11-22T13:00Z or @unix-seconds), UTC.
+    #[arg(long)]
+    since: Option<String>,
+    /// Before this time, same forms.
+    #[arg(long)]
+    until: Option<String>,
+    /// Print JSON.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print CSV.
+    #[arg(long)]
+    csv: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Show a balance (yours when USER is omitted).
+    Balance { user: Option<String> },
+    /// List ledger entries of a user (yours when USER is omitted).
+    History {
+        user: Option<String>,
+        #[command(flatten)]
+        window: Window,
+    },
+    /// Open an account (admin).
+    Create {
+        user: String,
+        /// Initial grant in credits.
+        #[arg(long)]
+        initial: Option<String>,
+    },
+    /// Add credits to an account (admin).
+    Grant {
+        user: String,
+        #[arg(allow_hyphen_values = true)]
+        amount: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Correct a balance up or down, e.g. -2.5 (admin).
+    Adjust {
+        user: String,
+        #[arg(allow_hyphen_values = true)]
+        amount: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Credits charged, CPU minutes and jobs, by user, node or day (admin).
+    Report {
+        #[arg(long, value_enum)]
+        by: By,
+        #[command(flatten)]
+        window: Window,
+    },
+    /// Check every balance against its entries and every key for uniqueness (admin);
+    /// exits with status 2 when something is wrong.
+    Audit,
+    /// Show the identity accountd sees in your certificate.
+    Whoami,
+}
+
+impl Window {
+    fn times(&self) -> anyhow::Result<(Option<i64>, Option<i64>)> {
+        let since = self.since.as_deref().map(parse_time).transpose()?;
+        let until = self.until.as_deref().map(parse_time).transpose()?;
+        Ok((since, until))
+    }
+
+    fn format(&self) -> Format {
+        if self.json {
+            Format::Json
+        } else if self.csv {
+            Format::Csv
+        } else {
+            Format::Table
+        }
+    }
+}
+
+async fn connect(cli: &Cli) -> anyhow::Result<AccountClient> {
+    let (path, explicit) = match &cli.config {
+        Some(p) => (Some(p.clone()), true),
+        None => (default_config_path(), false),
+    };
+    let file = match &path {
+        Some(p) => load_ctl_file(p, explicit)?,
+        None => Default::default(),
+    };
+    let need = |v: Option<PathBuf>, what: &str, flag: &str, env: &str| {
+        v.ok_or_else(|| {
+            anyhow!(
+                "no {what} given: pass {flag}, set {env}, or set it under [tls] in the config file"
+            )
+        })
+    };
+    let paths = certs::TlsPaths {
+        ca: need(
+            cli.ca.clone().or(file.tls.ca),
+            "CA certificate",
+            "--ca",
+            "REXEC_CA",
+        )?,
+        cert: need(
+            cli.cert.clone().or(file.tls.cert),
+            "certificate",
+            "--cert",
+            "REXEC_CERT",
+        )?,
+        key: need(
+            cli.key.clone().or(file.tls.key),
+            "private key",
+            "--key",
+            "REXEC_KEY",
+        )?,
+        crl: cli.crl.clone().or(file.tls.crl),
+    };
+    let addr = cli.server.clone().or(file.accountd.address).ok_or_else(|| {
+        anyhow!("no accountd address: pass --server HOST:PORT, set ACCOUNTD_ADDR, or set address under [accountd] in the config file")
+    })?;
+    let name = cli
+        .server_name
+        .clone()
+        .or(file.accountd.server_name)
+        .unwrap_or_else(|| DEFAULT_SERVER_NAME.to_string());
+    let connector = certs::connector(&paths)?;
+    Ok(AccountClient::connect(&addr, &connector, &name, Duration::from_secs(cli.timeout)).await?)
+}
+
+fn amount(text: &str) -> anyhow::Result<i64> {
+    Ok(parse_credits(text)?)
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let mut c = connect(&cli).await?;
+    match &cli.cmd {
+        Cmd::Balance { user } => {
+            let AccountReply::Balance(b) = c
+                .call(AccountOp::Balance(BalanceQuery { user: user.clone() }))
+                .await?
+            else {
+                bail!("accountd gave an unexpected answer to balance");
+            };
+            println!("{} {}", b.user, format_credits(b.balance));
+        }
+        Cmd::History { user, window } => {
+            let (since_us, until_us) = window.times()?;
+            let mut entries = Vec::new();
+            let mut after_id = None;
+            loop {
+                let q = HistoryQuery {
+                    user: user.clone(),
+                    since_us,
+                    until_us,
+                    after_id,
+                    limit: MAX_HISTORY_PAGE,
+                };
+                let AccountReply::History(page) = c.call(AccountOp::History(q)).await? else {
+                    bail!("accountd gave an unexpected answer to history");
+                };
+                entries.extend(page.entries);
+                match page.next_after {
+                    Some(a) => after_id = Some(a),
+                    None => break,
+                }
+            }
+            print!("{}", render_entries(&entries, window.format()));
+        }
+        Cmd::Create { user, initial } => {
+            let initial = initial.as_deref().map(amount).transpose()?.unwrap_or(0);
+            let AccountReply::Created(b) = c
+                .call(AccountOp::CreateAccount(CreateAccount {
+                    user: user.clone(),
+                    initial,
+                }))
+                .await?
+            else {
+                bail!("accountd gave an unexpected answer to create");
+            };
+            println!(
+                "created {} with balance {}",
+                b.user,
+                format_credits(b.balance)
+            );
+        }
+        Cmd::Grant {
+            user,
+            amount: a,
+            reason,
+        }
+        | Cmd::Adjust {
+            user,
+            amount: a,
+            reason,
+        } => {
+            let e = AdminEntry {
+                user: user.clone(),
+                amount: amount(a)?,
+                reason: reason.clone(),
+            };
+            let (verb, op) = match &cli.cmd {
+                Cmd::Grant { .. } => ("granted", AccountOp::Grant(e)),
+                _ => ("adjusted", AccountOp::Adjust(e)),
+            };
+            let AccountReply::Entry(r) = c.call(op).await? else {
+                bail!("accountd gave an unexpected answer");
+            };
+            println!(
+                "{verb} {user} {a}: entry {}, balance {}",
+                r.entry_id,
+                format_credits(r.balance_after)
+            );
+        }
+        Cmd::Report { by, window } => {
+            let (since_us, until_us) = window.times()?;
+            let (by, name) = match by {
+                By::User => (ReportBy::User, "user"),
+                By::Node => (ReportBy::Node, "node"),
+                By::Day => (ReportBy::Day, "day"),
+            };
+            let AccountReply::Report(rows) = c
+                .call(AccountOp::Report(ReportQuery {
+                    by,
+                    since_us,
+                    until_us,
+                }))
+                .await?
+            else {
+                bail!("accountd gave an unexpected answer to report");
+            };
+            print!("{}", render_report(&rows, name, window.format()));
+        }
+        Cmd::Audit => {
+            let AccountReply::Audit(a) = c.call(AccountOp::Audit).await? else {
+                bail!("accountd gave an unexpected answer to audit");
+            };
+            if a.problems.is_empty() {
+                println!(
+                    "audit passed: {} accounts, {} entries, every balance equals its entries, every key unique",
+                    a.accounts, a.entries
+                );
+            } else {
+                println!(
+                    "audit FAILED: {} problems in {} accounts, {} entries",
+                    a.problems.len(),
+                    a.accounts,
+                    a.entries
+                );
+                for p in &a.problems {
+                    let ids: Vec<String> = p.entry_ids.iter().map(|i| i.to_string()).collect();
+                    let user = p
+                        .user
+                        .as_deref()
+                        .map(|u| format!(" [user {u}]"))
+                        .unwrap_or_default();
+                    let rows = if ids.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" [entries {}]", ids.join(","))
+                    };
+                    println!("  {}{user}{rows}", p.what);
+                }
+                return Ok(ExitCode::from(2));
+            }
+        }
+        Cmd::Whoami => {
+            let AccountReply::WhoAmI(i) = c.call(AccountOp::WhoAmI).await? else {
+                bail!("accountd gave an unexpected answer to whoami");
+            };
+            println!("{} {}", i.role, i.name);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("accountctl: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("accountctl: {}", format!("{e:#}").replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! A client connection to accountd: TCP, the mutual-TLS handshake (checking
+//! the server is the `service` certificate named `accountd`, or whatever name
+//! is configured), then framed request/response calls. Used by `accountctl`,
+//! the node's [`crate::debit::DebitClient`] and the benchmark.
+
+use std::time::Duration;
+
+use certs::Role;
+use proto::account::{AccountError, AccountOp, AccountReply, AccountRequest, AccountResponse};
+use proto::{DEFAULT_MAX_FRAME, FrameError, Framed};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+/// The certificate name accountd's server certificate carries by default.
+pub const DEFAULT_SERVER_NAME: &str = "accountd";
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The TCP connection could not be made.
+    #[error("cannot reach accountd at {addr}: {source}; is it running and is the address right?")]
+    Connect {
+        /// The address dialled.
+        addr: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The TLS handshake failed or the server is not who it should be.
+    #[error("TLS with accountd at {addr} failed: {source}")]
+    Tls {
+        /// The address dialled.
+        addr: String,
+        /// The cause.
+        source: certs::CertError,
+    },
+    /// The connection broke or carried garbage.
+    #[error("connection to accountd at {addr} failed: {source}")]
+    Frame {
+        /// The address.
+        addr: String,
+        /// The cause.
+        source: FrameError,
+    },
+    /// The server closed the connection (it may have refused our certificate).
+    #[error(
+        "accountd at {addr} closed the connection; check that your certificate is valid for this cluster"
+    )]
+    Closed {
+        /// The address.
+        addr: String,
+    },
+    /// No answer in time.
+    #[error("accountd at {addr} did not answer within {secs} s")]
+    Timeout {
+        /// The address.
+        addr: String,
+        /// The limit.
+        secs: u64,
+    },
+    /// The answer was for another request.
+    #[error("accountd at {addr} answered request {got} while {want} was expected")]
+    Mismatch {
+        /// The address.
+        addr: String,
+        /// The id sent.
+        want: u64,
+        /// The id received.
+        got: u64,
+    },
+    /// accountd refused or failed the operation.
+    #[error("{0}")]
+    Server(AccountError),
+}
+
+impl ClientError {
+    /// Whether sending the same request again later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ClientError::Server(e) => e.code.is_retryable(),
+            _ => true,
+        }
+    }
+}
+
+/// An open connection to accountd.
+pub struct AccountClient {
+    framed: Framed<TlsStream<TcpStream>>,
+    addr: String,
+    next_id: u64,
+    timeout: Duration,
+}
+
+impl AccountClient {
+    /// Connects to `addr` (`host:port`) and checks the server's certificate is
+    /// the `service` certificate named `server_name`.
+    pub async fn connect(
+        addr: &str,
+        connector: &TlsConnector,
+        server_name: &str,
+        timeout: Duration,
+    ) -> Result<AccountClient, ClientError> {
+        let a = addr.to_string();
+        let tcp = tokio::time::timeout(timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| ClientError::Timeout {
+                addr: a.clone(),
+                secs: timeout.as_secs(),
+            })?
+            .map_err(|source| ClientError::Connect {
+                addr: a.clone(),
+                source,
+            })?;
+        let _ = tcp.set_nodelay(true);
+        let (stream, _peer) = certs::connect(connector, tcp, Role::Service, server_name)
+            .await
+            .map_err(|source| ClientError::Tls {
+                addr: a.clone(),
+                source,
+            })?;
+        Ok(AccountClient {
+            framed: Framed::new(stream, DEFAULT_MAX_FRAME),
+            addr: a,
+            next_id: 1,
+            timeout,
+        })
+    }
+
+    /// Sends one operation and waits for its answer.
+    pub async fn call(&mut self, op: AccountOp) -> Result<AccountReply, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let addr = &self.addr;
+        let frame = |source| ClientError::Frame {
+            addr: addr.clone(),
+            source,
+        };
+        let exchange = async {
+            self.framed
+                .send(&AccountRequest::new(id, op))
+                .await
+                .map_err(frame)?;
+            self.framed.recv::<AccountResponse>().await.map_err(frame)
+        };
+        let resp = tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| ClientError::Timeout {
+                addr: addr.clone(),
+                secs: self.timeout.as_secs(),
+            })??
+            .ok_or_else(|| ClientError::Closed { addr: addr.clone() })?;
+        if resp.id != id {
+            if let Err(e) = resp.result {
+                return Err(ClientError::Server(e));
+            }
+            return Err(ClientError::Mismatch {
+                addr: addr.clone(),
+                want: id,
+                got: resp.id,
+            });
+        }
+        resp.result.map_err(ClientError::Server)
+    }
+
+    /// The address this client is connected to.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+}

@@ -1,0 +1,155 @@
+//! accountd's configuration: a TOML file whose every field a command-line
+//! flag can override. Example (all keys shown; `crl` and `[limits]` optional):
+//!
+//! ```toml
+//! listen = "0.0.0.0:7070"
+//! database = "/var/lib/rexec/ledger.db"
+//! ready_file = "/run/rexec/accountd.addr"
+//!
+//! [tls]
+//! ca = "/etc/rexec/ca.pem"
+//! cert = "/etc/rexec/service-accountd.pem"
+//! key = "/etc/rexec/service-accountd.key"
+//! crl = "/etc/rexec/crl.pem"
+//!
+//! [limits]
+//! max_entry = "100000"      # credits, the most one entry may move
+//! max_batch = 1024          # writes per group commit (1 = no batching)
+//! max_connections = 1024
+//! idle_timeout_secs = 300
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Default listening address.
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:7070";
+/// Default per-entry limit, in credits.
+pub const DEFAULT_MAX_ENTRY: &str = "100000";
+
+/// The file's contents.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Address to listen on.
+    pub listen: Option<String>,
+    /// The SQLite ledger.
+    pub database: Option<PathBuf>,
+    /// Where to write the bound address once listening.
+    pub ready_file: Option<PathBuf>,
+    /// TLS material.
+    #[serde(default)]
+    pub tls: TlsSection,
+    /// Limits.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// `[tls]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    /// CA certificate.
+    pub ca: Option<PathBuf>,
+    /// accountd's certificate (role service, name `accountd`).
+    pub cert: Option<PathBuf>,
+    /// Its key.
+    pub key: Option<PathBuf>,
+    /// Revocation list.
+    pub crl: Option<PathBuf>,
+}
+
+/// `[limits]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Largest amount of one entry, in credits (decimal text).
+    pub max_entry: Option<String>,
+    /// Writes per group commit.
+    pub max_batch: Option<usize>,
+    /// Concurrent connections.
+    pub max_connections: Option<usize>,
+    /// Seconds a connection may stay silent.
+    pub idle_timeout_secs: Option<u64>,
+}
+
+/// Why the configuration is unusable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// Cannot read the file.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Not valid TOML for this schema.
+    #[error("config {path} is invalid: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said, on one line.
+        message: String,
+    },
+    /// A required setting is absent.
+    #[error("no {0} configured: set it in the config file or pass the flag")]
+    Missing(&'static str),
+    /// A value is out of range.
+    #[error("invalid {what}: {message}")]
+    Invalid {
+        /// Which setting.
+        what: &'static str,
+        /// Why.
+        message: String,
+    },
+}
+
+impl FileConfig {
+    /// Reads and parses a config file.
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        FileConfig::parse(path, &text)
+    }
+
+    /// Parses config text (`path` only names it in errors).
+    pub fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().replace('\n', " ").trim().to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_example_parses() {
+        let doc = include_str!("config.rs");
+        let example: String = doc
+            .lines()
+            .skip_while(|l| !l.starts_with("//! ```toml"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("//! ```"))
+            .map(|l| l.trim_start_matches("//!").trim_start())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let c = FileConfig::parse(Path::new("example"), &example).unwrap();
+        assert_eq!(c.limits.max_batch, Some(1024));
+        assert_eq!(c.tls.crl.as_deref(), Some(Path::new("/etc/rexec/crl.pem")));
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_on_one_line() {
+        let e = FileConfig::parse(Path::new("x.toml"), "listne = \"a\"\n").unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("x.toml") && !text.contains('\n'), "{text}");
+    }
+}

@@ -1,0 +1,295 @@
+//! The node side of charging: [`DebitClient`] takes charges from rexecd,
+//! writes each to the [`Journal`] (fsynced) before anything is sent, and a
+//! background task delivers them to accountd in order, retrying with
+//! exponential backoff while accountd is unreachable or busy. A charge leaves
+//! the journal only when accountd has applied it (or refused it for good, for
+//! example an unknown user: that is reported, not retried forever).
+//!
+//! Across restarts: a new `DebitClient` on the same journal resends whatever
+//! was pending. A charge that reached accountd but whose answer was lost is
+//! sent again and answered as a duplicate, so it is applied exactly once.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use proto::account::{AccountReply, ChargeReceipt, ErrorCode};
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsConnector;
+
+use crate::client::{AccountClient, ClientError};
+use crate::journal::{Charge, Journal, JournalError, Outcome};
+
+/// How a [`DebitClient`] reaches accountd and keeps its journal.
+#[derive(Clone)]
+pub struct DebitClientConfig {
+    /// The journal file.
+    pub journal: PathBuf,
+    /// accountd's address (`host:port`).
+    pub server: String,
+    /// Name in accountd's certificate (usually `accountd`).
+    pub server_name: String,
+    /// The node's TLS client (a `node` certificate).
+    pub connector: TlsConnector,
+    /// First retry delay.
+    pub backoff_min: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
+    /// Limit for connecting and for each request.
+    pub timeout: Duration,
+}
+
+impl DebitClientConfig {
+    /// A config with the usual retry settings (100 ms doubling to 5 s, 10 s timeout).
+    pub fn new(journal: PathBuf, server: String, connector: TlsConnector) -> Self {
+        DebitClientConfig {
+            journal,
+            server,
+            server_name: crate::client::DEFAULT_SERVER_NAME.to_string(),
+            connector,
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(5),
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What happened to a charge, reported on the settlement channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settlement {
+    /// accountd applied it (now or before: `receipt.duplicate`).
+    Applied {
+        /// The charge.
+        charge: Charge,
+        /// accountd's receipt (`balance_now` lets rexecd drop a bid to zero).
+        receipt: ChargeReceipt,
+    },
+    /// accountd refused it for good; it will not be retried.
+    Refused {
+        /// The charge.
+        charge: Charge,
+        /// Why.
+        code: ErrorCode,
+        /// accountd's message.
+        message: String,
+    },
+}
+
+/// Sends a node's charges to accountd through a durable journal.
+pub struct DebitClient {
+    journal: Arc<Mutex<Journal>>,
+    wake: Arc<Notify>,
+    pending: watch::Receiver<usize>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+fn lock(j: &Mutex<Journal>) -> std::sync::MutexGuard<'_, Journal> {
+    j.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl DebitClient {
+    /// Opens the journal and starts delivering what is pending in it.
+    /// Settlements arrive on the returned channel (drop it if not needed).
+    pub async fn start(
+        cfg: DebitClientConfig,
+    ) -> Result<(DebitClient, mpsc::UnboundedReceiver<Settlement>), JournalError> {
+        let path = cfg.journal.clone();
+        let journal = tokio::task::spawn_blocking(move || Journal::open(&path))
+            .await
+            .map_err(|e| JournalError::Io {
+                path: cfg.journal.clone(),
+                source: std::io::Error::other(e),
+            })??;
+        let (ptx, prx) = watch::channel(journal.pending_len());
+        let journal = Arc::new(Mutex::new(journal));
+        let wake = Arc::new(Notify::new());
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (stx, srx) = mpsc::unbounded_channel();
+        let sender = Sender {
+            cfg,
+            journal: journal.clone(),
+            wake: wake.clone(),
+            pending: ptx,
+            settled: stx,
+            stop: stop_rx,
+        };
+        let task = tokio::spawn(sender.run());
+        Ok((
+            DebitClient {
+                journal,
+                wake,
+                pending: prx,
+                stop: stop_tx,
+                task,
+            },
+            srx,
+        ))
+    }
+
+    /// Records a charge durably and queues it for delivery. When this returns
+    /// Ok the charge will reach accountd exactly once, even if the node
+    /// restarts. A charge whose key is already pending is not recorded twice.
+    pub async fn charge(&self, c: Charge) -> Result<(), JournalError> {
+        let j = self.journal.clone();
+        let path = lock(&j).path().to_path_buf();
+        tokio::task::spawn_blocking(move || lock(&j).record(c))
+            .await
+            .map_err(|e| JournalError::Io {
+                path,
+                source: std::io::Error::other(e),
+            })??;
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// Charges not yet settled.
+    pub fn pending(&self) -> usize {
+        lock(&self.journal).pending_len()
+    }
+
+    /// Waits until nothing is pending, at most `limit`; true if drained.
+    pub async fn wait_settled(&self, limit: Duration) -> bool {
+        let mut rx = self.pending.clone();
+        tokio::time::timeout(limit, async {
+            loop {
+                if self.pending() == 0 {
+                    return;
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await
+        .is_ok()
+            && self.pending() == 0
+    }
+
+    /// Stops delivering; what is pending stays in the journal for next time.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        self.wake.notify_one();
+        let _ = self.task.await;
+    }
+}
+
+struct Sender {
+    cfg: DebitClientConfig,
+    journal: Arc<Mutex<Journal>>,
+    wake: Arc<Notify>,
+    pending: watch::Sender<usize>,
+    settled: mpsc::UnboundedSender<Settlement>,
+    stop: watch::Receiver<bool>,
+}
+
+impl Sender {
+    async fn run(mut self) {
+        let mut conn: Option<AccountClient> = None;
+        let mut backoff = self.cfg.backoff_min;
+        loop {
+            if *self.stop.borrow() {
+                return;
+            }
+            let next = lock(&self.journal).first_pending();
+            let Some(charge) = next else {
+                let _ = self.pending.send(0);
+                tokio::select! {
+                    _ = self.wake.notified() => {}
+                    _ = self.stop.changed() => return,
+                }
+                continue;
+            };
+            match self.deliver(&mut conn, &charge).await {
+                Ok(outcome) => {
+                    backoff = self.cfg.backoff_min;
+                    if let Err(e) = self.settle(&charge, outcome).await {
+                        tracing::error!(error = %e, "cannot write the debit journal; will retry");
+                        if self.pause(backoff).await {
+                            return;
+                        }
+                    }
+                }
+                Err(e) => {
+                    conn = None;
+                    tracing::warn!(key = %charge.key(), error = %e, retry_in = ?backoff, "charge not delivered");
+                    if self.pause(backoff).await {
+                        return;
+                    }
+                    backoff = (backoff * 2).min(self.cfg.backoff_max);
+                }
+            }
+        }
+    }
+
+    /// Sleeps, or returns true at once when stopping.
+    async fn pause(&mut self, d: Duration) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => *self.stop.borrow(),
+            _ = self.stop.changed() => true,
+        }
+    }
+
+    async fn deliver(
+        &self,
+        conn: &mut Option<AccountClient>,
+        charge: &Charge,
+    ) -> Result<Outcome, ClientError> {
+        let c = match conn {
+            Some(c) => c,
+            None => conn.insert(
+                AccountClient::connect(
+                    &self.cfg.server,
+                    &self.cfg.connector,
+                    &self.cfg.server_name,
+                    self.cfg.timeout,
+                )
+                .await?,
+            ),
+        };
+        match c.call(charge.to_op()).await {
+            Ok(AccountReply::Charged(receipt)) => Ok(Outcome::Applied(receipt)),
+            Ok(other) => Err(ClientError::Server(proto::account::AccountError::new(
+                ErrorCode::Malformed,
+                format!("accountd answered a charge with {}", other.name()),
+            ))),
+            Err(ClientError::Server(e)) if !e.code.is_retryable() => {
+                Ok(Outcome::Refused(e.code, e.message))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn settle(&self, charge: &Charge, outcome: Outcome) -> Result<(), JournalError> {
+        let j = self.journal.clone();
+        let (c, o) = (charge.clone(), outcome.clone());
+        let path = lock(&j).path().to_path_buf();
+        let left = tokio::task::spawn_blocking(move || {
+            let mut j = lock(&j);
+            j.settle(&c, o).map(|_| j.pending_len())
+        })
+        .await
+        .map_err(|e| JournalError::Io {
+            path,
+            source: std::io::Error::other(e),
+        })??;
+        let event = match outcome {
+            Outcome::Applied(receipt) => Settlement::Applied {
+                charge: charge.clone(),
+                receipt,
+            },
+            Outcome::Refused(code, message) => {
+                tracing::error!(key = %charge.key(), user = charge.user(), "accountd refused a charge for good: {message}");
+                Settlement::Refused {
+                    charge: charge.clone(),
+                    code,
+                    message,
+                }
+            }
+        };
+        let _ = self.settled.send(event);
+        let _ = self.pending.send(left);
+        Ok(())
+    }
+}

@@ -1,0 +1,194 @@
+//! `accountd`: the credit ledger daemon. Parses flags and the config file,
+//! opens the ledger and TLS material, binds, writes the bound address to the
+//! ready file, and serves until SIGTERM or SIGINT.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use accountd::config::{ConfigError, DEFAULT_LISTEN, DEFAULT_MAX_ENTRY, FileConfig};
+use accountd::server::{Server, ServerConfig};
+use accountd::store::StoreConfig;
+use anyhow::Context;
+use clap::Parser;
+
+/// The rexec market's credit ledger: accounts, grants, idempotent debits, audit.
+#[derive(Parser, Debug)]
+#[command(name = "accountd", version)]
+struct Args {
+    /// TOML config file (flags override its values).
+    #[arg(long, env = "ACCOUNTD_CONFIG")]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 0.0.0.0:7070]; port 0 picks a free port.
+    #[arg(long)]
+    listen: Option<String>,
+    /// The SQLite ledger file.
+    #[arg(long)]
+    database: Option<PathBuf>,
+    /// Create the ledger if it does not exist (otherwise a missing file is an error).
+    #[arg(long)]
+    init: bool,
+    /// Write the bound address to this file once listening.
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
+    /// Cluster CA certificate.
+    #[arg(long)]
+    ca: Option<PathBuf>,
+    /// accountd's certificate (role service, name accountd).
+    #[arg(long)]
+    cert: Option<PathBuf>,
+    /// accountd's private key.
+    #[arg(long)]
+    key: Option<PathBuf>,
+    /// Certificate revocation list.
+    #[arg(long)]
+    crl: Option<PathBuf>,
+    /// Writes per group commit; 1 commits every write on its own [default: 1024].
+    #[arg(long)]
+    max_batch: Option<usize>,
+    /// Largest amount one entry may move, in credits [default: 100000].
+    #[arg(long)]
+    max_entry: Option<String>,
+    /// Most simultaneous connections [default: 1024].
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Seconds before a silent connection is closed [default: 300].
+    #[arg(long)]
+    idle_timeout: Option<u64>,
+}
+
+fn resolve(args: Args) -> Result<(ServerConfig, String, Option<PathBuf>), ConfigError> {
+    let file = match &args.config {
+        Some(p) => FileConfig::load(p)?,
+        None => FileConfig::default(),
+    };
+    let tls = certs::TlsPaths {
+        ca: args
+            .ca
+            .or(file.tls.ca)
+            .ok_or(ConfigError::Missing("CA certificate (--ca)"))?,
+        cert: args
+            .cert
+            .or(file.tls.cert)
+            .ok_or(ConfigError::Missing("certificate (--cert)"))?,
+        key: args
+            .key
+            .or(file.tls.key)
+            .ok_or(ConfigError::Missing("private key (--key)"))?,
+        crl: args.crl.or(file.tls.crl),
+    };
+    let max_entry_text = args
+        .max_entry
+        .or(file.limits.max_entry)
+        .unwrap_or_else(|| DEFAULT_MAX_ENTRY.to_string());
+    let max_entry =
+        accountd::amount::parse_credits(&max_entry_text).map_err(|e| ConfigError::Invalid {
+            what: "max_entry",
+            message: e.to_string(),
+        })?;
+    if max_entry <= 0 {
+        return Err(ConfigError::Invalid {
+            what: "max_entry",
+            message: "must be positive".into(),
+        });
+    }
+    let max_batch = args.max_batch.or(file.limits.max_batch).unwrap_or(1024);
+    if max_batch == 0 || max_batch > 65_536 {
+        return Err(ConfigError::Invalid {
+            what: "max_batch",
+            message: "must be 1..=65536".into(),
+        });
+    }
+    let cfg = ServerConfig {
+        tls,
+        store: StoreConfig {
+            path: args
+                .database
+                .or(file.database)
+                .ok_or(ConfigError::Missing("database (--database)"))?,
+            create: args.init,
+            max_batch,
+            max_entry,
+        },
+        max_connections: args
+            .max_connections
+            .or(file.limits.max_connections)
+            .unwrap_or(1024),
+        idle_timeout: Duration::from_secs(
+            args.idle_timeout
+                .or(file.limits.idle_timeout_secs)
+                .unwrap_or(300),
+        ),
+        max_frame: proto::DEFAULT_MAX_FRAME,
+    };
+    let listen = args
+        .listen
+        .or(file.listen)
+        .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
+    Ok((cfg, listen, args.ready_file.or(file.ready_file)))
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM received"),
+                _ = int.recv() => tracing::info!("SIGINT received"),
+            }
+        }
+        _ => {
+            tracing::error!("cannot install signal handlers; stop accountd with SIGKILL");
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+async fn real_main(args: Args) -> anyhow::Result<()> {
+    let (cfg, listen, ready_file) = resolve(args)?;
+    let db = cfg.store.path.clone();
+    let server = Server::open(cfg)?;
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let addr = listener
+        .local_addr()
+        .context("cannot read the bound address")?;
+    tracing::info!(%addr, database = %db.display(), "accountd listening");
+    if let Some(path) = ready_file {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, format!("{addr}\n"))
+            .and_then(|_| std::fs::rename(&tmp, &path))
+            .with_context(|| format!("cannot write ready file {}", path.display()))?;
+    }
+    server.run(listener, shutdown_signal()).await;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("accountd: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(real_main(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("accountd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! Bad input and bad storage: clear one-line errors, nothing changed.
+
+use std::time::Duration;
+
+use certs::Role;
+use proto::account::*;
+use proto::{DEFAULT_MAX_FRAME, Framed};
+use tokio::io::AsyncWriteExt;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn malformed_requests_get_clear_errors_and_the_connection_survives() {
+    let d = Accountd::start();
+    d.admin(&["create", "alice", "--initial", "5"]).ok();
+    let before = d.entry_count();
+    let tcp = tokio::net::TcpStream::connect(&d.addr).await.unwrap();
+    let (tls, _) = certs::connect(
+        &d.connector(Role::Node, "n1"),
+        tcp,
+        Role::Service,
+        "accountd",
+    )
+    .await
+    .unwrap();
+    let mut f = Framed::new(tls, DEFAULT_MAX_FRAME);
+
+    // A frame whose body is not a request.
+    f.get_mut()
+        .write_all(&[0, 0, 0, 3, 0xff, 0xff, 0xff])
+        .await
+        .unwrap();
+    let r: AccountResponse = f.recv().await.unwrap().unwrap();
+    assert_eq!(r.id, 0);
+    let e = r.result.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Malformed);
+    assert!(e.message.contains("malformed request"), "{}", e.message);
+
+    // A request from a future protocol version.
+    let mut req = AccountRequest::new(2, AccountOp::WhoAmI);
+    req.version = 99;
+    f.send(&req).await.unwrap();
+    let r: AccountResponse = f.recv().await.unwrap().unwrap();
+    assert_eq!(
+        (r.id, r.result.unwrap_err().code),
+        (2, ErrorCode::UnsupportedVersion)
+    );
+
+    // An operation this server does not know (a newer client): tag 999.
+    let unknown = (ACCOUNT_PROTOCOL_VERSION, 3u64, (999u16, 0u8));
+    f.send(&unknown).await.unwrap();
+    let r: AccountResponse = f.recv().await.unwrap().unwrap();
+    assert_eq!(
+        (r.id, r.result.unwrap_err().code),
+        (3, ErrorCode::Unsupported)
+    );
+
+    // The connection is still good.
+    f.send(&AccountRequest::new(4, AccountOp::WhoAmI))
+        .await
+        .unwrap();
+    let r: AccountResponse = f.recv().await.unwrap().unwrap();
+    assert!(matches!(r.result, Ok(AccountReply::WhoAmI(_))));
+
+    // A frame larger than the limit: an error, then the connection is closed.
+    f.get_mut()
+        .write_all(&(64u32 << 20).to_be_bytes())
+        .await
+        .unwrap();
+    let r: AccountResponse = f.recv().await.unwrap().unwrap();
+    assert_eq!(r.result.unwrap_err().code, ErrorCode::Malformed);
+    let end = tokio::time::timeout(Duration::from_secs(5), f.recv::<AccountResponse>())
+        .await
+        .unwrap();
+    assert!(matches!(end, Ok(None) | Err(_)), "{end:?}");
+    assert_eq!(d.entry_count(), before);
+}
+
+#[tokio::test]
+async fn unknown_users_and_absurd_amounts_are_refused_and_change_nothing() {
+    let d = Accountd::start_with(&["--max-entry", "1000"]);
+    d.admin(&["create", "alice", "--initial", "5"]).ok();
+    let before = d.entry_count();
+    let mut n = d.client(Role::Node, "n1").await;
+    let cases = [
+        (debit("n1", "j", 1, "nobody", C), ErrorCode::UnknownUser),
+        (debit("n1", "j", 2, "alice", 0), ErrorCode::InvalidAmount),
+        (debit("n1", "j", 3, "alice", -C), ErrorCode::InvalidAmount),
+        (
+            debit("n1", "j", 4, "alice", 1000 * C + 1),
+            ErrorCode::InvalidAmount,
+        ),
+        (
+            debit("n1", "j", 5, "alice", i64::MAX),
+            ErrorCode::InvalidAmount,
+        ),
+        (debit("n1", "j", 6, "al ice", C), ErrorCode::Malformed),
+        (debit("n1", "j", u64::MAX, "alice", C), ErrorCode::Malformed),
+    ];
+    for (op, code) in cases {
+        assert_eq!(
+            code_of(n.call(AccountOp::Debit(op.clone())).await),
+            code,
+            "{op:?}"
+        );
+    }
+    let refund = Refund {
+        key: DebitKey {
+            node: "n1".into(),
+            job: "never-charged".into(),
+            seq: 1,
+        },
+        user: "alice".into(),
+        amount: C,
+        reason: "oops".into(),
+    };
+    assert_eq!(
+        code_of(n.call(AccountOp::Refund(refund)).await),
+        ErrorCode::RefundTooLarge
+    );
+
+    d.admin(&["balance", "ghost"])
+        .fails_with("no account for user \"ghost\"");
+    d.admin(&["grant", "ghost", "1", "--reason", "x"])
+        .fails_with("accountctl create ghost");
+    d.admin(&["grant", "alice", "abc", "--reason", "x"])
+        .fails_with("is not an amount");
+    d.admin(&["grant", "alice", "1.0000001", "--reason", "x"])
+        .fails_with("more than 6 decimals");
+    d.admin(&["grant", "alice", "-5", "--reason", "x"])
+        .fails_with("must be positive");
+    d.admin(&["grant", "alice", "1001", "--reason", "x"])
+        .fails_with("per-entry limit of 1000.000000");
+    d.admin(&["grant", "alice", "99999999999999999999", "--reason", "x"])
+        .fails_with("too large");
+    d.admin(&["grant", "alice", "1", "--reason", " "])
+        .fails_with("reason is required");
+    d.admin(&["adjust", "alice", "0", "--reason", "x"])
+        .fails_with("must not be zero");
+    d.admin(&["create", "alice"]).fails_with("already exists");
+    d.admin(&["create", "bad/name"])
+        .fails_with("invalid user name");
+    d.admin(&["history", "alice", "--since", "yesterday"])
+        .fails_with("is not a time");
+    assert_eq!(d.entry_count(), before);
+    assert_eq!(d.balance("alice"), 5 * C);
+}
+
+#[test]
+fn a_missing_database_is_a_clear_error_and_nothing_is_created() {
+    let mut d = Accountd::start();
+    d.terminate();
+    let missing = d.dir.path().join("nope.db");
+    let args: Vec<String> = d
+        .args(false)
+        .into_iter()
+        .map(|a| {
+            if a == d.db.display().to_string() {
+                missing.display().to_string()
+            } else {
+                a
+            }
+        })
+        .collect();
+    let out = std::process::Command::new(ACCOUNTD)
+        .args(&args)
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("nope.db does not exist") && err.contains("--init"),
+        "{err}"
+    );
+    assert!(!missing.exists());
+}
+
+#[test]
+fn an_unwritable_or_foreign_database_is_refused_and_left_untouched() {
+    let mut d = Accountd::start();
+    d.admin(&["create", "alice", "--initial", "5"]).ok();
+    assert!(d.terminate().success(), "SIGTERM is a clean shutdown");
+    let bytes = std::fs::read(&d.db).unwrap();
+
+    // Immutable file (root ignores permission bits, not the immutable flag).
+    let immutable = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(&d.db)
+        .status();
+    if matches!(immutable, Ok(s) if s.success()) {
+        let err = d.spawn(false).unwrap_err();
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&d.db)
+            .status();
+        assert!(
+            err.contains("is not writable") || err.contains("cannot open database"),
+            "{err}"
+        );
+        assert!(err.contains(&d.db.display().to_string()), "{err}");
+        assert_eq!(
+            std::fs::read(&d.db).unwrap(),
+            bytes,
+            "the ledger file changed"
+        );
+    } else {
+        eprintln!("chattr +i not available here; skipping the immutable-file case");
+    }
+
+    // A directory where the file should be, and a file that is not a ledger.
+    let real = d.db.clone();
+    d.db = d.dir.path().to_path_buf();
+    let err = d.spawn(false).unwrap_err();
+    assert!(err.contains("is a directory"), "{err}");
+    d.db = d.dir.path().join("notes.txt");
+    std::fs::write(
+        &d.db,
+        "shopping list: milk, eggs, and a reasonably long line",
+    )
+    .unwrap();
+    let err = d.spawn(false).unwrap_err();
+    assert!(err.contains("is not an accountd ledger"), "{err}");
+
+    // The real ledger still opens and is sound.
+    d.db = real;
+    d.spawn(false).unwrap();
+    assert_eq!(d.admin(&["balance", "alice"]).ok(), "alice 5.000000\n");
+    assert!(d.admin(&["audit"]).ok().starts_with("audit passed"));
+}
+
+#[test]
+fn audit_fails_loudly_on_a_tampered_ledger() {
+    let mut d = Accountd::start();
+    d.admin(&["create", "alice", "--initial", "5"]).ok();
+    d.admin(&["grant", "alice", "1", "--reason", "bonus"]).ok();
+    d.terminate();
+    let raw = rusqlite::Connection::open(&d.db).unwrap();
+    raw.execute_batch("UPDATE accounts SET balance = balance + 1000000 WHERE user = 'alice'")
+        .unwrap();
+    drop(raw);
+    d.spawn(false).unwrap();
+    let out = d.admin(&["audit"]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(
+        out.stdout.contains("audit FAILED") && out.stdout.contains("[user alice]"),
+        "{out:?}"
+    );
+}

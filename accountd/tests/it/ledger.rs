@@ -1,0 +1,113 @@
+//! Idempotent debits and exact balances under concurrent nodes.
+
+use std::collections::HashMap;
+
+use certs::Role;
+use proto::account::*;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn a_repeated_debit_is_applied_once() {
+    let d = Accountd::start();
+    d.admin(&["create", "alice", "--initial", "100"]).ok();
+    let mut n1 = d.client(Role::Node, "n1").await;
+    let first = n1
+        .call(AccountOp::Debit(debit("n1", "job7", 1, "alice", 3 * C)))
+        .await
+        .unwrap();
+    let AccountReply::Charged(first) = first else {
+        panic!("{first:?}")
+    };
+    assert!(!first.duplicate);
+    // Same key again, on a new connection (as after a node reconnect).
+    let mut again = d.client(Role::Node, "n1").await;
+    let second = again
+        .call(AccountOp::Debit(debit("n1", "job7", 1, "alice", 3 * C)))
+        .await
+        .unwrap();
+    let AccountReply::Charged(second) = second else {
+        panic!("{second:?}")
+    };
+    assert!(second.duplicate);
+    assert_eq!(second.entry_id, first.entry_id);
+    assert_eq!(second.balance_after, 97 * C);
+    // Same key, different amount: a conflict, nothing changes.
+    assert_eq!(
+        code_of(
+            again
+                .call(AccountOp::Debit(debit("n1", "job7", 1, "alice", 4 * C)))
+                .await
+        ),
+        ErrorCode::KeyConflict
+    );
+    assert_eq!(d.balance("alice"), 97 * C);
+    assert_eq!(d.entry_count(), 2);
+    let csv = d.admin(&["history", "alice", "--csv"]).ok().to_string();
+    assert_eq!(
+        csv.lines().filter(|l| l.contains(",debit,")).count(),
+        1,
+        "{csv}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_concurrent_nodes_debiting_the_same_users_give_exact_balances() {
+    let d = Accountd::start();
+    let users = ["u0", "u1", "u2", "u3"];
+    for u in users {
+        d.admin(&["create", u, "--initial", "1000"]).ok();
+    }
+    let amount = |n: u64, seq: u64| 1_000 + (n * 7_919 + seq * 104_729) as i64 % 50_000;
+    let per_node = 150u64;
+    let mut tasks = Vec::new();
+    for n in 0..8u64 {
+        let mut c = d.client(Role::Node, &format!("n{n}")).await;
+        tasks.push(tokio::spawn(async move {
+            for seq in 0..per_node {
+                let user = ["u0", "u1", "u2", "u3"][(seq % 4) as usize];
+                let op =
+                    AccountOp::Debit(debit(&format!("n{n}"), "job", seq, user, amount(n, seq)));
+                c.call(op.clone()).await.unwrap();
+                if seq % 10 == 0 {
+                    // A retransmission: must not charge twice.
+                    let r = c.call(op).await.unwrap();
+                    assert!(matches!(
+                        r,
+                        AccountReply::Charged(ChargeReceipt {
+                            duplicate: true,
+                            ..
+                        })
+                    ));
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut expect: HashMap<&str, i64> = users.iter().map(|u| (*u, 1000 * C)).collect();
+    for n in 0..8 {
+        for seq in 0..per_node {
+            *expect.get_mut(users[(seq % 4) as usize]).unwrap() -= amount(n, seq);
+        }
+    }
+    for u in users {
+        let line = d.admin(&["balance", u]).ok().to_string();
+        assert_eq!(
+            line,
+            format!("{u} {}\n", accountd::amount::format_credits(expect[u]))
+        );
+    }
+    assert_eq!(d.entry_count(), 4 + 8 * per_node as i64);
+    assert!(d.admin(&["audit"]).ok().starts_with("audit passed"));
+    let report = d
+        .admin(&["report", "--by", "node", "--csv"])
+        .ok()
+        .to_string();
+    assert_eq!(report.lines().count(), 9, "{report}");
+    assert!(
+        report.lines().nth(1).unwrap().ends_with(",1.250,1"),
+        "150 x 0.5 s = 1.25 CPU minutes: {report}"
+    );
+}

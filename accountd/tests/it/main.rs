@@ -1,0 +1,10 @@
+//! Integration tests: each starts the real `accountd` binary on its own temp
+//! directory, ledger and CA, and talks to it over real mutual TLS with the
+//! library client, the node's debit client, and the real `accountctl`.
+
+mod crash;
+mod errors;
+mod journal;
+mod ledger;
+mod roles;
+mod support;

@@ -1,0 +1,313 @@
+//! Test support: starts the real `accountd` binary on a real SQLite file with
+//! real certificates from a temporary CA, runs the real `accountctl`, and
+//! opens library clients as any role.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use accountd::client::AccountClient;
+use certs::testing::TestPki;
+use certs::{Role, TlsPaths};
+use proto::account::*;
+use tokio_rustls::TlsConnector;
+
+pub const ACCOUNTD: &str = env!("CARGO_BIN_EXE_accountd");
+pub const ACCOUNTCTL: &str = env!("CARGO_BIN_EXE_accountctl");
+pub const C: i64 = MICROS_PER_CREDIT;
+
+/// A running accountd with its own CA, directory and ledger.
+pub struct Accountd {
+    pub pki: TestPki,
+    pub dir: tempfile::TempDir,
+    pub db: PathBuf,
+    pub addr: String,
+    listen: String,
+    extra: Vec<String>,
+    child: Option<Child>,
+}
+
+impl Accountd {
+    /// Starts on a fresh ledger (`--init`).
+    pub fn start() -> Accountd {
+        Accountd::start_with(&[])
+    }
+
+    /// Starts on a fresh ledger with extra flags.
+    pub fn start_with(extra: &[&str]) -> Accountd {
+        let pki = TestPki::new();
+        pki.tls_paths(Role::Service, "accountd");
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("ledger.db");
+        let mut d = Accountd {
+            pki,
+            db,
+            dir,
+            addr: String::new(),
+            listen: "127.0.0.1:0".into(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+        };
+        d.spawn(true)
+            .unwrap_or_else(|e| panic!("accountd did not start: {e}"));
+        d
+    }
+
+    /// The server's flags (TLS, database, listen, ready file, extras).
+    pub fn args(&self, init: bool) -> Vec<String> {
+        let tls = self.pki.tls_paths(Role::Service, "accountd");
+        let mut a = vec![
+            "--listen".to_string(),
+            self.listen.clone(),
+            "--database".into(),
+            self.db.display().to_string(),
+            "--ready-file".into(),
+            self.ready_file().display().to_string(),
+            "--ca".into(),
+            tls.ca.display().to_string(),
+            "--cert".into(),
+            tls.cert.display().to_string(),
+            "--key".into(),
+            tls.key.display().to_string(),
+        ];
+        if let Some(crl) = tls.crl {
+            a.push("--crl".into());
+            a.push(crl.display().to_string());
+        }
+        if init {
+            a.push("--init".into());
+        }
+        a.extend(self.extra.iter().cloned());
+        a
+    }
+
+    fn ready_file(&self) -> PathBuf {
+        self.dir.path().join("ready")
+    }
+
+    /// Starts the process and waits for its ready file; on failure returns its stderr.
+    pub fn spawn(&mut self, init: bool) -> Result<(), String> {
+        let _ = std::fs::remove_file(self.ready_file());
+        let log = self.dir.path().join("accountd.log");
+        let err = File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let mut child = Command::new(ACCOUNTD)
+            .args(self.args(init))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(self.ready_file()) {
+                if text.ends_with('\n') {
+                    self.addr = text.trim().to_string();
+                    self.listen = self.addr.clone();
+                    self.child = Some(child);
+                    return Ok(());
+                }
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                return Err(format!(
+                    "{status}: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                ));
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return Err("no ready file after 20 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL, no chance to clean up.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+    }
+
+    /// SIGTERM and wait for the exit status.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut c = self.child.take().expect("accountd is not running");
+        let ok = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(s) = c.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "accountd did not stop within 15 s of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// TLS paths for a (role, name) certificate from this CA.
+    pub fn tls(&self, role: Role, name: &str) -> TlsPaths {
+        self.pki.tls_paths(role, name)
+    }
+
+    /// A TLS connector for a (role, name) certificate.
+    pub fn connector(&self, role: Role, name: &str) -> TlsConnector {
+        certs::connector(&self.tls(role, name)).unwrap()
+    }
+
+    /// A library client connected as (role, name).
+    pub async fn client(&self, role: Role, name: &str) -> AccountClient {
+        AccountClient::connect(
+            &self.addr,
+            &self.connector(role, name),
+            "accountd",
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap()
+    }
+
+    /// Runs accountctl as (role, name).
+    pub fn ctl(&self, role: Role, name: &str, args: &[&str]) -> Ctl {
+        ctl_with(&self.addr, &self.tls(role, name), self.dir.path(), args)
+    }
+
+    /// Runs accountctl as the admin `ops`.
+    pub fn admin(&self, args: &[&str]) -> Ctl {
+        self.ctl(Role::Admin, "ops", args)
+    }
+
+    /// A read-only connection to the ledger file (WAL lets it read while accountd runs).
+    pub fn db(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open_with_flags(&self.db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap()
+    }
+
+    /// Number of ledger entries.
+    pub fn entry_count(&self) -> i64 {
+        self.db()
+            .query_row("SELECT COUNT(*) FROM entries", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// A balance straight from the file.
+    pub fn balance(&self, user: &str) -> i64 {
+        self.db()
+            .query_row(
+                "SELECT balance FROM accounts WHERE user = ?1",
+                [user],
+                |r| r.get(0),
+            )
+            .unwrap()
+    }
+}
+
+impl Drop for Accountd {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// What accountctl did.
+#[derive(Debug)]
+pub struct Ctl {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ctl {
+    /// Asserts success and returns stdout.
+    #[track_caller]
+    pub fn ok(&self) -> &str {
+        assert_eq!(self.code, 0, "accountctl failed: {self:?}");
+        &self.stdout
+    }
+
+    /// Asserts failure with exit status 1 and a one-line error containing `needle`.
+    #[track_caller]
+    pub fn fails_with(&self, needle: &str) {
+        assert_eq!(self.code, 1, "expected failure: {self:?}");
+        assert_eq!(
+            self.stderr.lines().count(),
+            1,
+            "error must be one line: {:?}",
+            self.stderr
+        );
+        assert!(self.stderr.starts_with("accountctl: "), "{:?}", self.stderr);
+        assert!(
+            self.stderr.contains(needle),
+            "{:?} does not mention {needle:?}",
+            self.stderr
+        );
+    }
+}
+
+/// Runs accountctl against `addr` with `tls`, isolated from the caller's environment.
+pub fn ctl_with(addr: &str, tls: &TlsPaths, home: &Path, args: &[&str]) -> Ctl {
+    let mut cmd = Command::new(ACCOUNTCTL);
+    for v in [
+        "ACCOUNTD_ADDR",
+        "REXEC_CA",
+        "REXEC_CERT",
+        "REXEC_KEY",
+        "REXEC_CRL",
+        "REXEC_CONFIG",
+        "XDG_CONFIG_HOME",
+    ] {
+        cmd.env_remove(v);
+    }
+    cmd.env("HOME", home)
+        .args(["--server", addr, "--ca"])
+        .arg(&tls.ca)
+        .arg("--cert")
+        .arg(&tls.cert)
+        .arg("--key")
+        .arg(&tls.key);
+    if let Some(crl) = &tls.crl {
+        cmd.arg("--crl").arg(crl);
+    }
+    let out: Output = cmd.args(args).output().unwrap();
+    Ctl {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A debit from node `node`.
+pub fn debit(node: &str, job: &str, seq: u64, user: &str, amount: i64) -> Debit {
+    Debit {
+        key: DebitKey {
+            node: node.into(),
+            job: job.into(),
+            seq,
+        },
+        user: user.into(),
+        amount,
+        rank: (seq % 4) as u32,
+        interval: MeterInterval {
+            start_us: seq.saturating_mul(1_000_000),
+            end_us: seq.saturating_add(1).saturating_mul(1_000_000),
+        },
+        cpu_us: 500_000,
+    }
+}
+
+/// The error code of a failed call.
+pub fn code_of(r: Result<AccountReply, accountd::client::ClientError>) -> ErrorCode {
+    match r {
+        Err(accountd::client::ClientError::Server(e)) => e.code,
+        other => panic!("expected a server error, got {other:?}"),
+    }
+}
