@@ -6,7 +6,8 @@ use proptest::prelude::*;
 use stride::{Claim, ClientId, Departed, Scheduler, water_fill};
 
 /// The largest |received - ideal| allowed, in quanta, at any quantum of any interval. Over
-/// 35,000 random cases of this test (up to 25 clients, 1 to 3 CPUs) the worst seen was 3.14.
+/// 35,000 random cases of this test (up to 25 clients, 1 to 3 CPUs) the worst seen was 3.14;
+/// a longer offline stress (up to 100 clients, 8 CPUs, 3,000-quantum intervals) saw 3.64.
 const BOUND: f64 = 4.0;
 
 #[derive(Clone, Debug)]
