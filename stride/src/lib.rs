@@ -46,4 +46,4 @@ pub use price::{Quote, node_price, quote};
 pub use sched::{
     ClientId, ClientView, Departed, MAX_CLIENT_TICKETS, MAX_CLIENTS, STRIDE1, SchedError, Scheduler,
 };
-pub use tickets::{MAX_TICKETS, MIN_TICKETS, tickets_for_bids, weights_for_bids};
+pub use tickets::{BID_HELP, MAX_TICKETS, MIN_TICKETS, tickets_for_bids, weights_for_bids};

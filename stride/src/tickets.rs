@@ -15,6 +15,15 @@ pub const MAX_TICKETS: u64 = 1 << 20;
 /// nonzero weight.
 pub const MIN_TICKETS: u64 = 1;
 
+/// The bid rules in one paragraph, for a command's `--help` (kept here so the text and the
+/// code cannot drift apart).
+pub const BID_HELP: &str = "Bids are credits per minute (up to 6 decimals). A node shares its \
+CPUs in proportion to the bids of the jobs that want them; a job pays its bid only while the \
+node is contended (more runnable threads than CPUs, and at least one other job), so a job \
+alone never pays. A zero bid among paying jobs gets the smallest weight: it runs only on CPU \
+time the paying jobs leave idle, and pays nothing. When every bid is zero, jobs share equally \
+and nobody pays.";
+
 /// Translates bids into tickets, in order.
 ///
 /// Rules, in the words the `rexec --help` text quotes:
