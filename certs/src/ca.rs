@@ -175,7 +175,9 @@ impl Ca {
     /// Issues a certificate for `role` `name`, valid from a few minutes ago for `days`
     /// days, writing `ROLE-NAME.pem` and `ROLE-NAME.key` into `out_dir` (replacing them if
     /// present). `sans` adds DNS names or IP addresses; only node and service
-    /// certificates may carry them.
+    /// certificates may carry them. Each file is replaced atomically, but two issuers
+    /// writing the same name into one directory at once may pair one's key with the
+    /// other's certificate; serialise them (as [`crate::testing::TestPki`] does).
     pub fn issue(
         &self,
         role: Role,

@@ -271,3 +271,49 @@ impl fmt::Display for CrlInfo {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_is_sha256_in_colon_hex() {
+        assert_eq!(
+            fingerprint(b"").replace(':', ""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(fingerprint(b"abc").split(':').count(), 32);
+    }
+
+    #[test]
+    fn times_and_validity() {
+        assert_eq!(format_time(0), "Jan  1 00:00:00 1970 +00:00");
+        let info = CertInfo {
+            identity: None,
+            dns: vec![],
+            ips: vec![],
+            uris: vec![],
+            subject: String::new(),
+            issuer: String::new(),
+            serial: vec![1],
+            not_before: 1_000,
+            not_after: 2_000,
+            is_ca: false,
+            server_auth: false,
+            client_auth: true,
+            fingerprint: String::new(),
+        };
+        let at = |s| UNIX_EPOCH + std::time::Duration::from_secs(s);
+        let p = Path::new("x.pem");
+        assert!(info.check_validity(p, at(1_500)).is_ok());
+        assert!(matches!(
+            info.check_validity(p, at(999)),
+            Err(CertError::NotYetValid { .. })
+        ));
+        assert!(matches!(
+            info.check_validity(p, at(2_001)),
+            Err(CertError::Expired { .. })
+        ));
+        assert!(info.to_string().contains("(none: not a rexec certificate)"));
+    }
+}
