@@ -35,6 +35,11 @@ pub const HEADER_LEN: usize = 4;
 /// arrive together are read with one system call.
 const MIN_READ: usize = 8 * 1024;
 
+/// Buffers larger than this are given back once empty, so one large frame
+/// does not pin its memory for the life of a connection; smaller ones are
+/// kept, so streaming 64 KiB chunks allocates nothing per message.
+const KEEP_BUF: usize = 256 * 1024;
+
 /// What went wrong while reading or writing frames.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -159,7 +164,7 @@ impl ReadState {
         self.buf.copy_within(n..self.filled, 0);
         self.filled -= n;
         // Give back the memory of a large frame once it is dealt with.
-        if self.filled == 0 && self.buf.len() > 8 * MIN_READ {
+        if self.filled == 0 && self.buf.len() > KEEP_BUF {
             self.buf = Vec::new();
         }
     }
@@ -288,7 +293,7 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
         self.inner.write_all(&self.buf).await?;
         self.inner.flush().await?;
         // Do not keep a huge buffer around after one large message.
-        if self.buf.capacity() > 4 * MIN_READ {
+        if self.buf.capacity() > KEEP_BUF {
             self.buf = Vec::new();
         }
         Ok(())
@@ -357,7 +362,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Framed<S> {
         encode_frame_into(msg, self.read.max, &mut self.write_buf)?;
         self.stream.write_all(&self.write_buf).await?;
         self.stream.flush().await?;
-        if self.write_buf.capacity() > 4 * MIN_READ {
+        if self.write_buf.capacity() > KEEP_BUF {
             self.write_buf = Vec::new();
         }
         Ok(())
