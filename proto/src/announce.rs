@@ -61,14 +61,16 @@ const HEADER: usize = MAGIC.len() + 1;
 pub struct Announcement {
     /// The sender's name, as in its certificate.
     pub name: String,
-    /// TCP address where the sender accepts TLS connections.
+    /// TCP address where the sender accepts TLS connections. An IPv6
+    /// address travels without flow info or scope id, so announce a global
+    /// or unique-local address, not a link-local one.
     pub addr: SocketAddr,
     /// Grows each time the sender starts.
     pub incarnation: u64,
     /// Counts announcements within one incarnation.
     pub seq: u64,
-    /// How often the sender announces, in milliseconds (receivers forget a
-    /// sender after missing a few periods).
+    /// How often the sender announces, in milliseconds, at least 1
+    /// (receivers forget a sender after missing a few periods).
     pub period_ms: u32,
     /// What the sender is, with what only that kind reports.
     pub kind: Kind,
@@ -163,6 +165,12 @@ impl Announcement {
         }
         if self.addr.port() == 0 {
             return Err(bad("addr", "port 0"));
+        }
+        if self.period_ms == 0 {
+            return Err(bad(
+                "period_ms",
+                "0; a sender announces at least every few seconds",
+            ));
         }
         if let Kind::Node(node) = &self.kind {
             if node.cpus == 0 {

@@ -115,6 +115,13 @@ fn fields_out_of_range_are_refused_on_both_sides() {
         ),
         (
             Announcement {
+                period_ms: 0,
+                ..node("a")
+            },
+            "period_ms",
+        ),
+        (
+            Announcement {
                 kind: Kind::Node(NodeStatus {
                     cpus: 0,
                     price: 0,

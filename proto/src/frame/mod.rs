@@ -73,7 +73,7 @@ pub enum FrameError {
     },
     /// A complete frame arrived but its body is not a valid encoding of the
     /// expected type. The frame has been consumed; the stream is still usable.
-    #[error("received a malformed message: {0}")]
+    #[error("received a malformed message ({0}); the peer may run an incompatible version")]
     Decode(postcard::Error),
     /// The message could not be encoded (a serde error in the value itself).
     #[error("could not encode message: {0}")]

@@ -194,7 +194,7 @@ pub fn announcement() -> impl Strategy<Value = Announcement> {
             }),
         any::<u64>(),
         any::<u64>(),
-        any::<u32>(),
+        1u32..,
         kind,
     )
         .prop_map(
