@@ -56,9 +56,17 @@ pub fn authorize(peer: &PeerIdentity, op: AccountOp) -> Result<Route, AccountErr
                 Role::Admin | Role::Node => {}
                 Role::User if target == peer.name => {}
                 Role::User => {
-                    return Err(forbidden(peer, &format!("read the balance of {target:?}")));
+                    return Err(forbidden(
+                        peer,
+                        &format!("read the balance of {target:?}, only their own"),
+                    ));
                 }
-                _ => return Err(forbidden(peer, "read balances")),
+                _ => {
+                    return Err(forbidden(
+                        peer,
+                        "read balances: only user, node and admin certificates are accepted",
+                    ));
+                }
             }
             q.user = Some(target);
             Ok(Route::Read(AccountOp::Balance(q)))
@@ -69,9 +77,17 @@ pub fn authorize(peer: &PeerIdentity, op: AccountOp) -> Result<Route, AccountErr
                 Role::Admin => {}
                 Role::User if target == peer.name => {}
                 Role::User => {
-                    return Err(forbidden(peer, &format!("read the history of {target:?}")));
+                    return Err(forbidden(
+                        peer,
+                        &format!("read the history of {target:?}, only their own"),
+                    ));
                 }
-                _ => return Err(forbidden(peer, "read ledger history")),
+                _ => {
+                    return Err(forbidden(
+                        peer,
+                        "read ledger history: only user and admin certificates are accepted",
+                    ));
+                }
             }
             q.user = Some(target);
             Ok(Route::Read(AccountOp::History(q)))
@@ -93,7 +109,10 @@ pub fn authorize(peer: &PeerIdentity, op: AccountOp) -> Result<Route, AccountErr
 
 fn own_key(peer: &PeerIdentity, node: &str, what: &str) -> Result<(), AccountError> {
     if peer.role != Role::Node {
-        return Err(forbidden(peer, &format!("{what}: only nodes charge")));
+        return Err(forbidden(
+            peer,
+            &format!("{what}: only node certificates are accepted"),
+        ));
     }
     if node != peer.name {
         return Err(AccountError::new(
@@ -109,7 +128,10 @@ fn own_key(peer: &PeerIdentity, node: &str, what: &str) -> Result<(), AccountErr
 
 fn admin_only(peer: &PeerIdentity, op: AccountOp, write: bool) -> Result<Route, AccountError> {
     if peer.role != Role::Admin {
-        return Err(forbidden(peer, &format!("{}: only admins may", op.name())));
+        return Err(forbidden(
+            peer,
+            &format!("{}: only admin certificates are accepted", op.name()),
+        ));
     }
     Ok(if write {
         Route::Write(op)

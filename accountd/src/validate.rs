@@ -9,24 +9,39 @@ pub const MAX_NAME: usize = 64;
 /// Longest reason accepted.
 pub const MAX_REASON: usize = 500;
 
-/// A user, node or job name: 1..=64 of `A-Z a-z 0-9 . _ - @`, not starting with `-`.
+/// A user or node name, by the certificate rules (`docs/SECURITY.md`): 1..=64
+/// of `a-z 0-9 . _ -`, not starting with `-` or `.`. Job ids (`what == "job"`)
+/// may also use upper-case letters.
 ///
 /// ```
 /// use accountd::validate::check_name;
 /// assert!(check_name("user", "alice").is_ok());
+/// assert!(check_name("user", "Alice").is_err());
+/// assert!(check_name("job", "J-42").is_ok());
 /// assert!(check_name("user", "../etc").is_err());
 /// ```
 pub fn check_name(what: &str, name: &str) -> Result<(), AccountError> {
-    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@');
+    let upper_ok = what == "job";
+    let ok_char = |c: char| {
+        c.is_ascii_lowercase()
+            || c.is_ascii_digit()
+            || matches!(c, '.' | '_' | '-')
+            || (upper_ok && c.is_ascii_uppercase())
+    };
     if name.is_empty()
         || name.len() > MAX_NAME
         || !name.chars().all(ok_char)
-        || name.starts_with('-')
+        || name.starts_with(['-', '.'])
     {
+        let letters = if upper_ok {
+            "letters"
+        } else {
+            "lower-case letters"
+        };
         return Err(AccountError::new(
             ErrorCode::Malformed,
             format!(
-                "invalid {what} name {:?}: use 1-{MAX_NAME} letters, digits, '.', '_', '-' or '@'",
+                "invalid {what} name {:?}: use 1-{MAX_NAME} {letters}, digits, '.', '_' or '-', not starting with '-' or '.'",
                 truncate(name)
             ),
         ));
@@ -100,11 +115,22 @@ mod tests {
 
     #[test]
     fn names() {
-        for good in ["a", "alice", "node-01", "j.42_x", "u@realm"] {
+        for good in ["a", "alice", "node-01", "j.42_x", "x9"] {
             assert!(check_name("user", good).is_ok(), "{good}");
         }
         let long = "x".repeat(MAX_NAME + 1);
-        for bad in ["", "-rf", "a b", "a/b", "é", "a\n", long.as_str()] {
+        for bad in [
+            "",
+            "-rf",
+            ".hidden",
+            "Bob",
+            "u@realm",
+            "a b",
+            "a/b",
+            "é",
+            "a\n",
+            long.as_str(),
+        ] {
             let err = check_name("user", bad).unwrap_err();
             assert_eq!(err.code, ErrorCode::Malformed, "{bad}");
         }

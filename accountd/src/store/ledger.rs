@@ -4,6 +4,11 @@
 //! inside a savepoint of the current group-commit transaction, so either both
 //! land or neither does).
 //!
+//! Every refusal (bad input, unknown user, overflow, conflict) is decided
+//! before the function's first write, so a refused operation leaves nothing
+//! behind even without a savepoint; an error after a write is always
+//! [`ErrorCode::Storage`]. The group commit relies on this.
+//!
 //! Idempotency: debits and refunds carry a key; a repeat with the same key and
 //! content returns the first receipt (marked `duplicate`) and writes nothing;
 //! a repeat with different content is a [`ErrorCode::KeyConflict`].
@@ -43,10 +48,17 @@ fn overflow(user: &str) -> AccountError {
     )
 }
 
-/// The idempotency key as stored (`debit/node/job/seq` or `refund/...`); names
-/// cannot contain `/`, so the text is unambiguous.
+/// The idempotency key as stored: `node/job/kind/seq`. Names cannot contain
+/// `/`, so the text is unambiguous, and all charges of one job share the
+/// prefix `node/job/` (see [`job_prefix_range`]).
 pub fn key_text(kind: EntryKind, key: &DebitKey) -> String {
-    format!("{}/{}/{}/{}", kind.as_str(), key.node, key.job, key.seq)
+    format!("{}/{}/{}/{}", key.node, key.job, kind.as_str(), key.seq)
+}
+
+/// The half-open range of stored keys of every charge of one job on one node:
+/// `["node/job/", "node/job0")` (`'0'` follows `'/'`).
+pub fn job_prefix_range(node: &str, job: &str) -> (String, String) {
+    (format!("{node}/{job}/"), format!("{node}/{job}0"))
 }
 
 fn check_key(key: &DebitKey) -> Result<i64, AccountError> {
@@ -230,12 +242,13 @@ pub fn refund(
     if let Some(rc) = existing_charge(conn, &idem, &r.user, r.amount)? {
         return Ok(rc);
     }
+    let (lo, hi) = job_prefix_range(&r.key.node, &r.key.job);
     let net: i64 = conn
         .prepare_cached(
             "SELECT COALESCE(SUM(amount), 0) FROM entries
-             WHERE node = ?1 AND job = ?2 AND user = ?3 AND kind IN ('debit', 'refund')",
+             WHERE idem_key >= ?1 AND idem_key < ?2 AND user = ?3",
         )
-        .and_then(|mut s| s.query_row(params![r.key.node, r.key.job, r.user], |row| row.get(0)))
+        .and_then(|mut s| s.query_row(params![lo, hi, r.user], |row| row.get(0)))
         .map_err(storage)?;
     let charged = net.checked_neg().unwrap_or(i64::MAX);
     if r.amount > charged {

@@ -4,6 +4,11 @@
 //! running balance updated in the same transaction as each entry, a unique
 //! index on idempotency keys, and a `refusals` table recording every refused
 //! request.
+//!
+//! Indexes are few on purpose: each one adds scattered page writes to every
+//! group commit. `entries_idem` (unique keys, and per-job sums through the
+//! `node/job/` key prefix) and `entries_user` (history) are all the write path
+//! and the queries need; reports scan.
 
 use std::path::Path;
 
@@ -45,8 +50,6 @@ CREATE TABLE IF NOT EXISTS entries(
 );
 CREATE UNIQUE INDEX IF NOT EXISTS entries_idem ON entries(idem_key);
 CREATE INDEX IF NOT EXISTS entries_user ON entries(user, id);
-CREATE INDEX IF NOT EXISTS entries_job ON entries(node, job, user);
-CREATE INDEX IF NOT EXISTS entries_at ON entries(at_us);
 CREATE TRIGGER IF NOT EXISTS entries_no_update BEFORE UPDATE ON entries
     BEGIN SELECT RAISE(ABORT, 'ledger entries are append-only'); END;
 CREATE TRIGGER IF NOT EXISTS entries_no_delete BEFORE DELETE ON entries

@@ -392,3 +392,123 @@ async fn concurrent_writers_group_commit_exact_balances() {
     assert_eq!(report.entries, 3 + 8 * 200);
     std::sync::Arc::try_unwrap(store).ok().unwrap().close();
 }
+
+#[test]
+fn refund_limits_are_per_job_even_for_jobs_with_similar_names() {
+    let (_d, c) = fresh();
+    ledger::create(&c, "gina", 100 * MICROS_PER_CREDIT, "admin:root", 1, MAX).unwrap();
+    for (i, job) in ["j", "j2", "j.", "j0", "jj"].iter().enumerate() {
+        ledger::debit(
+            &c,
+            &debit("n1", job, 1, "gina", (i as i64 + 1) * 1_000),
+            "node:n1",
+            2,
+            MAX,
+        )
+        .unwrap();
+    }
+    let refund = |amount| Refund {
+        key: DebitKey {
+            node: "n1".into(),
+            job: "j".into(),
+            seq: 9,
+        },
+        user: "gina".into(),
+        amount,
+        reason: "r".into(),
+    };
+    let e = ledger::refund(&c, &refund(1_001), "node:n1", 3, MAX).unwrap_err();
+    assert_eq!(
+        e.code,
+        ErrorCode::RefundTooLarge,
+        "only job j's 1000 may come back"
+    );
+    ledger::refund(&c, &refund(1_000), "node:n1", 3, MAX).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storage_error_inside_a_batch_stays_with_its_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    let store = std::sync::Arc::new(
+        Store::open(StoreConfig {
+            path: path.clone(),
+            create: true,
+            max_batch: 256,
+            max_entry: MAX,
+        })
+        .unwrap(),
+    );
+    for u in ["ok", "boom"] {
+        store
+            .write(
+                "admin:root".into(),
+                AccountOp::CreateAccount(CreateAccount {
+                    user: u.into(),
+                    initial: 1_000_000,
+                }),
+            )
+            .await
+            .unwrap();
+    }
+    // Make every entry for `boom` fail after its balance was already updated.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER boom BEFORE INSERT ON entries WHEN NEW.user = 'boom'
+             BEGIN SELECT RAISE(ABORT, 'disk on fire'); END;",
+        )
+        .unwrap();
+    let mut tasks = Vec::new();
+    for seq in 0..40u64 {
+        let store = store.clone();
+        let user = if seq % 10 == 3 { "boom" } else { "ok" };
+        tasks.push(tokio::spawn(async move {
+            (
+                user,
+                store
+                    .write(
+                        "node:n1".into(),
+                        AccountOp::Debit(debit("n1", "j", seq, user, 1_000)),
+                    )
+                    .await,
+            )
+        }));
+    }
+    for t in tasks {
+        let (user, r) = t.await.unwrap();
+        match user {
+            "boom" => assert_eq!(r.unwrap_err().code, ErrorCode::Storage),
+            _ => assert!(r.is_ok(), "{r:?}"),
+        }
+    }
+    let bal = |u: &str| {
+        let store = store.clone();
+        let u = u.to_string();
+        async move {
+            store
+                .read(AccountOp::Balance(BalanceQuery { user: Some(u) }))
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(
+        bal("boom").await,
+        AccountReply::Balance(AccountBalance {
+            user: "boom".into(),
+            balance: 1_000_000
+        })
+    );
+    assert_eq!(
+        bal("ok").await,
+        AccountReply::Balance(AccountBalance {
+            user: "ok".into(),
+            balance: 1_000_000 - 36_000
+        })
+    );
+    let AccountReply::Audit(report) = store.read(AccountOp::Audit).await.unwrap() else {
+        panic!()
+    };
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    std::sync::Arc::try_unwrap(store).ok().unwrap().close();
+}

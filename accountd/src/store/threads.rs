@@ -160,13 +160,37 @@ fn writer_loop(
     }
 }
 
-/// One group commit: every job in its own savepoint, one COMMIT for all.
+/// One group commit: apply every job in one transaction, COMMIT once.
+///
+/// Fast path: the jobs are applied directly. That is safe because every
+/// ledger function refuses (unknown user, bad amount, ...) before its first
+/// write, so a refused job leaves nothing behind; only a storage error can
+/// strike after a write. If one does, the whole transaction is rolled back and
+/// the batch is applied again with a savepoint around each job, so the
+/// failure stays with the job that caused it.
 fn commit_batch(
     conn: &mut Connection,
     batch: &[WriteJob],
     max_entry: i64,
 ) -> Vec<Result<AccountReply, AccountError>> {
-    let fail_all = |e: AccountError| batch.iter().map(|_| Err(e.clone())).collect();
+    match apply_batch(conn, batch, max_entry, false) {
+        Some(results) => results,
+        None => {
+            tracing::warn!("storage error inside a batch; applying it again job by job");
+            apply_batch(conn, batch, max_entry, true).unwrap_or_default()
+        }
+    }
+}
+
+/// Applies and commits a batch; `None` when the fast path met a storage error
+/// (the transaction has then been rolled back).
+fn apply_batch(
+    conn: &mut Connection,
+    batch: &[WriteJob],
+    max_entry: i64,
+    careful: bool,
+) -> Option<Vec<Result<AccountReply, AccountError>>> {
+    let fail_all = |e: AccountError| Some(batch.iter().map(|_| Err(e.clone())).collect());
     let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(e) => return fail_all(ledger::storage(e)),
@@ -174,6 +198,14 @@ fn commit_batch(
     let now = crate::time::now_us();
     let mut results = Vec::with_capacity(batch.len());
     for job in batch {
+        if !careful {
+            let r = apply(&tx, job, now, max_entry);
+            if matches!(&r, Err(e) if e.code == ErrorCode::Storage) {
+                return None;
+            }
+            results.push(r);
+            continue;
+        }
         let mut sp = match tx.savepoint() {
             Ok(sp) => sp,
             Err(e) => {
@@ -193,7 +225,7 @@ fn commit_batch(
         results.push(r);
     }
     match tx.commit() {
-        Ok(()) => results,
+        Ok(()) => Some(results),
         Err(e) => {
             tracing::error!(error = %e, "group commit failed; nothing in the batch was acknowledged");
             fail_all(ledger::storage(e))

@@ -1,0 +1,178 @@
+//! Durable debits per second and latency percentiles with 1, 8 and 64
+//! concurrent node connections, for group commit against one transaction per
+//! debit (`max_batch = 1`), in the same run. Real TLS, real SQLite file with
+//! `synchronous=FULL`, the real server entry point; each connection is one
+//! node sending debits back to back (a debit is counted when its durable
+//! acknowledgement arrives). Run with `cargo bench -p accountd --bench debits`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use accountd::client::AccountClient;
+use accountd::server::{Server, ServerConfig};
+use accountd::store::StoreConfig;
+use certs::Role;
+use certs::testing::TestPki;
+use proto::account::*;
+
+const RUN: Duration = Duration::from_secs(4);
+const USERS: u64 = 64;
+
+struct Result_ {
+    debits: u64,
+    secs: f64,
+    p50_us: u64,
+    p99_us: u64,
+}
+
+async fn measure(pki: &TestPki, conns: u64, max_batch: usize) -> Result_ {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("bench.db");
+    let cfg = ServerConfig {
+        tls: pki.tls_paths(Role::Service, "accountd"),
+        store: StoreConfig {
+            path: db.clone(),
+            create: true,
+            max_batch,
+            max_entry: i64::MAX,
+        },
+        max_connections: 1024,
+        idle_timeout: Duration::from_secs(60),
+        max_frame: proto::DEFAULT_MAX_FRAME,
+    };
+    let server = Server::open(cfg).expect("open server");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server_task = tokio::spawn(server.run(listener, async move {
+        let _ = stop_rx.await;
+    }));
+    let admin = certs::connector(&pki.tls_paths(Role::Admin, "ops")).expect("admin tls");
+    let mut a = AccountClient::connect(&addr, &admin, "accountd", Duration::from_secs(10))
+        .await
+        .expect("connect");
+    for u in 0..USERS {
+        a.call(AccountOp::CreateAccount(CreateAccount {
+            user: format!("u{u}"),
+            initial: 1_000_000 * MICROS_PER_CREDIT,
+        }))
+        .await
+        .expect("create");
+    }
+    let mut clients = Vec::new();
+    for n in 0..conns {
+        let tls = certs::connector(&pki.tls_paths(Role::Node, &format!("n{n}"))).expect("node tls");
+        clients.push(
+            AccountClient::connect(&addr, &tls, "accountd", Duration::from_secs(30))
+                .await
+                .expect("connect"),
+        );
+    }
+    let start = Instant::now();
+    let deadline = start + RUN;
+    let mut tasks = Vec::new();
+    for (n, mut c) in clients.into_iter().enumerate() {
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(50_000);
+            let mut seq = 0u64;
+            while Instant::now() < deadline {
+                let d = Debit {
+                    key: DebitKey {
+                        node: format!("n{n}"),
+                        job: "bench".into(),
+                        seq,
+                    },
+                    user: format!("u{}", (seq + n as u64) % USERS),
+                    amount: 1_000,
+                    rank: 0,
+                    interval: MeterInterval {
+                        start_us: seq,
+                        end_us: seq + 1,
+                    },
+                    cpu_us: 1,
+                };
+                let t = Instant::now();
+                match c.call(AccountOp::Debit(d)).await {
+                    Ok(AccountReply::Charged(_)) => {}
+                    other => panic!("debit failed: {other:?}"),
+                }
+                lat.push(t.elapsed().as_micros() as u64);
+                seq += 1;
+            }
+            lat
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("client task"));
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let _ = stop_tx.send(());
+    server_task.await.expect("server task");
+    // Every acknowledged debit is in the file.
+    let conn = rusqlite::Connection::open(&db).expect("reopen");
+    let n: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM entries WHERE kind = 'debit'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(
+        n as usize,
+        all.len(),
+        "acknowledged debits missing from the ledger"
+    );
+    all.sort_unstable();
+    let pct = |p: f64| {
+        all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+    };
+    Result_ {
+        debits: all.len() as u64,
+        secs,
+        p50_us: pct(0.50),
+        p99_us: pct(0.99),
+    }
+}
+
+fn main() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let pki = Arc::new(TestPki::new());
+    println!(
+        "accountd debits: durable (synchronous=FULL), mutual TLS, {} s per point, {} users",
+        RUN.as_secs(),
+        USERS
+    );
+    println!(
+        "{:<26} {:>6} {:>10} {:>12} {:>9} {:>9}",
+        "mode", "conns", "debits", "debits/s", "p50 ms", "p99 ms"
+    );
+    // DEBITS_ONLY=64 (for example) measures one connection count only, for profiling.
+    let only: Option<u64> = std::env::var("DEBITS_ONLY")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    for (mode, batch) in [
+        ("group commit (batch 1024)", 1024usize),
+        ("one transaction per debit", 1),
+    ] {
+        for conns in [1u64, 8, 64]
+            .into_iter()
+            .filter(|c| only.is_none_or(|o| o == *c))
+        {
+            let r = rt.block_on(measure(&pki, conns, batch));
+            println!(
+                "{:<26} {:>6} {:>10} {:>12.0} {:>9.2} {:>9.2}",
+                mode,
+                conns,
+                r.debits,
+                r.debits as f64 / r.secs,
+                r.p50_us as f64 / 1000.0,
+                r.p99_us as f64 / 1000.0
+            );
+        }
+    }
+}
