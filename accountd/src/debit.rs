@@ -80,7 +80,7 @@ pub enum Settlement {
 pub struct DebitClient {
     journal: Arc<Mutex<Journal>>,
     wake: Arc<Notify>,
-    pending: watch::Receiver<usize>,
+    unreported: Arc<watch::Sender<usize>>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
@@ -102,7 +102,7 @@ impl DebitClient {
                 path: cfg.journal.clone(),
                 source: std::io::Error::other(e),
             })??;
-        let (ptx, prx) = watch::channel(journal.pending_len());
+        let unreported = Arc::new(watch::Sender::new(journal.pending_len()));
         let journal = Arc::new(Mutex::new(journal));
         let wake = Arc::new(Notify::new());
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -111,7 +111,7 @@ impl DebitClient {
             cfg,
             journal: journal.clone(),
             wake: wake.clone(),
-            pending: ptx,
+            unreported: unreported.clone(),
             settled: stx,
             stop: stop_rx,
         };
@@ -120,7 +120,7 @@ impl DebitClient {
             DebitClient {
                 journal,
                 wake,
-                pending: prx,
+                unreported,
                 stop: stop_tx,
                 task,
             },
@@ -134,12 +134,21 @@ impl DebitClient {
     pub async fn charge(&self, c: Charge) -> Result<(), JournalError> {
         let j = self.journal.clone();
         let path = lock(&j).path().to_path_buf();
-        tokio::task::spawn_blocking(move || lock(&j).record(c))
-            .await
-            .map_err(|e| JournalError::Io {
-                path,
-                source: std::io::Error::other(e),
-            })??;
+        let unreported = self.unreported.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut j = lock(&j);
+            let new = j.record(c)?;
+            if new {
+                // Counted under the journal lock, so before the sender can see it.
+                unreported.send_modify(|n| *n += 1);
+            }
+            Ok::<_, JournalError>(())
+        })
+        .await
+        .map_err(|e| JournalError::Io {
+            path,
+            source: std::io::Error::other(e),
+        })??;
         self.wake.notify_one();
         Ok(())
     }
@@ -149,22 +158,14 @@ impl DebitClient {
         lock(&self.journal).pending_len()
     }
 
-    /// Waits until nothing is pending, at most `limit`; true if drained.
+    /// Waits until every charge has been settled and its settlement reported
+    /// on the channel, at most `limit`; true if drained.
     pub async fn wait_settled(&self, limit: Duration) -> bool {
-        let mut rx = self.pending.clone();
-        tokio::time::timeout(limit, async {
-            loop {
-                if self.pending() == 0 {
-                    return;
-                }
-                if rx.changed().await.is_err() {
-                    return;
-                }
-            }
-        })
-        .await
-        .is_ok()
-            && self.pending() == 0
+        let mut rx = self.unreported.subscribe();
+        matches!(
+            tokio::time::timeout(limit, rx.wait_for(|n| *n == 0)).await,
+            Ok(Ok(_))
+        )
     }
 
     /// Stops delivering; what is pending stays in the journal for next time.
@@ -179,7 +180,7 @@ struct Sender {
     cfg: DebitClientConfig,
     journal: Arc<Mutex<Journal>>,
     wake: Arc<Notify>,
-    pending: watch::Sender<usize>,
+    unreported: Arc<watch::Sender<usize>>,
     settled: mpsc::UnboundedSender<Settlement>,
     stop: watch::Receiver<bool>,
 }
@@ -194,7 +195,6 @@ impl Sender {
             }
             let next = lock(&self.journal).first_pending();
             let Some(charge) = next else {
-                let _ = self.pending.send(0);
                 tokio::select! {
                     _ = self.wake.notified() => {}
                     _ = self.stop.changed() => return,
@@ -265,15 +265,12 @@ impl Sender {
         let j = self.journal.clone();
         let (c, o) = (charge.clone(), outcome.clone());
         let path = lock(&j).path().to_path_buf();
-        let left = tokio::task::spawn_blocking(move || {
-            let mut j = lock(&j);
-            j.settle(&c, o).map(|_| j.pending_len())
-        })
-        .await
-        .map_err(|e| JournalError::Io {
-            path,
-            source: std::io::Error::other(e),
-        })??;
+        tokio::task::spawn_blocking(move || lock(&j).settle(&c, o))
+            .await
+            .map_err(|e| JournalError::Io {
+                path,
+                source: std::io::Error::other(e),
+            })??;
         let event = match outcome {
             Outcome::Applied(receipt) => Settlement::Applied {
                 charge: charge.clone(),
@@ -289,7 +286,7 @@ impl Sender {
             }
         };
         let _ = self.settled.send(event);
-        let _ = self.pending.send(left);
+        self.unreported.send_modify(|n| *n = n.saturating_sub(1));
         Ok(())
     }
 }
