@@ -163,6 +163,12 @@ impl AccountClient {
         resp.result.map_err(ClientError::Server)
     }
 
+    /// Closes the connection cleanly (TLS close_notify).
+    pub async fn close(mut self) {
+        use tokio::io::AsyncWriteExt;
+        let _ = self.framed.get_mut().shutdown().await;
+    }
+
     /// The address this client is connected to.
     pub fn addr(&self) -> &str {
         &self.addr

@@ -16,7 +16,14 @@ use proto::account::*;
 
 /// Read and manage rexec credit accounts (amounts in credits, 6 decimals).
 #[derive(Parser, Debug)]
-#[command(name = "accountctl", version)]
+#[command(
+    name = "accountctl",
+    version,
+    after_help = "Settings come from flags, then ACCOUNTD_ADDR / REXEC_CA / REXEC_CERT / REXEC_KEY / REXEC_CRL, \
+then the config file (--config, REXEC_CONFIG, $XDG_CONFIG_HOME/rexec/config.toml or ~/.config/rexec/config.toml) \
+with `address` and `server_name` under [accountd] and `ca`, `cert`, `key`, `crl` under [tls].\n\
+Exit status: 0 success, 1 error, 2 audit found problems."
+)]
 struct Cli {
     /// accountd address, host:port.
     #[arg(long, global = true, env = "ACCOUNTD_ADDR")]
@@ -326,6 +333,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{} {}", i.role, i.name);
         }
     }
+    c.close().await;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,0 +1,111 @@
+//! Configuration files: accountd from its TOML file alone, accountctl from
+//! `~/.config/rexec/config.toml` alone, and one-line errors for bad files.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use certs::Role;
+use certs::testing::TestPki;
+
+use crate::support::*;
+
+#[test]
+fn both_programs_run_from_their_config_files_alone() {
+    let pki = TestPki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let srv = pki.tls_paths(Role::Service, "accountd");
+    let ready = dir.path().join("ready");
+    let toml = format!(
+        "listen = \"127.0.0.1:0\"\ndatabase = {:?}\nready_file = {:?}\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[limits]\nmax_entry = \"50\"\nmax_batch = 64\n",
+        dir.path().join("ledger.db"),
+        ready,
+        srv.ca,
+        srv.cert,
+        srv.key
+    );
+    let conf = dir.path().join("accountd.toml");
+    std::fs::write(&conf, toml).unwrap();
+    let mut child = Command::new(ACCOUNTD)
+        .arg("--config")
+        .arg(&conf)
+        .arg("--init")
+        .env("RUST_LOG", "warn")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let addr = loop {
+        if let Ok(t) = std::fs::read_to_string(&ready) {
+            if t.ends_with('\n') {
+                break t.trim().to_string();
+            }
+        }
+        assert!(child.try_wait().unwrap().is_none(), "accountd exited");
+        assert!(Instant::now() < deadline, "no ready file");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+
+    let admin = pki.tls_paths(Role::Admin, "ops");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join(".config/rexec")).unwrap();
+    std::fs::write(
+        home.join(".config/rexec/config.toml"),
+        format!(
+            "[accountd]\naddress = {addr:?}\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[rexec]\nnodes = 4\n",
+            admin.ca, admin.cert, admin.key
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let mut cmd = Command::new(ACCOUNTCTL);
+        for v in [
+            "ACCOUNTD_ADDR",
+            "REXEC_CA",
+            "REXEC_CERT",
+            "REXEC_KEY",
+            "REXEC_CRL",
+            "REXEC_CONFIG",
+            "XDG_CONFIG_HOME",
+        ] {
+            cmd.env_remove(v);
+        }
+        cmd.env("HOME", &home).args(args).output().unwrap()
+    };
+    let out = run(&["create", "alice", "--initial", "7.25"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = run(&["grant", "alice", "51", "--reason", "too much"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("per-entry limit of 50.000000"),
+        "{out:?}"
+    );
+    let out = run(&["balance", "alice"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "alice 7.250000\n");
+
+    // An explicit config file that does not exist is an error; so is a bad key.
+    let out = run(&["--config", "/nonexistent/rexec.toml", "balance"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("/nonexistent/rexec.toml"),
+        "{out:?}"
+    );
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+
+    std::fs::write(&conf, "listen = \"127.0.0.1:0\"\nmax_batch = 3\n").unwrap();
+    let out = Command::new(ACCOUNTD)
+        .arg("--config")
+        .arg(&conf)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("accountd.toml is invalid") && err.contains("max_batch"),
+        "{err}"
+    );
+}
