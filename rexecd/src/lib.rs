@@ -1,6 +1,20 @@
-//! rexecd, the per-node daemon of the rexec market (library part).
+//! rexecd, the per-node daemon of the rexec market (library part; the `rexecd` binary is
+//! a thin shell around [`server::run`]).
 //!
 //! Module map:
+//! - [`config`]: the TOML config file, the command-line flags and the resolved
+//!   [`config::Config`].
+//! - [`server`]: start-up (TLS, cgroups, sweep of stale jobs), the accept loop and the
+//!   shutdown that destroys every job.
+//! - [`session`]: one connection: handshake, launch or admin requests, and the running
+//!   rank's loop (stdin, signals, heartbeats, output, exit, cleanup).
+//! - [`registry`]: the running ranks (job id and rank to owner, cgroup, process group)
+//!   and the CPU weights derived from their bids.
+//! - [`pump`]: output pumping, stdin feeding and the frame writer task.
+//! - [`pty`]: pseudo-terminals for jobs launched with `-t`.
+//! - [`heartbeat`]: when a silent client counts as dead.
+//! - [`env`]: the job environment and its deny list.
+//! - [`signals`]: portable signal names to and from this host's numbers.
 //! - [`cgroup`]: rexecd's parent cgroup and one child cgroup per job, on cgroup v1 or
 //!   v2 (detected from mountinfo): creation, CPU weights from tickets, metering of CPU
 //!   usage and runnable threads, teardown that kills everything in the job, and the
@@ -8,10 +22,37 @@
 //! - [`spawn`]: resolving the job's Unix user and building the command that starts the
 //!   program as that user, inside the job cgroup, from an explicit environment.
 //! - [`sys`]: the only module with `unsafe` code: newtyped ids, account lookups,
-//!   signals, and the async-signal-safe work a child does between fork and exec.
+//!   signals, terminal sizes, and the async-signal-safe work a child does between
+//!   `fork` and `exec`.
+//!
+//! # Protocol behaviour
+//!
+//! rexecd speaks the session order of `proto::node`. A launch is accepted only from a
+//! user certificate and runs as the Unix user of the same name (unknown users refused;
+//! root refused unless `allow_root`; `allowed_users` limits who may run jobs). Each rank
+//! gets its own cgroup `job-<n>` under the parent; its first process starts a new session
+//! (so its pid is the process group signals go to), or, with a terminal, a new session
+//! with the pseudo-terminal as controlling terminal. Signals from the client go to that
+//! process group, except `KILL`, which destroys the whole cgroup. `TSTP` suspends the
+//! heartbeat timeout until the next frame arrives (a client stopped by Ctrl-Z sends
+//! nothing). A rank ends when its first process exits: the rest of its cgroup is killed,
+//! output drained, then exactly one `Exit` is sent with the cgroup's CPU time. A closed
+//! connection, missed heartbeats, a malformed or oversized frame, an admin kill or
+//! rexecd's shutdown destroy the cgroup; at start-up rexecd destroys every job cgroup an
+//! earlier run left. Under a terminal, `StdinEnd` is delivered as the terminal's EOF
+//! character (Ctrl-D) rather than by closing the terminal.
 #![deny(missing_docs)]
 
 pub mod cgroup;
+pub mod config;
+pub mod env;
+pub mod heartbeat;
+pub mod pty;
+pub mod pump;
+pub mod registry;
+pub mod server;
+pub mod session;
+pub mod signals;
 pub mod spawn;
 #[allow(unsafe_code)]
 pub mod sys;

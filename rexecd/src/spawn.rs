@@ -139,6 +139,11 @@ impl JobUser {
     pub fn home(&self) -> &Path {
         &self.user.home
     }
+
+    /// Login shell from the password database.
+    pub fn shell(&self) -> &Path {
+        &self.user.shell
+    }
 }
 
 /// What to run: program, arguments, the exact environment, working directory and

@@ -3,13 +3,15 @@
 //!
 //! The newtypes [`UserId`], [`GroupId`] and [`ProcessId`] keep numeric ids from being
 //! mixed up. [`lookup_user`] and [`group_list`] resolve an account before any fork;
-//! [`send_signal`] delivers a signal; [`child`] holds the async-signal-safe work a child
+//! [`send_signal`] delivers a signal to a process and [`signal_group`] to a process
+//! group; [`set_window_size`] resizes a terminal; [`child`] holds the async-signal-safe work a child
 //! does between `fork` and `exec`.
 
 pub mod child;
 
 use std::ffi::CString;
 use std::fmt;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
 use nix::errno::Errno;
@@ -123,4 +125,49 @@ pub fn send_signal(pid: ProcessId, signal: Signal) -> Result<(), Errno> {
 /// The effective user id of the calling process.
 pub fn effective_user() -> UserId {
     UserId(Uid::effective().as_raw())
+}
+
+/// Sends signal number `signo` to the process group `pgid` (`killpg`). Takes a raw
+/// number so that realtime signals (which `nix::sys::signal::Signal` cannot name) work
+/// too. Refuses group ids below 2, which would address the caller's own group or init.
+pub fn signal_group(pgid: ProcessId, signo: i32) -> Result<(), Errno> {
+    if pgid.0 <= 1 || signo <= 0 || signo > nix::libc::SIGRTMAX() {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: killpg takes two integers and touches no memory of ours; the group id was
+    // checked to be a real group (> 1), so it never signals rexecd's own group or init.
+    let rc = unsafe { nix::libc::killpg(pgid.0, signo) };
+    Errno::result(rc).map(drop)
+}
+
+/// Sets the window size of the terminal behind `fd` (`TIOCSWINSZ`); the kernel sends
+/// SIGWINCH to the terminal's foreground process group.
+pub fn set_window_size(fd: BorrowedFd<'_>, rows: u16, cols: u16) -> Result<(), Errno> {
+    let size = nix::pty::Winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one `struct winsize` through the pointer, which points to
+    // a live, initialised local of exactly that type; the descriptor is borrowed, so it
+    // stays open for the duration of the call.
+    let rc = unsafe {
+        nix::libc::ioctl(
+            fd.as_raw_fd(),
+            nix::libc::TIOCSWINSZ,
+            &size as *const nix::pty::Winsize,
+        )
+    };
+    Errno::result(rc).map(drop)
+}
+
+/// Registers an owned descriptor with tokio's reactor (for readiness-based I/O on a
+/// pseudo-terminal). Must run inside a tokio runtime.
+pub fn async_fd(fd: OwnedFd) -> std::io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: an `OwnedFd` is an open descriptor that it alone closes, and its
+    // `as_raw_fd` returns the same number for its whole life; the `AsyncFd` takes
+    // ownership of it, so the descriptor stays open and unchanged while registered.
+    let registered = unsafe { tokio::io::unix::AsyncFd::register(fd) };
+    registered.map_err(std::io::Error::from)
 }

@@ -1,0 +1,52 @@
+//! The command line of the `rexecd` binary. Every flag but `--config` and
+//! `--ready-file` overrides the config-file key of the same name (with `_` for `-`).
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// rexecd: run rexec jobs on this node, as the certificate's Unix user, inside a cgroup
+/// per job, with CPU shared in proportion to the jobs' bids.
+#[derive(Debug, Clone, Default, Parser)]
+#[command(name = "rexecd", version, about, after_help = stride::BID_HELP)]
+pub struct Flags {
+    /// Config file (TOML); flags override its keys.
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Node name, as in the node certificate.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Address to listen on, e.g. 0.0.0.0:7070 (port 0: any free port; see --ready-file).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Node certificate (PEM).
+    #[arg(long, value_name = "PATH")]
+    pub cert: Option<PathBuf>,
+    /// Private key of the node certificate (PEM, mode 0600).
+    #[arg(long, value_name = "PATH")]
+    pub key: Option<PathBuf>,
+    /// Cluster CA certificate (PEM).
+    #[arg(long, value_name = "PATH")]
+    pub ca: Option<PathBuf>,
+    /// Certificate revocation list (PEM).
+    #[arg(long, value_name = "PATH")]
+    pub crl: Option<PathBuf>,
+    /// Name of rexecd's parent cgroup (one per rexecd on a machine).
+    #[arg(long, value_name = "NAME")]
+    pub cgroup_parent: Option<String>,
+    /// Users allowed to run jobs, comma-separated (default: every existing non-root user).
+    #[arg(long, value_name = "USERS", value_delimiter = ',')]
+    pub allowed_users: Option<Vec<String>>,
+    /// Allow jobs to run as root (uid 0).
+    #[arg(long)]
+    pub allow_root: bool,
+    /// A client silent this long is dead and its job is killed (e.g. 5s, 800ms).
+    #[arg(long, value_name = "DURATION")]
+    pub heartbeat_timeout: Option<String>,
+    /// How often rexecd sends heartbeats (e.g. 1s).
+    #[arg(long, value_name = "DURATION")]
+    pub heartbeat_interval: Option<String>,
+    /// After binding, write the bound address to PATH (atomically), for scripts and tests.
+    #[arg(long, value_name = "PATH")]
+    pub ready_file: Option<PathBuf>,
+}

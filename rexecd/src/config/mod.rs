@@ -1,0 +1,301 @@
+//! rexecd's configuration: a TOML file (path given with `--config`) whose keys can each
+//! be overridden by a command-line flag ([`Flags`]), resolved into one checked
+//! [`Config`] that the server uses.
+//!
+//! Keys of the file (all optional in the file, but `name`, `cert`, `key` and `ca` must
+//! come from the file or a flag):
+//!
+//! ```toml
+//! name = "n1"                      # node name, as in the node certificate
+//! listen = "0.0.0.0:7070"          # address to listen on
+//! cert = "/etc/rexec/node-n1.pem"  # node certificate (PEM)
+//! key = "/etc/rexec/node-n1.key"   # its private key (mode 0600)
+//! ca = "/etc/rexec/ca.pem"         # cluster CA certificate
+//! crl = "/etc/rexec/crl.pem"       # revocation list (optional)
+//! cgroup_parent = "rexec"          # rexecd's parent cgroup name
+//! allowed_users = ["ann", "bob"]   # default: every existing non-root user
+//! allow_root = false               # run jobs as uid 0 when a certificate names root
+//! heartbeat_timeout = "5s"         # silence after which a client counts as dead
+//! heartbeat_interval = "1s"        # how often rexecd sends heartbeats
+//! env_deny = ["LD_*"]              # replaces the default deny list (see `env`)
+//! max_frame = 1048576              # largest frame accepted, in bytes
+//! ```
+//!
+//! ```
+//! let file: rexecd::config::FileConfig = toml::from_str(r#"
+//!     name = "n1"
+//!     cert = "/c.pem"
+//!     key = "/c.key"
+//!     ca = "/ca.pem"
+//!     heartbeat_timeout = "750ms"
+//! "#).unwrap();
+//! let config = rexecd::config::Config::resolve(file, &Default::default()).unwrap();
+//! assert_eq!(config.heartbeat_timeout, std::time::Duration::from_millis(750));
+//! assert_eq!(config.cgroup_parent.as_path(), std::path::Path::new("rexec"));
+//! ```
+
+mod flags;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub use flags::Flags;
+
+use crate::cgroup::ParentName;
+use crate::env::EnvPolicy;
+
+/// Default listen address.
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:7070";
+/// Default parent cgroup name.
+pub const DEFAULT_CGROUP_PARENT: &str = "rexec";
+/// Default heartbeat timeout.
+pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default heartbeat interval.
+pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Why the configuration could not be loaded. Each message is one line naming the file
+/// or key and saying what to fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this schema.
+    #[error("config file {path} is invalid: {detail}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said (one line).
+        detail: String,
+    },
+    /// A required key is neither in the file nor given as a flag.
+    #[error("no {key} configured; set `{key}` in the config file or pass --{flag}")]
+    Missing {
+        /// The config key.
+        key: &'static str,
+        /// The flag.
+        flag: &'static str,
+    },
+    /// A value is out of range or malformed.
+    #[error("invalid {key} {value:?}: {reason}")]
+    Invalid {
+        /// The config key.
+        key: &'static str,
+        /// The value given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// The config file as written: every key optional, unknown keys refused.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Node name.
+    pub name: Option<String>,
+    /// Listen address.
+    pub listen: Option<String>,
+    /// Node certificate.
+    pub cert: Option<PathBuf>,
+    /// Node key.
+    pub key: Option<PathBuf>,
+    /// CA certificate.
+    pub ca: Option<PathBuf>,
+    /// CRL.
+    pub crl: Option<PathBuf>,
+    /// Parent cgroup name.
+    pub cgroup_parent: Option<String>,
+    /// Users who may run jobs (default: all non-root users that exist).
+    pub allowed_users: Option<Vec<String>>,
+    /// Whether uid 0 may run jobs.
+    pub allow_root: Option<bool>,
+    /// Heartbeat timeout, e.g. "5s".
+    pub heartbeat_timeout: Option<String>,
+    /// Heartbeat interval, e.g. "1s".
+    pub heartbeat_interval: Option<String>,
+    /// Environment deny list (replaces the default).
+    pub env_deny: Option<Vec<String>>,
+    /// Largest frame accepted.
+    pub max_frame: Option<usize>,
+}
+
+impl FileConfig {
+    /// Reads and parses a config file.
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            detail: e.message().replace('\n', " "),
+        })
+    }
+}
+
+/// The resolved configuration the server runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Node name (reported in `Welcome` and error messages).
+    pub name: String,
+    /// Address to listen on (used by the binary; tests bind their own listener).
+    pub listen: String,
+    /// TLS material.
+    pub tls: certs::TlsPaths,
+    /// rexecd's parent cgroup.
+    pub cgroup_parent: ParentName,
+    /// Who may run jobs, and with which environment.
+    pub env: EnvPolicy,
+    /// Users allowed to run jobs; `None` means every existing user (root only with
+    /// `allow_root`).
+    pub allowed_users: Option<Vec<String>>,
+    /// Whether jobs may run as uid 0.
+    pub allow_root: bool,
+    /// A client silent for this long is dead.
+    pub heartbeat_timeout: Duration,
+    /// rexecd sends a heartbeat this often.
+    pub heartbeat_interval: Duration,
+    /// Largest frame accepted from a client.
+    pub max_frame: usize,
+}
+
+impl Config {
+    /// Merges the file with the flags (flags win) and checks every value.
+    pub fn resolve(file: FileConfig, flags: &Flags) -> Result<Config, ConfigError> {
+        let name = flags
+            .name
+            .clone()
+            .or(file.name)
+            .ok_or(ConfigError::Missing {
+                key: "name",
+                flag: "name",
+            })?;
+        certs::check_name(certs::Role::Node, &name).map_err(|e| ConfigError::Invalid {
+            key: "name",
+            value: name.clone(),
+            reason: e.to_string(),
+        })?;
+        let path = |flag: &Option<PathBuf>, file: Option<PathBuf>, key, flag_name| {
+            flag.clone().or(file).ok_or(ConfigError::Missing {
+                key,
+                flag: flag_name,
+            })
+        };
+        let tls = certs::TlsPaths {
+            cert: path(&flags.cert, file.cert, "cert", "cert")?,
+            key: path(&flags.key, file.key, "key", "key")?,
+            ca: path(&flags.ca, file.ca, "ca", "ca")?,
+            crl: flags.crl.clone().or(file.crl),
+        };
+        let parent_text = flags
+            .cgroup_parent
+            .clone()
+            .or(file.cgroup_parent)
+            .unwrap_or_else(|| DEFAULT_CGROUP_PARENT.to_string());
+        let cgroup_parent = ParentName::new(&parent_text).map_err(|e| ConfigError::Invalid {
+            key: "cgroup_parent",
+            value: parent_text.clone(),
+            reason: e.to_string(),
+        })?;
+        let duration =
+            |key, flag: &Option<String>, file: Option<String>, default| match flag.clone().or(file)
+            {
+                None => Ok(default),
+                Some(text) => parse_duration(&text).map_err(|reason| ConfigError::Invalid {
+                    key,
+                    value: text,
+                    reason,
+                }),
+            };
+        let heartbeat_timeout = duration(
+            "heartbeat_timeout",
+            &flags.heartbeat_timeout,
+            file.heartbeat_timeout,
+            DEFAULT_HEARTBEAT_TIMEOUT,
+        )?;
+        let heartbeat_interval = duration(
+            "heartbeat_interval",
+            &flags.heartbeat_interval,
+            file.heartbeat_interval,
+            DEFAULT_HEARTBEAT_INTERVAL,
+        )?;
+        let max_frame = file.max_frame.unwrap_or(proto::DEFAULT_MAX_FRAME);
+        if max_frame < 2 * proto::node::CHUNK_SIZE {
+            return Err(ConfigError::Invalid {
+                key: "max_frame",
+                value: max_frame.to_string(),
+                reason: format!("must be at least {} bytes", 2 * proto::node::CHUNK_SIZE),
+            });
+        }
+        let allowed_users = flags.allowed_users.clone().or(file.allowed_users);
+        let env = match file.env_deny {
+            Some(patterns) => EnvPolicy::new(patterns),
+            None => EnvPolicy::default(),
+        };
+        Ok(Config {
+            name,
+            listen: flags
+                .listen
+                .clone()
+                .or(file.listen)
+                .unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
+            tls,
+            cgroup_parent,
+            env,
+            allowed_users,
+            allow_root: flags.allow_root || file.allow_root.unwrap_or(false),
+            heartbeat_timeout,
+            heartbeat_interval,
+            max_frame,
+        })
+    }
+
+    /// Loads the file named by `flags.config` (if any) and merges the flags into it.
+    pub fn load(flags: &Flags) -> Result<Config, ConfigError> {
+        let file = match &flags.config {
+            Some(path) => FileConfig::load(path)?,
+            None => FileConfig::default(),
+        };
+        Config::resolve(file, flags)
+    }
+}
+
+/// Parses a positive duration: a number with unit `ms`, `s` or `m`, or a bare number of
+/// seconds (`"5s"`, `"250ms"`, `"1.5"`).
+///
+/// ```
+/// use std::time::Duration;
+/// use rexecd::config::parse_duration;
+/// assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+/// assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+/// assert!(parse_duration("0s").is_err());
+/// assert!(parse_duration("-1").is_err());
+/// ```
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = text.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (text, 1.0)
+    };
+    let bad = || "use a positive number with unit ms, s or m, such as 5s or 250ms".to_string();
+    let value: f64 = number.trim().parse().map_err(|_| bad())?;
+    let seconds = value * scale;
+    if !seconds.is_finite() || seconds <= 0.0 || seconds > 86_400.0 {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}

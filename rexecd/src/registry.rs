@@ -1,0 +1,270 @@
+//! The jobs running on this node: one entry per rank, keyed by job id and rank, holding
+//! the owner, the job cgroup, the process group and a control channel to the session
+//! that runs it. The registry also keeps the CPU weights right: every time a rank
+//! starts or ends, the bids of all running ranks are turned into kernel weights with
+//! [`stride::weights_for_bids`] and written to their cgroups.
+//!
+//! Admin requests go through here too: [`Registry::list`] shows a user their own ranks
+//! and an admin all of them; [`Registry::signal`] forwards a signal to every matching
+//! rank's session, which delivers it (or, for `KILL`, destroys the rank's cgroup).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use certs::{PeerIdentity, Role};
+use proto::node::{JobId, Launch, Signal};
+use tokio::sync::mpsc;
+
+use crate::cgroup::JobCgroups;
+use crate::sys::ProcessId;
+
+/// What another task may ask a running rank's session to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Deliver this signal (`Kill`: destroy the rank's cgroup).
+    Signal(Signal),
+}
+
+/// Why a rank could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// The same rank of the same job is already running here.
+    #[error("rank {rank} of job {job} is already running on this node")]
+    Duplicate {
+        /// The job.
+        job: JobId,
+        /// The rank.
+        rank: u32,
+    },
+    /// Another user owns a job with this id.
+    #[error("job id {job} is in use by another user on this node; pick a new job id")]
+    NotOwner {
+        /// The job.
+        job: JobId,
+    },
+}
+
+/// One running rank, as `ListJobs` shows it (before metering).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankInfo {
+    /// Job id.
+    pub job: JobId,
+    /// Rank.
+    pub rank: u32,
+    /// Ranks in the job.
+    pub nranks: u32,
+    /// Unix user it runs as.
+    pub owner: String,
+    /// argv\[0\].
+    pub program: String,
+    /// Bid in micro-credits per minute.
+    pub bid: i64,
+    /// The job cgroup's id.
+    pub cgroup: u64,
+    /// Milliseconds since it started.
+    pub age_millis: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    info: RankInfo,
+    started: Instant,
+    pgid: Option<ProcessId>,
+    control: mpsc::UnboundedSender<Control>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    next_cgroup: u64,
+    ranks: HashMap<(JobId, u32), Entry>,
+}
+
+/// The node's running ranks.
+#[derive(Debug)]
+pub struct Registry {
+    inner: Mutex<Inner>,
+    cgroups: JobCgroups,
+}
+
+/// A registered rank; dropping it removes the rank and re-balances the weights.
+#[derive(Debug)]
+pub struct Slot {
+    registry: Arc<Registry>,
+    key: (JobId, u32),
+    cgroup: u64,
+}
+
+impl Registry {
+    /// An empty registry over rexecd's job cgroups.
+    pub fn new(cgroups: JobCgroups) -> Registry {
+        Registry {
+            inner: Mutex::new(Inner::default()),
+            cgroups,
+        }
+    }
+
+    /// The job cgroups.
+    pub fn cgroups(&self) -> &JobCgroups {
+        &self.cgroups
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave the map half-updated (every
+        // update is a single insert or remove), so a poisoned lock is still usable.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers rank `launch.rank` of `launch.job` for `owner` and gives it a fresh
+    /// cgroup id. Refuses a rank already running and a job id another user holds.
+    pub fn register(
+        self: &Arc<Self>,
+        launch: &Launch,
+        owner: &str,
+        control: mpsc::UnboundedSender<Control>,
+    ) -> Result<Slot, RegistryError> {
+        let mut inner = self.lock();
+        let key = (launch.job, launch.rank);
+        if inner.ranks.contains_key(&key) {
+            return Err(RegistryError::Duplicate {
+                job: launch.job,
+                rank: launch.rank,
+            });
+        }
+        if inner
+            .ranks
+            .iter()
+            .any(|(k, e)| k.0 == launch.job && e.info.owner != owner)
+        {
+            return Err(RegistryError::NotOwner { job: launch.job });
+        }
+        inner.next_cgroup += 1;
+        let cgroup = inner.next_cgroup;
+        let info = RankInfo {
+            job: launch.job,
+            rank: launch.rank,
+            nranks: launch.nranks,
+            owner: owner.to_string(),
+            program: launch.argv.first().cloned().unwrap_or_default(),
+            bid: launch.bid,
+            cgroup,
+            age_millis: 0,
+        };
+        let entry = Entry {
+            info,
+            started: Instant::now(),
+            pgid: None,
+            control,
+        };
+        inner.ranks.insert(key, entry);
+        Ok(Slot {
+            registry: Arc::clone(self),
+            key,
+            cgroup,
+        })
+    }
+
+    /// Ranks visible to `peer`: all for an admin, the user's own for a user, none for
+    /// other roles.
+    pub fn list(&self, peer: &PeerIdentity) -> Vec<RankInfo> {
+        let inner = self.lock();
+        let mut out: Vec<RankInfo> = inner
+            .ranks
+            .values()
+            .filter(|e| visible(peer, &e.info.owner))
+            .map(|e| RankInfo {
+                age_millis: u64::try_from(e.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                ..e.info.clone()
+            })
+            .collect();
+        out.sort_by_key(|i| (i.job, i.rank));
+        out
+    }
+
+    /// Forwards `signal` to every rank of `job` visible to `peer`; returns how many.
+    pub fn signal(&self, peer: &PeerIdentity, job: JobId, signal: Signal) -> u32 {
+        let inner = self.lock();
+        let mut count = 0;
+        for ((id, _), entry) in inner.ranks.iter() {
+            if *id == job
+                && visible(peer, &entry.info.owner)
+                && entry.control.send(Control::Signal(signal)).is_ok()
+            {
+                count += 1;
+            }
+        }
+        count
+    }
+
+    /// Process group ids of every running rank (for diagnostics).
+    pub fn process_groups(&self) -> Vec<ProcessId> {
+        self.lock().ranks.values().filter_map(|e| e.pgid).collect()
+    }
+
+    /// Number of running ranks.
+    pub fn len(&self) -> usize {
+        self.lock().ranks.len()
+    }
+
+    /// True when no rank runs.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Recomputes every running rank's CPU weight from the bids and writes them.
+    /// Failures are logged (a cgroup that is being destroyed cannot take a weight).
+    pub fn rebalance(&self) {
+        let ranks: Vec<(u64, i64)> = {
+            let inner = self.lock();
+            inner
+                .ranks
+                .values()
+                .map(|e| (e.info.cgroup, e.info.bid))
+                .collect()
+        };
+        if ranks.is_empty() {
+            return;
+        }
+        let bids: Vec<stride::Bid> = ranks
+            .iter()
+            .map(|&(_, b)| stride::Bid::new(b).unwrap_or(stride::Bid::ZERO))
+            .collect();
+        let range = self.cgroups.weight_range();
+        let weights = stride::weights_for_bids(&bids, range.min, range.max);
+        for (&(cgroup, _), weight) in ranks.iter().zip(weights) {
+            if let Err(e) = self.cgroups.set_weight(cgroup, weight) {
+                tracing::debug!(cgroup, weight, error = %e, "cannot set cpu weight");
+            }
+        }
+    }
+}
+
+fn visible(peer: &PeerIdentity, owner: &str) -> bool {
+    match peer.role {
+        Role::Admin => true,
+        Role::User => peer.name == owner,
+        _ => false,
+    }
+}
+
+impl Slot {
+    /// The rank's cgroup id.
+    pub fn cgroup(&self) -> u64 {
+        self.cgroup
+    }
+
+    /// Records the rank's process group once it runs.
+    pub fn set_pgid(&self, pgid: ProcessId) {
+        if let Some(entry) = self.registry.lock().ranks.get_mut(&self.key) {
+            entry.pgid = Some(pgid);
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.registry.lock().ranks.remove(&self.key);
+        self.registry.rebalance();
+    }
+}

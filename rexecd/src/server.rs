@@ -1,0 +1,169 @@
+//! The daemon's top level: [`Server::new`] loads the TLS material, opens rexecd's
+//! parent cgroup and sweeps job cgroups an earlier run left behind (killing their
+//! processes); [`Server::serve`] accepts connections until the shutdown future
+//! completes, running one session task per connection; then it tells every session to
+//! stop (each destroys its job and reports it), waits for them, and sweeps once more so
+//! that no job cgroup survives rexecd. [`run`] does both in one call.
+//!
+//! The binary binds the listener, installs SIGTERM/SIGINT as the shutdown future and
+//! writes its ready file between `new` and `serve`; tests can do the same with a
+//! listener on port 0.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+
+use crate::cgroup::{CgroupError, JobCgroups};
+use crate::config::Config;
+use crate::registry::Registry;
+use crate::session::{self, Shared};
+
+/// How long sessions get to wind down at shutdown before they are cut off.
+const STOP_GRACE: Duration = Duration::from_secs(15);
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The certificate, key, CA or CRL could not be loaded.
+    #[error("cannot load the TLS configuration: {0}")]
+    Tls(#[from] certs::CertError),
+    /// The job cgroups could not be set up.
+    #[error("cannot set up job cgroups: {0}")]
+    Cgroup(#[from] CgroupError),
+    /// A blocking set-up task failed.
+    #[error("start-up task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// A prepared server: TLS loaded, cgroups opened and swept.
+pub struct Server {
+    acceptor: TlsAcceptor,
+    config: Config,
+    cgroups: JobCgroups,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Loads TLS, opens the parent cgroup and removes every job cgroup under it.
+    pub async fn new(config: Config) -> Result<Server, ServerError> {
+        let acceptor = certs::acceptor(&config.tls)?;
+        let parent = config.cgroup_parent.clone();
+        let cgroups = tokio::task::spawn_blocking(move || -> Result<JobCgroups, CgroupError> {
+            let cgroups = JobCgroups::detect(&parent)?;
+            let swept = cgroups.sweep_stale()?;
+            if !swept.is_empty() {
+                tracing::warn!(cgroups = ?swept, "removed job cgroups left by an earlier run");
+            }
+            Ok(cgroups)
+        })
+        .await??;
+        tracing::info!(node = %config.name, parent = %cgroups.parent_path().display(),
+            version = ?cgroups.version(), "job cgroups ready");
+        Ok(Server {
+            acceptor,
+            config,
+            cgroups,
+        })
+    }
+
+    /// Accepts connections until `shutdown` completes, then destroys every job and
+    /// returns.
+    pub async fn serve(self, listener: TcpListener, shutdown: impl Future) {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let registry = Arc::new(Registry::new(self.cgroups.clone()));
+        let shared = Arc::new(Shared {
+            config: self.config,
+            registry,
+            stop: stop_rx,
+        });
+        let mut sessions = JoinSet::new();
+        tokio::pin!(shutdown);
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(node = %shared.config.name, %addr, "listening");
+        }
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((tcp, remote)) => {
+                        let _ = tcp.set_nodelay(true);
+                        let shared = Arc::clone(&shared);
+                        let acceptor = self.acceptor.clone();
+                        sessions.spawn(async move {
+                            let remote = remote.to_string();
+                            match certs::accept(&acceptor, tcp).await {
+                                Ok((stream, peer)) => session::serve(shared, stream, peer, remote).await,
+                                Err(e) => tracing::info!(%remote, error = %e, "TLS handshake failed"),
+                            }
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
+                Some(done) = sessions.join_next(), if !sessions.is_empty() => {
+                    if let Err(e) = done {
+                        tracing::error!(error = %e, "session task failed");
+                    }
+                }
+            }
+        }
+        drop(listener);
+        tracing::info!(
+            jobs = shared.registry.len(),
+            "shutting down; destroying every job"
+        );
+        let _ = stop_tx.send(true);
+        let drained = tokio::time::timeout(STOP_GRACE, async {
+            while sessions.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("sessions did not end in time; cutting them off");
+            sessions.shutdown().await;
+        }
+        let cgroups = self.cgroups;
+        let swept = tokio::task::spawn_blocking(move || {
+            let swept = cgroups.sweep_stale();
+            let removed = cgroups.remove_parent();
+            (swept, removed)
+        })
+        .await;
+        match swept {
+            Ok((Ok(_), Ok(()))) => tracing::info!("stopped; no job cgroup left"),
+            Ok((swept, removed)) => {
+                if let Err(e) = swept {
+                    tracing::error!(error = %e, "cannot remove every job cgroup at shutdown");
+                }
+                if let Err(e) = removed {
+                    tracing::warn!(error = %e, "cannot remove the parent cgroup");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "shutdown sweep failed"),
+        }
+    }
+}
+
+/// Prepares a server and serves `listener` until `shutdown` completes.
+pub async fn run(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future,
+) -> Result<(), ServerError> {
+    Server::new(config).await?.serve(listener, shutdown).await;
+    Ok(())
+}

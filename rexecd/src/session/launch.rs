@@ -1,0 +1,217 @@
+//! Turning a `Launch` into a running rank: authorise the peer (user certificates only,
+//! allowed users, no root unless configured), validate the request, register the rank,
+//! create its cgroup, and spawn the program inside it as the user — with pipes, or with
+//! a pseudo-terminal when the client asked for one. Any failure answers `Error` and
+//! leaves nothing behind: the cgroup is destroyed and the rank unregistered.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+
+use certs::{PeerIdentity, Role};
+use proto::node::{ErrorCode, ErrorReply, FromNode, Launch};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+
+use super::job::{self, Job};
+use super::{Reader, Shared, Writer};
+use crate::pty::{Pty, PtyMaster};
+use crate::registry::{Control, Slot};
+use crate::spawn::{JobCommand, JobUser, SessionMode, SpawnError, SpawnPolicy};
+use crate::sys::ProcessId;
+
+/// Handles `Launch` to the end of the session.
+pub(super) async fn launch<S>(
+    shared: Arc<Shared>,
+    peer: PeerIdentity,
+    request: Launch,
+    reader: Reader<S>,
+    mut writer: Writer<S>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (control_tx, control_rx) = mpsc::unbounded_channel();
+    let started = match prepare(&shared, &peer, &request, control_tx).await {
+        Ok(started) => started,
+        Err(reply) => {
+            tracing::info!(%peer, job = %request.job, rank = request.rank,
+                code = ?reply.code, message = %reply.message, "launch refused");
+            let _ = writer.send(&FromNode::Error(reply)).await;
+            let _ = writer.shutdown().await;
+            return;
+        }
+    };
+    job::run(shared, started, reader, writer, control_rx).await;
+}
+
+/// Checks, registers and spawns; on success the program runs.
+async fn prepare(
+    shared: &Arc<Shared>,
+    peer: &PeerIdentity,
+    request: &Launch,
+    control: mpsc::UnboundedSender<Control>,
+) -> Result<Job, ErrorReply> {
+    let user = authorize(shared, peer, request)?;
+    let slot = shared
+        .registry
+        .register(request, user.name(), control)
+        .map_err(|e| ErrorReply::new(ErrorCode::BadRequest, e.to_string()))?;
+    let cgroups = shared.registry.cgroups().clone();
+    let id = slot.cgroup();
+    let created = tokio::task::spawn_blocking(move || cgroups.create_job(id)).await;
+    match created {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(internal(format!("cannot create the job cgroup: {e}"))),
+        Err(e) => return Err(internal(format!("cannot create the job cgroup: {e}"))),
+    }
+    match spawn(shared, request, &user, &slot) {
+        Ok((child, pty)) => {
+            shared.registry.rebalance();
+            Ok(Job::new(request, user, slot, child, pty))
+        }
+        Err(reply) => {
+            job::destroy(shared, id).await;
+            Err(reply)
+        }
+    }
+}
+
+fn internal(message: String) -> ErrorReply {
+    ErrorReply::new(ErrorCode::Internal, message)
+}
+
+/// Who the job runs as, if the peer may launch at all.
+fn authorize(
+    shared: &Shared,
+    peer: &PeerIdentity,
+    request: &Launch,
+) -> Result<JobUser, ErrorReply> {
+    let config = &shared.config;
+    if peer.role != Role::User {
+        return Err(ErrorReply::new(
+            ErrorCode::NotAuthorized,
+            format!(
+                "only user certificates may launch jobs; this is a {} certificate",
+                peer.role
+            ),
+        ));
+    }
+    request
+        .validate()
+        .map_err(|e| ErrorReply::new(ErrorCode::BadRequest, format!("bad launch request: {e}")))?;
+    if let Some(allowed) = &config.allowed_users
+        && !allowed.iter().any(|u| u == &peer.name)
+    {
+        return Err(ErrorReply::new(
+            ErrorCode::NotAuthorized,
+            format!(
+                "user {} may not run jobs on node {}; ask its admin to add the user to allowed_users",
+                peer.name, config.name
+            ),
+        ));
+    }
+    let policy = SpawnPolicy {
+        allow_root: config.allow_root,
+    };
+    JobUser::resolve(&peer.name, policy).map_err(|e| {
+        let code = match e {
+            SpawnError::UnknownUser { .. } => ErrorCode::UnknownUser,
+            SpawnError::RootRefused { .. } => ErrorCode::NotAuthorized,
+            _ => ErrorCode::Internal,
+        };
+        ErrorReply::new(code, format!("node {}: {e}", config.name))
+    })
+}
+
+/// Spawns the program inside the (already created) cgroup.
+fn spawn(
+    shared: &Shared,
+    request: &Launch,
+    user: &JobUser,
+    slot: &Slot,
+) -> Result<(tokio::process::Child, Option<PtyMaster>), ErrorReply> {
+    let config = &shared.config;
+    let join = shared
+        .registry
+        .cgroups()
+        .join(slot.cgroup())
+        .map_err(|e| internal(format!("cannot open the job cgroup: {e}")))?;
+    let program = &request.argv[0];
+    let mode = match request.terminal {
+        Some(_) => SessionMode::NewSessionWithTty,
+        None => SessionMode::NewSession,
+    };
+    let mut command = JobCommand::new(program)
+        .args(&request.argv[1..])
+        .envs(config.env.job_env(&request.env, user))
+        .session(mode);
+    if let Some(cwd) = &request.cwd {
+        command = command.cwd(cwd);
+    }
+    let mut command = command
+        .build(user, join)
+        .map_err(|e| ErrorReply::new(ErrorCode::BadRequest, e.to_string()))?;
+    let pty = match request.terminal {
+        Some(size) => {
+            let pty = Pty::open(size)
+                .map_err(|e| internal(format!("cannot open a pseudo-terminal: {e}")))?;
+            let io = |fd: &OwnedFd| fd.try_clone().map(Stdio::from);
+            let stdio =
+                (|| Ok::<_, std::io::Error>((io(&pty.slave)?, io(&pty.slave)?, io(&pty.slave)?)))()
+                    .map_err(|e| internal(format!("cannot set up the terminal: {e}")))?;
+            command.stdin(stdio.0).stdout(stdio.1).stderr(stdio.2);
+            Some(pty.master)
+        }
+        None => {
+            command
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            None
+        }
+    };
+    let mut command = tokio::process::Command::from(command);
+    let child = command
+        .spawn()
+        .map_err(|e| spawn_error(config, request, user, &e))?;
+    if let Some(out) = &child.stdout {
+        crate::pump::enlarge_pipe(out.as_fd());
+    }
+    if let Some(err) = &child.stderr {
+        crate::pump::enlarge_pipe(err.as_fd());
+    }
+    // The command (and with it our copies of the terminal's slave side) is dropped here,
+    // so the terminal reports EOF once the job's processes are gone.
+    drop(command);
+    if let Some(pid) = child.id() {
+        slot.set_pgid(ProcessId(pid as i32));
+    }
+    Ok((child, pty))
+}
+
+/// The one-line answer for a failed spawn.
+fn spawn_error(
+    config: &crate::config::Config,
+    request: &Launch,
+    user: &JobUser,
+    e: &std::io::Error,
+) -> ErrorReply {
+    let program = &request.argv[0];
+    let cwd = match &request.cwd {
+        Some(dir) if Path::new(dir).is_dir() => dir.clone(),
+        _ => user.home().display().to_string(),
+    };
+    let node = &config.name;
+    let message = match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            format!("program {program} not found on node {node} (cwd {cwd})")
+        }
+        std::io::ErrorKind::PermissionDenied => format!(
+            "program {program} is not executable by {} on node {node} (cwd {cwd})",
+            user.name()
+        ),
+        _ => format!("cannot start {program} on node {node}: {e}"),
+    };
+    ErrorReply::new(ErrorCode::SpawnFailed, message)
+}

@@ -1,0 +1,215 @@
+//! One client connection, after the TLS handshake: the `Hello`/`Welcome` exchange, then
+//! either one job (`Launch`, see `launch` and `job`) or any number of admin requests
+//! (`ListJobs`, `Kill`, see `admin`), in the order `proto::node` prescribes.
+//!
+//! Before a job runs, a peer gets one heartbeat timeout to send each request; silence,
+//! a closed connection or a malformed frame ends the session (with an `Error` frame when
+//! the peer can still read one). Nothing a peer sends can make the session panic.
+
+mod admin;
+mod job;
+mod launch;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use certs::PeerIdentity;
+use proto::node::{ErrorCode, ErrorReply, FromNode, ToNode, Welcome};
+use proto::{FrameError, FrameReader, FrameWriter, Framed};
+use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::registry::Registry;
+
+/// What every session shares: the configuration, the registry of running ranks and the
+/// server's stop signal.
+#[derive(Debug)]
+pub struct Shared {
+    /// The resolved configuration.
+    pub config: Config,
+    /// Running ranks and the job cgroups.
+    pub registry: Arc<Registry>,
+    /// Becomes `true` when rexecd shuts down.
+    pub stop: watch::Receiver<bool>,
+}
+
+/// The software name sent in `Welcome`.
+pub const AGENT: &str = concat!("rexecd ", env!("CARGO_PKG_VERSION"));
+
+type Reader<S> = FrameReader<ReadHalf<S>>;
+type Writer<S> = FrameWriter<WriteHalf<S>>;
+
+/// What waiting for the next frame produced.
+enum Incoming {
+    Frame(ToNode),
+    Closed,
+    TimedOut,
+    Stopped,
+    Failed(FrameError),
+}
+
+/// Runs one session over an authenticated stream.
+pub async fn serve<S>(shared: Arc<Shared>, stream: S, peer: PeerIdentity, remote: String)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut reader, mut writer) = Framed::new(stream, shared.config.max_frame).into_split();
+    let mut stop = shared.stop.clone();
+    let wait = shared.config.heartbeat_timeout;
+    let hello = match next(&mut reader, wait, &mut stop).await {
+        Incoming::Frame(ToNode::Hello(hello)) => hello,
+        Incoming::Frame(other) => {
+            let text = format!("expected Hello first, got message tag {}", other.tag());
+            return refuse(&mut writer, ErrorCode::BadRequest, text, &peer, &remote).await;
+        }
+        other => return ended(&mut writer, other, &peer, &remote).await,
+    };
+    let version = match proto::node::negotiate(&hello) {
+        Ok(v) => v,
+        Err(e) => {
+            return refuse(
+                &mut writer,
+                ErrorReply::from(e),
+                String::new(),
+                &peer,
+                &remote,
+            )
+            .await;
+        }
+    };
+    let welcome = FromNode::Welcome(Welcome {
+        version,
+        node: shared.config.name.clone(),
+        agent: AGENT.to_string(),
+    });
+    if writer.send(&welcome).await.is_err() {
+        return;
+    }
+    tracing::debug!(%peer, %remote, agent = %hello.agent, "session open");
+    loop {
+        match next(&mut reader, wait, &mut stop).await {
+            Incoming::Frame(ToNode::Launch(request)) => {
+                return launch::launch(shared, peer, request, reader, writer).await;
+            }
+            Incoming::Frame(ToNode::ListJobs) => {
+                let answer = admin::list(&shared, &peer).await;
+                if writer.send(&answer).await.is_err() {
+                    return;
+                }
+            }
+            Incoming::Frame(ToNode::Kill(kill)) => {
+                let answer = admin::kill(&shared, &peer, &kill);
+                if writer.send(&answer).await.is_err() {
+                    return;
+                }
+            }
+            Incoming::Frame(ToNode::Heartbeat(_)) => {}
+            Incoming::Frame(ToNode::Unknown { tag }) => {
+                let text = format!("message tag {tag} is not supported by {AGENT}");
+                return refuse(&mut writer, ErrorCode::Unsupported, text, &peer, &remote).await;
+            }
+            Incoming::Frame(other) => {
+                let text = format!(
+                    "message tag {} is not allowed before Launch, ListJobs or Kill",
+                    other.tag()
+                );
+                return refuse(&mut writer, ErrorCode::BadRequest, text, &peer, &remote).await;
+            }
+            Incoming::Closed => return,
+            other => return ended(&mut writer, other, &peer, &remote).await,
+        }
+    }
+}
+
+/// Waits up to `limit` for the next frame, or until rexecd stops.
+async fn next<S: AsyncRead>(
+    reader: &mut Reader<S>,
+    limit: Duration,
+    stop: &mut watch::Receiver<bool>,
+) -> Incoming {
+    if *stop.borrow() {
+        return Incoming::Stopped;
+    }
+    tokio::select! {
+        got = tokio::time::timeout(limit, reader.recv::<ToNode>()) => match got {
+            Err(_) => Incoming::TimedOut,
+            Ok(Ok(Some(frame))) => Incoming::Frame(frame),
+            Ok(Ok(None)) => Incoming::Closed,
+            Ok(Err(e)) => Incoming::Failed(e),
+        },
+        _ = stop.wait_for(|s| *s) => Incoming::Stopped,
+    }
+}
+
+/// Answers a frame error or timeout before any job runs, then closes.
+async fn ended<S: AsyncWrite>(
+    writer: &mut Writer<S>,
+    why: Incoming,
+    peer: &PeerIdentity,
+    remote: &str,
+) {
+    let (code, text) = match why {
+        Incoming::TimedOut => (
+            ErrorCode::BadRequest,
+            "no request within the heartbeat timeout; closing".to_string(),
+        ),
+        Incoming::Stopped => (
+            ErrorCode::Busy,
+            "rexecd is shutting down; try another node".to_string(),
+        ),
+        Incoming::Failed(e) => match frame_error_reply(&e) {
+            Some(reply) => (reply.code, reply.message),
+            None => {
+                tracing::info!(%peer, %remote, error = %e, "session ended");
+                return;
+            }
+        },
+        Incoming::Closed | Incoming::Frame(_) => return,
+    };
+    refuse(writer, code, text, peer, remote).await;
+}
+
+/// The `Error` answer for a frame error the peer should hear about (malformed or too
+/// large); `None` when the connection itself failed.
+fn frame_error_reply(e: &FrameError) -> Option<ErrorReply> {
+    match e {
+        FrameError::Decode(_) | FrameError::TooLarge { .. } => Some(ErrorReply::new(
+            ErrorCode::BadRequest,
+            format!("{e}; closing the session"),
+        )),
+        _ => None,
+    }
+}
+
+/// Sends `Error` (an empty `text` keeps `reply`'s own message) and closes.
+async fn refuse<S: AsyncWrite>(
+    writer: &mut Writer<S>,
+    reply: impl Into<Reply>,
+    text: String,
+    peer: &PeerIdentity,
+    remote: &str,
+) {
+    let mut reply = reply.into().0;
+    if !text.is_empty() {
+        reply.message = text;
+    }
+    tracing::info!(%peer, %remote, code = ?reply.code, message = %reply.message, "request refused");
+    let _ = writer.send(&FromNode::Error(reply)).await;
+    let _ = writer.shutdown().await;
+}
+
+/// An `ErrorReply` or a bare code, for [`refuse`].
+struct Reply(ErrorReply);
+
+impl From<ErrorReply> for Reply {
+    fn from(r: ErrorReply) -> Self {
+        Reply(r)
+    }
+}
+
+impl From<ErrorCode> for Reply {
+    fn from(code: ErrorCode) -> Self {
+        Reply(ErrorReply::new(code, ""))
+    }
+}
