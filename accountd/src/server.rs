@@ -196,9 +196,32 @@ impl Connection {
                     break;
                 }
             };
-            if let Err(e) = framed.send(&response).await {
-                tracing::debug!(%addr, %peer, error = %e, "could not answer; closing");
-                break;
+            let id = response.id;
+            match framed.send(&response).await {
+                Ok(()) => {}
+                Err(FrameError::TooLarge { len, max }) => {
+                    // Nothing was written; say why instead of the answer.
+                    let err = AccountError::new(
+                        ErrorCode::TooLarge,
+                        format!(
+                            "the answer ({len} bytes) exceeds the {max}-byte message limit; ask for less, e.g. a narrower --since/--until window"
+                        ),
+                    );
+                    if framed
+                        .send(&AccountResponse {
+                            id,
+                            result: Err(err),
+                        })
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(%addr, %peer, error = %e, "could not answer; closing");
+                    break;
+                }
             }
         }
         let _ = framed.get_mut().shutdown().await;

@@ -441,6 +441,8 @@ crate::tagged::code_enum! {
         10 => Unavailable,
         /// The operation is not known to this server (sent by a newer client).
         11 => Unsupported,
+        /// The answer would exceed the frame limit; ask for less.
+        12 => TooLarge,
     }
 }
 

@@ -7,5 +7,6 @@ mod crash;
 mod errors;
 mod journal;
 mod ledger;
+mod limits;
 mod roles;
 mod support;
