@@ -1,0 +1,256 @@
+//! The command line: the run form `rexec [OPTIONS] [--] PROG [ARGS...]` and
+//! the admin forms `rexec jobs` and `rexec kill JOBID`, and the rule that
+//! tells them apart.
+//!
+//! The rule: the first word that is neither an option nor an option's value
+//! decides. If it is exactly `jobs` or `kill` and no `--` came before it, the
+//! line is an admin command; otherwise it is the program to run, and every
+//! word after it belongs to the program. So a program called `jobs` runs with
+//! `rexec -- jobs` (or `rexec ./jobs`).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Which ranks read the client's standard input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StdinMode {
+    /// Every rank gets every byte (the default).
+    All,
+    /// Only rank 0; the others see end-of-file at once.
+    #[value(name = "0")]
+    Rank0,
+    /// No rank; all see end-of-file at once and the client never reads its input.
+    None,
+}
+
+fn rate_help() -> String {
+    format!(
+        "Bid RATE credits per minute of CPU on each node (decimal, e.g. 2 or 0.5; default 0). \
+         Negative, malformed or larger than the configured max_rate is refused before anything starts.\n\n{}",
+        stride::BID_HELP
+    )
+}
+
+const RUN_AFTER_HELP: &str = "\
+Other forms:
+  rexec jobs [--nodes A,B,...]              list your jobs (all jobs for an admin) on the nodes
+  rexec kill JOBID [--nodes A,B,...] [-s SIG]  signal every rank of a job (default SIGKILL)
+The first word that is not an option decides: `jobs` or `kill` there means the admin form, unless
+`--` came before it. To run a program called jobs, write `rexec -- jobs`.
+
+Nodes: with --nodes, ranks go to the listed nodes in order (N defaults to the list length; with
+-n N the list is cycled or cut to N). Without --nodes, the first N nodes of the configuration file
+are used in file order, cycling if there are fewer than N (N defaults to 1).
+
+Configuration: --config PATH, else $REXEC_CONFIG, else ~/.config/rexec/config.toml (TOML with ca,
+cert, key, optional crl and max_rate, and a [nodes] table of name = \"host:port\").
+REXEC_HEARTBEAT_TIMEOUT (e.g. 5s, 500ms) sets how long a silent node is trusted (default 5s).
+
+Exit status: the first non-zero status among the ranks, in the order they finish (128+N for a rank
+killed by signal N); 255 when a node is lost or fails, 127 when the program cannot be started,
+130 after a double Ctrl-C, 2 for a usage or configuration error.";
+
+/// `rexec [OPTIONS] [--] PROG [ARGS...]`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "rexec",
+    version,
+    about = "Run a program on several cluster nodes as if it ran here",
+    after_help = RUN_AFTER_HELP
+)]
+pub struct RunArgs {
+    /// Bid in credits per minute.
+    #[arg(short = 'r', long = "rate", value_name = "RATE", default_value = "0", long_help = rate_help())]
+    pub rate: String,
+    /// Number of ranks (processes) to start.
+    #[arg(short = 'n', long = "nranks", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=crate::plan::MAX_RANKS as i64))]
+    pub nranks: Option<u32>,
+    /// Nodes to run on, in rank order; a node may appear more than once.
+    #[arg(long, value_name = "A,B,...", value_delimiter = ',')]
+    pub nodes: Option<Vec<String>>,
+    /// Prefix every output line with the rank that wrote it, as "[R] ".
+    #[arg(short = 'l', long = "label")]
+    pub label: bool,
+    /// Which ranks read standard input.
+    #[arg(long, value_enum, default_value = "all", value_name = "all|0|none")]
+    pub stdin: StdinMode,
+    /// Give rank 0 a pseudo-terminal (for interactive programs); stdout and
+    /// stderr of rank 0 then arrive merged.
+    #[arg(short = 't', long = "tty")]
+    pub tty: bool,
+    /// Abort every rank as soon as one exits with a non-zero status.
+    #[arg(long)]
+    pub kill_on_bad_exit: bool,
+    /// Client configuration file.
+    #[arg(long, value_name = "PATH", env = "REXEC_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The program and its arguments.
+    #[arg(value_name = "PROG [ARGS...]", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+/// `rexec jobs ...` and `rexec kill ...`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "rexec",
+    version,
+    about = "List or kill rexec jobs on the nodes"
+)]
+pub struct AdminArgs {
+    /// The admin command.
+    #[command(subcommand)]
+    pub command: AdminCommand,
+    /// Nodes to ask (default: every node of the configuration).
+    #[arg(long, value_name = "A,B,...", value_delimiter = ',', global = true)]
+    pub nodes: Option<Vec<String>>,
+    /// Client configuration file.
+    #[arg(long, value_name = "PATH", env = "REXEC_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+}
+
+/// The admin commands.
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// List your jobs (all jobs with an admin certificate) on the nodes.
+    Jobs,
+    /// Signal every rank of a job on the nodes.
+    Kill(KillArgs),
+}
+
+/// Arguments of `rexec kill`.
+#[derive(Debug, Args)]
+pub struct KillArgs {
+    /// The job id, as printed by `rexec jobs` (16 hex digits).
+    #[arg(value_name = "JOBID")]
+    pub job: String,
+    /// The signal to send, by name (KILL, TERM, INT, ...).
+    #[arg(short = 's', long, default_value = "KILL", value_name = "SIG")]
+    pub signal: String,
+}
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Invocation {
+    /// Run a program.
+    Run(RunArgs),
+    /// `jobs` or `kill`.
+    Admin(AdminArgs),
+}
+
+/// Long options of the run form that take a value in the next word.
+const LONG_WITH_VALUE: [&str; 5] = ["--rate", "--nranks", "--nodes", "--stdin", "--config"];
+/// Short options of the run form that take a value.
+const SHORT_WITH_VALUE: [char; 2] = ['r', 'n'];
+
+/// Whether `args` (without the program name) is an admin command, by the
+/// rule in the module docs.
+///
+/// ```
+/// use rexec::cli::is_admin;
+/// let w = |s: &str| s.split(' ').map(std::ffi::OsString::from).collect::<Vec<_>>();
+/// assert!(is_admin(&w("jobs")));
+/// assert!(is_admin(&w("--nodes a,b kill 1f")));
+/// assert!(!is_admin(&w("-- jobs")));
+/// assert!(!is_admin(&w("-n 2 ./jobs")));
+/// assert!(!is_admin(&w("-r kill ls"))); // `kill` is the rate here
+/// ```
+pub fn is_admin(args: &[OsString]) -> bool {
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        let Some(w) = word.to_str() else { return false };
+        if w == "--" {
+            return false;
+        }
+        if let Some(long) = w.strip_prefix("--") {
+            if !long.contains('=') && LONG_WITH_VALUE.contains(&w) {
+                words.next();
+            }
+            continue;
+        }
+        if let Some(shorts) = w.strip_prefix('-').filter(|s| !s.is_empty()) {
+            // A cluster like `-lt` or `-ln4`: a value-taking letter takes the
+            // rest of the word, or the next word when it ends the cluster.
+            for (i, c) in shorts.char_indices() {
+                if SHORT_WITH_VALUE.contains(&c) {
+                    if i + c.len_utf8() == shorts.len() {
+                        words.next();
+                    }
+                    break;
+                }
+            }
+            continue;
+        }
+        return w == "jobs" || w == "kill";
+    }
+    false
+}
+
+/// Parse the whole command line (including the program name), exiting with
+/// clap's message and status 2 on a usage error.
+pub fn parse(argv: Vec<OsString>) -> Invocation {
+    if is_admin(argv.get(1..).unwrap_or(&[])) {
+        Invocation::Admin(AdminArgs::parse_from(argv))
+    } else {
+        Invocation::Run(RunArgs::parse_from(argv))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(line: &str) -> RunArgs {
+        let argv: Vec<OsString> = std::iter::once("rexec")
+            .chain(line.split(' '))
+            .map(OsString::from)
+            .collect();
+        match parse(argv) {
+            Invocation::Run(r) => r,
+            Invocation::Admin(a) => panic!("parsed as admin: {a:?}"),
+        }
+    }
+
+    #[test]
+    fn options_stop_at_the_program() {
+        let r = run("-r 2.5 -n 4 -l --stdin 0 ls -l --nodes x");
+        assert_eq!(r.rate, "2.5");
+        assert_eq!(r.nranks, Some(4));
+        assert!(r.label);
+        assert_eq!(r.stdin, StdinMode::Rank0);
+        assert_eq!(r.nodes, None);
+        assert_eq!(r.command, ["ls", "-l", "--nodes", "x"]);
+    }
+
+    #[test]
+    fn nodes_list_and_double_dash() {
+        let r = run("--nodes a,b,a -t --kill-on-bad-exit -- jobs --help");
+        assert_eq!(r.nodes.unwrap(), ["a", "b", "a"]);
+        assert!(r.tty && r.kill_on_bad_exit);
+        assert_eq!(r.command, ["jobs", "--help"]);
+    }
+
+    #[test]
+    fn admin_forms() {
+        let argv = ["rexec", "kill", "00ff", "--nodes", "n1", "-s", "TERM"];
+        let Invocation::Admin(a) = parse(argv.iter().map(OsString::from).collect()) else {
+            panic!("not admin");
+        };
+        assert_eq!(a.nodes.unwrap(), ["n1"]);
+        let AdminCommand::Kill(k) = a.command else {
+            panic!("not kill")
+        };
+        assert_eq!((k.job.as_str(), k.signal.as_str()), ("00ff", "TERM"));
+    }
+
+    #[test]
+    fn attached_short_values_are_skipped() {
+        let w = |s: &str| s.split(' ').map(OsString::from).collect::<Vec<_>>();
+        assert!(!is_admin(&w("-ln4 jobs2")));
+        assert!(is_admin(&w("-ln4 jobs")));
+        assert!(is_admin(&w("--rate=2 jobs")));
+        assert!(!is_admin(&w("--rate jobs ls")));
+    }
+}

@@ -1,0 +1,305 @@
+//! The client configuration file: where it is looked for, what it holds (TLS
+//! material, the largest bid allowed, the known nodes in file order) and the
+//! errors that name the file and the key at fault.
+//!
+//! ```toml
+//! ca = "/etc/rexec/ca.pem"
+//! cert = "user-ann.pem"          # relative paths are relative to this file
+//! key = "user-ann.key"
+//! crl = "/etc/rexec/crl.pem"     # optional
+//! max_rate = "1000"              # credits per minute, optional (default 1000)
+//! [nodes]
+//! n1 = "127.0.0.1:7001"
+//! n2 = "node2.example.org:7000"
+//! ```
+//!
+//! The file is found by, in order: `--config PATH`, the `REXEC_CONFIG`
+//! environment variable, `$HOME/.config/rexec/config.toml`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use certs::{Role, TlsPaths};
+use serde::Deserialize;
+use stride::Bid;
+
+/// Largest bid allowed when the file sets no `max_rate`, in credits per minute.
+pub const DEFAULT_MAX_RATE: u32 = 1000;
+
+/// The configuration file name under `$HOME`.
+pub const HOME_CONFIG: &str = ".config/rexec/config.toml";
+
+/// A node the client knows: its certificate name and where it listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeEntry {
+    /// The node's name, as in its certificate.
+    pub name: String,
+    /// `host:port` to connect to.
+    pub addr: String,
+}
+
+/// A loaded client configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// CA, certificate, key and CRL, with relative paths resolved.
+    pub tls: TlsPaths,
+    /// The largest bid `-r` may ask for.
+    pub max_rate: Bid,
+    /// The known nodes, in the order the file lists them.
+    pub nodes: Vec<NodeEntry>,
+}
+
+/// Why the configuration could not be loaded; every message names the file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No file where one was expected.
+    #[error(
+        "client configuration {path} does not exist; create it (see `rexec --help`) or point --config or REXEC_CONFIG at one"
+    )]
+    Missing {
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// No `--config`, no `REXEC_CONFIG` and no `HOME`.
+    #[error(
+        "cannot find the client configuration: HOME is not set; pass --config PATH or set REXEC_CONFIG"
+    )]
+    NoHome,
+    /// The file exists but could not be read.
+    #[error("cannot read client configuration {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has a key of the wrong type or name.
+    #[error("client configuration {path}, line {line}: {message}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the problem.
+        line: usize,
+        /// What is wrong, as one line.
+        message: String,
+    },
+    /// A key has a value that cannot be used.
+    #[error("client configuration {path}: `{key}`: {message}")]
+    Value {
+        /// The file.
+        path: PathBuf,
+        /// The key, such as `max_rate` or `nodes.n1`.
+        key: String,
+        /// What is wrong and what to write instead.
+        message: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RateValue {
+    Text(String),
+    Integer(i64),
+    Float(f64),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    ca: Option<String>,
+    cert: Option<String>,
+    key: Option<String>,
+    crl: Option<String>,
+    max_rate: Option<RateValue>,
+    #[serde(default)]
+    nodes: BTreeMap<String, toml::Spanned<String>>,
+}
+
+/// Which file to load: `explicit` (from `--config` or `REXEC_CONFIG`, which
+/// clap merges) or `$HOME/.config/rexec/config.toml`.
+pub fn config_path(explicit: Option<&Path>) -> Result<PathBuf, ConfigError> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    match std::env::var_os("HOME") {
+        Some(home) if !home.is_empty() => Ok(PathBuf::from(home).join(HOME_CONFIG)),
+        _ => Err(ConfigError::NoHome),
+    }
+}
+
+impl Config {
+    /// Read and check the configuration at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                ConfigError::Missing {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            }
+        })?;
+        Config::parse(path, &text)
+    }
+
+    /// Check the configuration text `text`, said to come from `path`
+    /// (relative TLS paths are resolved against its directory).
+    ///
+    /// ```
+    /// let text = "ca = \"/pki/ca.pem\"\ncert = \"u.pem\"\nkey = \"u.key\"\n\
+    ///             [nodes]\nzed = \"127.0.0.1:7001\"\nalpha = \"127.0.0.1:7002\"\n";
+    /// let c = rexec::config::Config::parse("/home/ann/rexec.toml".as_ref(), text).unwrap();
+    /// assert_eq!(c.tls.cert, std::path::Path::new("/home/ann/u.pem"));
+    /// assert_eq!(c.nodes[0].name, "zed"); // file order, not name order
+    /// assert_eq!(c.max_rate.to_string(), "1000");
+    /// ```
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
+        let value_err = |key: &str, message: String| ConfigError::Value {
+            path: path.to_path_buf(),
+            key: key.to_string(),
+            message,
+        };
+        let base = path.parent().unwrap_or(Path::new("."));
+        let required = |key: &str, v: Option<String>, what: &str| match v {
+            Some(s) if !s.is_empty() => Ok(base.join(s)),
+            _ => Err(value_err(
+                key,
+                format!("missing; set it to the path of {what} (PEM)"),
+            )),
+        };
+        let tls = TlsPaths {
+            ca: required("ca", raw.ca, "the cluster CA certificate")?,
+            cert: required("cert", raw.cert, "your user certificate")?,
+            key: required("key", raw.key, "your private key")?,
+            crl: raw.crl.filter(|s| !s.is_empty()).map(|s| base.join(s)),
+        };
+        let max_rate = match raw.max_rate {
+            None => Bid::from_credits(DEFAULT_MAX_RATE),
+            Some(v) => {
+                let text = match v {
+                    RateValue::Text(s) => s,
+                    RateValue::Integer(i) => i.to_string(),
+                    RateValue::Float(f) => f.to_string(),
+                };
+                text.parse::<Bid>()
+                    .map_err(|e| value_err("max_rate", e.to_string()))?
+            }
+        };
+        let mut nodes: Vec<(usize, NodeEntry)> = Vec::new();
+        for (name, addr) in raw.nodes {
+            let key = format!("nodes.{name}");
+            certs::check_name(Role::Node, &name)
+                .map_err(|e| value_err(&key, format!("not a usable node name: {e}")))?;
+            let start = addr.span().start;
+            let addr = addr.into_inner();
+            check_addr(&addr).map_err(|m| value_err(&key, m))?;
+            nodes.push((start, NodeEntry { name, addr }));
+        }
+        nodes.sort_by_key(|(start, _)| *start);
+        Ok(Config {
+            path: path.to_path_buf(),
+            tls,
+            max_rate,
+            nodes: nodes.into_iter().map(|(_, n)| n).collect(),
+        })
+    }
+
+    /// The node called `name`, if the file lists it.
+    pub fn node(&self, name: &str) -> Option<&NodeEntry> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+}
+
+/// `host:port` with a non-empty host and a port number.
+fn check_addr(addr: &str) -> Result<(), String> {
+    let bad =
+        || format!("{addr:?} is not an address; write it as \"host:port\", e.g. \"10.0.0.5:7000\"");
+    let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(bad());
+    }
+    Ok(())
+}
+
+fn syntax_error(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
+    let line = e
+        .span()
+        .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+        .unwrap_or(1);
+    let message = e.message().lines().collect::<Vec<_>>().join(" ");
+    ConfigError::Syntax {
+        path: path.to_path_buf(),
+        line,
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(Path::new("/etc/rexec/c.toml"), text)
+    }
+
+    const BASE: &str = "ca = \"ca.pem\"\ncert = \"/abs/u.pem\"\nkey = \"u.key\"\n";
+
+    #[test]
+    fn relative_paths_follow_the_file_and_crl_is_optional() {
+        let c = parse(BASE).unwrap();
+        assert_eq!(c.tls.ca, Path::new("/etc/rexec/ca.pem"));
+        assert_eq!(c.tls.cert, Path::new("/abs/u.pem"));
+        assert_eq!(c.tls.crl, None);
+        assert!(c.nodes.is_empty());
+    }
+
+    #[test]
+    fn nodes_keep_file_order() {
+        let c = parse(&format!(
+            "{BASE}[nodes]\nn3 = \"h:1\"\nn1 = \"h:2\"\nn2 = \"h:3\"\n"
+        ))
+        .unwrap();
+        let names: Vec<_> = c.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["n3", "n1", "n2"]);
+        assert_eq!(c.node("n1").unwrap().addr, "h:2");
+    }
+
+    #[test]
+    fn max_rate_accepts_text_and_numbers_and_refuses_garbage() {
+        let c = parse(&format!("{BASE}max_rate = \"2.5\"\n")).unwrap();
+        assert_eq!(c.max_rate.micros_per_minute(), 2_500_000);
+        let c = parse(&format!("{BASE}max_rate = 7\n")).unwrap();
+        assert_eq!(c.max_rate.micros_per_minute(), 7_000_000);
+        let e = parse(&format!("{BASE}max_rate = \"-1\"\n")).unwrap_err();
+        assert!(e.to_string().contains("`max_rate`"), "{e}");
+        assert!(e.to_string().contains("/etc/rexec/c.toml"), "{e}");
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_key() {
+        let e = parse("cert = \"a\"\nkey = \"b\"\n").unwrap_err();
+        assert!(e.to_string().contains("`ca`: missing"), "{e}");
+        let e = parse(&format!("{BASE}[nodes]\nn1 = \"nocolon\"\n")).unwrap_err();
+        assert!(e.to_string().contains("`nodes.n1`"), "{e}");
+        let e = parse(&format!("{BASE}[nodes]\n\"bad name!\" = \"h:1\"\n")).unwrap_err();
+        assert!(e.to_string().contains("nodes.bad name!"), "{e}");
+        let e = parse(&format!("{BASE}colour = \"blue\"\n")).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("line 4") && text.contains("colour"), "{text}");
+        assert!(!text.contains('\n'), "one line: {text}");
+    }
+
+    #[test]
+    fn missing_file_says_how_to_fix_it() {
+        let e = Config::load(Path::new("/nonexistent/rexec.toml")).unwrap_err();
+        assert!(matches!(e, ConfigError::Missing { .. }));
+        assert!(e.to_string().contains("--config"), "{e}");
+    }
+}

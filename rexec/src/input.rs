@@ -1,0 +1,70 @@
+//! The stdin pump: a thread that reads the client's standard input in
+//! chunks of up to [`proto::node::CHUNK_SIZE`] and hands each chunk to the ranks
+//! chosen by `--stdin`, then `StdinEnd` at end-of-file.
+//!
+//! `--stdin all` gives every rank every chunk; `--stdin 0` only rank 0, the
+//! others get `StdinEnd` at once; `--stdin none` reads nothing and every
+//! rank gets `StdinEnd` at once. The queues are bounded, so a rank that does
+//! not read its input holds the pump back, as a full pipe would locally.
+//! The thread blocks in `read`; the client ends with `process::exit`, which
+//! does not wait for it.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::AsFd;
+
+use proto::Chunk;
+use proto::node::ToNode;
+use tokio::sync::mpsc;
+
+use crate::cli::StdinMode;
+
+/// Start delivering standard input to `ranks` (stdin queues in rank order).
+pub fn start(mode: StdinMode, ranks: Vec<mpsc::Sender<ToNode>>) -> io::Result<()> {
+    let (readers, others): (Vec<_>, Vec<_>) = match mode {
+        StdinMode::All => (ranks, Vec::new()),
+        StdinMode::Rank0 => {
+            let mut all = ranks.into_iter();
+            (all.next().into_iter().collect(), all.collect())
+        }
+        StdinMode::None => (Vec::new(), ranks),
+    };
+    for q in &others {
+        // The queues are new and empty, so this never waits.
+        let _ = q.try_send(ToNode::StdinEnd);
+    }
+    if readers.is_empty() {
+        return Ok(());
+    }
+    let file = io::stdin().as_fd().try_clone_to_owned().map(File::from);
+    std::thread::Builder::new()
+        .name("rexec-stdin".into())
+        .spawn(move || pump(file.ok(), readers))?;
+    Ok(())
+}
+
+fn pump(file: Option<File>, readers: Vec<mpsc::Sender<ToNode>>) {
+    if let Some(mut file) = file {
+        let mut buf = vec![0u8; proto::node::CHUNK_SIZE];
+        loop {
+            let n = match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            let mut delivered = false;
+            for q in &readers {
+                let chunk = Chunk(buf[..n].to_vec());
+                delivered |= q.blocking_send(ToNode::Stdin(chunk)).is_ok();
+            }
+            if !delivered {
+                // Every rank has gone; nobody wants more input.
+                return;
+            }
+        }
+    }
+    for q in &readers {
+        let _ = q.blocking_send(ToNode::StdinEnd);
+    }
+}

@@ -1,0 +1,116 @@
+//! The launch phase: open a session per rank and launch it, all ranks at
+//! once, and either hand every started session to the run phase or leave
+//! nothing running.
+//!
+//! On the first failure the other launches get one more second to report
+//! (so that one line per failing node can be shown), then the rest are
+//! abandoned. Ranks that did start are told `Signal(Kill)` and their
+//! connections closed; abandoned connections close too, and a node cleans
+//! up a job whose client went away. A signal that would end a local program
+//! (SIGINT, SIGTERM, SIGHUP, ...) during the launch does the same.
+
+use std::time::Duration;
+
+use proto::node::{Signal, ToNode};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, sleep_until};
+use tokio_rustls::TlsConnector;
+
+use crate::plan::{JobSpec, RankTarget};
+use crate::session::{Session, SessionError};
+use crate::signals::Caught;
+
+/// How long other launches may still report after the first failure.
+const AFTER_FAILURE: Duration = Duration::from_secs(1);
+
+/// How the launch phase ended without a running job.
+#[derive(Debug)]
+pub struct LaunchFailed {
+    /// Exit status for the client.
+    pub code: i32,
+}
+
+/// Launch every rank of `spec` on `ranks`; the sessions come back in rank order.
+pub async fn launch_all(
+    connector: &TlsConnector,
+    spec: &JobSpec,
+    ranks: &[RankTarget],
+    timeout: Duration,
+    signals: &mut mpsc::UnboundedReceiver<Caught>,
+) -> Result<Vec<Session>, LaunchFailed> {
+    let mut set = JoinSet::new();
+    for target in ranks {
+        let connector = connector.clone();
+        let launch = spec.launch(target.rank);
+        let target = target.clone();
+        set.spawn(async move {
+            let result = async {
+                let mut s =
+                    Session::open(&connector, &target.node.name, &target.node.addr, timeout)
+                        .await?;
+                s.launch(&launch).await?;
+                Ok::<_, SessionError>(s)
+            }
+            .await;
+            (target.rank, result)
+        });
+    }
+    let mut started: Vec<Option<Session>> = ranks.iter().map(|_| None).collect();
+    let mut failures: Vec<(u32, SessionError)> = Vec::new();
+    let mut give_up: Option<Instant> = None;
+    let mut interrupted: Option<i32> = None;
+    loop {
+        tokio::select! {
+            joined = set.join_next() => match joined {
+                None => break,
+                Some(Ok((rank, Ok(session)))) => started[rank as usize] = Some(session),
+                Some(Ok((rank, Err(e)))) => {
+                    failures.push((rank, e));
+                    give_up.get_or_insert(Instant::now() + AFTER_FAILURE);
+                }
+                Some(Err(_)) => {} // only aborted tasks end this way
+            },
+            _ = sleep_until(give_up.unwrap_or_else(Instant::now)), if give_up.is_some() => break,
+            sig = signals.recv() => match sig {
+                Some(Caught::Int) => { interrupted = Some(130); break; }
+                Some(Caught::Forward(s)) => { interrupted = Some(128 + i32::from(s.code())); break; }
+                _ => {}
+            },
+        }
+    }
+    set.abort_all();
+    if failures.is_empty() && interrupted.is_none() {
+        return Ok(started.into_iter().flatten().collect());
+    }
+    failures.sort_by_key(|f| f.0);
+    for (rank, e) in &failures {
+        let node = &ranks[*rank as usize].node.name;
+        eprintln!("rexec: node {node} (rank {rank}): {e}");
+    }
+    let mut code = failures.first().map_or(255, |f| f.1.exit_code());
+    if let Some(c) = interrupted {
+        eprintln!("rexec: interrupted while starting; nothing was left running");
+        code = c;
+    }
+    kill_started(started.into_iter().flatten().collect()).await;
+    set.shutdown().await;
+    Err(LaunchFailed { code })
+}
+
+/// Tell each started rank to abort, then close its connection.
+async fn kill_started(sessions: Vec<Session>) {
+    let kills = sessions.into_iter().map(|mut s| async move {
+        let kill = ToNode::Signal(Signal::Kill);
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            let _ = s.framed.send(&kill).await;
+            let _ = tokio::io::AsyncWriteExt::shutdown(s.framed.get_mut()).await;
+        })
+        .await;
+    });
+    let mut set = JoinSet::new();
+    for k in kills {
+        set.spawn(k);
+    }
+    while set.join_next().await.is_some() {}
+}

@@ -1,0 +1,68 @@
+//! rexec, the client of the rexec market: runs a program on several cluster
+//! nodes as if it ran here — environment, working directory, stdin, stdout,
+//! stderr, signals, Ctrl-C, Ctrl-Z and the exit status all behave as for a
+//! local program — and if anything fails, aborts it everywhere.
+//!
+//! Module map:
+//! - [`cli`]: the command line (run form, `jobs`, `kill`) and the rule that
+//!   tells them apart (`rexec -- jobs` runs a program called `jobs`).
+//! - [`config`]: the client configuration file and its errors.
+//! - [`plan`]: rank placement, job id, the `Launch` message of each rank.
+//! - [`session`]: one TLS session with a node up to `Started` or an admin answer.
+//! - [`launch`]: all ranks launched at once; all or nothing.
+//! - [`rank`]: a running rank's writer (control, stdin, heartbeats) and
+//!   reader (output, exit, failure detection).
+//! - [`run`]: the coordinator: failure model, signals, exit status.
+//! - [`input`]: the stdin pump (`--stdin all|0|none`).
+//! - [`output`]: the output thread (raw passthrough or `-l` labels).
+//! - [`signals`]: which signals are caught and how each is forwarded.
+//! - [`tty`]: raw mode and window size for `-t`, restored on every exit path.
+//! - [`clock`]: heartbeat interval and timeout, and excusing the client's own stops.
+//! - [`admin`]: `rexec jobs` and `rexec kill`.
+//! - [`sys`]: the one unsafe call (`TIOCGWINSZ`).
+//!
+//! # Behaviour in brief
+//!
+//! - One TLS connection per rank, to the node certificate of the name in
+//!   the configuration, speaking the session of `proto::node`.
+//! - Each rank gets the client's environment plus `REXEC_RANK`,
+//!   `REXEC_NRANKS`, `REXEC_NODES` (names in rank order, comma-separated)
+//!   and `REXEC_JOB` (16 hex digits), and the client's working directory.
+//! - Without `--nodes` (and until node selection arrives), ranks go to the
+//!   configuration's nodes in file order, cycling; N defaults to 1.
+//! - Exit status: first non-zero rank status in order of completion
+//!   (`128+N` for signal N), 255 for a lost or failed node, 127 when the
+//!   program cannot be started, 130 after a double Ctrl-C, 141 when stdout's
+//!   reader went away, 2 for usage and configuration errors.
+//! - A node silent for `REXEC_HEARTBEAT_TIMEOUT` (default 5s) is dead.
+//!
+//! ```
+//! use rexec::cli::{Invocation, parse};
+//! let argv = ["rexec", "-n", "2", "--", "jobs"].map(std::ffi::OsString::from);
+//! let Invocation::Run(args) = parse(argv.to_vec()) else { panic!() };
+//! assert_eq!(args.command, ["jobs"]);
+//! ```
+#![deny(missing_docs)]
+
+pub mod admin;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod input;
+pub mod launch;
+pub mod output;
+pub mod plan;
+pub mod rank;
+pub mod run;
+pub mod session;
+pub mod signals;
+#[allow(unsafe_code)]
+pub mod sys;
+pub mod tty;
+
+/// Print one line `rexec: MESSAGE` on stderr (with `\r\n` in raw mode).
+pub fn say(message: &str) {
+    use std::io::Write;
+    let eol = if tty::is_raw() { "\r\n" } else { "\n" };
+    let _ = write!(std::io::stderr(), "rexec: {message}{eol}");
+}

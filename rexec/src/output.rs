@@ -1,0 +1,293 @@
+//! The output writer: one thread that owns the client's stdout and stderr
+//! and writes what the ranks send, in arrival order.
+//!
+//! Raw mode passes bytes through untouched: large chunks go to the file
+//! descriptor directly (no copy), small ones are gathered into one buffer
+//! and written together. With `-l`, each complete line is written as
+//! `[R] line`; a rank's unfinished last line waits for its end of line (or
+//! for the rank's end, when it is written with a newline added).
+//!
+//! The channel into the thread is bounded, so a slow reader of the client's
+//! stdout slows the ranks down through TCP flow control instead of filling
+//! memory. A broken pipe on stdout is reported once as
+//! [`OutputEvent::BrokenPipe`]; from then on output is discarded.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::thread::JoinHandle;
+
+use tokio::sync::mpsc;
+
+/// Chunks in flight between the ranks and the writer (at 64 KiB each, 8 MiB).
+pub const QUEUE: usize = 128;
+
+/// Chunks at least this large are written without copying.
+const DIRECT: usize = 16 * 1024;
+
+/// Gathered small chunks are written once they reach this size.
+const GATHER: usize = 256 * 1024;
+
+/// Which of the client's streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// Standard output.
+    Out,
+    /// Standard error.
+    Err,
+}
+
+/// Something to write.
+#[derive(Debug)]
+pub enum Out {
+    /// Bytes from a rank.
+    Data {
+        /// The rank.
+        rank: u32,
+        /// Where they go.
+        stream: Stream,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// A rank has ended: write its unfinished lines (in `-l` mode).
+    RankDone(u32),
+    /// One line of the client's own to stderr (without the newline).
+    Message(String),
+}
+
+/// Trouble the writer reports to the coordinator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputEvent {
+    /// Whoever reads our stdout has gone away.
+    BrokenPipe,
+    /// Writing failed for another reason (the text says which).
+    Failed(String),
+}
+
+/// The writer thread and the sending side of its queue.
+pub struct Output {
+    tx: mpsc::Sender<Out>,
+    thread: JoinHandle<()>,
+}
+
+impl Output {
+    /// Start the writer on this process's stdout and stderr.
+    pub fn start(label: bool, events: mpsc::UnboundedSender<OutputEvent>) -> io::Result<Output> {
+        let dup = |fd: std::os::fd::BorrowedFd<'_>| fd.try_clone_to_owned().ok().map(File::from);
+        let writer = Writer {
+            out: dup(io::stdout().as_fd()),
+            err: dup(io::stderr().as_fd()),
+            label,
+            partial: HashMap::new(),
+            gather: Vec::with_capacity(GATHER),
+            gather_stream: Stream::Out,
+            events,
+            broken: false,
+        };
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let thread = std::thread::Builder::new()
+            .name("rexec-output".into())
+            .spawn(move || writer.run(rx))?;
+        Ok(Output { tx, thread })
+    }
+
+    /// A sender for rank tasks.
+    pub fn sender(&self) -> mpsc::Sender<Out> {
+        self.tx.clone()
+    }
+
+    /// Close the queue and wait until everything sent so far is written.
+    /// Every other sender must have been dropped, or this waits for them.
+    pub fn finish(self) {
+        drop(self.tx);
+        let _ = self.thread.join();
+    }
+}
+
+struct Writer {
+    out: Option<File>,
+    err: Option<File>,
+    label: bool,
+    /// `-l`: the unfinished last line of each rank and stream.
+    partial: HashMap<(u32, Stream), Vec<u8>>,
+    gather: Vec<u8>,
+    gather_stream: Stream,
+    events: mpsc::UnboundedSender<OutputEvent>,
+    broken: bool,
+}
+
+impl Writer {
+    fn run(mut self, mut rx: mpsc::Receiver<Out>) {
+        while let Some(item) = rx.blocking_recv() {
+            self.take(item);
+            // Drain what is already queued before writing what was gathered.
+            while let Ok(item) = rx.try_recv() {
+                self.take(item);
+            }
+            self.flush_gather();
+        }
+        let ranks: Vec<u32> = self.partial.keys().map(|k| k.0).collect();
+        for rank in ranks {
+            self.rank_done(rank);
+        }
+        self.flush_gather();
+    }
+
+    fn take(&mut self, item: Out) {
+        match item {
+            Out::Data {
+                rank,
+                stream,
+                bytes,
+            } if self.label => self.labelled(rank, stream, &bytes),
+            Out::Data { stream, bytes, .. } => {
+                if bytes.len() >= DIRECT {
+                    self.flush_gather();
+                    self.write(stream, &bytes);
+                } else {
+                    self.gather_bytes(stream, &bytes);
+                }
+            }
+            Out::RankDone(rank) => self.rank_done(rank),
+            Out::Message(text) => {
+                let eol: &[u8] = if crate::tty::is_raw() { b"\r\n" } else { b"\n" };
+                self.gather_bytes(Stream::Err, text.as_bytes());
+                self.gather_bytes(Stream::Err, eol);
+            }
+        }
+    }
+
+    fn labelled(&mut self, rank: u32, stream: Stream, bytes: &[u8]) {
+        let mut rest = bytes;
+        while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
+            let (line, tail) = rest.split_at(pos + 1);
+            let head = self.partial.remove(&(rank, stream)).unwrap_or_default();
+            self.gather_bytes(stream, format!("[{rank}] ").as_bytes());
+            self.gather_bytes(stream, &head);
+            self.gather_bytes(stream, line);
+            rest = tail;
+        }
+        if !rest.is_empty() {
+            self.partial
+                .entry((rank, stream))
+                .or_default()
+                .extend_from_slice(rest);
+        }
+    }
+
+    fn rank_done(&mut self, rank: u32) {
+        for stream in [Stream::Out, Stream::Err] {
+            if let Some(mut line) = self.partial.remove(&(rank, stream)) {
+                line.push(b'\n');
+                self.gather_bytes(stream, format!("[{rank}] ").as_bytes());
+                self.gather_bytes(stream, &line);
+            }
+        }
+    }
+
+    fn gather_bytes(&mut self, stream: Stream, bytes: &[u8]) {
+        if stream != self.gather_stream || self.gather.len() + bytes.len() > GATHER {
+            self.flush_gather();
+            self.gather_stream = stream;
+        }
+        self.gather.extend_from_slice(bytes);
+    }
+
+    fn flush_gather(&mut self) {
+        if self.gather.is_empty() {
+            return;
+        }
+        let buf = std::mem::take(&mut self.gather);
+        self.write(self.gather_stream, &buf);
+        self.gather = buf;
+        self.gather.clear();
+    }
+
+    fn write(&mut self, stream: Stream, bytes: &[u8]) {
+        let file = match stream {
+            Stream::Out => &mut self.out,
+            Stream::Err => &mut self.err,
+        };
+        let Some(f) = file else { return };
+        if let Err(e) = f.write_all(bytes) {
+            *file = None;
+            let event = if e.kind() == io::ErrorKind::BrokenPipe {
+                if self.broken {
+                    return;
+                }
+                self.broken = true;
+                OutputEvent::BrokenPipe
+            } else {
+                let which = match stream {
+                    Stream::Out => "standard output",
+                    Stream::Err => "standard error",
+                };
+                OutputEvent::Failed(format!("cannot write to {which}: {e}"))
+            };
+            let _ = self.events.send(event);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer(label: bool) -> (Writer, mpsc::UnboundedReceiver<OutputEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let w = Writer {
+            out: None,
+            err: None,
+            label,
+            partial: HashMap::new(),
+            gather: Vec::new(),
+            gather_stream: Stream::Out,
+            events: tx,
+            broken: false,
+        };
+        (w, rx)
+    }
+
+    fn data(rank: u32, bytes: &[u8]) -> Out {
+        Out::Data {
+            rank,
+            stream: Stream::Out,
+            bytes: bytes.to_vec(),
+        }
+    }
+
+    #[test]
+    fn labels_whole_lines_and_keeps_partial_lines_per_rank() {
+        let (mut w, _rx) = writer(true);
+        w.take(data(0, b"a1\na"));
+        w.take(data(1, b"b1\n"));
+        w.take(data(0, b"2\n"));
+        w.take(data(1, b"tail"));
+        w.take(Out::RankDone(1));
+        assert_eq!(
+            String::from_utf8(w.gather.clone()).unwrap(),
+            "[0] a1\n[1] b1\n[0] a2\n[1] tail\n"
+        );
+    }
+
+    #[test]
+    fn raw_mode_passes_bytes_through() {
+        let (mut w, _rx) = writer(false);
+        w.take(data(0, b"x\ny"));
+        w.take(data(1, b"\xff\x00"));
+        assert_eq!(w.gather, b"x\ny\xff\x00");
+    }
+
+    #[test]
+    fn broken_pipe_is_reported_once() {
+        let (mut w, mut rx) = writer(false);
+        let (r, wr) = nix::unistd::pipe().unwrap();
+        drop(r);
+        w.out = Some(File::from(wr));
+        w.write(Stream::Out, b"hello");
+        w.write(Stream::Out, b"again");
+        assert_eq!(rx.try_recv(), Ok(OutputEvent::BrokenPipe));
+        assert!(rx.try_recv().is_err());
+    }
+}

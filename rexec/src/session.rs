@@ -1,0 +1,206 @@
+//! One TLS session with one node, up to the point where a job runs: resolve
+//! and connect, the mutual TLS handshake (checking that the peer is the node
+//! certificate of the name we dialled), `Hello`/`Welcome`, and then either
+//! `Launch`/`Started` or one admin request. [`SessionError`] says, in one
+//! line, why a step failed; callers prefix it with the node and rank.
+
+use std::time::Duration;
+
+use certs::Role;
+use proto::node::{ErrorCode, ErrorReply, FromNode, Hello, Launch, Started, ToNode};
+use proto::{FrameError, Framed};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+/// The stream of a session.
+pub type Tls = TlsStream<TcpStream>;
+
+/// How long a TCP connection may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Largest frame accepted from a node (the protocol's default).
+pub const MAX_FRAME: usize = proto::DEFAULT_MAX_FRAME;
+
+/// Why a session could not be opened or a request failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// The address did not resolve.
+    #[error("cannot resolve {addr}: {source}")]
+    Resolve {
+        /// The configured address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// TCP connection refused or failed.
+    #[error("cannot connect to {addr}: {source}; is rexecd running there?")]
+    Connect {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// TCP connection took too long.
+    #[error("connecting to {addr} timed out after {}s", CONNECT_TIMEOUT.as_secs())]
+    ConnectTimeout {
+        /// The address.
+        addr: String,
+    },
+    /// The TLS handshake failed or the peer is not who we dialled.
+    #[error("{0}")]
+    Tls(#[from] certs::CertError),
+    /// The node refused the request.
+    #[error("{0}")]
+    Refused(ErrorReply),
+    /// Reading or writing frames failed.
+    #[error("lost connection: {}", explain_frame(.0))]
+    Frame(#[from] FrameError),
+    /// The node closed the connection.
+    #[error("lost connection: the node closed it")]
+    Closed,
+    /// The node said nothing for too long.
+    #[error("missed heartbeats for {}", crate::clock::show(*.0))]
+    Silent(Duration),
+    /// The node sent something out of order.
+    #[error("protocol error: expected {expected}, got {got}")]
+    Unexpected {
+        /// What the client waited for.
+        expected: &'static str,
+        /// What came.
+        got: String,
+    },
+    /// No common protocol version.
+    #[error("{0}")]
+    Version(#[from] proto::node::VersionMismatch),
+}
+
+impl SessionError {
+    /// The exit status the client uses when a launch fails this way: 127
+    /// when the program could not be started, 255 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            SessionError::Refused(e) if e.code == ErrorCode::SpawnFailed => 127,
+            _ => 255,
+        }
+    }
+}
+
+/// One line for a frame error: TLS alerts are explained by `certs`.
+pub fn explain_frame(e: &FrameError) -> String {
+    match e {
+        FrameError::Io(io) => certs::explain_io(io),
+        other => other.to_string(),
+    }
+}
+
+/// A connected, welcomed session with one node.
+pub struct Session {
+    /// Frames both ways.
+    pub framed: Framed<Tls>,
+    /// The node's name.
+    pub node: String,
+    /// How long the node may stay silent.
+    pub timeout: Duration,
+}
+
+impl Session {
+    /// Connect to node `node` at `addr`, run the TLS handshake and the
+    /// version handshake.
+    pub async fn open(
+        connector: &TlsConnector,
+        node: &str,
+        addr: &str,
+        timeout: Duration,
+    ) -> Result<Session, SessionError> {
+        let resolve = |source| SessionError::Resolve {
+            addr: addr.to_string(),
+            source,
+        };
+        let addrs: Vec<_> = tokio::net::lookup_host(addr)
+            .await
+            .map_err(resolve)?
+            .collect();
+        let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "no addresses");
+        let mut tcp = None;
+        for a in addrs {
+            match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(a)).await {
+                Err(_) => {
+                    return Err(SessionError::ConnectTimeout {
+                        addr: addr.to_string(),
+                    });
+                }
+                Ok(Ok(s)) => {
+                    tcp = Some(s);
+                    break;
+                }
+                Ok(Err(e)) => last = e,
+            }
+        }
+        let tcp = tcp.ok_or_else(|| SessionError::Connect {
+            addr: addr.to_string(),
+            source: last,
+        })?;
+        // Small frames (signals, keystrokes) should not wait for Nagle.
+        let _ = tcp.set_nodelay(true);
+        let (stream, _peer) = certs::connect(connector, tcp, Role::Node, node).await?;
+        let mut session = Session {
+            framed: Framed::new(stream, MAX_FRAME),
+            node: node.to_string(),
+            timeout,
+        };
+        let agent = concat!("rexec ", env!("CARGO_PKG_VERSION"));
+        session
+            .framed
+            .send(&ToNode::Hello(Hello::new(agent)))
+            .await?;
+        match session.next().await? {
+            FromNode::Welcome(w) => {
+                w.check_version()?;
+                Ok(session)
+            }
+            other => Err(unexpected("Welcome", &other)),
+        }
+    }
+
+    /// The next frame that is not a heartbeat, within the silence timeout.
+    /// A notice is printed to stderr and skipped; an `Error` becomes
+    /// [`SessionError::Refused`].
+    pub async fn next(&mut self) -> Result<FromNode, SessionError> {
+        loop {
+            let frame = tokio::time::timeout(self.timeout, self.framed.recv::<FromNode>())
+                .await
+                .map_err(|_| SessionError::Silent(self.timeout))??;
+            match frame {
+                None => return Err(SessionError::Closed),
+                Some(FromNode::Heartbeat(_)) => continue,
+                Some(FromNode::Notice(n)) => {
+                    eprintln!("rexec: node {}: {}", self.node, n.text);
+                }
+                Some(FromNode::Error(e)) => return Err(SessionError::Refused(e)),
+                Some(other) => return Ok(other),
+            }
+        }
+    }
+
+    /// Send `launch` and wait for `Started`.
+    pub async fn launch(&mut self, launch: &Launch) -> Result<Started, SessionError> {
+        self.framed.send(&ToNode::Launch(launch.clone())).await?;
+        match self.next().await? {
+            FromNode::Started(s) => Ok(s),
+            other => Err(unexpected("Started", &other)),
+        }
+    }
+
+    /// Send an admin request and return the answer.
+    pub async fn request(&mut self, msg: &ToNode) -> Result<FromNode, SessionError> {
+        self.framed.send(msg).await?;
+        self.next().await
+    }
+}
+
+fn unexpected(expected: &'static str, got: &FromNode) -> SessionError {
+    let got = format!("{got:?}").chars().take(80).collect();
+    SessionError::Unexpected { expected, got }
+}
