@@ -2,8 +2,19 @@
 //! numbers, in both directions: for delivering a client's signal and for reporting how
 //! a job died. Classic signals go through their names, realtime ones through
 //! `SIGRTMIN + n`.
+//!
+//! Stop signals need care: a job's process group is *orphaned* in the POSIX sense (its
+//! leader started a new session and its parent, rexecd, lives in another one), and the
+//! kernel silently discards SIGTSTP, SIGTTIN and SIGTTOU sent to a process of an
+//! orphaned group whose action is the default. [`stop_group`] therefore does what the
+//! terminal's signal would have done locally: a process that catches the signal gets
+//! it, one that ignores it is left alone, and one with the default action is stopped
+//! with SIGSTOP.
 
+use std::path::Path;
 use std::str::FromStr;
+
+use nix::sys::signal::Signal as HostSignal;
 
 use nix::libc;
 use proto::node::Signal;
@@ -62,9 +73,72 @@ pub fn exit_status(status: std::process::ExitStatus) -> proto::node::ExitStatus 
     }
 }
 
+/// True for the signals whose default action stops the process on a terminal's behalf.
+pub fn is_terminal_stop(signal: Signal) -> bool {
+    matches!(signal, Signal::Tstp | Signal::Ttin | Signal::Ttou)
+}
+
+/// Delivers a terminal stop signal to every process of `pids` (the job's processes)
+/// that belongs to process group `pgid`, as described in the module docs. Processes
+/// that vanish meanwhile are skipped.
+pub fn stop_group(
+    proc_root: &Path,
+    pids: &[crate::sys::ProcessId],
+    pgid: crate::sys::ProcessId,
+    signal: HostSignal,
+) {
+    let bit = 1u64 << (signal as i32 - 1);
+    for &pid in pids {
+        let dir = proc_root.join(pid.0.to_string());
+        let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
+            continue;
+        };
+        if process_group(&stat) != Some(pgid.0) {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(dir.join("status")) else {
+            continue;
+        };
+        let send = if mask(&status, "SigCgt:") & bit != 0 {
+            Some(signal)
+        } else if mask(&status, "SigIgn:") & bit != 0 {
+            None
+        } else {
+            Some(HostSignal::SIGSTOP)
+        };
+        if let Some(send) = send {
+            let _ = crate::sys::send_signal(pid, send);
+        }
+    }
+}
+
+/// Field 5 (`pgrp`) of `/proc/<pid>/stat` text.
+fn process_group(stat: &str) -> Option<i32> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// A hexadecimal signal mask line of `/proc/<pid>/status` (0 when absent).
+fn mask(status: &str, key: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_fields_parse() {
+        assert_eq!(process_group("42 (a b) S 1 77 77 0"), Some(77));
+        let status = "Name:\tx\nSigIgn:\t0000000000000004\nSigCgt:\t0000000000080000\n";
+        assert_eq!(mask(status, "SigIgn:"), 4);
+        assert_eq!(mask(status, "SigCgt:"), 1 << 19);
+        assert_eq!(mask(status, "SigBlk:"), 0);
+    }
 
     #[test]
     fn every_classic_signal_round_trips() {

@@ -16,6 +16,7 @@
 //!   destroyed and the session closes.
 
 use std::io;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -321,6 +322,22 @@ impl Running<'_> {
             self.live.suspend();
         }
         let Some(pgid) = self.job.pgid else { return };
+        if crate::signals::is_terminal_stop(signal) {
+            let cgroups = self.shared.registry.cgroups().clone();
+            let id = self.job.slot.cgroup();
+            let host = match signal {
+                Signal::Ttin => nix::sys::signal::Signal::SIGTTIN,
+                Signal::Ttou => nix::sys::signal::Signal::SIGTTOU,
+                _ => nix::sys::signal::Signal::SIGTSTP,
+            };
+            let _ = tokio::task::spawn_blocking(move || {
+                if let Ok(pids) = cgroups.procs(id) {
+                    crate::signals::stop_group(Path::new("/proc"), &pids, pgid, host);
+                }
+            })
+            .await;
+            return;
+        }
         match crate::signals::to_host(signal) {
             Some(number) => match sys::signal_group(pgid, number) {
                 Ok(()) | Err(nix::errno::Errno::ESRCH) => {}

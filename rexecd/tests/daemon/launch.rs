@@ -1,0 +1,182 @@
+//! Launching jobs: output, exit codes, signals, stdin, environment, terminals.
+
+use std::time::Duration;
+
+use proto::node::{Chunk, ExitStatus, Signal, ToNode, WindowSize};
+
+use crate::util::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echo_hi_prints_and_exits_zero_and_leaves_no_cgroup() {
+    if !can_run("echo_hi") {
+        return;
+    }
+    let d = Daemon::start("echo", &[]);
+    let mut c = d.user().await;
+    let started = c.start(launch(&["/bin/echo", "hi"])).await;
+    assert!(started.pid > 0);
+    let out = c.outcome().await;
+    assert_eq!(out.stdout, b"hi\n");
+    assert_eq!(out.status(), ExitStatus::Code(0));
+    assert!(out.stderr.is_empty(), "{out:?}");
+    assert_nothing_left(&d, &[started.pid as i32]);
+    assert!(d.log().contains("job ended"), "{}", d.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_codes_and_signal_deaths_propagate() {
+    if !can_run("exit_codes") {
+        return;
+    }
+    let d = Daemon::start("codes", &[]);
+    let out = run(&d, launch(&["/bin/sh", "-c", "echo oops >&2; exit 7"])).await;
+    assert_eq!(out.status(), ExitStatus::Code(7));
+    assert_eq!(out.stderr, b"oops\n");
+    let out = run(&d, launch(&["/bin/sh", "-c", "kill -TERM $$"])).await;
+    assert!(
+        matches!(
+            out.status(),
+            ExitStatus::Signaled {
+                signal: Signal::Term,
+                ..
+            }
+        ),
+        "{out:?}"
+    );
+    assert_eq!(out.status().shell_code(), 143);
+    assert!(d.job_cgroups().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_from_the_client_reaches_the_process_group() {
+    if !can_run("client_signal") {
+        return;
+    }
+    let d = Daemon::start("signal", &[]);
+    let mut c = d.user().await;
+    let script = "trap 'echo got-int; exit 3' INT; echo ready; while :; do sleep 0.05; done";
+    let started = c.start(launch(&["/bin/sh", "-c", script])).await;
+    c.read_until("ready").await;
+    c.send(ToNode::Signal(Signal::Int)).await;
+    let out = c.outcome().await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "got-int\n");
+    assert_eq!(out.status(), ExitStatus::Code(3));
+    assert_nothing_left(&d, &[started.pid as i32]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdin_reaches_the_job_and_binary_output_is_exact() {
+    if !can_run("stdin") {
+        return;
+    }
+    let d = Daemon::start("stdin", &[]);
+    let mut c = d.user().await;
+    c.start(launch(&["/bin/cat"])).await;
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    for piece in data.chunks(50_000) {
+        c.send(ToNode::Stdin(Chunk(piece.to_vec()))).await;
+    }
+    c.send(ToNode::StdinEnd).await;
+    let out = c.outcome().await;
+    assert_eq!(out.status(), ExitStatus::Code(0));
+    assert!(out.stdout == data, "got {} bytes back", out.stdout.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn environment_user_and_cwd_are_as_sent_minus_the_deny_list() {
+    if !can_run("env") {
+        return;
+    }
+    let d = Daemon::start("env", &[]);
+    let mut request = launch(&[
+        "/bin/sh",
+        "-c",
+        "echo $FOO/${LD_PRELOAD-unset}/$USER; id -un; pwd",
+    ]);
+    request.env.push(("FOO".into(), "bar".into()));
+    request
+        .env
+        .push(("LD_PRELOAD".into(), "/nonexistent.so".into()));
+    request.cwd = Some("/tmp".into());
+    let out = run(&d, request).await;
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("bar/unset/{USER}\n{USER}\n/tmp\n")
+    );
+    // A working directory that does not exist falls back to the user's home.
+    let mut request = launch(&["/bin/pwd"]);
+    request.cwd = Some("/no/such/dir".into());
+    let out = run(&d, request).await;
+    let home = rexecd::sys::lookup_user(USER).unwrap().unwrap().home;
+    let expected = if home.is_dir() {
+        home.display().to_string()
+    } else {
+        "/".to_string()
+    };
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_job_sees_its_window_size_and_resizes() {
+    if !can_run("terminal") {
+        return;
+    }
+    let d = Daemon::start("tty", &[]);
+    let mut c = d.user().await;
+    let mut request = launch(&[
+        "/bin/sh",
+        "-c",
+        "stty size; trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done",
+    ]);
+    request.terminal = Some(WindowSize { rows: 24, cols: 80 });
+    let started = c.start(request).await;
+    let seen = c.read_until("ready").await;
+    assert!(seen.starts_with("24 80\r\n"), "{seen:?}");
+    c.send(ToNode::Resize(WindowSize {
+        rows: 50,
+        cols: 132,
+    }))
+    .await;
+    let out = c.outcome().await;
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("50 132"),
+        "{out:?}"
+    );
+    assert_eq!(out.status(), ExitStatus::Code(0));
+    assert_nothing_left(&d, &[started.pid as i32]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_job_runs_as_the_certificate_user() {
+    if !can_run("runs_as_user") {
+        return;
+    }
+    let d = Daemon::start("uid", &[]);
+    let mut c = d.user().await;
+    let started = c.start(launch(&["/bin/sleep", "30"])).await;
+    let uid = rexecd::sys::lookup_user(USER).unwrap().unwrap().uid.0;
+    assert_eq!(uid_of(started.pid as i32), Some(uid));
+    c.send(ToNode::Signal(Signal::Kill)).await;
+    let out = c.outcome().await;
+    assert!(matches!(
+        out.status(),
+        ExitStatus::Signaled {
+            signal: Signal::Kill,
+            ..
+        }
+    ));
+    assert_nothing_left(&d, &[started.pid as i32]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_job_reports_its_cpu_time() {
+    if !can_run("cpu_time") {
+        return;
+    }
+    let d = Daemon::start("cpu", &[]);
+    let script = "end=$(($(date +%s%N) + 300000000)); while [ $(date +%s%N) -lt $end ]; do :; done";
+    let out = run(&d, launch(&["/bin/sh", "-c", script])).await;
+    assert_eq!(out.status(), ExitStatus::Code(0));
+    let cpu = Duration::from_nanos(out.exit.unwrap().cpu_nanos);
+    assert!(cpu >= Duration::from_millis(50), "cpu {cpu:?}");
+}
