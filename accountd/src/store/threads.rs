@@ -46,7 +46,10 @@ enum WriteJob {
         op: AccountOp,
         reply: oneshot::Sender<Result<AccountReply, AccountError>>,
     },
-    Refusal(Refusal),
+    Refusal {
+        refusal: Refusal,
+        reply: oneshot::Sender<Result<AccountReply, AccountError>>,
+    },
 }
 
 struct ReadJob {
@@ -113,9 +116,21 @@ impl Store {
         rx.await.map_err(|_| gone())?
     }
 
-    /// Records a refused request (best effort, committed with the next batch).
-    pub async fn record_refusal(&self, r: Refusal) {
-        let _ = self.writer.send(WriteJob::Refusal(r)).await;
+    /// Records a refused request; returns once the record is committed (a
+    /// failure to record is logged, the refusal stands either way).
+    pub async fn record_refusal(&self, refusal: Refusal) {
+        let (reply, rx) = oneshot::channel();
+        if self
+            .writer
+            .send(WriteJob::Refusal { refusal, reply })
+            .await
+            .is_err()
+        {
+            return;
+        }
+        if let Ok(Err(e)) = rx.await {
+            tracing::error!(error = %e, "could not record a refusal");
+        }
     }
 
     /// Stops taking work, finishes what is queued and joins the threads.
@@ -150,9 +165,8 @@ fn writer_loop(
         }
         let results = commit_batch(&mut conn, &batch, max_entry);
         for (job, result) in batch.drain(..).zip(results) {
-            if let WriteJob::Op { reply, .. } = job {
-                let _ = reply.send(result);
-            }
+            let (WriteJob::Op { reply, .. } | WriteJob::Refusal { reply, .. }) = job;
+            let _ = reply.send(result);
         }
     }
     if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
@@ -241,7 +255,7 @@ fn apply(
 ) -> Result<AccountReply, AccountError> {
     let (actor, op) = match job {
         WriteJob::Op { actor, op, .. } => (actor.as_str(), op),
-        WriteJob::Refusal(r) => {
+        WriteJob::Refusal { refusal: r, .. } => {
             conn.prepare_cached(
                 "INSERT INTO refusals(at_us, role, name, op, code, message) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )

@@ -170,8 +170,7 @@ async fn each_role_can_do_exactly_what_it_may() {
 }
 
 fn refusals(d: &Accountd) -> i64 {
-    // Refusals are committed with the next batch; give the writer a moment.
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // A refusal is committed before it is answered.
     d.db()
         .query_row("SELECT COUNT(*) FROM refusals", [], |r| r.get(0))
         .unwrap()
