@@ -1,0 +1,384 @@
+//! [`Cluster`]: a real PKI, N real `rexecd` processes on loopback (each with
+//! its own port, ready file and cgroup parent), and a client configuration
+//! for the real `rexec` binary. Dropping it stops the daemons with SIGTERM
+//! (SIGKILL if they hang), then removes whatever cgroups are left and kills
+//! whatever they held.
+//!
+//! Clusters are serialised by a process-wide lock: the scenarios check
+//! deadlines of a second or two, which two clusters sharing two cores
+//! would make unreliable.
+
+use std::fs;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use certs::Role;
+use certs::testing::TestPki;
+
+use crate::procs;
+use crate::rexec::Rexec;
+
+/// The Unix user the scenarios' jobs run as.
+pub const TEST_USER: &str = "rexectest";
+
+static SERIAL: Mutex<()> = Mutex::new(());
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// Where the workspace's binaries are: next to the test executable's `deps/`.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("cannot find the test executable");
+    let dir = exe.parent().expect("test executable has no directory");
+    if dir.ends_with("deps") {
+        dir.parent().unwrap_or(dir).to_path_buf()
+    } else {
+        dir.to_path_buf()
+    }
+}
+
+/// The path of workspace binary `name`, which must have been built.
+pub fn bin(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        path.display()
+    );
+    path
+}
+
+/// Make sure the test user exists (create it if not).
+pub fn ensure_test_user() {
+    if nix::unistd::User::from_name(TEST_USER)
+        .ok()
+        .flatten()
+        .is_some()
+    {
+        return;
+    }
+    let status = Command::new("useradd")
+        .args(["--create-home", "--shell", "/bin/sh", TEST_USER])
+        .status()
+        .expect("cannot run useradd");
+    assert!(status.success(), "useradd {TEST_USER} failed");
+}
+
+/// Options for [`Cluster::start_with`].
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// How many nodes.
+    pub nodes: usize,
+    /// rexecd's `--heartbeat-timeout`.
+    pub node_heartbeat_timeout: &'static str,
+    /// The client's `REXEC_HEARTBEAT_TIMEOUT`.
+    pub client_heartbeat_timeout: &'static str,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            nodes: 2,
+            node_heartbeat_timeout: "2s",
+            client_heartbeat_timeout: "2s",
+        }
+    }
+}
+
+/// One rexecd.
+#[derive(Debug)]
+pub struct Node {
+    /// Its name (`n1`, `n2`, ...).
+    pub name: String,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its parent cgroup name.
+    pub cgroup_parent: String,
+    /// Its log (rexecd's stderr).
+    pub log: PathBuf,
+    child: Option<Child>,
+    args: Vec<String>,
+}
+
+impl Node {
+    /// rexecd's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+}
+
+/// Real daemons and a real PKI; see the module docs.
+pub struct Cluster {
+    /// The certificate authority.
+    pub pki: TestPki,
+    /// Scratch directory (configs, ready files, logs).
+    pub dir: tempfile::TempDir,
+    /// The nodes, `n1` first.
+    pub nodes: Vec<Node>,
+    /// The client configuration for the test user.
+    pub config: PathBuf,
+    /// Options it was started with.
+    pub options: ClusterOptions,
+    /// A string put in the environment of every job this cluster runs
+    /// (through `rexec`), to find their processes.
+    pub mark: String,
+    _serial: MutexGuard<'static, ()>,
+}
+
+impl Cluster {
+    /// `n` nodes with default options.
+    pub fn start(n: usize) -> Cluster {
+        Cluster::start_with(ClusterOptions {
+            nodes: n,
+            ..ClusterOptions::default()
+        })
+    }
+
+    /// Start a cluster.
+    pub fn start_with(options: ClusterOptions) -> Cluster {
+        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        ensure_test_user();
+        let unique = format!(
+            "{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        let pki = TestPki::new();
+        let dir = tempfile::Builder::new()
+            .prefix("rexec-e2e-")
+            .tempdir()
+            .expect("cannot create a temp dir");
+        let rexecd = bin("rexecd");
+        let mut nodes = Vec::new();
+        for i in 1..=options.nodes {
+            let name = format!("n{i}");
+            let tls = pki.tls_paths(Role::Node, &name);
+            let cgroup_parent = format!("rexec-test-{unique}-{name}");
+            let ready = dir.path().join(format!("{name}.ready"));
+            let mut args: Vec<String> = vec![
+                "--name".into(),
+                name.clone(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--ready-file".into(),
+                ready.display().to_string(),
+                "--cgroup-parent".into(),
+                cgroup_parent.clone(),
+                "--cert".into(),
+                tls.cert.display().to_string(),
+                "--key".into(),
+                tls.key.display().to_string(),
+                "--ca".into(),
+                tls.ca.display().to_string(),
+                "--heartbeat-timeout".into(),
+                options.node_heartbeat_timeout.into(),
+            ];
+            if let Some(crl) = &tls.crl {
+                args.extend(["--crl".into(), crl.display().to_string()]);
+            }
+            let log = dir.path().join(format!("{name}.log"));
+            let mut node = Node {
+                name,
+                addr: "127.0.0.1:0".parse().expect("address"),
+                cgroup_parent,
+                log,
+                child: None,
+                args,
+            };
+            spawn_node(&rexecd, &mut node, &ready);
+            nodes.push(node);
+        }
+        let mut cluster = Cluster {
+            pki,
+            dir,
+            nodes,
+            config: PathBuf::new(),
+            options,
+            mark: format!("rexec-e2e-{unique}"),
+            _serial: serial,
+        };
+        cluster.config = cluster.client_config(Role::User, TEST_USER);
+        cluster
+    }
+
+    /// Write a client configuration naming every node, with the certificate
+    /// of `role` `name`, and return its path.
+    pub fn client_config(&self, role: Role, name: &str) -> PathBuf {
+        let tls = self.pki.tls_paths(role, name);
+        let mut text = format!(
+            "ca = {:?}\ncert = {:?}\nkey = {:?}\nmax_rate = \"100\"\n",
+            tls.ca, tls.cert, tls.key
+        );
+        if let Some(crl) = &tls.crl {
+            text.push_str(&format!("crl = {crl:?}\n"));
+        }
+        text.push_str("[nodes]\n");
+        for n in &self.nodes {
+            text.push_str(&format!("{} = \"{}\"\n", n.name, n.addr));
+        }
+        let path = self.dir.path().join(format!("client-{role}-{name}.toml"));
+        fs::write(&path, text).expect("cannot write the client config");
+        path
+    }
+
+    /// A `rexec` command set up for this cluster and the test user.
+    pub fn rexec(&self) -> Rexec {
+        Rexec::new(self)
+    }
+
+    /// The node called `name`.
+    pub fn node(&self, name: &str) -> &Node {
+        self.nodes
+            .iter()
+            .find(|n| n.name == name)
+            .unwrap_or_else(|| panic!("no node {name}"))
+    }
+
+    /// SIGKILL node `name`'s rexecd (its jobs stay behind, as after a crash).
+    pub fn crash(&mut self, name: &str) {
+        let node = self.node_mut(name);
+        if let Some(mut child) = node.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Start node `name`'s rexecd again, same address family, same cgroup parent.
+    pub fn restart(&mut self, name: &str) {
+        let rexecd = bin("rexecd");
+        let ready = self.dir.path().join(format!("{name}.ready2"));
+        let node = self.node_mut(name);
+        let old_ready = node
+            .args
+            .iter()
+            .position(|a| a == "--ready-file")
+            .map(|i| i + 1);
+        if let Some(i) = old_ready {
+            node.args[i] = ready.display().to_string();
+        }
+        spawn_node(&rexecd, node, &ready);
+    }
+
+    fn node_mut(&mut self, name: &str) -> &mut Node {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.name == name)
+            .unwrap_or_else(|| panic!("no node {name}"))
+    }
+
+    /// Job cgroup directories that exist under any node's parent, in any hierarchy.
+    pub fn job_cgroups(&self) -> Vec<PathBuf> {
+        self.nodes
+            .iter()
+            .flat_map(|n| procs::job_cgroups(&n.cgroup_parent))
+            .collect()
+    }
+
+    /// Processes whose environment carries this cluster's mark, except `except`
+    /// (the client, which carries it too).
+    pub fn marked(&self, except: &[u32]) -> Vec<procs::Proc> {
+        procs::with_env_mark(&self.mark)
+            .into_iter()
+            .filter(|p| !except.contains(&p.pid))
+            .collect()
+    }
+
+    /// The logs of every node, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for n in &self.nodes {
+            let text = fs::read_to_string(&n.log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(30).collect();
+            out.push_str(&format!("--- {} ({}):\n", n.name, n.log.display()));
+            for l in tail.into_iter().rev() {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+fn spawn_node(rexecd: &Path, node: &mut Node, ready: &Path) {
+    let _ = fs::remove_file(ready);
+    let log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&node.log)
+        .expect("cannot open the node log");
+    let mut child = Command::new(rexecd)
+        .args(&node.args)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", rexecd.display()));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let addr = loop {
+        if let Ok(text) = fs::read_to_string(ready) {
+            if let Ok(addr) = text.trim().parse::<SocketAddr>() {
+                break addr;
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let log = fs::read_to_string(&node.log).unwrap_or_default();
+            panic!(
+                "rexecd {} exited with {status} before it was ready:\n{log}",
+                node.name
+            );
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "rexecd {} did not write {} in time",
+                node.name,
+                ready.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    node.addr = addr;
+    node.child = Some(child);
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(child) = &node.child {
+                let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        let leftovers = self.job_cgroups();
+        let stray = self.marked(&[]);
+        for node in &self.nodes {
+            procs::remove_parent(&node.cgroup_parent);
+        }
+        for p in &stray {
+            procs::kill(p.pid);
+        }
+        if !std::thread::panicking() {
+            assert!(
+                leftovers.is_empty(),
+                "job cgroups left after every rexecd stopped: {leftovers:?}"
+            );
+            assert!(
+                stray.is_empty(),
+                "job processes left after every rexecd stopped: {stray:?}"
+            );
+        }
+    }
+}

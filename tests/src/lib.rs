@@ -1,0 +1,47 @@
+//! Support for the end-to-end scenarios in `tests/e2e/`: real `rexecd`
+//! daemons on loopback, the real `rexec` client, and ways to look at the
+//! machine from outside.
+//!
+//! Module map:
+//! - [`cluster`]: [`cluster::Cluster`], a PKI plus N daemons and a client
+//!   configuration; stops the daemons and checks cgroups on drop.
+//! - [`rexec`]: running the `rexec` binary and collecting what it prints.
+//! - [`procs`]: processes found by an environment mark, their states, and
+//!   job cgroup directories.
+//! - [`pattern`]: a deterministic binary stream checked byte for byte as it
+//!   arrives (the `rexec-testgen` binary writes it on the nodes).
+//!
+//! The daemons and the client are located next to the test executable
+//! (`target/debug/`); run `cargo build --workspace --bins` before
+//! `cargo test -p rexec-tests`.
+//!
+//! ```
+//! let data = rexec_tests::pattern::stream(1, 1000);
+//! let mut check = rexec_tests::pattern::Verifier::new(1);
+//! check.feed(&data);
+//! assert_eq!((check.len(), check.mismatch), (1000, None));
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod cluster;
+pub mod pattern;
+pub mod procs;
+pub mod rexec;
+
+use std::time::{Duration, Instant};
+
+/// Poll `cond` every 10 ms until it holds or `limit` passes; returns how
+/// long it took, or `None` when it never held.
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    loop {
+        if cond() {
+            return Some(start.elapsed());
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -1,0 +1,89 @@
+//! What a launch carries: exit status, environment, working directory, rank
+//! variables, the Unix user; and refusals of users and certificates that
+//! may not run jobs.
+
+use certs::Role;
+use rexec_tests::cluster::{Cluster, TEST_USER};
+
+#[test]
+fn exit_codes_propagate_and_the_first_failure_wins() {
+    let cluster = Cluster::start(2);
+    let out = cluster.rexec().args(["sh", "-c", "exit 7"]).run();
+    assert_eq!(out.code, Some(7), "{out:?}");
+
+    // Rank 1 fails first (rank 0 waits a little), so its status is the one reported.
+    let script = "if [ $REXEC_RANK = 1 ]; then exit 3; else sleep 0.5; exit 4; fi";
+    let out = cluster
+        .rexec()
+        .args(["--nodes", "n1,n2", "sh", "-c", script])
+        .run();
+    assert_eq!(out.code, Some(3), "{out:?}");
+
+    let out = cluster.rexec().args(["-n", "3", "true"]).run();
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+#[test]
+fn environment_working_directory_and_rank_variables_arrive() {
+    let cluster = Cluster::start(2);
+    let dir = tempfile::Builder::new()
+        .prefix("rexec-cwd-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let script = "echo \"$REXEC_RANK $REXEC_NRANKS $REXEC_NODES $REXEC_JOB $(pwd) $GREETING\"";
+    let out = cluster
+        .rexec()
+        .env("GREETING", "hello there")
+        .cwd(dir.path())
+        .args(["-l", "--nodes", "n2,n1,n2", "sh", "-c", script])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut lines: Vec<String> = out.out().lines().map(str::to_string).collect();
+    lines.sort();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    let job = lines[0].split(' ').nth(4).unwrap().to_string();
+    assert_eq!(job.len(), 16, "REXEC_JOB is 16 hex digits: {job}");
+    for (rank, line) in lines.iter().enumerate() {
+        let want = format!(
+            "[{rank}] {rank} 3 n2,n1,n2 {job} {} hello there",
+            dir.path().display()
+        );
+        assert_eq!(line, &want);
+    }
+}
+
+#[test]
+fn the_program_runs_as_the_certificates_user() {
+    let cluster = Cluster::start(1);
+    let out = cluster.rexec().args(["id", "-un"]).run();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.out(), format!("{TEST_USER}\n"));
+}
+
+#[test]
+fn a_root_certificate_is_refused_and_nothing_runs() {
+    let cluster = Cluster::start(1);
+    let config = cluster.client_config(Role::User, "root");
+    let out = cluster.rexec().config(&config).args(["sleep", "100"]).run();
+    assert_eq!(out.code, Some(255), "{out:?}");
+    assert!(out.stderr.contains("node n1 (rank 0)"), "{}", out.stderr);
+    assert!(out.stderr.contains("root"), "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "one line: {}", out.stderr);
+    assert!(cluster.marked(&[]).is_empty());
+    assert!(cluster.job_cgroups().is_empty());
+}
+
+#[test]
+fn an_unknown_user_is_refused() {
+    let cluster = Cluster::start(1);
+    let config = cluster.client_config(Role::User, "nosuchuser42");
+    let out = cluster.rexec().config(&config).args(["sleep", "100"]).run();
+    assert_eq!(out.code, Some(255), "{out:?}");
+    assert!(out.stderr.contains("nosuchuser42"), "{}", out.stderr);
+    assert!(cluster.marked(&[]).is_empty());
+}

@@ -1,0 +1,14 @@
+//! End-to-end scenarios: real `rexecd` processes on loopback (several nodes,
+//! each with its own port and cgroup parent) driven by the real `rexec`
+//! binary, as a user at a shell would drive them.
+//!
+//! Build every binary first: `cargo build --workspace --bins`, then
+//! `cargo test -p rexec-tests`.
+
+mod admin;
+mod bad_input;
+mod failures;
+mod interrupt;
+mod job_control;
+mod launch;
+mod streams;
