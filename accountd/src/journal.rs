@@ -7,8 +7,8 @@
 //! the charge is ever sent) or `Settled(key, outcome)`. On open the file is
 //! replayed; a torn or corrupt tail (a crash mid-append) is cut off. What is
 //! still pending is sent again; accountd's idempotency keys make a second
-//! arrival harmless. When nothing is pending and the file has grown, it is
-//! truncated back to its header.
+//! arrival harmless. When the file has grown past [`COMPACT_AT`] and is mostly
+//! settled records, it is rewritten with only the pending intents.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 const MAGIC: &[u8; 4] = b"RXJ1";
 /// Largest record accepted when reading back (anything larger is corruption).
 pub const MAX_RECORD: usize = 64 * 1024;
-/// When nothing is pending and the file is larger than this, it is truncated.
+/// When the file is larger than this and mostly settled, it is compacted.
 pub const COMPACT_AT: u64 = 1 << 20;
 
 /// A charge a node asks accountd to apply.
@@ -217,18 +217,58 @@ impl Journal {
     }
 
     fn append(&mut self, r: &Record) -> Result<(), JournalError> {
-        let body = postcard::to_stdvec(r).map_err(JournalError::Encode)?;
-        let mut buf = Vec::with_capacity(body.len() + 8);
-        buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        buf.extend_from_slice(&crc32(&body).to_le_bytes());
-        buf.extend_from_slice(&body);
+        let mut buf = Vec::new();
+        encode_record(r, &mut buf)?;
         let io = |source| JournalError::Io {
             path: self.path.clone(),
             source,
         };
-        self.file.write_all(&buf).map_err(io)?;
-        self.file.sync_data().map_err(io)?;
+        let written = self
+            .file
+            .write_all(&buf)
+            .and_then(|_| self.file.sync_data());
+        if let Err(e) = written {
+            // Cut off whatever part of the record reached the file, so a later
+            // record is never hidden behind a torn one.
+            let _ = self.file.set_len(self.len);
+            let _ = self.file.seek(SeekFrom::Start(self.len));
+            return Err(io(e));
+        }
         self.len += buf.len() as u64;
+        Ok(())
+    }
+
+    /// Rewrites the file with only the pending intents (write a temporary
+    /// file, fsync, rename over the journal, fsync the directory): a crash at
+    /// any point leaves either the old or the new journal, both complete.
+    fn compact(&mut self) -> Result<(), JournalError> {
+        let io = |source| JournalError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let mut buf = MAGIC.to_vec();
+        for c in self.order.values() {
+            encode_record(&Record::Intent(c.clone()), &mut buf)?;
+        }
+        let tmp = self.path.with_extension("compacting");
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(io)?;
+        f.write_all(&buf).and_then(|_| f.sync_all()).map_err(io)?;
+        drop(f);
+        std::fs::rename(&tmp, &self.path).map_err(io)?;
+        sync_dir(&self.path).map_err(io)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .map_err(io)?;
+        file.seek(SeekFrom::End(0)).map_err(io)?;
+        self.file = file;
+        self.len = buf.len() as u64;
         Ok(())
     }
 
@@ -253,22 +293,14 @@ impl Journal {
         let r = Record::Settled(refund, key, outcome);
         self.append(&r)?;
         self.apply(r);
-        if self.order.is_empty() && self.len > self.compact_at {
-            let io = |source| JournalError::Io {
-                path: self.path.clone(),
-                source,
-            };
-            self.file.set_len(MAGIC.len() as u64).map_err(io)?;
-            self.file.sync_all().map_err(io)?;
-            self.file
-                .seek(SeekFrom::Start(MAGIC.len() as u64))
-                .map_err(io)?;
-            self.len = MAGIC.len() as u64;
+        // Compact once the file is large and mostly settled records.
+        if self.len > self.compact_at && (self.order.len() as u64) * 512 < self.len / 2 {
+            self.compact()?;
         }
         Ok(())
     }
 
-    /// Changes the size above which a fully settled journal is truncated.
+    /// Changes the size above which a mostly settled journal is compacted.
     pub fn set_compact_at(&mut self, bytes: u64) {
         self.compact_at = bytes;
     }
@@ -297,6 +329,14 @@ impl Journal {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+fn encode_record(r: &Record, buf: &mut Vec<u8>) -> Result<(), JournalError> {
+    let body = postcard::to_stdvec(r).map_err(JournalError::Encode)?;
+    buf.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&crc32(&body).to_le_bytes());
+    buf.extend_from_slice(&body);
+    Ok(())
 }
 
 fn parse_record(data: &[u8]) -> Option<(Record, usize)> {
@@ -437,9 +477,34 @@ mod tests {
         for k in 0..s {
             j.settle(&charge(k), applied()).unwrap();
         }
-        assert_eq!(j.file_len(), 4);
-        assert_eq!(std::fs::metadata(&p).unwrap().len(), 4);
+        assert!(j.file_len() < 4096, "{}", j.file_len());
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), j.file_len());
         assert_eq!(j.pending_len(), 0);
+        drop(j);
+        assert_eq!(Journal::open(&p).unwrap().pending_len(), 0);
+    }
+
+    #[test]
+    fn compaction_keeps_what_is_pending_across_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("j");
+        let mut j = Journal::open(&p).unwrap();
+        j.set_compact_at(8192);
+        let mut s = 0;
+        while j.file_len() <= 8192 {
+            j.record(charge(s)).unwrap();
+            s += 1;
+        }
+        // Settle all but the last two; the file is rewritten on the way.
+        for k in 0..s - 2 {
+            j.settle(&charge(k), applied()).unwrap();
+        }
+        assert!(j.file_len() < 8192, "{}", j.file_len());
+        j.record(charge(s)).unwrap();
+        drop(j);
+        let j = Journal::open(&p).unwrap();
+        assert_eq!(j.pending(), vec![charge(s - 2), charge(s - 1), charge(s)]);
+        assert!(!p.with_extension("compacting").exists());
     }
 
     #[test]
