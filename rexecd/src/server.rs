@@ -104,7 +104,12 @@ impl Server {
                         let acceptor = self.acceptor.clone();
                         sessions.spawn(async move {
                             let remote = remote.to_string();
-                            match certs::accept(&acceptor, tcp).await {
+                            let mut stop = shared.stop.clone();
+                            let handshake = tokio::select! {
+                                done = certs::accept(&acceptor, tcp) => done,
+                                _ = stop.wait_for(|s| *s) => return,
+                            };
+                            match handshake {
                                 Ok((stream, peer)) => session::serve(shared, stream, peer, remote).await,
                                 Err(e) => tracing::info!(%remote, error = %e, "TLS handshake failed"),
                             }

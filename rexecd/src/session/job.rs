@@ -52,7 +52,9 @@ pub(super) struct Job {
     rank: u32,
     program: String,
     user: JobUser,
-    slot: Slot,
+    cgroup: u64,
+    /// The registry entry; released as soon as the cgroup is gone.
+    slot: Option<Slot>,
     child: Child,
     pgid: Option<ProcessId>,
     pty: Option<PtyMaster>,
@@ -72,7 +74,8 @@ impl Job {
             rank: request.rank,
             program: request.argv[0].clone(),
             user,
-            slot,
+            cgroup: slot.cgroup(),
+            slot: Some(slot),
             child,
             pgid,
             pty,
@@ -142,7 +145,7 @@ pub(super) async fn run<S>(
         }))
         .await;
     tracing::info!(user = job.user.name(), job = %job.job, rank = job.rank, pid,
-        program = %job.program, cgroup = job.slot.cgroup(), "job started");
+        program = %job.program, cgroup = job.cgroup, "job started");
 
     let (stdin_tx, stdin_rx) = mpsc::channel(pump::STDIN_QUEUE);
     let mut pumps: Vec<JoinHandle<io::Result<u64>>> = Vec::new();
@@ -324,7 +327,7 @@ impl Running<'_> {
         let Some(pgid) = self.job.pgid else { return };
         if crate::signals::is_terminal_stop(signal) {
             let cgroups = self.shared.registry.cgroups().clone();
-            let id = self.job.slot.cgroup();
+            let id = self.job.cgroup;
             let host = match signal {
                 Signal::Ttin => nix::sys::signal::Signal::SIGTTIN,
                 Signal::Ttou => nix::sys::signal::Signal::SIGTTOU,
@@ -353,7 +356,7 @@ impl Running<'_> {
             return;
         }
         self.killed = true;
-        let id = self.job.slot.cgroup();
+        let id = self.job.cgroup;
         if let Some(cpu) = usage(self.shared, id).await {
             self.cpu = cpu;
         }
@@ -367,13 +370,15 @@ impl Running<'_> {
         pumps: Vec<JoinHandle<io::Result<u64>>>,
         writer_task: JoinHandle<Result<(), proto::FrameError>>,
     ) {
-        let id = self.job.slot.cgroup();
+        let id = self.job.cgroup;
         if !self.killed
             && let Some(cpu) = usage(self.shared, id).await
         {
             self.cpu = cpu;
         }
         destroy(self.shared, id).await;
+        // Unregister before reporting, so a listing after `Exit` no longer shows the rank.
+        self.job.slot = None;
         self.stdin = None;
         self.pending = None;
         let user = self.job.user.name().to_string();

@@ -65,11 +65,10 @@ async fn prepare(
         Ok(Err(e)) => return Err(internal(format!("cannot create the job cgroup: {e}"))),
         Err(e) => return Err(internal(format!("cannot create the job cgroup: {e}"))),
     }
+    // Weights first, so the program's first instruction already runs at its share.
+    shared.registry.rebalance();
     match spawn(shared, request, &user, &slot) {
-        Ok((child, pty)) => {
-            shared.registry.rebalance();
-            Ok(Job::new(request, user, slot, child, pty))
-        }
+        Ok((child, pty)) => Ok(Job::new(request, user, slot, child, pty)),
         Err(reply) => {
             job::destroy(shared, id).await;
             Err(reply)

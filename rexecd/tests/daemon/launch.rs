@@ -44,6 +44,12 @@ async fn exit_codes_and_signal_deaths_propagate() {
         "{out:?}"
     );
     assert_eq!(out.status().shell_code(), 143);
+    // The job starts with SIGPIPE at its default action (rexecd itself ignores it).
+    let out = run(&d, launch(&["/bin/sh", "-c", "yes | head -c 4"])).await;
+    assert_eq!(
+        (out.stdout.as_slice(), out.stderr.as_slice()),
+        (&b"y\ny\n"[..], &b""[..])
+    );
     assert!(d.job_cgroups().is_empty());
 }
 
