@@ -31,8 +31,10 @@ pub struct Outcome {
     pub signal: Option<i32>,
     /// Everything on stdout (empty when streamed elsewhere).
     pub stdout: Vec<u8>,
-    /// Everything on stderr.
+    /// Everything on stderr, as text.
     pub stderr: String,
+    /// Everything on stderr, as bytes.
+    pub stderr_bytes: Vec<u8>,
     /// From spawn to exit.
     pub elapsed: Duration,
 }
@@ -257,6 +259,7 @@ impl Running {
             signal: status.signal(),
             stdout: std::mem::take(&mut *self.out.lock().unwrap_or_else(|e| e.into_inner())),
             stderr: self.stderr_now(),
+            stderr_bytes: self.err.lock().map(|b| b.clone()).unwrap_or_default(),
             elapsed,
         }
     }
