@@ -12,7 +12,9 @@ use rexec_tests::wait_until;
 
 /// Wait until the job has `n` processes running (besides the client).
 fn wait_for_processes(cluster: &Cluster, client: &Running, n: usize) {
-    let seen = wait_until(Duration::from_secs(10), || cluster.marked(&[client.pid]).len() >= n);
+    let seen = wait_until(Duration::from_secs(10), || {
+        cluster.marked(&[client.pid]).len() >= n
+    });
     assert!(
         seen.is_some(),
         "the job never had {n} processes: {:?}; stderr {:?}\n{}",
@@ -39,9 +41,16 @@ fn assert_nothing_left(cluster: &Cluster, except: &[u32], within: Duration, what
 fn a_rank_killed_by_a_signal_aborts_the_others_with_status_128_plus_n() {
     let cluster = Cluster::start(2);
     let script = "if [ $REXEC_RANK = 1 ]; then sleep 0.3; kill -KILL $$; else sleep 1000; fi";
-    let out = cluster.rexec().args(["--nodes", "n1,n2", "sh", "-c", script]).run();
+    let out = cluster
+        .rexec()
+        .args(["--nodes", "n1,n2", "sh", "-c", script])
+        .run();
     assert_eq!(out.code, Some(137), "{out:?}");
-    assert!(out.stderr.contains("node n2 (rank 1): killed by SIGKILL"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("node n2 (rank 1): killed by SIGKILL"),
+        "{}",
+        out.stderr
+    );
     assert!(out.elapsed < Duration::from_secs(10), "{:?}", out.elapsed);
     assert_nothing_left(&cluster, &[], Duration::from_secs(2), "after the abort");
 }
@@ -55,17 +64,30 @@ fn kill_on_bad_exit_aborts_on_a_non_zero_exit() {
         .args(["--kill-on-bad-exit", "--nodes", "n1,n2", "sh", "-c", script])
         .run();
     assert_eq!(out.code, Some(3), "{out:?}");
-    assert!(out.stderr.contains("node n2 (rank 1): exited with status 3"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("node n2 (rank 1): exited with status 3"),
+        "{}",
+        out.stderr
+    );
     assert_nothing_left(&cluster, &[], Duration::from_secs(2), "after the abort");
 }
 
 #[test]
 fn a_killed_client_makes_every_node_kill_the_job_within_the_heartbeat_timeout() {
     let cluster = Cluster::start(2);
-    let client = cluster.rexec().args(["--nodes", "n1,n2", "sleep", "1000"]).spawn();
+    let client = cluster
+        .rexec()
+        .args(["--nodes", "n1,n2", "sleep", "1000"])
+        .spawn();
     wait_for_processes(&cluster, &client, 2);
     client.signal(SIGKILL);
-    assert_nothing_left(&cluster, &[client.pid], Duration::from_secs(2), "after SIGKILL of rexec");
+    assert_nothing_left(
+        &cluster,
+        &[client.pid],
+        Duration::from_secs(2),
+        "after SIGKILL of rexec",
+    );
 }
 
 #[test]
@@ -73,25 +95,42 @@ fn a_silent_client_is_declared_dead_by_the_nodes() {
     // SIGSTOP (unlike Ctrl-Z) leaves the connection open and the client mute:
     // only the nodes' heartbeat timeout (2s here) can end the job.
     let cluster = Cluster::start(2);
-    let client = cluster.rexec().args(["--nodes", "n1,n2", "sleep", "1000"]).spawn();
+    let client = cluster
+        .rexec()
+        .args(["--nodes", "n1,n2", "sleep", "1000"])
+        .spawn();
     wait_for_processes(&cluster, &client, 2);
     client.signal(SIGSTOP);
-    assert_nothing_left(&cluster, &[client.pid], Duration::from_secs(4), "after the client went silent");
+    assert_nothing_left(
+        &cluster,
+        &[client.pid],
+        Duration::from_secs(4),
+        "after the client went silent",
+    );
     client.signal(SIGKILL);
 }
 
 #[test]
 fn a_killed_rexecd_makes_the_client_abort_the_other_ranks_and_name_the_node() {
     let mut cluster = Cluster::start(2);
-    let client = cluster.rexec().args(["--nodes", "n1,n2", "sleep", "1000"]).spawn();
+    let client = cluster
+        .rexec()
+        .args(["--nodes", "n1,n2", "sleep", "1000"])
+        .spawn();
     wait_for_processes(&cluster, &client, 2);
     cluster.crash("n2");
     let out = client.wait(Duration::from_secs(10));
     assert_eq!(out.code, Some(255), "{out:?}");
-    assert!(out.stderr.contains("node n2 (rank 1): lost connection"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("node n2 (rank 1): lost connection"),
+        "{}",
+        out.stderr
+    );
     // Rank 0 on n1 is gone; n2's leftovers are for its restart to remove.
     let n1 = cluster.node("n1").cgroup_parent.clone();
-    let gone = wait_until(Duration::from_secs(2), || rexec_tests::procs::job_cgroups(&n1).is_empty());
+    let gone = wait_until(Duration::from_secs(2), || {
+        rexec_tests::procs::job_cgroups(&n1).is_empty()
+    });
     assert!(gone.is_some(), "rank 0's job cgroup on n1 remains");
     cluster.restart("n2");
 }
@@ -104,7 +143,10 @@ fn a_rexecd_restarted_after_a_crash_removes_the_leftovers() {
     wait_for_processes(&cluster, &client, 3);
     cluster.crash("n1");
     let _ = client.wait(Duration::from_secs(10));
-    assert!(!cluster.marked(&[]).is_empty(), "a crash leaves the job behind");
+    assert!(
+        !cluster.marked(&[]).is_empty(),
+        "a crash leaves the job behind"
+    );
     assert!(!cluster.job_cgroups().is_empty());
     cluster.restart("n1");
     assert_nothing_left(&cluster, &[], Duration::from_secs(3), "after the restart");

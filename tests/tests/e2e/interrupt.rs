@@ -1,1 +1,76 @@
-//! (being written)
+//! Ctrl-C: one SIGINT reaches the remote program's handler; two within a
+//! second abort the job everywhere, daemonised grandchildren included.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal::SIGINT;
+use rexec_tests::cluster::Cluster;
+use rexec_tests::wait_until;
+
+#[test]
+fn sigint_reaches_the_remote_programs_handler() {
+    let cluster = Cluster::start(1);
+    let script = "trap 'echo got-int; exit 3' INT; echo ready; while :; do sleep 0.1; done";
+    let client = cluster.rexec().args(["sh", "-c", script]).spawn();
+    client.wait_for_stdout("ready", Duration::from_secs(10));
+    client.signal(SIGINT);
+    let out = client.wait(Duration::from_secs(10));
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert_eq!(out.out(), "ready\ngot-int\n");
+}
+
+#[test]
+fn a_double_sigint_leaves_nothing_of_the_job_within_one_second() {
+    let cluster = Cluster::start(2);
+    // Each rank survives the first SIGINT, and leaves a grandchild that called
+    // setsid and double-forked (reparented to init) plus a plain orphan.
+    let script = "trap 'echo first-int-$REXEC_RANK' INT; \
+                  setsid sh -c 'sleep 1000 &'; (sleep 1000 &); \
+                  echo ready-$REXEC_RANK; while :; do sleep 1; done";
+    let client = cluster
+        .rexec()
+        .args(["--nodes", "n1,n2", "sh", "-c", script])
+        .spawn();
+    client.wait_for_stdout("ready-0", Duration::from_secs(10));
+    client.wait_for_stdout("ready-1", Duration::from_secs(10));
+    let enough = wait_until(Duration::from_secs(5), || {
+        cluster.marked(&[client.pid]).len() >= 8
+    });
+    assert!(enough.is_some(), "{:?}", cluster.marked(&[client.pid]));
+    let reparented = cluster
+        .marked(&[client.pid])
+        .iter()
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{}/stat", p.pid)).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .and_then(|t| t.split_whitespace().nth(1))
+                    == Some("1")
+            })
+        })
+        .count();
+    assert!(reparented >= 2, "the grandchildren were reparented to init");
+
+    client.signal(SIGINT);
+    client.wait_for_stdout("first-int-0", Duration::from_secs(5));
+    client.wait_for_stdout("first-int-1", Duration::from_secs(5));
+    client.signal(SIGINT);
+    let second = Instant::now();
+    let gone = wait_until(Duration::from_secs(1), || {
+        cluster.marked(&[client.pid]).is_empty() && cluster.job_cgroups().is_empty()
+    });
+    assert!(
+        gone.is_some(),
+        "one second after the second SIGINT: processes {:?}, cgroups {:?}",
+        cluster.marked(&[client.pid]),
+        cluster.job_cgroups()
+    );
+    let out = client.wait(Duration::from_secs(5));
+    assert_eq!(out.code, Some(130), "{out:?}");
+    assert!(
+        out.stderr.contains("rexec: interrupted twice, aborting"),
+        "{}",
+        out.stderr
+    );
+    eprintln!("job gone {:?} after the second SIGINT", second.elapsed());
+}

@@ -18,7 +18,10 @@ fn stdout_and_stderr_are_byte_exact() {
     let out = cluster.rexec().args(["sh", "-c", &script]).run();
     assert_eq!(out.code, Some(0));
     assert!(out.stdout == pattern::stream(11, 300_001), "stdout differs");
-    assert!(out.stderr_bytes == pattern::stream(12, 99_999), "stderr differs");
+    assert!(
+        out.stderr_bytes == pattern::stream(12, 99_999),
+        "stderr differs"
+    );
 }
 
 #[test]
@@ -84,7 +87,13 @@ fn with_stdin_0_only_rank_0_reads_input() {
     assert_eq!(out.code, Some(0), "{out:?}");
     let mut lines: Vec<String> = out.out().lines().map(str::to_string).collect();
     lines.sort();
-    assert_eq!(lines, [format!("[0] {}", cksum(&data)), format!("[1] {}", cksum(b""))]);
+    assert_eq!(
+        lines,
+        [
+            format!("[0] {}", cksum(&data)),
+            format!("[1] {}", cksum(b""))
+        ]
+    );
 
     let out = cluster
         .rexec()
@@ -105,6 +114,9 @@ fn rank_0_gets_a_terminal_with_t() {
     assert_eq!(out.code, Some(0), "{out:?}");
     let text = out.out();
     assert!(text.contains("tty-0\r\n"), "{text:?}");
-    assert!(text.contains("24 80\r\n"), "no terminal here, so the default size: {text:?}");
+    assert!(
+        text.contains("24 80\r\n"),
+        "no terminal here, so the default size: {text:?}"
+    );
     assert!(text.contains("pipe-1\n"), "{text:?}");
 }
