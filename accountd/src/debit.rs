@@ -201,6 +201,7 @@ impl Sender {
                 }
                 continue;
             };
+            let reused = conn.is_some();
             match self.deliver(&mut conn, &charge).await {
                 Ok(outcome) => {
                     backoff = self.cfg.backoff_min;
@@ -210,6 +211,11 @@ impl Sender {
                             return;
                         }
                     }
+                }
+                Err(e) if reused && !matches!(e, ClientError::Server(_)) => {
+                    // An idle connection the server closed: reconnect at once.
+                    tracing::debug!(error = %e, "connection to accountd lost; reconnecting");
+                    conn = None;
                 }
                 Err(e) => {
                     conn = None;

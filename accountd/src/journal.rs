@@ -9,6 +9,10 @@
 //! still pending is sent again; accountd's idempotency keys make a second
 //! arrival harmless. When the file has grown past [`COMPACT_AT`] and is mostly
 //! settled records, it is rewritten with only the pending intents.
+//!
+//! One process at a time: opening takes an exclusive `flock` on a sidecar
+//! `<journal>.lock` file (the journal itself is replaced when compacted), so
+//! a second rexecd on the same journal is refused instead of interleaving.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
@@ -101,6 +105,16 @@ pub enum JournalError {
         /// The cause.
         source: std::io::Error,
     },
+    /// Another process (or client) has the journal open.
+    #[error(
+        "debit journal {path} is in use by another process (lock {lock} is held); stop the other rexecd first"
+    )]
+    Locked {
+        /// The journal file.
+        path: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+    },
     /// The file is not a journal.
     #[error("{path} is not a debit journal (bad magic): move it away or fix the journal path")]
     NotAJournal {
@@ -122,6 +136,7 @@ pub struct Journal {
     order: BTreeMap<u64, Charge>,
     index: HashMap<ChargeId, u64>,
     compact_at: u64,
+    _lock: nix::fcntl::Flock<File>,
     /// Bytes cut off a torn tail when the journal was opened.
     pub discarded_tail: u64,
 }
@@ -144,6 +159,18 @@ impl Journal {
             path: path.to_path_buf(),
             source,
         };
+        let lock_path = lock_path(path);
+        let lock_file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(io)?;
+        let lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+            .map_err(|_| JournalError::Locked {
+                path: path.to_path_buf(),
+                lock: lock_path.clone(),
+            })?;
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -161,6 +188,7 @@ impl Journal {
             order: BTreeMap::new(),
             index: HashMap::new(),
             compact_at: COMPACT_AT,
+            _lock: lock,
             discarded_tail: 0,
         };
         if data.len() < MAGIC.len() {
@@ -356,6 +384,12 @@ fn parse_record(data: &[u8]) -> Option<(Record, usize)> {
     Some((record, 8 + len))
 }
 
+fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    path.with_file_name(name)
+}
+
 fn sync_dir(path: &Path) -> std::io::Result<()> {
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => File::open(dir)?.sync_all(),
@@ -505,6 +539,18 @@ mod tests {
         let j = Journal::open(&p).unwrap();
         assert_eq!(j.pending(), vec![charge(s - 2), charge(s - 1), charge(s)]);
         assert!(!p.with_extension("compacting").exists());
+    }
+
+    #[test]
+    fn a_journal_is_used_by_one_owner_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("j");
+        let first = Journal::open(&p).unwrap();
+        let e = Journal::open(&p).unwrap_err();
+        assert!(matches!(e, JournalError::Locked { .. }), "{e}");
+        assert!(e.to_string().contains("in use by another process"), "{e}");
+        drop(first);
+        Journal::open(&p).unwrap();
     }
 
     #[test]

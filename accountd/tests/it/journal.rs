@@ -113,3 +113,32 @@ async fn a_charge_for_an_unknown_user_is_refused_once_and_leaves_the_journal() {
     c.shutdown().await;
     assert_eq!(d.entry_count(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debit_client_outlives_an_idle_timeout_without_delay() {
+    let d = Accountd::start_with(&["--idle-timeout", "1"]);
+    d.admin(&["create", "alice", "--initial", "5"]).ok();
+    let mut cfg = DebitClientConfig::new(
+        d.dir.path().join("j"),
+        d.addr.clone(),
+        d.connector(Role::Node, "n1"),
+    );
+    // A long backoff would show up as a slow second charge.
+    cfg.backoff_min = Duration::from_secs(20);
+    let (c, _rx) = DebitClient::start(cfg).await.unwrap();
+    c.charge(Charge::Debit(debit("n1", "j", 1, "alice", C)))
+        .await
+        .unwrap();
+    assert!(c.wait_settled(Duration::from_secs(10)).await);
+    // accountd closes the idle connection after 1 s.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    c.charge(Charge::Debit(debit("n1", "j", 2, "alice", C)))
+        .await
+        .unwrap();
+    assert!(
+        c.wait_settled(Duration::from_secs(5)).await,
+        "the charge waited for a backoff"
+    );
+    c.shutdown().await;
+    assert_eq!(d.balance("alice"), 3 * C);
+}
