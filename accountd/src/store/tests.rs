@@ -512,3 +512,21 @@ async fn a_storage_error_inside_a_batch_stays_with_its_job() {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     std::sync::Arc::try_unwrap(store).ok().unwrap().close();
 }
+
+#[test]
+fn the_ledger_is_wal_with_full_sync_and_append_only() {
+    let (_d, c) = fresh();
+    let mode: String = c
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    let sync: i64 = c.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
+    assert_eq!(
+        (mode.as_str(), sync),
+        ("wal", 2),
+        "WAL with synchronous=FULL"
+    );
+    ledger::create(&c, "hal", 5, "admin:root", 1, MAX).unwrap();
+    let e = c.execute("UPDATE entries SET amount = 6", []).unwrap_err();
+    assert!(e.to_string().contains("append-only"), "{e}");
+    assert!(c.execute("DELETE FROM entries", []).is_err());
+}
