@@ -202,7 +202,14 @@ impl Sender {
                 continue;
             };
             let reused = conn.is_some();
-            match self.deliver(&mut conn, &charge).await {
+            // Stopping may abandon a request in flight: the charge stays in
+            // the journal and a repeat is harmless.
+            let mut stop = self.stop.clone();
+            let delivered = tokio::select! {
+                r = self.deliver(&mut conn, &charge) => r,
+                _ = stop.changed() => return,
+            };
+            match delivered {
                 Ok(outcome) => {
                     backoff = self.cfg.backoff_min;
                     if let Err(e) = self.settle(&charge, outcome).await {

@@ -142,3 +142,38 @@ async fn a_debit_client_outlives_an_idle_timeout_without_delay() {
     c.shutdown().await;
     assert_eq!(d.balance("alice"), 3 * C);
 }
+
+#[tokio::test]
+async fn shutdown_is_prompt_while_accountd_hangs() {
+    let d = Accountd::start();
+    // Something that accepts TCP and then says nothing at all.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let _hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            held.push(s);
+        }
+    });
+    let journal = d.dir.path().join("j");
+    let cfg = DebitClientConfig::new(journal.clone(), addr, d.connector(Role::Node, "n1"));
+    let (c, _rx) = DebitClient::start(cfg).await.unwrap();
+    c.charge(Charge::Debit(debit("n1", "j", 1, "alice", C)))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let t = std::time::Instant::now();
+    c.shutdown().await;
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "shutdown took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(
+        accountd::journal::Journal::open(&journal)
+            .unwrap()
+            .pending_len(),
+        1,
+        "the charge is kept"
+    );
+}
