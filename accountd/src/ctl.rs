@@ -112,7 +112,7 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// Formats CPU microseconds as minutes with three decimals (integer arithmetic).
+/// Formats CPU microseconds as minutes with three decimals, truncated (integer arithmetic).
 ///
 /// ```
 /// assert_eq!(accountd::ctl::cpu_minutes(90_000_000), "1.500");

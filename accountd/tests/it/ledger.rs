@@ -111,3 +111,83 @@ async fn eight_concurrent_nodes_debiting_the_same_users_give_exact_balances() {
         "150 x 0.5 s = 1.25 CPU minutes: {report}"
     );
 }
+
+#[tokio::test]
+async fn history_and_reports_through_accountctl() {
+    let d = Accountd::start();
+    d.admin(&["create", "alice", "--initial", "10"]).ok();
+    let mut n1 = d.client(Role::Node, "n1").await;
+    let mut n2 = d.client(Role::Node, "n2").await;
+    n1.call(AccountOp::Debit(debit("n1", "a", 1, "alice", C / 4)))
+        .await
+        .unwrap();
+    n1.call(AccountOp::Debit(debit("n1", "b", 1, "alice", C / 4)))
+        .await
+        .unwrap();
+    n2.call(AccountOp::Debit(debit("n2", "a", 1, "alice", C / 2)))
+        .await
+        .unwrap();
+
+    let table = d.ctl(Role::User, "alice", &["history"]).ok().to_string();
+    assert_eq!(table.lines().count(), 5, "{table}");
+    assert!(
+        table.lines().last().unwrap().contains("-0.500000"),
+        "{table}"
+    );
+    let json = d.admin(&["history", "alice", "--json"]).ok().to_string();
+    assert!(
+        json.starts_with("[\n  {\"id\": 1,") && json.ends_with("}\n]\n"),
+        "{json}"
+    );
+    assert_eq!(json.matches("\"kind\": \"debit\"").count(), 3, "{json}");
+    assert!(
+        json.contains("\"node\": \"n2\"") && json.contains("\"reason\": null"),
+        "{json}"
+    );
+    let csv = d
+        .admin(&[
+            "history",
+            "alice",
+            "--csv",
+            "--since",
+            "@0",
+            "--until",
+            "9999-01-01",
+        ])
+        .ok()
+        .to_string();
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    let none = d
+        .admin(&["history", "alice", "--csv", "--until", "1971-01-01"])
+        .ok()
+        .to_string();
+    assert_eq!(none.lines().count(), 1, "header only: {none}");
+
+    let by_user = d
+        .admin(&["report", "--by", "user", "--csv"])
+        .ok()
+        .to_string();
+    assert_eq!(
+        by_user,
+        "user,charged,cpu_minutes,jobs\nalice,1.000000,0.025,3\n"
+    );
+    let by_node = d
+        .admin(&["report", "--by", "node", "--csv"])
+        .ok()
+        .to_string();
+    assert_eq!(
+        by_node,
+        "node,charged,cpu_minutes,jobs\nn1,0.500000,0.016,2\nn2,0.500000,0.008,1\n"
+    );
+    let by_day = d.admin(&["report", "--by", "day"]).ok().to_string();
+    let today = &accountd::time::format_time(accountd::time::now_us())[..10];
+    assert!(
+        by_day.lines().nth(1).unwrap().starts_with(today),
+        "{by_day}"
+    );
+    let later = d
+        .admin(&["report", "--by", "day", "--since", "9000-01-01", "--csv"])
+        .ok()
+        .to_string();
+    assert_eq!(later, "day,charged,cpu_minutes,jobs\n");
+}
