@@ -58,6 +58,7 @@ killed by signal N); 255 when a node is lost or fails, 127 when the program cann
     name = "rexec",
     version,
     about = "Run a program on several cluster nodes as if it ran here",
+    override_usage = "rexec [OPTIONS] [--] PROG [ARGS...]\n       rexec jobs [--nodes A,B,...]\n       rexec kill JOBID [--nodes A,B,...] [-s SIG]",
     after_help = RUN_AFTER_HELP
 )]
 pub struct RunArgs {

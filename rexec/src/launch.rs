@@ -86,7 +86,12 @@ pub async fn launch_all(
     failures.sort_by_key(|f| f.0);
     for (rank, e) in &failures {
         let node = &ranks[*rank as usize].node.name;
-        eprintln!("rexec: node {node} (rank {rank}): {e}");
+        let text = e.to_string();
+        // Nodes may name themselves in their messages; say it only once.
+        let text = text
+            .strip_prefix(&format!("node {node}: "))
+            .unwrap_or(&text);
+        eprintln!("rexec: node {node} (rank {rank}): {text}");
     }
     let mut code = failures.first().map_or(255, |f| f.1.exit_code());
     if let Some(c) = interrupted {

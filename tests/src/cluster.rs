@@ -28,8 +28,13 @@ pub const TEST_USER: &str = "rexectest";
 static SERIAL: Mutex<()> = Mutex::new(());
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
-/// Where the workspace's binaries are: next to the test executable's `deps/`.
+/// Where the workspace's binaries are: `$REXEC_E2E_BIN_DIR` when set (for
+/// example `target/release`, to measure optimised builds), else next to the
+/// test executable's `deps/`.
 pub fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("REXEC_E2E_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
     let exe = std::env::current_exe().expect("cannot find the test executable");
     let dir = exe.parent().expect("test executable has no directory");
     if dir.ends_with("deps") {

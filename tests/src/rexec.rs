@@ -16,6 +16,9 @@ use crate::procs::MARK_VAR;
 /// How long any single `rexec` run may take before the test gives up.
 pub const RUN_LIMIT: Duration = Duration::from_secs(120);
 
+/// Where a client's stdout goes, piece by piece.
+type Sink = Box<dyn FnMut(&[u8]) + Send>;
+
 /// A `rexec` command line being built.
 pub struct Rexec {
     cmd: Command,
@@ -117,11 +120,7 @@ impl Rexec {
         self.spawn_inner(Box::new(sink), Arc::new(Mutex::new(Vec::new())))
     }
 
-    fn spawn_inner(
-        mut self,
-        mut sink: Box<dyn FnMut(&[u8]) + Send>,
-        out: Arc<Mutex<Vec<u8>>>,
-    ) -> Running {
+    fn spawn_inner(mut self, mut sink: Sink, out: Arc<Mutex<Vec<u8>>>) -> Running {
         let stdin = if self.stdin.is_some() {
             Stdio::piped()
         } else {

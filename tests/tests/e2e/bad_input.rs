@@ -1,1 +1,164 @@
-//! (being written)
+//! Bad input gets one clear line and leaves nothing running: bids out of
+//! range, unknown nodes, a certificate of the wrong role, a missing
+//! program, and (from a hand-made client) a malformed frame and a frame
+//! over the size limit in the middle of a running job.
+
+use std::time::Duration;
+
+use certs::Role;
+use proto::node::{FromNode, Hello, JobId, Launch, ToNode};
+use proto::{DEFAULT_MAX_FRAME, Framed};
+use rexec_tests::cluster::{Cluster, TEST_USER};
+use rexec_tests::procs::MARK_VAR;
+use rexec_tests::wait_until;
+use tokio::io::AsyncWriteExt;
+
+fn one_clear_line(stderr: &str) {
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+    assert!(stderr.starts_with("rexec: "), "{stderr:?}");
+}
+
+#[test]
+fn bad_bids_and_unknown_nodes_are_refused_before_anything_starts() {
+    let cluster = Cluster::start(1);
+    // The harness's client configuration sets max_rate = "100".
+    for rate in ["-1", "NaN", "2,5", "1e3", "0.0000001", "100.5"] {
+        let out = cluster.rexec().args(["-r", rate, "sleep", "100"]).run();
+        assert_eq!(out.code, Some(2), "rate {rate}: {out:?}");
+        one_clear_line(&out.stderr);
+    }
+    let out = cluster.rexec().args(["-r", "100.5", "true"]).run();
+    assert!(out.stderr.contains("max_rate"), "{}", out.stderr);
+    let out = cluster.rexec().args(["--nodes", "n1,n9", "true"]).run();
+    assert_eq!(out.code, Some(2), "{out:?}");
+    one_clear_line(&out.stderr);
+    assert!(out.stderr.contains("\"n9\""), "{}", out.stderr);
+    assert!(cluster.marked(&[]).is_empty() && cluster.job_cgroups().is_empty());
+}
+
+#[test]
+fn a_node_certificate_cannot_launch_jobs() {
+    let cluster = Cluster::start(1);
+    let config = cluster.client_config(Role::Node, "n1");
+    let out = cluster.rexec().config(&config).args(["sleep", "100"]).run();
+    assert_eq!(out.code, Some(255), "{out:?}");
+    one_clear_line(&out.stderr);
+    assert!(out.stderr.contains("user certificates"), "{}", out.stderr);
+    assert!(cluster.marked(&[]).is_empty() && cluster.job_cgroups().is_empty());
+}
+
+#[test]
+fn a_missing_program_is_reported_by_every_node_and_nothing_runs() {
+    let cluster = Cluster::start(2);
+    let out = cluster
+        .rexec()
+        .args(["--nodes", "n1,n2", "/no/such/program", "x"])
+        .run();
+    assert_eq!(out.code, Some(127), "{out:?}");
+    assert!(out.stderr.contains("node n1 (rank 0)"), "{}", out.stderr);
+    assert!(out.stderr.contains("node n2 (rank 1)"), "{}", out.stderr);
+    assert!(out.stderr.contains("/no/such/program"), "{}", out.stderr);
+    assert!(cluster.marked(&[]).is_empty() && cluster.job_cgroups().is_empty());
+}
+
+/// Launch `sleep 1000` by hand on n1, then write `garbage` as raw bytes on
+/// the session; return every frame the node sent afterwards.
+fn launch_then_send(cluster: &Cluster, garbage: &[u8]) -> Vec<FromNode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let tls = cluster.pki.tls_paths(Role::User, TEST_USER);
+        let connector = certs::connector(&tls).unwrap();
+        let tcp = tokio::net::TcpStream::connect(cluster.node("n1").addr)
+            .await
+            .unwrap();
+        let (stream, _) = certs::connect(&connector, tcp, Role::Node, "n1")
+            .await
+            .unwrap();
+        let mut framed = Framed::new(stream, DEFAULT_MAX_FRAME);
+        framed
+            .send(&ToNode::Hello(Hello::new("e2e")))
+            .await
+            .unwrap();
+        assert!(matches!(
+            framed.recv().await.unwrap(),
+            Some(FromNode::Welcome(_))
+        ));
+        let launch = Launch {
+            job: JobId(0x0e2e),
+            rank: 0,
+            nranks: 1,
+            bid: 0,
+            argv: vec!["sleep".into(), "1000".into()],
+            env: vec![
+                ("PATH".into(), "/usr/bin:/bin".into()),
+                (MARK_VAR.into(), cluster.mark.clone()),
+            ],
+            cwd: None,
+            terminal: None,
+        };
+        framed.send(&ToNode::Launch(launch)).await.unwrap();
+        loop {
+            match framed.recv::<FromNode>().await.unwrap() {
+                Some(FromNode::Started(_)) => break,
+                Some(FromNode::Heartbeat(_)) => {}
+                other => panic!("expected Started, got {other:?}"),
+            }
+        }
+        assert!(wait_until(Duration::from_secs(5), || !cluster.marked(&[]).is_empty()).is_some());
+        framed.get_mut().write_all(garbage).await.unwrap();
+        framed.get_mut().flush().await.unwrap();
+        let mut after = Vec::new();
+        let read_all = async {
+            while let Ok(Some(frame)) = framed.recv::<FromNode>().await {
+                after.push(frame);
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(5), read_all).await;
+        after
+    })
+}
+
+fn error_messages(frames: &[FromNode]) -> Vec<String> {
+    frames
+        .iter()
+        .filter_map(|f| match f {
+            FromNode::Error(e) => Some(e.message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_malformed_frame_gets_an_error_and_ends_the_job() {
+    let cluster = Cluster::start(1);
+    // A Stdin message (tag 3) whose length varint never ends.
+    let frames = launch_then_send(
+        &cluster,
+        &[0, 0, 0, 7, 3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+    );
+    let errors = error_messages(&frames);
+    assert!(errors.iter().any(|e| e.contains("malformed")), "{frames:?}");
+    let gone = wait_until(Duration::from_secs(2), || {
+        cluster.marked(&[]).is_empty() && cluster.job_cgroups().is_empty()
+    });
+    assert!(gone.is_some(), "{:?}", cluster.marked(&[]));
+}
+
+#[test]
+fn a_frame_over_the_limit_gets_an_error_and_ends_the_job() {
+    let cluster = Cluster::start(1);
+    // Declares a 16 MiB body; the limit is 1 MiB.
+    let frames = launch_then_send(&cluster, &[1, 0, 0, 0, 3]);
+    let errors = error_messages(&frames);
+    assert!(
+        errors.iter().any(|e| e.contains("larger than the limit")),
+        "{frames:?}"
+    );
+    let gone = wait_until(Duration::from_secs(2), || {
+        cluster.marked(&[]).is_empty() && cluster.job_cgroups().is_empty()
+    });
+    assert!(gone.is_some(), "{:?}", cluster.marked(&[]));
+}
