@@ -8,6 +8,7 @@
 //! - [`rexec`]: running the `rexec` binary and collecting what it prints.
 //! - [`procs`]: processes found by an environment mark, their states, and
 //!   job cgroup directories.
+//! - [`pty`]: running `rexec` on a real pseudo-terminal (raw mode, resize, typing).
 //! - [`pattern`]: a deterministic binary stream checked byte for byte as it
 //!   arrives (the `rexec-testgen` binary writes it on the nodes).
 //!
@@ -27,6 +28,7 @@
 pub mod cluster;
 pub mod pattern;
 pub mod procs;
+pub mod pty;
 pub mod rexec;
 
 use std::time::{Duration, Instant};

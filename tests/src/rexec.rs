@@ -96,6 +96,11 @@ impl Rexec {
         self
     }
 
+    /// The command as built so far.
+    pub(crate) fn command(&self) -> &Command {
+        &self.cmd
+    }
+
     /// Run to the end (at most [`RUN_LIMIT`]).
     pub fn run(self) -> Outcome {
         self.spawn().wait(RUN_LIMIT)

@@ -12,3 +12,4 @@ mod interrupt;
 mod job_control;
 mod launch;
 mod streams;
+mod terminal;

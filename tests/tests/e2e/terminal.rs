@@ -1,0 +1,66 @@
+//! `-t` from a real terminal: rank 0 sees the client's terminal size and
+//! its changes (SIGWINCH becomes `Resize`), keys typed reach the remote
+//! terminal (Ctrl-C there becomes the remote program's SIGINT), and the
+//! client's terminal leaves raw mode on every exit path.
+
+use std::time::Duration;
+
+use rexec_tests::cluster::Cluster;
+
+#[test]
+fn t_shows_rank_0_the_terminal_size_and_its_changes() {
+    let cluster = Cluster::start(1);
+    let script = "trap 'echo size $(stty size)' WINCH; echo size $(stty size); \
+                  while :; do sleep 0.05; done";
+    let mut term = cluster
+        .rexec()
+        .args(["-t", "sh", "-c", script])
+        .spawn_on_pty(33, 101);
+    term.wait_for("size 33 101", Duration::from_secs(10));
+    assert!(!term.is_cooked(), "rexec -t puts its terminal in raw mode");
+    term.resize(40, 120);
+    term.wait_for("size 40 120", Duration::from_secs(5));
+    // Ctrl-D is data under -t: end the loop with Ctrl-C instead (default SIGINT).
+    term.type_bytes(b"\x03");
+    let code = term.wait(Duration::from_secs(10));
+    assert_eq!(code, Some(130), "{:?}", term.screen());
+    assert!(term.is_cooked(), "the terminal is restored after the run");
+}
+
+#[test]
+fn ctrl_c_typed_under_t_reaches_the_remote_program() {
+    let cluster = Cluster::start(1);
+    let script = "trap 'echo got-int; exit 5' INT; echo ready; while :; do sleep 0.05; done";
+    let mut term = cluster
+        .rexec()
+        .args(["-t", "sh", "-c", script])
+        .spawn_on_pty(24, 80);
+    term.wait_for("ready", Duration::from_secs(10));
+    term.type_bytes(b"\x03");
+    let code = term.wait(Duration::from_secs(10));
+    assert_eq!(code, Some(5), "{:?}", term.screen());
+    assert!(term.screen().contains("got-int"), "{:?}", term.screen());
+    assert!(term.is_cooked());
+}
+
+#[test]
+fn the_terminal_is_restored_when_a_failure_aborts_the_job() {
+    let cluster = Cluster::start(2);
+    let script =
+        "if [ $REXEC_RANK = 1 ]; then sleep 0.5; kill -KILL $$; fi; echo ready; sleep 1000";
+    let mut term = cluster
+        .rexec()
+        .args(["-t", "--nodes", "n1,n2", "sh", "-c", script])
+        .spawn_on_pty(24, 80);
+    term.wait_for("ready", Duration::from_secs(10));
+    assert!(!term.is_cooked());
+    let code = term.wait(Duration::from_secs(10));
+    assert_eq!(code, Some(137), "{:?}", term.screen());
+    assert!(term.is_cooked(), "restored after the abort");
+    assert!(
+        term.screen()
+            .contains("node n2 (rank 1): killed by SIGKILL"),
+        "{:?}",
+        term.screen()
+    );
+}
