@@ -1,0 +1,265 @@
+//! Launch latency and stdout throughput of `rexec` against a local run and
+//! against `ssh localhost`, printed side by side.
+//!
+//! `cargo build --release -p rexec -p rexecd && cargo bench -p rexec-tests`
+//!
+//! Starts four real rexecd (release build, next to this benchmark in
+//! `target/release/`) and, when `/usr/sbin/sshd` exists, an OpenSSH server
+//! on a free loopback port with a fresh host key and key authentication.
+//! Launch: the median and 90th percentile of 30 runs of `/bin/true`.
+//! Throughput: `cat` of a 1 GiB file to the client's stdout (`/dev/null`),
+//! best of 3; a local `cat FILE | cat` shows what one pipe costs on this
+//! machine (the job's stdout is a pipe to rexecd).
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rexec_tests::cluster::{Cluster, bin};
+
+const RUNS: usize = 30;
+const GIB: u64 = 1 << 30;
+
+fn main() {
+    for b in ["rexec", "rexecd", "rexec-testgen"] {
+        if !rexec_tests::cluster::bin_dir().join(b).exists() {
+            println!(
+                "rexec_vs_ssh: {b} is not built in {}; run `cargo build --release -p rexec -p rexecd -p rexec-tests` first",
+                rexec_tests::cluster::bin_dir().display()
+            );
+            return;
+        }
+    }
+    let cluster = Cluster::start(4);
+    let sshd = Sshd::start();
+    let rexec = |args: &[&str]| {
+        let mut c = Command::new(bin("rexec"));
+        c.args(args).env("REXEC_CONFIG", &cluster.config);
+        c
+    };
+
+    println!("launch latency of /bin/true ({RUNS} runs)       median      p90");
+    let local = latency(|| Command::new("/bin/true"));
+    row("local /bin/true", local);
+    let one = latency(|| rexec(&["-n", "1", "/bin/true"]));
+    row("rexec -n 1 /bin/true", one);
+    let four = latency(|| rexec(&["-n", "4", "/bin/true"]));
+    row("rexec -n 4 /bin/true (4 nodes)", four);
+    let ssh_launch = sshd.as_ref().map(|s| {
+        let l = latency(|| s.command("/bin/true"));
+        row("ssh localhost /bin/true", l);
+        l
+    });
+
+    let dir = tempfile::Builder::new()
+        .prefix("rexec-bench-")
+        .tempdir()
+        .expect("tempdir");
+    let file = make_file(dir.path());
+    println!("stdout throughput, cat of a 1 GiB file (best of 3)");
+    let local = throughput(|| {
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(format!("cat {} | cat", file.display()));
+        c
+    });
+    println!(
+        "  {:<38} {:>7.2} GB/s",
+        "local cat FILE | cat (one pipe)", local
+    );
+    let through_rexec = throughput(|| rexec(&["cat", &file.display().to_string()]));
+    println!("  {:<38} {:>7.2} GB/s", "rexec cat FILE", through_rexec);
+    let through_ssh = sshd.as_ref().map(|s| {
+        let t = throughput(|| s.command(&format!("cat {}", file.display())));
+        println!("  {:<38} {:>7.2} GB/s", "ssh localhost cat FILE", t);
+        t
+    });
+
+    println!("targets:");
+    println!(
+        "  rexec -n 1 median <= 10 ms: {} ({:.1} ms)",
+        verdict(one.0 <= 10.0),
+        one.0
+    );
+    match ssh_launch {
+        Some(s) => println!(
+            "  rexec -n 1 >= 10x faster than ssh: {} ({:.1}x)",
+            verdict(s.0 >= 10.0 * one.0),
+            s.0 / one.0
+        ),
+        None => println!(
+            "  ssh comparisons skipped: /usr/sbin/sshd is not installed (apt-get install openssh-server)"
+        ),
+    }
+    println!(
+        "  throughput >= 1 GB/s: {} ({through_rexec:.2} GB/s)",
+        verdict(through_rexec >= 1.0)
+    );
+    if let Some(t) = through_ssh {
+        println!(
+            "  throughput >= ssh: {} ({:.2}x ssh)",
+            verdict(through_rexec >= t),
+            through_rexec / t
+        );
+    }
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "met" } else { "NOT met" }
+}
+
+fn row(what: &str, (median, p90): (f64, f64)) {
+    println!("  {what:<38} {median:>7.2} ms {p90:>7.2} ms");
+}
+
+/// Median and 90th percentile in milliseconds.
+fn latency(mut make: impl FnMut() -> Command) -> (f64, f64) {
+    let mut ms = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        let mut c = make();
+        c.stdin(Stdio::null()).stdout(Stdio::null());
+        let start = Instant::now();
+        let status = c.status().expect("cannot run");
+        ms.push(start.elapsed().as_secs_f64() * 1e3);
+        assert!(status.success(), "{c:?} failed: {status}");
+    }
+    ms.sort_by(f64::total_cmp);
+    (ms[RUNS / 2], ms[RUNS * 9 / 10])
+}
+
+/// Best of 3, in GB/s.
+fn throughput(mut make: impl FnMut() -> Command) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let mut c = make();
+        let null = fs::File::create("/dev/null").expect("/dev/null");
+        c.stdin(Stdio::null()).stdout(null);
+        let start = Instant::now();
+        let status = c.status().expect("cannot run");
+        best = best.min(start.elapsed().as_secs_f64());
+        assert!(status.success(), "{c:?} failed: {status}");
+    }
+    GIB as f64 / best / 1e9
+}
+
+fn make_file(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = dir.join("gib");
+    let out = fs::File::create(&path).expect("create");
+    let status = Command::new(bin("rexec-testgen"))
+        .args(["9", &GIB.to_string()])
+        .stdout(out)
+        .status()
+        .expect("rexec-testgen");
+    assert!(status.success());
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).expect("chmod");
+    // Read it once so both contenders find it in the page cache.
+    let _ = Command::new("cat")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .status();
+    path
+}
+
+/// An OpenSSH server on a free loopback port, for root with a fresh key.
+struct Sshd {
+    dir: tempfile::TempDir,
+    port: u16,
+    child: Child,
+}
+
+impl Sshd {
+    fn start() -> Option<Sshd> {
+        let sshd = Path::new("/usr/sbin/sshd");
+        if !sshd.exists() {
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("rexec-bench-ssh-")
+            .tempdir()
+            .ok()?;
+        let d = dir.path();
+        for key in ["host_key", "user_key"] {
+            let ok = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(d.join(key))
+                .status()
+                .ok()?
+                .success();
+            if !ok {
+                return None;
+            }
+        }
+        fs::copy(d.join("user_key.pub"), d.join("authorized_keys")).ok()?;
+        let port = TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let config = format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {0}/host_key\nAuthorizedKeysFile {0}/authorized_keys\n\
+             PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n\
+             StrictModes no\nUsePAM no\nPidFile {0}/sshd.pid\n",
+            d.display()
+        );
+        fs::write(d.join("sshd_config"), config).ok()?;
+        let _ = fs::create_dir_all("/run/sshd");
+        let child = Command::new(sshd)
+            .arg("-D")
+            .arg("-f")
+            .arg(d.join("sshd_config"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let s = Sshd { dir, port, child };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                println!("sshd did not start; ssh comparisons skipped");
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let ok = s
+            .command("true")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|st| st.success());
+        if !ok {
+            println!("ssh to the benchmark's sshd failed; ssh comparisons skipped");
+            return None;
+        }
+        Some(s)
+    }
+
+    fn command(&self, remote: &str) -> Command {
+        let mut c = Command::new("ssh");
+        c.arg("-p")
+            .arg(self.port.to_string())
+            .arg("-i")
+            .arg(self.dir.path().join("user_key"))
+            .args([
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                "UserKnownHostsFile=/dev/null",
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "LogLevel=ERROR",
+                "root@127.0.0.1",
+                remote,
+            ]);
+        c
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
