@@ -1,18 +1,25 @@
-//! accountd: the credit ledger of the rexec market.
+//! accountd: the credit ledger of the rexec market, its admin/user CLI
+//! (`accountctl`) and the client library nodes use to charge.
 //!
 //! Module map:
-//! - [`amount`] — decimal credits as text to and from `i64` micro-credits.
-//! - [`authz`] — which certificate role may do what.
-//! - [`client`] — one TLS connection to accountd and request/response calls.
-//! - [`config`] — the TOML configuration file.
-//! - [`time`] — UTC wall-clock times for the ledger record and the CLI.
-//! - [`validate`] — checks on names, reasons and amounts from the network.
-//! - [`ctl`] — accountctl's settings and output formats.
-//! - [`debit`] — the node's debit client: journal, delivery, retries.
-//! - [`journal`] — the node-side append-only journal of unacknowledged charges.
-//! - [`server`] — the TLS server: accept, authorise, dispatch, shut down.
-//! - [`store`] — the SQLite ledger: schema, writes, queries, audit, and the
-//!   writer thread that group-commits.
+//! - Server: [`server`] (TLS accept, dispatch, graceful shutdown), [`authz`]
+//!   (which certificate role may do what), [`store`] (the SQLite ledger:
+//!   schema, writes, queries, audit, and the group-committing writer thread),
+//!   [`config`] (the TOML file).
+//! - Node side: [`debit`] (the debit client: journal first, then delivery
+//!   with retries) and [`journal`] (the append-only file of unsettled charges).
+//! - Clients: [`client`] (one TLS connection, request/response calls) and
+//!   [`ctl`] (accountctl's settings and output formats).
+//! - Shared: [`amount`] (decimal credits to and from `i64` micro-credits),
+//!   [`time`] (UTC times for the record and the CLI), [`validate`] (checks on
+//!   names, reasons and amounts from the network).
+//!
+//! ```
+//! use accountd::amount::{format_credits, parse_credits};
+//! let micros = parse_credits("2.5").unwrap();
+//! assert_eq!(micros, 2_500_000);
+//! assert_eq!(format_credits(-micros), "-2.500000");
+//! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
