@@ -51,7 +51,7 @@ pub fn authorize(peer: &PeerIdentity, op: AccountOp) -> Result<Route, AccountErr
             Ok(Route::Write(op))
         }
         AccountOp::Balance(mut q) => {
-            let target = q.user.clone().unwrap_or_else(|| peer.name.clone());
+            let target = target_user(peer, &q.user, "balance")?;
             match role {
                 Role::Admin | Role::Node => {}
                 Role::User if target == peer.name => {}
@@ -72,7 +72,7 @@ pub fn authorize(peer: &PeerIdentity, op: AccountOp) -> Result<Route, AccountErr
             Ok(Route::Read(AccountOp::Balance(q)))
         }
         AccountOp::History(mut q) => {
-            let target = q.user.clone().unwrap_or_else(|| peer.name.clone());
+            let target = target_user(peer, &q.user, "history")?;
             match role {
                 Role::Admin => {}
                 Role::User if target == peer.name => {}
@@ -103,6 +103,25 @@ pub fn authorize(peer: &PeerIdentity, op: AccountOp) -> Result<Route, AccountErr
         other => Err(AccountError::new(
             ErrorCode::Unsupported,
             format!("this accountd does not handle {}", other.name()),
+        )),
+    }
+}
+
+/// The user a query is about: the one named, or for a user certificate its own.
+fn target_user(
+    peer: &PeerIdentity,
+    named: &Option<String>,
+    what: &str,
+) -> Result<String, AccountError> {
+    match (named, peer.role) {
+        (Some(u), _) => Ok(u.clone()),
+        (None, Role::User) => Ok(peer.name.clone()),
+        (None, _) => Err(AccountError::new(
+            ErrorCode::Malformed,
+            format!(
+                "{} {} has no account of its own: name the user (accountctl {what} USER)",
+                peer.role, peer.name
+            ),
         )),
     }
 }
