@@ -47,6 +47,29 @@ fn one_gib_of_binary_output_arrives_intact() {
     );
 }
 
+#[test]
+fn a_slow_reader_of_stdout_is_not_taken_for_a_dead_client() {
+    // Whoever reads rexec's stdout stops for twice the heartbeat timeouts (2s):
+    // output waits, heartbeats keep flowing both ways, nothing is lost.
+    let cluster = Cluster::start(1);
+    let check = Arc::new(Mutex::new(Verifier::new(3)));
+    let sink = check.clone();
+    let mut first = true;
+    let running = cluster
+        .rexec()
+        .args([testgen(), "3".into(), "50000000".into()])
+        .spawn_streaming(move |chunk| {
+            if std::mem::take(&mut first) {
+                std::thread::sleep(std::time::Duration::from_secs(4));
+            }
+            sink.lock().unwrap().feed(chunk);
+        });
+    let out = running.wait(rexec_tests::rexec::RUN_LIMIT);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let check = check.lock().unwrap();
+    assert_eq!((check.len(), check.mismatch), (50_000_000, None));
+}
+
 fn cksum(data: &[u8]) -> String {
     use std::io::Write;
     let mut child = std::process::Command::new("cksum")
