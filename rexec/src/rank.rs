@@ -103,7 +103,15 @@ pub fn spawn(
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let (stdin_tx, stdin_rx) = mpsc::channel(STDIN_QUEUE);
     tokio::spawn(write_loop(writer, control_rx, stdin_rx));
-    let reader = tokio::spawn(read_loop(reader, rank, timeout, output, events, pause));
+    let reader = tokio::spawn(read_loop(
+        reader,
+        rank,
+        node.clone(),
+        timeout,
+        output,
+        events,
+        pause,
+    ));
     RankLink {
         rank,
         node,
@@ -159,6 +167,7 @@ async fn write_loop(
 async fn read_loop(
     mut reader: Reader,
     rank: u32,
+    node: String,
     timeout: Duration,
     output: mpsc::Sender<Out>,
     events: mpsc::UnboundedSender<RankEvent>,
@@ -195,7 +204,10 @@ async fn read_loop(
             Ok(Some(FromNode::Heartbeat(_))) => {}
             Ok(Some(FromNode::Notice(n))) => {
                 let _ = output
-                    .send(Out::Message(format!("rexec: rank {rank}: {}", n.text)))
+                    .send(Out::Message(format!(
+                        "rexec: node {node} (rank {rank}): {}",
+                        n.text
+                    )))
                     .await;
             }
             Ok(Some(FromNode::Exit(exit))) => break RankEvent::Exited { rank, exit },
