@@ -27,6 +27,13 @@ pub fn state(pid: u32) -> Option<char> {
     after.trim_start().chars().next()
 }
 
+/// The parent process id of `pid`, if it exists.
+pub fn parent(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
 fn pids() -> Vec<u32> {
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();

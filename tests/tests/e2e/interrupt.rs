@@ -37,19 +37,21 @@ fn a_double_sigint_leaves_nothing_of_the_job_within_one_second() {
         cluster.marked(&[client.pid]).len() >= 8
     });
     assert!(enough.is_some(), "{:?}", cluster.marked(&[client.pid]));
-    let reparented = cluster
-        .marked(&[client.pid])
+    // Two per rank escaped the process tree: their parent is neither a job
+    // process nor rexecd (init, or whatever reaps orphans here).
+    let job = cluster.marked(&[client.pid]);
+    let daemons: Vec<u32> = cluster.nodes.iter().filter_map(|n| n.pid()).collect();
+    let escaped = job
         .iter()
         .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{}/stat", p.pid)).is_ok_and(|s| {
-                s.rsplit(')')
-                    .next()
-                    .and_then(|t| t.split_whitespace().nth(1))
-                    == Some("1")
-            })
+            let ppid = rexec_tests::procs::parent(p.pid).unwrap_or(0);
+            !job.iter().any(|q| q.pid == ppid) && !daemons.contains(&ppid)
         })
         .count();
-    assert!(reparented >= 2, "the grandchildren were reparented to init");
+    assert!(
+        escaped >= 4,
+        "the grandchildren left the job's process tree: {job:?}"
+    );
 
     client.signal(SIGINT);
     client.wait_for_stdout("first-int-0", Duration::from_secs(5));

@@ -12,7 +12,7 @@ fn exit_codes_propagate_and_the_first_failure_wins() {
     assert_eq!(out.code, Some(7), "{out:?}");
 
     // Rank 1 fails first (rank 0 waits a little), so its status is the one reported.
-    let script = "if [ $REXEC_RANK = 1 ]; then exit 3; else sleep 0.5; exit 4; fi";
+    let script = "if [ $REXEC_RANK = 1 ]; then exit 3; else sleep 1; exit 4; fi";
     let out = cluster
         .rexec()
         .args(["--nodes", "n1,n2", "sh", "-c", script])
