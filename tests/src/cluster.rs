@@ -145,6 +145,7 @@ impl Cluster {
     pub fn start_with(options: ClusterOptions) -> Cluster {
         let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         ensure_test_user();
+        procs::sweep_dead_test_parents();
         let unique = format!(
             "{}-{}",
             std::process::id(),

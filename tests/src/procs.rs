@@ -139,3 +139,30 @@ pub fn remove_parent(parent: &str) {
         let _ = fs::remove_dir(&top);
     }
 }
+
+/// Remove parents named `rexec-test-PID-...` whose test process `PID` is
+/// gone (left by a test run that was killed before it could clean up).
+pub fn sweep_dead_test_parents() {
+    let mut names = Vec::new();
+    for mount in cgroup_mounts() {
+        let Ok(dir) = fs::read_dir(&mount) else {
+            continue;
+        };
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name
+                .strip_prefix("rexec-test-")
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok());
+            if let Some(pid) = pid {
+                if !std::path::Path::new(&format!("/proc/{pid}")).exists() && !names.contains(&name)
+                {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    for name in names {
+        remove_parent(&name);
+    }
+}

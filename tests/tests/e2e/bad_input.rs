@@ -151,11 +151,12 @@ fn a_malformed_frame_gets_an_error_and_ends_the_job() {
 fn a_frame_over_the_limit_gets_an_error_and_ends_the_job() {
     let cluster = Cluster::start(1);
     // Declares a 16 MiB body; the limit is 1 MiB.
-    let frames = launch_then_send(&cluster, &[1, 0, 0, 0, 3]);
+    let frames = launch_then_send(&cluster, &[1, 0, 0, 0]);
     let errors = error_messages(&frames);
     assert!(
         errors.iter().any(|e| e.contains("larger than the limit")),
-        "{frames:?}"
+        "{frames:?}\n{}",
+        cluster.logs()
     );
     let gone = wait_until(Duration::from_secs(2), || {
         cluster.marked(&[]).is_empty() && cluster.job_cgroups().is_empty()
