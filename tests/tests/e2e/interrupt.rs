@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal::SIGINT;
+use nix::sys::signal::Signal::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use rexec_tests::cluster::Cluster;
 use rexec_tests::wait_until;
 
@@ -75,4 +75,32 @@ fn a_double_sigint_leaves_nothing_of_the_job_within_one_second() {
         out.stderr
     );
     eprintln!("job gone {:?} after the second SIGINT", second.elapsed());
+}
+
+#[test]
+fn hup_usr1_and_term_are_forwarded() {
+    let cluster = Cluster::start(2);
+    let script = "trap 'echo usr1-$REXEC_RANK' USR1; trap 'echo hup-$REXEC_RANK' HUP; \
+                  echo ready-$REXEC_RANK; while :; do sleep 0.05; done";
+    let client = cluster
+        .rexec()
+        .args(["-l", "--nodes", "n1,n2", "sh", "-c", script])
+        .spawn();
+    client.wait_for_stdout("ready-0", Duration::from_secs(10));
+    client.wait_for_stdout("ready-1", Duration::from_secs(10));
+    client.signal(SIGUSR1);
+    client.wait_for_stdout("[0] usr1-0", Duration::from_secs(5));
+    client.wait_for_stdout("[1] usr1-1", Duration::from_secs(5));
+    client.signal(SIGHUP);
+    client.wait_for_stdout("[0] hup-0", Duration::from_secs(5));
+    client.wait_for_stdout("[1] hup-1", Duration::from_secs(5));
+    client.signal(SIGTERM);
+    let out = client.wait(Duration::from_secs(10));
+    assert_eq!(out.code, Some(143), "{out:?}");
+    // (The remote sh reports its sleep's deaths on stderr; rexec itself says nothing.)
+    assert!(
+        !out.stderr.contains("rexec:"),
+        "the user's own signal is no failure to report: {}",
+        out.stderr
+    );
 }

@@ -143,3 +143,33 @@ fn rank_0_gets_a_terminal_with_t() {
     );
     assert!(text.contains("pipe-1\n"), "{text:?}");
 }
+
+#[test]
+fn a_closed_stdout_ends_the_job_quietly_as_sigpipe_would() {
+    let cluster = Cluster::start(1);
+    let line = format!(
+        "set -o pipefail; {} yes | head -n 2",
+        bin("rexec").display()
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-c", &line])
+        .env("REXEC_CONFIG", &cluster.config)
+        .env(rexec_tests::procs::MARK_VAR, &cluster.mark)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "y\ny\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "quiet");
+    assert_eq!(
+        out.status.code(),
+        Some(141),
+        "128 + SIGPIPE, like a local `yes`"
+    );
+    let gone = rexec_tests::wait_until(std::time::Duration::from_secs(2), || {
+        cluster.marked(&[]).is_empty() && cluster.job_cgroups().is_empty()
+    });
+    assert!(
+        gone.is_some(),
+        "the remote yes was stopped: {:?}",
+        cluster.marked(&[])
+    );
+}
