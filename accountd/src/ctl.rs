@@ -7,18 +7,19 @@
 //! `$XDG_CONFIG_HOME/rexec/config.toml`, else `~/.config/rexec/config.toml`):
 //!
 //! ```toml
-//! [accountd]
-//! address = "accounts.example.org:7070"
-//! server_name = "accountd"      # name in accountd's certificate
-//!
-//! [tls]
 //! ca = "/etc/rexec/ca.pem"
 //! cert = "/home/alice/.config/rexec/user-alice.pem"
 //! key = "/home/alice/.config/rexec/user-alice.key"
 //! crl = "/etc/rexec/crl.pem"
+//!
+//! [accountd]
+//! address = "accounts.example.org:7070"
+//! server_name = "accountd"      # name in accountd's certificate
 //! ```
 //!
-//! Other sections (used by other rexec tools) are ignored.
+//! This is the one client file every rexec tool reads: the certificate keys at
+//! the top are shared with `rexec`, and other keys and sections (such as
+//! `[nodes]`) belong to other tools and are ignored here.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -35,9 +36,14 @@ pub struct CtlFile {
     /// `[accountd]`.
     #[serde(default)]
     pub accountd: CtlServer,
-    /// `[tls]`.
-    #[serde(default)]
-    pub tls: crate::config::TlsSection,
+    /// Cluster CA certificate (top-level `ca`).
+    pub ca: Option<PathBuf>,
+    /// Your certificate (top-level `cert`).
+    pub cert: Option<PathBuf>,
+    /// Your private key (top-level `key`).
+    pub key: Option<PathBuf>,
+    /// Certificate revocation list (top-level `crl`).
+    pub crl: Option<PathBuf>,
 }
 
 /// `[accountd]` in the client config.

@@ -21,7 +21,7 @@ use proto::account::*;
     version,
     after_help = "Settings come from flags, then ACCOUNTD_ADDR / REXEC_CA / REXEC_CERT / REXEC_KEY / REXEC_CRL, \
 then the config file (--config, REXEC_CONFIG, $XDG_CONFIG_HOME/rexec/config.toml or ~/.config/rexec/config.toml) \
-with `address` and `server_name` under [accountd] and `ca`, `cert`, `key`, `crl` under [tls].\n\
+with `ca`, `cert`, `key`, `crl` at the top (shared with rexec) and `address`, `server_name` under [accountd].\n\
 Exit status: 0 success, 1 error, 2 audit found problems."
 )]
 struct Cli {
@@ -153,30 +153,30 @@ async fn connect(cli: &Cli) -> anyhow::Result<AccountClient> {
     let need = |v: Option<PathBuf>, what: &str, flag: &str, env: &str| {
         v.ok_or_else(|| {
             anyhow!(
-                "no {what} given: pass {flag}, set {env}, or set it under [tls] in the config file"
+                "no {what} given: pass {flag}, set {env}, or set it at the top of the config file"
             )
         })
     };
     let paths = certs::TlsPaths {
         ca: need(
-            cli.ca.clone().or(file.tls.ca),
+            cli.ca.clone().or(file.ca),
             "CA certificate",
             "--ca",
             "REXEC_CA",
         )?,
         cert: need(
-            cli.cert.clone().or(file.tls.cert),
+            cli.cert.clone().or(file.cert),
             "certificate",
             "--cert",
             "REXEC_CERT",
         )?,
         key: need(
-            cli.key.clone().or(file.tls.key),
+            cli.key.clone().or(file.key),
             "private key",
             "--key",
             "REXEC_KEY",
         )?,
-        crl: cli.crl.clone().or(file.tls.crl),
+        crl: cli.crl.clone().or(file.crl),
     };
     let addr = cli.server.clone().or(file.accountd.address).ok_or_else(|| {
         anyhow!("no accountd address: pass --server HOST:PORT, set ACCOUNTD_ADDR, or set address under [accountd] in the config file")

@@ -51,7 +51,7 @@ fn both_programs_run_from_their_config_files_alone() {
     std::fs::write(
         home.join(".config/rexec/config.toml"),
         format!(
-            "[accountd]\naddress = {addr:?}\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[rexec]\nnodes = 4\n",
+            "ca = {:?}\ncert = {:?}\nkey = {:?}\n\n[accountd]\naddress = {addr:?}\n\n[nodes]\nn1 = \"127.0.0.1:7001\"\n",
             admin.ca, admin.cert, admin.key
         ),
     )
