@@ -9,9 +9,8 @@
 //! would make unreliable.
 
 use std::fs;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -19,6 +18,7 @@ use std::time::{Duration, Instant};
 use certs::Role;
 use certs::testing::TestPki;
 
+use crate::node::{Node, spawn_node};
 use crate::procs;
 use crate::rexec::Rexec;
 
@@ -89,28 +89,6 @@ impl Default for ClusterOptions {
             node_heartbeat_timeout: "2s",
             client_heartbeat_timeout: "2s",
         }
-    }
-}
-
-/// One rexecd.
-#[derive(Debug)]
-pub struct Node {
-    /// Its name (`n1`, `n2`, ...).
-    pub name: String,
-    /// Where it listens.
-    pub addr: SocketAddr,
-    /// Its parent cgroup name.
-    pub cgroup_parent: String,
-    /// Its log (rexecd's stderr).
-    pub log: PathBuf,
-    child: Option<Child>,
-    args: Vec<String>,
-}
-
-impl Node {
-    /// rexecd's process id, while it runs.
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(|c| c.id())
     }
 }
 
@@ -305,49 +283,6 @@ impl Cluster {
         }
         out
     }
-}
-
-fn spawn_node(rexecd: &Path, node: &mut Node, ready: &Path) {
-    let _ = fs::remove_file(ready);
-    let log = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&node.log)
-        .expect("cannot open the node log");
-    let mut child = Command::new(rexecd)
-        .args(&node.args)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", rexecd.display()));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let addr = loop {
-        if let Ok(text) = fs::read_to_string(ready) {
-            if let Ok(addr) = text.trim().parse::<SocketAddr>() {
-                break addr;
-            }
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            let log = fs::read_to_string(&node.log).unwrap_or_default();
-            panic!(
-                "rexecd {} exited with {status} before it was ready:\n{log}",
-                node.name
-            );
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!(
-                "rexecd {} did not write {} in time",
-                node.name,
-                ready.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    node.addr = addr;
-    node.child = Some(child);
 }
 
 impl Drop for Cluster {

@@ -5,6 +5,7 @@
 //! Module map:
 //! - [`cluster`]: [`cluster::Cluster`], a PKI plus N daemons and a client
 //!   configuration; stops the daemons and checks cgroups on drop.
+//! - [`node`]: one `rexecd` process: flags, log, ready file, start-up.
 //! - [`rexec`]: running the `rexec` binary and collecting what it prints.
 //! - [`procs`]: processes found by an environment mark, their states, and
 //!   job cgroup directories.
@@ -26,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cluster;
+pub mod node;
 pub mod pattern;
 pub mod procs;
 pub mod pty;

@@ -1,0 +1,75 @@
+//! One `rexecd` process of a [`crate::cluster::Cluster`]: its flags, log,
+//! ready file and cgroup parent, and starting it until it has written the
+//! address it listens on.
+
+use std::fs;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One rexecd.
+#[derive(Debug)]
+pub struct Node {
+    /// Its name (`n1`, `n2`, ...).
+    pub name: String,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its parent cgroup name.
+    pub cgroup_parent: String,
+    /// Its log (rexecd's stderr).
+    pub log: PathBuf,
+    pub(crate) child: Option<Child>,
+    pub(crate) args: Vec<String>,
+}
+
+impl Node {
+    /// rexecd's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+}
+
+/// Start `rexecd` with `node`'s flags and wait until `ready` holds its address.
+pub(crate) fn spawn_node(rexecd: &Path, node: &mut Node, ready: &Path) {
+    let _ = fs::remove_file(ready);
+    let log = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&node.log)
+        .expect("cannot open the node log");
+    let mut child = Command::new(rexecd)
+        .args(&node.args)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", rexecd.display()));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let addr = loop {
+        if let Ok(text) = fs::read_to_string(ready) {
+            if let Ok(addr) = text.trim().parse::<SocketAddr>() {
+                break addr;
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let log = fs::read_to_string(&node.log).unwrap_or_default();
+            panic!(
+                "rexecd {} exited with {status} before it was ready:\n{log}",
+                node.name
+            );
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "rexecd {} did not write {} in time",
+                node.name,
+                ready.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    node.addr = addr;
+    node.child = Some(child);
+}
