@@ -72,7 +72,7 @@ pub struct RunArgs {
     /// Nodes to run on, in rank order; a node may appear more than once.
     #[arg(long, value_name = "A,B,...", value_delimiter = ',')]
     pub nodes: Option<Vec<String>>,
-    /// Prefix every output line with the rank that wrote it, as "[R] ".
+    /// Prefix every output line with the rank that wrote it, as `[R] `.
     #[arg(short = 'l', long = "label")]
     pub label: bool,
     /// Which ranks read standard input.
