@@ -1,33 +1,51 @@
-//! Moving bytes between a job and its client. [`pump_output`] reads a pipe or terminal
-//! in chunks of up to [`CHUNK_SIZE`] and queues each one to the session's writer as soon
-//! as it arrives (no line buffering); [`feed_stdin`] writes the client's stdin chunks to
-//! the job and closes its stdin on `StdinEnd`; [`write_frames`] is the one task that
-//! writes frames to the client, so output, heartbeats and the final `Exit` never
-//! interleave. Queues are bounded, so a client that reads slowly slows the job down
-//! instead of growing rexecd's memory.
+//! Moving bytes between a job and its client.
+//!
+//! [`output`] is the one task that writes frames to the client. It reads the job's
+//! stdout and stderr itself (pipes, or the terminal) in chunks of up to [`CHUNK_SIZE`]
+//! and sends each as soon as it arrives, with no line buffering, reusing one buffer per
+//! stream so that streaming allocates nothing per chunk and no bytes change threads.
+//! Between chunks it sends what the session queues ([`Out`]): heartbeats, notices, and
+//! at the end either the final `Exit` after both streams reached EOF
+//! ([`Out::Finish`]) or an immediate last frame ([`Out::Close`]). Because a slow client
+//! makes it wait, it also makes the job wait on a full pipe instead of growing
+//! rexecd's memory.
+//!
+//! [`feed_stdin`] writes the client's stdin chunks to the job and closes its stdin on
+//! `StdinEnd`.
 
 use std::io;
 use std::os::fd::AsFd;
+use std::pin::Pin;
+use std::time::Duration;
 
 use proto::node::{CHUNK_SIZE, Chunk, FromNode};
 use proto::{FrameError, FrameWriter};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
-/// Frames queued for the client before the pumps wait.
+/// Frames the session may queue for the output task before it waits.
 pub const OUT_QUEUE: usize = 32;
 /// Stdin chunks queued for the job before rexecd stops reading the client.
 pub const STDIN_QUEUE: usize = 64;
 /// Pipe capacity asked for the job's stdout and stderr (fewer, larger reads).
 pub const PIPE_SIZE: i32 = 1 << 20;
+/// How long the output of an ended rank may take to reach EOF.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
-/// Which output stream a pump carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
-    /// Standard output (or the terminal).
-    Stdout,
-    /// Standard error.
-    Stderr,
+/// A readable end of the job's output.
+pub type Source = Pin<Box<dyn AsyncRead + Send>>;
+
+/// What the session asks of the output task.
+#[derive(Debug)]
+pub enum Out {
+    /// Send this frame between output chunks.
+    Frame(FromNode),
+    /// The job ended: read both streams to EOF (at most [`DRAIN_LIMIT`]), then send
+    /// this last frame and close.
+    Finish(FromNode),
+    /// Stop reading output; send this frame (if any) and close.
+    Close(Option<FromNode>),
 }
 
 /// What the session hands the stdin task.
@@ -39,29 +57,120 @@ pub enum StdinMsg {
     End,
 }
 
-/// Reads `source` until EOF and queues each chunk for the client. Returns the number of
-/// bytes moved; stops early (without error) when the writer is gone.
-pub async fn pump_output<R: AsyncRead + Unpin>(
-    mut source: R,
-    stream: Stream,
-    out: mpsc::Sender<FromNode>,
-) -> io::Result<u64> {
-    let mut total = 0u64;
-    loop {
-        let mut buf = Vec::with_capacity(CHUNK_SIZE);
-        let n = source.read_buf(&mut buf).await?;
-        if n == 0 {
-            return Ok(total);
+/// One output stream with its reusable buffer.
+struct Stream {
+    source: Option<Source>,
+    buf: Vec<u8>,
+    stderr: bool,
+}
+
+impl Stream {
+    fn new(source: Option<Source>, stderr: bool) -> Stream {
+        Stream {
+            source,
+            buf: Vec::with_capacity(CHUNK_SIZE),
+            stderr,
         }
-        total += n as u64;
-        let chunk = Chunk(buf);
-        let msg = match stream {
-            Stream::Stdout => FromNode::Stdout(chunk),
-            Stream::Stderr => FromNode::Stderr(chunk),
+    }
+
+    /// Reads the next chunk (cancel-safe); pending forever once closed.
+    async fn read(&mut self) -> io::Result<usize> {
+        match self.source.as_mut() {
+            Some(source) => {
+                self.buf.clear();
+                source.read_buf(&mut self.buf).await
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Sends the chunk just read, keeping the buffer for the next one.
+    async fn send<W: AsyncWrite + Unpin>(
+        &mut self,
+        writer: &mut FrameWriter<W>,
+    ) -> Result<(), FrameError> {
+        let chunk = Chunk(std::mem::take(&mut self.buf));
+        let msg = if self.stderr {
+            FromNode::Stderr(chunk)
+        } else {
+            FromNode::Stdout(chunk)
         };
-        if out.send(msg).await.is_err() {
-            return Ok(total);
+        let sent = writer.send(&msg).await;
+        if let FromNode::Stdout(Chunk(buf)) | FromNode::Stderr(Chunk(buf)) = msg {
+            self.buf = buf;
         }
+        sent
+    }
+
+    /// Handles a read result: sends data, closes the stream at EOF or error.
+    async fn deliver<W: AsyncWrite + Unpin>(
+        &mut self,
+        read: io::Result<usize>,
+        writer: &mut FrameWriter<W>,
+    ) -> Result<(), FrameError> {
+        match read {
+            Ok(0) => self.source = None,
+            Ok(_) => self.send(writer).await?,
+            Err(e) => {
+                tracing::debug!(error = %e, stderr = self.stderr, "job output failed");
+                self.source = None;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes `first`, then the job's output and the session's frames, until told to stop
+/// (see [`Out`]); then shuts the connection down (TLS close_notify). Ends early, with
+/// the error, when the client connection fails.
+pub async fn output<W: AsyncWrite + Unpin>(
+    mut writer: FrameWriter<W>,
+    first: FromNode,
+    stdout: Option<Source>,
+    stderr: Option<Source>,
+    mut queue: mpsc::Receiver<Out>,
+) -> Result<(), FrameError> {
+    writer.send(&first).await?;
+    let mut out = Stream::new(stdout, false);
+    let mut err = Stream::new(stderr, true);
+    let mut finish: Option<(FromNode, Instant)> = None;
+    loop {
+        if out.source.is_none()
+            && err.source.is_none()
+            && let Some((last, _)) = finish.take()
+        {
+            writer.send(&last).await?;
+            break;
+        }
+        let deadline = finish.as_ref().map(|f| f.1);
+        tokio::select! {
+            read = out.read() => out.deliver(read, &mut writer).await?,
+            read = err.read() => err.deliver(read, &mut writer).await?,
+            msg = queue.recv(), if finish.is_none() => match msg {
+                Some(Out::Frame(frame)) => writer.send(&frame).await?,
+                Some(Out::Finish(last)) => finish = Some((last, Instant::now() + DRAIN_LIMIT)),
+                Some(Out::Close(last)) => {
+                    if let Some(last) = last {
+                        writer.send(&last).await?;
+                    }
+                    break;
+                }
+                None => break,
+            },
+            _ = sleep_until(deadline) => {
+                tracing::warn!("job output did not reach EOF in time; dropping the rest");
+                out.source = None;
+                err.source = None;
+            }
+        }
+    }
+    writer.shutdown().await
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -92,18 +201,6 @@ pub async fn feed_stdin<W: AsyncWrite + Unpin>(
             sink = None;
         }
     }
-}
-
-/// Writes every queued frame to the client until the queue closes, then shuts the
-/// connection down (TLS close_notify).
-pub async fn write_frames<W: AsyncWrite + Unpin>(
-    mut writer: FrameWriter<W>,
-    mut queue: mpsc::Receiver<FromNode>,
-) -> Result<(), FrameError> {
-    while let Some(msg) = queue.recv().await {
-        writer.send(&msg).await?;
-    }
-    writer.shutdown().await
 }
 
 /// Asks the kernel for a larger pipe buffer (best effort).

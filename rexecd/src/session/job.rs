@@ -20,6 +20,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use proto::FrameReader;
 use proto::node::{
     ErrorCode, ErrorReply, Exit, ExitStatus, FromNode, Heartbeat, JobId, Launch, Notice,
     NoticeKind, Signal, Started, ToNode,
@@ -33,15 +34,13 @@ use tokio::time::{Instant, MissedTickBehavior};
 use super::{Reader, Shared, Writer, frame_error_reply};
 use crate::heartbeat::Liveness;
 use crate::pty::PtyMaster;
-use crate::pump::{self, StdinMsg, Stream};
+use crate::pump::{self, Out, Source, StdinMsg};
 use crate::registry::{Control, Slot};
 use crate::spawn::JobUser;
 use crate::sys::{self, ProcessId};
 
-/// How long the output of an ended rank may take to drain.
-const DRAIN_LIMIT: Duration = Duration::from_secs(5);
-/// How long the final frames may take to reach the client.
-const FLUSH_LIMIT: Duration = Duration::from_secs(10);
+/// How long a last `Error` may take to reach a client that broke the protocol.
+const CLOSE_LIMIT: Duration = Duration::from_secs(5);
 /// The terminal's end-of-file character (VEOF, Ctrl-D), sent for `StdinEnd` under `-t`.
 const TERMINAL_EOF: u8 = 0x04;
 
@@ -116,7 +115,7 @@ async fn usage(shared: &Shared, id: u64) -> Option<Duration> {
 struct Running<'a> {
     shared: &'a Shared,
     job: Job,
-    out: mpsc::Sender<FromNode>,
+    out: mpsc::Sender<Out>,
     stdin: Option<mpsc::Sender<StdinMsg>>,
     pending: Option<StdinMsg>,
     live: Liveness,
@@ -134,54 +133,37 @@ pub(super) async fn run<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (out, out_rx) = mpsc::channel(pump::OUT_QUEUE);
-    let writer_task = tokio::spawn(pump::write_frames(writer, out_rx));
     let pid = job.child.id().unwrap_or(0);
-    let _ = out
-        .send(FromNode::Started(Started {
-            job: job.job,
-            rank: job.rank,
-            pid,
-        }))
-        .await;
+    let started = FromNode::Started(Started {
+        job: job.job,
+        rank: job.rank,
+        pid,
+    });
     tracing::info!(user = job.user.name(), job = %job.job, rank = job.rank, pid,
         program = %job.program, cgroup = job.cgroup, "job started");
 
     let (stdin_tx, stdin_rx) = mpsc::channel(pump::STDIN_QUEUE);
-    let mut pumps: Vec<JoinHandle<io::Result<u64>>> = Vec::new();
-    match &job.pty {
+    let (stdout, stderr): (Option<Source>, Option<Source>) = match &job.pty {
         Some(master) => {
-            pumps.push(tokio::spawn(pump::pump_output(
-                master.clone(),
-                Stream::Stdout,
-                out.clone(),
-            )));
             tokio::spawn(pump::feed_stdin(
                 master.clone(),
                 Some(TERMINAL_EOF),
                 stdin_rx,
             ));
+            (Some(Box::pin(master.clone())), None)
         }
         None => {
-            if let Some(stdout) = job.child.stdout.take() {
-                pumps.push(tokio::spawn(pump::pump_output(
-                    stdout,
-                    Stream::Stdout,
-                    out.clone(),
-                )));
-            }
-            if let Some(stderr) = job.child.stderr.take() {
-                pumps.push(tokio::spawn(pump::pump_output(
-                    stderr,
-                    Stream::Stderr,
-                    out.clone(),
-                )));
-            }
             if let Some(stdin) = job.child.stdin.take() {
                 tokio::spawn(pump::feed_stdin(stdin, None, stdin_rx));
             }
+            (
+                job.child.stdout.take().map(|s| Box::pin(s) as Source),
+                job.child.stderr.take().map(|s| Box::pin(s) as Source),
+            )
         }
-    }
+    };
+    let (out, out_rx) = mpsc::channel(pump::OUT_QUEUE);
+    let output = tokio::spawn(pump::output(writer, started, stdout, stderr, out_rx));
 
     let config = &shared.config;
     let mut state = Running {
@@ -228,7 +210,7 @@ pub(super) async fn run<S>(
             }
             _ = beat.tick() => {
                 let seq = state.live.next_seq();
-                let _ = state.out.try_send(FromNode::Heartbeat(Heartbeat { seq }));
+                let _ = state.out.try_send(Out::Frame(FromNode::Heartbeat(Heartbeat { seq })));
             }
             _ = check.tick() => {
                 if state.live.is_dead(Instant::now()) {
@@ -240,12 +222,12 @@ pub(super) async fn run<S>(
             _ = stopped(&mut stop), if !stopping => {
                 stopping = true;
                 let text = format!("rexecd on node {} is shutting down; the job is killed", config.name);
-                let _ = state.out.try_send(FromNode::Notice(Notice { kind: NoticeKind::ShuttingDown, text }));
+                let _ = state.out.try_send(Out::Frame(FromNode::Notice(Notice { kind: NoticeKind::ShuttingDown, text })));
                 state.kill().await;
             }
         }
     };
-    state.finish(end, pumps, writer_task).await;
+    state.finish(end, output, reader).await;
 }
 
 /// Completes once rexecd is stopping (or its server is gone).
@@ -298,10 +280,10 @@ impl Running<'_> {
     }
 
     fn notice(&self, text: String) {
-        let _ = self.out.try_send(FromNode::Notice(Notice {
+        let _ = self.out.try_send(Out::Frame(FromNode::Notice(Notice {
             kind: NoticeKind::Info,
             text,
-        }));
+        })));
     }
 
     fn queue_stdin(&mut self, msg: StdinMsg) {
@@ -364,13 +346,17 @@ impl Running<'_> {
     }
 
     /// Ends the rank: cgroup destroyed, output drained, `Exit` (or `Error`) sent.
-    async fn finish(
+    async fn finish<R: AsyncRead + Unpin>(
         mut self,
         end: End,
-        pumps: Vec<JoinHandle<io::Result<u64>>>,
-        writer_task: JoinHandle<Result<(), proto::FrameError>>,
+        output: JoinHandle<Result<(), proto::FrameError>>,
+        mut reader: FrameReader<R>,
     ) {
         let id = self.job.cgroup;
+        if self.pending.is_some() {
+            // The suspension was for stdin that now has nowhere to go.
+            self.live.saw_frame(Instant::now());
+        }
         if !self.killed
             && let Some(cpu) = usage(self.shared, id).await
         {
@@ -384,71 +370,75 @@ impl Running<'_> {
         let user = self.job.user.name().to_string();
         let (job, rank) = (self.job.job, self.job.rank);
         let cpu_seconds = self.cpu.as_secs_f64();
-        let exit_text = match end {
+        // After a protocol error or a lost client the reader is of no more use.
+        let client_ok = matches!(end, End::Exited(_));
+        let (last, exit_text) = match end {
             End::Exited(Ok(status)) => {
-                drain(pumps).await;
                 let status = crate::signals::exit_status(status);
                 let exit = Exit {
                     status,
                     cpu_nanos: u64::try_from(self.cpu.as_nanos()).unwrap_or(u64::MAX),
                     charged: 0,
                 };
-                let _ = self.out.send(FromNode::Exit(exit)).await;
-                describe(status)
+                (Out::Finish(FromNode::Exit(exit)), describe(status))
             }
             End::Exited(Err(e)) => {
-                drain(pumps).await;
-                let reply =
-                    ErrorReply::new(ErrorCode::Internal, format!("cannot wait for the job: {e}"));
-                let _ = self.out.send(FromNode::Error(reply)).await;
-                format!("unknown ({e})")
+                let text = format!("cannot wait for the job: {e}");
+                let reply = ErrorReply::new(ErrorCode::Internal, text.clone());
+                (Out::Finish(FromNode::Error(reply)), text)
             }
             End::ClientGone(why) => {
-                abort(pumps);
                 // Reap the first process (dead by now) so it leaves no zombie.
                 let _ = self.job.child.wait().await;
-                format!("killed: {why}")
+                (Out::Close(None), format!("killed: {why}"))
             }
             End::Protocol(reply) => {
-                abort(pumps);
                 let _ = self.job.child.wait().await;
                 let text = format!("killed: {}", reply.message);
-                let _ = self.out.send(FromNode::Error(reply)).await;
-                text
+                (Out::Close(Some(FromNode::Error(reply))), text)
             }
         };
-        drop(self.out);
         tracing::info!(%user, %job, rank, exit = %exit_text, cpu_seconds, "job ended");
-        match tokio::time::timeout(FLUSH_LIMIT, writer_task).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => {
-                tracing::debug!(%job, rank, error = %e, "cannot send the last frames")
+        let _ = self.out.send(last).await;
+        drop(self.out);
+        // The last frames reach the client when it reads them; a stopped (Ctrl-Z) or
+        // slow but live client is waited for under the same liveness rules as before.
+        let mut output = output;
+        let mut check = tokio::time::interval(self.live.check_period());
+        let gone = loop {
+            tokio::select! {
+                done = &mut output => {
+                    match done {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => tracing::debug!(%job, rank, error = %e, "cannot send the last frames"),
+                        Err(e) => tracing::warn!(%job, rank, error = %e, "output task failed"),
+                    }
+                    break None;
+                }
+                _ = tokio::time::sleep(CLOSE_LIMIT), if !client_ok => {
+                    break Some("the client did not take the error in time");
+                }
+                frame = reader.recv::<ToNode>(), if client_ok => match frame {
+                    Ok(Some(msg)) => {
+                        self.live.saw_frame(Instant::now());
+                        if msg == ToNode::Signal(Signal::Tstp) {
+                            self.live.suspend();
+                        }
+                    }
+                    Ok(None) => break Some("the client closed the connection"),
+                    Err(_) => break Some("the client connection failed"),
+                },
+                _ = check.tick() => {
+                    if self.live.is_dead(Instant::now()) {
+                        break Some("the client missed heartbeats");
+                    }
+                }
             }
-            Ok(Err(e)) => tracing::warn!(%job, rank, error = %e, "writer task failed"),
-            Err(_) => tracing::info!(%job, rank, "client did not take the last frames in time"),
+        };
+        if let Some(why) = gone {
+            output.abort();
+            tracing::debug!(%job, rank, why, "last frames not delivered");
         }
-    }
-}
-
-/// Waits for the output pumps to reach EOF (bounded), aborting stragglers.
-async fn drain(pumps: Vec<JoinHandle<io::Result<u64>>>) {
-    let deadline = Instant::now() + DRAIN_LIMIT;
-    for mut pump in pumps {
-        match tokio::time::timeout_at(deadline, &mut pump).await {
-            Ok(Ok(Ok(_))) => {}
-            Ok(Ok(Err(e))) => tracing::debug!(error = %e, "output pump failed"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "output pump task failed"),
-            Err(_) => {
-                tracing::warn!("job output did not reach EOF in time; dropping the rest");
-                pump.abort();
-            }
-        }
-    }
-}
-
-fn abort(pumps: Vec<JoinHandle<io::Result<u64>>>) {
-    for pump in pumps {
-        pump.abort();
     }
 }
 

@@ -108,6 +108,17 @@ async fn a_stopped_client_keeps_its_job_after_tstp() {
         }
     ));
     assert_nothing_left(&d, &[pid]);
+
+    // A job that ends while its client is stopped keeps its output and exit for when
+    // the client reads again (here the job ignores TSTP, so it runs to its end).
+    let mut c = d.user().await;
+    let script = "trap '' TSTP; sleep 0.3; echo done";
+    c.start(launch(&["/bin/sh", "-c", script])).await;
+    c.send(ToNode::Signal(Signal::Tstp)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let out = c.outcome().await;
+    assert_eq!(out.stdout, b"done\n");
+    assert_eq!(out.status(), ExitStatus::Code(0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -359,6 +359,8 @@ impl Client {
         let tls = pki().tls_paths(role, name);
         let connector = certs::connector(&tls).unwrap();
         let tcp = TcpStream::connect(addr).await.unwrap();
+        // Without it, the TLS Finished and the first frame meet Nagle and delayed ACKs (40 ms).
+        tcp.set_nodelay(true).unwrap();
         let (stream, _) = certs::connect(&connector, tcp, Role::Node, NODE)
             .await
             .unwrap();
