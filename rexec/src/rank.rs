@@ -77,12 +77,12 @@ impl RankLink {
         let _ = self.control.send(Control::Send(ToNode::Signal(signal)));
     }
 
-    /// Wait (at most `limit`) until everything queued so far is written.
-    pub async fn flush(&self, limit: Duration) {
+    /// Queue a flush mark; the answer comes once every control message
+    /// queued before it has been written (or fails if the writer is gone).
+    pub fn flush(&self) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
-        if self.control.send(Control::Flush(tx)).is_ok() {
-            let _ = tokio::time::timeout(limit, rx).await;
-        }
+        let _ = self.control.send(Control::Flush(tx));
+        rx
     }
 }
 

@@ -143,7 +143,9 @@ pub async fn run(args: RunArgs) -> i32 {
         let _ = link.reader.await;
     }
     let finish = tokio::task::spawn_blocking(move || output.finish());
-    if job.forced.is_some() {
+    if job.aborting.is_some() {
+        // Output still queued may be stuck behind a reader that stopped
+        // reading; an aborted job does not wait for it long.
         let _ = tokio::time::timeout(INTERRUPT_GRACE, finish).await;
     } else {
         let _ = finish.await;
@@ -312,9 +314,13 @@ impl Job {
         for link in self.live() {
             link.signal(Signal::Tstp);
         }
-        for link in self.live() {
-            link.flush(Duration::from_secs(1)).await;
-        }
+        let flushed: Vec<_> = self.live().map(|l| l.flush()).collect();
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            for f in flushed {
+                let _ = f.await;
+            }
+        })
+        .await;
         self.pause.stopping();
         tty::restore();
         signals::stop_self();
