@@ -1,36 +1,22 @@
 //! A running rank: the session loop that forwards stdin, signals and window sizes to
-//! the job, streams its output back, exchanges heartbeats, and ends the rank on every
-//! path with its cgroup destroyed.
-//!
-//! How a rank ends:
-//! - its first process exits: the CPU usage is read, everything else in the cgroup is
-//!   killed and the cgroup removed, the output is drained to EOF, and `Exit` is sent;
-//! - `Signal(Kill)` from the client, `Kill` from an admin, or rexecd shutting down (which
-//!   first sends a `ShuttingDown` notice): the cgroup is destroyed, which ends the first
-//!   process by SIGKILL, and the rank then ends as above, with `Exit` reporting SIGKILL;
-//! - the client closes the connection, its TLS fails or it misses heartbeats (see
-//!   [`crate::heartbeat`]): the cgroup is destroyed and the session closes without
-//!   `Exit` (nobody is listening);
-//! - the client breaks the protocol (malformed frame, frame over the limit, a message
-//!   that has no place in a job session): `Error` is sent when possible, the cgroup is
-//!   destroyed and the session closes.
+//! the job, has its output streamed back (by [`crate::pump::output`]), exchanges
+//! heartbeats, and watches for the events that end the rank (see `end` for how a rank
+//! ends and is cleaned up).
 
-use std::io;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use proto::FrameReader;
 use proto::node::{
-    ErrorCode, ErrorReply, Exit, ExitStatus, FromNode, Heartbeat, JobId, Launch, Notice,
-    NoticeKind, Signal, Started, ToNode,
+    ErrorCode, ErrorReply, FromNode, Heartbeat, JobId, Launch, Notice, NoticeKind, Signal, Started,
+    ToNode,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::process::Child;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
+use super::end::End;
 use super::{Reader, Shared, Writer, frame_error_reply};
 use crate::heartbeat::Liveness;
 use crate::pty::PtyMaster;
@@ -39,24 +25,22 @@ use crate::registry::{Control, Slot};
 use crate::spawn::JobUser;
 use crate::sys::{self, ProcessId};
 
-/// How long a last `Error` may take to reach a client that broke the protocol.
-const CLOSE_LIMIT: Duration = Duration::from_secs(5);
 /// The terminal's end-of-file character (VEOF, Ctrl-D), sent for `StdinEnd` under `-t`.
 const TERMINAL_EOF: u8 = 0x04;
 
 /// A spawned rank, before its session loop runs.
 #[derive(Debug)]
 pub(super) struct Job {
-    job: JobId,
-    rank: u32,
-    program: String,
-    user: JobUser,
-    cgroup: u64,
+    pub(super) job: JobId,
+    pub(super) rank: u32,
+    pub(super) program: String,
+    pub(super) user: JobUser,
+    pub(super) cgroup: u64,
     /// The registry entry; released as soon as the cgroup is gone.
-    slot: Option<Slot>,
-    child: Child,
-    pgid: Option<ProcessId>,
-    pty: Option<PtyMaster>,
+    pub(super) slot: Option<Slot>,
+    pub(super) child: Child,
+    pub(super) pgid: Option<ProcessId>,
+    pub(super) pty: Option<PtyMaster>,
 }
 
 impl Job {
@@ -82,45 +66,16 @@ impl Job {
     }
 }
 
-/// Why the loop stopped.
-enum End {
-    /// The first process exited.
-    Exited(io::Result<std::process::ExitStatus>),
-    /// The client is gone; nobody to report to.
-    ClientGone(String),
-    /// The client broke the protocol; tell it, then close.
-    Protocol(ErrorReply),
-}
-
-/// Destroys cgroup `id` off the async threads; failures are logged.
-pub(super) async fn destroy(shared: &Shared, id: u64) {
-    let cgroups = shared.registry.cgroups().clone();
-    match tokio::task::spawn_blocking(move || cgroups.destroy(id)).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::error!(cgroup = id, error = %e, "cannot destroy job cgroup"),
-        Err(e) => tracing::error!(cgroup = id, error = %e, "cgroup teardown task failed"),
-    }
-}
-
-/// Reads the CPU time used so far (zero when the cgroup is gone).
-async fn usage(shared: &Shared, id: u64) -> Option<Duration> {
-    let cgroups = shared.registry.cgroups().clone();
-    tokio::task::spawn_blocking(move || cgroups.usage(id).ok())
-        .await
-        .ok()
-        .flatten()
-}
-
 /// The per-rank state of the loop.
-struct Running<'a> {
-    shared: &'a Shared,
-    job: Job,
-    out: mpsc::Sender<Out>,
-    stdin: Option<mpsc::Sender<StdinMsg>>,
-    pending: Option<StdinMsg>,
-    live: Liveness,
-    cpu: Duration,
-    killed: bool,
+pub(super) struct Running<'a> {
+    pub(super) shared: &'a Shared,
+    pub(super) job: Job,
+    pub(super) out: mpsc::Sender<Out>,
+    pub(super) stdin: Option<mpsc::Sender<StdinMsg>>,
+    pub(super) pending: Option<StdinMsg>,
+    pub(super) live: Liveness,
+    pub(super) cpu: Duration,
+    pub(super) killed: bool,
 }
 
 /// Runs the rank to its end.
@@ -330,126 +285,5 @@ impl Running<'_> {
             },
             None => self.notice(format!("{signal} does not exist on this node; ignored")),
         }
-    }
-
-    /// Destroys the rank's cgroup now (the first process dies by SIGKILL).
-    async fn kill(&mut self) {
-        if self.killed {
-            return;
-        }
-        self.killed = true;
-        let id = self.job.cgroup;
-        if let Some(cpu) = usage(self.shared, id).await {
-            self.cpu = cpu;
-        }
-        destroy(self.shared, id).await;
-    }
-
-    /// Ends the rank: cgroup destroyed, output drained, `Exit` (or `Error`) sent.
-    async fn finish<R: AsyncRead + Unpin>(
-        mut self,
-        end: End,
-        output: JoinHandle<Result<(), proto::FrameError>>,
-        mut reader: FrameReader<R>,
-    ) {
-        let id = self.job.cgroup;
-        if self.pending.is_some() {
-            // The suspension was for stdin that now has nowhere to go.
-            self.live.saw_frame(Instant::now());
-        }
-        if !self.killed
-            && let Some(cpu) = usage(self.shared, id).await
-        {
-            self.cpu = cpu;
-        }
-        destroy(self.shared, id).await;
-        // Unregister before reporting, so a listing after `Exit` no longer shows the rank.
-        self.job.slot = None;
-        self.stdin = None;
-        self.pending = None;
-        let user = self.job.user.name().to_string();
-        let (job, rank) = (self.job.job, self.job.rank);
-        let cpu_seconds = self.cpu.as_secs_f64();
-        // After a protocol error or a lost client the reader is of no more use.
-        let client_ok = matches!(end, End::Exited(_));
-        let (last, exit_text) = match end {
-            End::Exited(Ok(status)) => {
-                let status = crate::signals::exit_status(status);
-                let exit = Exit {
-                    status,
-                    cpu_nanos: u64::try_from(self.cpu.as_nanos()).unwrap_or(u64::MAX),
-                    charged: 0,
-                };
-                (Out::Finish(FromNode::Exit(exit)), describe(status))
-            }
-            End::Exited(Err(e)) => {
-                let text = format!("cannot wait for the job: {e}");
-                let reply = ErrorReply::new(ErrorCode::Internal, text.clone());
-                (Out::Finish(FromNode::Error(reply)), text)
-            }
-            End::ClientGone(why) => {
-                // Reap the first process (dead by now) so it leaves no zombie.
-                let _ = self.job.child.wait().await;
-                (Out::Close(None), format!("killed: {why}"))
-            }
-            End::Protocol(reply) => {
-                let _ = self.job.child.wait().await;
-                let text = format!("killed: {}", reply.message);
-                (Out::Close(Some(FromNode::Error(reply))), text)
-            }
-        };
-        tracing::info!(%user, %job, rank, exit = %exit_text, cpu_seconds, "job ended");
-        let _ = self.out.send(last).await;
-        drop(self.out);
-        // The last frames reach the client when it reads them; a stopped (Ctrl-Z) or
-        // slow but live client is waited for under the same liveness rules as before.
-        let mut output = output;
-        let mut check = tokio::time::interval(self.live.check_period());
-        let gone = loop {
-            tokio::select! {
-                done = &mut output => {
-                    match done {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) => tracing::debug!(%job, rank, error = %e, "cannot send the last frames"),
-                        Err(e) => tracing::warn!(%job, rank, error = %e, "output task failed"),
-                    }
-                    break None;
-                }
-                _ = tokio::time::sleep(CLOSE_LIMIT), if !client_ok => {
-                    break Some("the client did not take the error in time");
-                }
-                frame = reader.recv::<ToNode>(), if client_ok => match frame {
-                    Ok(Some(msg)) => {
-                        self.live.saw_frame(Instant::now());
-                        if msg == ToNode::Signal(Signal::Tstp) {
-                            self.live.suspend();
-                        }
-                    }
-                    Ok(None) => break Some("the client closed the connection"),
-                    Err(_) => break Some("the client connection failed"),
-                },
-                _ = check.tick() => {
-                    if self.live.is_dead(Instant::now()) {
-                        break Some("the client missed heartbeats");
-                    }
-                }
-            }
-        };
-        if let Some(why) = gone {
-            output.abort();
-            tracing::debug!(%job, rank, why, "last frames not delivered");
-        }
-    }
-}
-
-/// "code 3" or "signal SIGKILL" for the log.
-fn describe(status: ExitStatus) -> String {
-    match status {
-        ExitStatus::Code(c) => format!("code {c}"),
-        ExitStatus::Signaled {
-            signal,
-            core_dumped: true,
-        } => format!("signal {signal} (core dumped)"),
-        ExitStatus::Signaled { signal, .. } => format!("signal {signal}"),
     }
 }

@@ -70,7 +70,7 @@ async fn prepare(
     match spawn(shared, request, &user, &slot) {
         Ok((child, pty)) => Ok(Job::new(request, user, slot, child, pty)),
         Err(reply) => {
-            job::destroy(shared, id).await;
+            super::end::destroy(shared, id).await;
             Err(reply)
         }
     }

@@ -1,5 +1,5 @@
 //! One client connection, after the TLS handshake: the `Hello`/`Welcome` exchange, then
-//! either one job (`Launch`, see `launch` and `job`) or any number of admin requests
+//! either one job (`Launch`, see `launch`, `job` and `end`) or any number of admin requests
 //! (`ListJobs`, `Kill`, see `admin`), in the order `proto::node` prescribes.
 //!
 //! Before a job runs, a peer gets one heartbeat timeout to send each request; silence,
@@ -7,6 +7,7 @@
 //! the peer can still read one). Nothing a peer sends can make the session panic.
 
 mod admin;
+mod end;
 mod job;
 mod launch;
 
