@@ -8,7 +8,7 @@
 //! Run: `cargo bench -p rexecd --bench session`.
 
 #[allow(dead_code)]
-#[path = "../tests/daemon/util.rs"]
+#[path = "../tests/daemon/util/mod.rs"]
 mod util;
 
 use std::time::{Duration, Instant};

@@ -299,3 +299,6 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     }
     Ok(Duration::from_secs_f64(seconds))
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,5 +6,6 @@
 mod admin;
 mod auth;
 mod cleanup;
+mod cli;
 mod launch;
 mod util;

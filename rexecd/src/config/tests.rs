@@ -1,0 +1,102 @@
+//! Unit tests of config resolution: flags over file, required keys, refusals.
+
+use std::io::Write;
+use std::time::Duration;
+
+use super::*;
+
+fn file(text: &str) -> FileConfig {
+    toml::from_str(text).unwrap()
+}
+
+const BASE: &str = r#"
+    name = "n1"
+    cert = "/f/c.pem"
+    key = "/f/c.key"
+    ca = "/f/ca.pem"
+"#;
+
+#[test]
+fn flags_override_the_file_and_defaults_fill_the_rest() {
+    let text = format!("{BASE}\nlisten = \"0.0.0.0:1\"\nallowed_users = [\"ann\"]\n");
+    let flags = Flags {
+        name: Some("n2".into()),
+        cert: Some("/flag/c.pem".into()),
+        listen: Some("127.0.0.1:0".into()),
+        allowed_users: Some(vec!["bob".into(), "eve".into()]),
+        heartbeat_timeout: Some("2s".into()),
+        allow_root: true,
+        ..Flags::default()
+    };
+    let c = Config::resolve(file(&text), &flags).unwrap();
+    assert_eq!(c.name, "n2");
+    assert_eq!(c.listen, "127.0.0.1:0");
+    assert_eq!(c.tls.cert, std::path::Path::new("/flag/c.pem"));
+    assert_eq!(c.tls.key, std::path::Path::new("/f/c.key"));
+    assert_eq!(c.tls.crl, None);
+    assert_eq!(
+        c.allowed_users,
+        Some(vec!["bob".to_string(), "eve".to_string()])
+    );
+    assert!(c.allow_root);
+    assert_eq!(c.heartbeat_timeout, Duration::from_secs(2));
+    assert_eq!(c.heartbeat_interval, DEFAULT_HEARTBEAT_INTERVAL);
+    assert_eq!(c.max_frame, proto::DEFAULT_MAX_FRAME);
+    assert!(c.env.denies("LD_PRELOAD"));
+}
+
+#[test]
+fn a_missing_key_names_both_the_key_and_the_flag() {
+    let e = Config::resolve(file(r#"name = "n1""#), &Flags::default()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "no cert configured; set `cert` in the config file or pass --cert"
+    );
+}
+
+#[test]
+fn bad_values_are_refused_with_the_key() {
+    for (extra, key) in [
+        ("heartbeat_timeout = \"0s\"", "heartbeat_timeout"),
+        ("heartbeat_interval = \"soon\"", "heartbeat_interval"),
+        ("cgroup_parent = \"../up\"", "cgroup_parent"),
+        ("max_frame = 10", "max_frame"),
+    ] {
+        let e = Config::resolve(file(&format!("{BASE}\n{extra}")), &Flags::default());
+        let text = e.unwrap_err().to_string();
+        assert!(text.starts_with(&format!("invalid {key} ")), "{text}");
+    }
+    let bad_name = Flags {
+        name: Some("bad name".into()),
+        ..Flags::default()
+    };
+    assert!(Config::resolve(file(BASE), &bad_name).is_err());
+}
+
+#[test]
+fn an_env_deny_list_replaces_the_default() {
+    let c = Config::resolve(
+        file(&format!("{BASE}\nenv_deny = [\"SECRET_*\"]")),
+        &Flags::default(),
+    )
+    .unwrap();
+    assert!(c.env.denies("SECRET_TOKEN"));
+    assert!(!c.env.denies("LD_PRELOAD"));
+}
+
+#[test]
+fn unknown_keys_and_broken_files_name_the_file() {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    writeln!(f, "{BASE}\nlisten_addr = \"x\"").unwrap();
+    let e = FileConfig::load(f.path()).unwrap_err().to_string();
+    assert!(
+        e.contains(&f.path().display().to_string()) && e.contains("listen_addr"),
+        "{e}"
+    );
+    let e = FileConfig::load(std::path::Path::new("/no/such/rexecd.toml")).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("cannot read config file /no/such/rexecd.toml"),
+        "{e}"
+    );
+}

@@ -1,0 +1,91 @@
+//! The binary's edges: a TOML config file (with a CRL) instead of flags, one clear line
+//! for a bad configuration, and the help text.
+
+use std::process::Command;
+
+use certs::Role;
+use proto::node::{ExitStatus, Hello, ToNode};
+
+use crate::util::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_works_and_its_crl_refuses_revoked_users() {
+    if !can_run("config_file") {
+        return;
+    }
+    let pki = pki();
+    // The client side refuses to load a revoked certificate, so prepare it first.
+    let revoked = "rexecrevoked";
+    let connector = certs::connector(&pki.tls_paths(Role::User, revoked)).unwrap();
+    pki.revoke(Role::User, revoked).unwrap();
+    let tls = pki.tls_paths(Role::Node, NODE);
+    let parent = format!("rexecd-test-{}-config", std::process::id());
+    let toml = format!(
+        "name = \"{NODE}\"\ncert = \"{}\"\nkey = \"{}\"\nca = \"{}\"\ncrl = \"{}\"\n\
+         cgroup_parent = \"{parent}\"\nheartbeat_timeout = \"2s\"\nallowed_users = [\"{USER}\"]\n",
+        tls.cert.display(),
+        tls.key.display(),
+        tls.ca.display(),
+        pki.ca().crl_path().display(),
+    );
+    let d = Daemon::start_with_config(parent, &toml);
+    let out = run(&d, launch(&["/bin/echo", "from config"])).await;
+    assert_eq!(out.stdout, b"from config\n");
+    assert_eq!(out.status(), ExitStatus::Code(0));
+
+    // TLS 1.3: the client's handshake completes, then the server's refusal arrives.
+    let mut c = Client::connect_with(&d.addr, &connector).await;
+    let _ = c.framed.send(&ToNode::Hello(Hello::new("tests"))).await;
+    assert!(c.recv().await.is_none(), "revoked certificate accepted");
+    assert!(
+        eventually(PATIENCE, || d.log().contains("revoked")),
+        "{}",
+        d.log()
+    );
+}
+
+#[test]
+fn a_bad_configuration_is_one_clear_line() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rexecd"))
+        .args(["--config", "/no/such/rexecd.toml"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("rexecd: cannot read config file /no/such/rexecd.toml"),
+        "{err}"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_rexecd"))
+        .args(["--name", "n1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(
+        err.trim(),
+        "rexecd: no cert configured; set `cert` in the config file or pass --cert"
+    );
+}
+
+#[test]
+fn help_explains_the_flags_and_the_bid_rules() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rexecd"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--config",
+        "--cgroup-parent",
+        "--heartbeat-timeout",
+        "--ready-file",
+        "--allow-root",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+    }
+    assert!(help.contains(stride::BID_HELP.split_whitespace().next().unwrap()));
+}

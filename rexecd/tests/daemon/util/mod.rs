@@ -1,0 +1,186 @@
+//! The harness of the daemon tests: a shared test PKI, the real `rexecd` binary
+//! ([`Daemon`]) started with a unique cgroup parent and a ready file (stopped, and its
+//! cgroups swept, on drop), a raw protocol client over real mutual TLS ([`Client`]),
+//! and checks on processes and job cgroups.
+
+mod client;
+mod daemon;
+
+pub use client::{Client, Outcome};
+pub use daemon::Daemon;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use certs::testing::TestPki;
+use proto::node::{JobId, Launch};
+use rexecd::cgroup::Hierarchy;
+
+/// The unprivileged Unix user jobs run as (created by the kernel tests' helper too).
+pub const USER: &str = "rexectest";
+/// The node name of every test daemon.
+pub const NODE: &str = "n1";
+
+/// How long a test waits for anything that should happen promptly.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// True when these tests can run here (root and a cpu controller); else says why.
+pub fn can_run(test: &str) -> bool {
+    if !rexecd::sys::effective_user().is_root() {
+        eprintln!("skipping {test}: needs root");
+        return false;
+    }
+    if let Err(e) = rexecd::cgroup::detect::detect() {
+        eprintln!("skipping {test}: {e}");
+        return false;
+    }
+    ensure_user();
+    true
+}
+
+/// Creates the test user if it is missing.
+fn ensure_user() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        if rexecd::sys::lookup_user(USER).unwrap().is_none() {
+            let out = Command::new("useradd")
+                .args(["--system", "--user-group", "--no-create-home"])
+                .args([
+                    "--home-dir",
+                    "/var/lib/rexectest",
+                    "--shell",
+                    "/bin/sh",
+                    USER,
+                ])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success() || rexecd::sys::lookup_user(USER).unwrap().is_some(),
+                "useradd: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    });
+}
+
+/// The PKI every test shares.
+pub fn pki() -> &'static TestPki {
+    static PKI: OnceLock<TestPki> = OnceLock::new();
+    PKI.get_or_init(TestPki::new)
+}
+
+/// A fresh job id.
+pub fn job_id() -> JobId {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    JobId(
+        (u64::from(std::process::id()) << 40)
+            ^ (u64::from(nanos) << 8)
+            ^ NEXT.fetch_add(1, Ordering::Relaxed),
+    )
+}
+
+/// A launch of `argv` as rank 0 of 1, with a plain PATH.
+pub fn launch(argv: &[&str]) -> Launch {
+    Launch {
+        job: job_id(),
+        rank: 0,
+        nranks: 1,
+        bid: 0,
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        cwd: None,
+        terminal: None,
+    }
+}
+
+/// The parent's directory in the hierarchy holding `cpu`.
+pub fn cpu_dir(parent: &str) -> Option<PathBuf> {
+    match rexecd::cgroup::detect::detect().ok()? {
+        Hierarchy::V1(mounts) => Some(mounts.cpu.join(parent)),
+        Hierarchy::V2 { root } => Some(root.join(parent)),
+    }
+}
+
+/// Names of the `job-*` directories under a parent (none when it does not exist).
+pub fn job_dirs(parent: &str) -> Vec<String> {
+    let Some(dir) = cpu_dir(parent) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("job-"))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Polls `check` until it holds or `limit` passes; returns whether it held.
+pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// True once `pid` is gone or a zombie.
+pub fn is_dead(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let state = rexecd::cgroup::procstat::stat_state(&stat);
+    matches!(state, None | Some('Z') | Some('X'))
+}
+
+/// The scheduler state letter of `pid`, if it exists.
+pub fn state_of(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    rexecd::cgroup::procstat::stat_state(&stat)
+}
+
+/// The user id `pid` runs as.
+pub fn uid_of(pid: i32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Runs `argv` as the test user to the end.
+pub async fn run(daemon: &Daemon, request: Launch) -> Outcome {
+    let mut c = daemon.user().await;
+    c.start(request).await;
+    c.outcome().await
+}
+
+/// Checks that nothing of a job is left: the pids are dead and no job cgroup remains.
+pub fn assert_nothing_left(daemon: &Daemon, pids: &[i32]) {
+    for &pid in pids {
+        assert!(
+            eventually(PATIENCE, || is_dead(pid)),
+            "process {pid} survived; log:\n{}",
+            daemon.log()
+        );
+    }
+    assert!(
+        eventually(PATIENCE, || daemon.job_cgroups().is_empty()),
+        "job cgroups left: {:?}; log:\n{}",
+        daemon.job_cgroups(),
+        daemon.log()
+    );
+}
