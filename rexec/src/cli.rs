@@ -44,8 +44,9 @@ Nodes: with --nodes, ranks go to the listed nodes in order (N defaults to the li
 -n N the list is cycled or cut to N). Without --nodes, the first N nodes of the configuration file
 are used in file order, cycling if there are fewer than N (N defaults to 1).
 
-Configuration: --config PATH, else $REXEC_CONFIG, else ~/.config/rexec/config.toml (TOML with ca,
-cert, key, optional crl and max_rate, and a [nodes] table of name = \"host:port\").
+Configuration: --config PATH, else $REXEC_CONFIG, else $XDG_CONFIG_HOME/rexec/config.toml, else
+~/.config/rexec/config.toml (TOML with ca, cert, key, optional crl and max_rate, and a [nodes]
+table of name = \"host:port\"; sections of other tools, such as [accountd], are left alone).
 REXEC_HEARTBEAT_TIMEOUT (e.g. 5s, 500ms) sets how long a silent node is trusted (default 5s).
 
 Exit status: the first non-zero status among the ranks, in the order they finish (128+N for a rank

@@ -14,7 +14,13 @@
 //! ```
 //!
 //! The file is found by, in order: `--config PATH`, the `REXEC_CONFIG`
-//! environment variable, `$HOME/.config/rexec/config.toml`.
+//! environment variable, `$XDG_CONFIG_HOME/rexec/config.toml`,
+//! `$HOME/.config/rexec/config.toml` (the same lookup as `accountctl`).
+//!
+//! The file is shared by every client tool: the certificate keys at the top
+//! serve them all, and sections of other tools (such as `[accountd]`) are
+//! left alone here. A top-level key no tool knows is refused, since it is
+//! most likely a misspelt one.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -98,22 +104,16 @@ pub enum ConfigError {
     },
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RateValue {
-    Text(String),
-    Integer(i64),
-    Float(f64),
-}
+/// The top-level keys this client reads.
+const KEYS: [&str; 6] = ["ca", "cert", "key", "crl", "max_rate", "nodes"];
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawConfig {
     ca: Option<String>,
     cert: Option<String>,
     key: Option<String>,
     crl: Option<String>,
-    max_rate: Option<RateValue>,
+    max_rate: Option<toml::Value>,
     #[serde(default)]
     nodes: BTreeMap<String, toml::Spanned<String>>,
 }
@@ -123,6 +123,9 @@ struct RawConfig {
 pub fn config_path(explicit: Option<&Path>) -> Result<PathBuf, ConfigError> {
     if let Some(p) = explicit {
         return Ok(p.to_path_buf());
+    }
+    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|x| !x.is_empty()) {
+        return Ok(PathBuf::from(x).join("rexec/config.toml"));
     }
     match std::env::var_os("HOME") {
         Some(home) if !home.is_empty() => Ok(PathBuf::from(home).join(HOME_CONFIG)),
@@ -160,6 +163,17 @@ impl Config {
     /// assert_eq!(c.max_rate.to_string(), "1000");
     /// ```
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
+        for (key, value) in &table {
+            // Tables are other tools' sections; a stray plain key is a typo.
+            if !KEYS.contains(&key.as_str()) && !value.is_table() {
+                return Err(ConfigError::Value {
+                    path: path.to_path_buf(),
+                    key: key.clone(),
+                    message: format!("unknown key; the keys here are {}", KEYS.join(", ")),
+                });
+            }
+        }
         let raw: RawConfig = toml::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
         let value_err = |key: &str, message: String| ConfigError::Value {
             path: path.to_path_buf(),
@@ -184,9 +198,15 @@ impl Config {
             None => Bid::from_credits(DEFAULT_MAX_RATE),
             Some(v) => {
                 let text = match v {
-                    RateValue::Text(s) => s,
-                    RateValue::Integer(i) => i.to_string(),
-                    RateValue::Float(f) => f.to_string(),
+                    toml::Value::String(s) => s,
+                    toml::Value::Integer(i) => i.to_string(),
+                    toml::Value::Float(f) => f.to_string(),
+                    other => {
+                        let m = format!(
+                            "{other} is not a rate; write credits per minute like \"1000\" or 2.5"
+                        );
+                        return Err(value_err("max_rate", m));
+                    }
                 };
                 text.parse::<Bid>()
                     .map_err(|e| value_err("max_rate", e.to_string()))?
@@ -292,8 +312,23 @@ mod tests {
         assert!(e.to_string().contains("nodes.bad name!"), "{e}");
         let e = parse(&format!("{BASE}colour = \"blue\"\n")).unwrap_err();
         let text = e.to_string();
-        assert!(text.contains("line 4") && text.contains("colour"), "{text}");
+        assert!(text.contains("`colour`: unknown key"), "{text}");
+        let e = parse(&format!("{BASE}max_rate = [1]\n")).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("`max_rate`: [1] is not a rate"), "{text}");
+        let e = parse("ca = \"a\"\ncert = 5\nkey = \"k\"\n").unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("line 2: invalid type"), "{text}");
         assert!(!text.contains('\n'), "one line: {text}");
+        let e = parse("ca = \"a\"\ncert = \n").unwrap_err();
+        assert!(e.to_string().contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn other_tools_sections_are_left_alone() {
+        let text = format!("{BASE}[accountd]\naddress = \"h:9\"\n[nodes]\nn1 = \"h:1\"\n");
+        let c = parse(&text).unwrap();
+        assert_eq!(c.nodes.len(), 1);
     }
 
     #[test]
