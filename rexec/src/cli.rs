@@ -47,6 +47,7 @@ are used in file order, cycling if there are fewer than N (N defaults to 1).
 Configuration: --config PATH, else $REXEC_CONFIG, else $XDG_CONFIG_HOME/rexec/config.toml, else
 ~/.config/rexec/config.toml (TOML with ca, cert, key, optional crl and max_rate, and a [nodes]
 table of name = \"host:port\"; sections of other tools, such as [accountd], are left alone).
+REXEC_CA, REXEC_CERT, REXEC_KEY and REXEC_CRL override the file's keys of the same name.
 REXEC_HEARTBEAT_TIMEOUT (e.g. 5s, 500ms) sets how long a silent node is trusted (default 5s).
 
 Exit status: the first non-zero status among the ranks, in the order they finish (128+N for a rank

@@ -13,6 +13,9 @@
 //! n2 = "node2.example.org:7000"
 //! ```
 //!
+//! `REXEC_CA`, `REXEC_CERT`, `REXEC_KEY` and `REXEC_CRL` in the environment
+//! override the file's keys of the same name.
+//!
 //! The file is found by, in order: `--config PATH`, the `REXEC_CONFIG`
 //! environment variable, `$XDG_CONFIG_HOME/rexec/config.toml`,
 //! `$HOME/.config/rexec/config.toml` (the same lookup as `accountctl`).
@@ -148,7 +151,9 @@ impl Config {
                 }
             }
         })?;
-        Config::parse(path, &text)
+        Config::parse_with(path, &text, |var| {
+            std::env::var(var).ok().filter(|v| !v.is_empty())
+        })
     }
 
     /// Check the configuration text `text`, said to come from `path`
@@ -163,6 +168,17 @@ impl Config {
     /// assert_eq!(c.max_rate.to_string(), "1000");
     /// ```
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        Config::parse_with(path, text, |_| None)
+    }
+
+    /// [`Config::parse`], with `env` looked up for `REXEC_CA`, `REXEC_CERT`,
+    /// `REXEC_KEY` and `REXEC_CRL`, which override the file's keys (as they
+    /// do for `accountctl`); [`Config::load`] passes the process environment.
+    pub fn parse_with(
+        path: &Path,
+        text: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
         let table: toml::Table = toml::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
         for (key, value) in &table {
             // Tables are other tools' sections; a stray plain key is a typo.
@@ -189,10 +205,21 @@ impl Config {
             )),
         };
         let tls = TlsPaths {
-            ca: required("ca", raw.ca, "the cluster CA certificate")?,
-            cert: required("cert", raw.cert, "your user certificate")?,
-            key: required("key", raw.key, "your private key")?,
-            crl: raw.crl.filter(|s| !s.is_empty()).map(|s| base.join(s)),
+            ca: required(
+                "ca",
+                env("REXEC_CA").or(raw.ca),
+                "the cluster CA certificate",
+            )?,
+            cert: required(
+                "cert",
+                env("REXEC_CERT").or(raw.cert),
+                "your user certificate",
+            )?,
+            key: required("key", env("REXEC_KEY").or(raw.key), "your private key")?,
+            crl: env("REXEC_CRL")
+                .or(raw.crl)
+                .filter(|s| !s.is_empty())
+                .map(|s| base.join(s)),
         };
         let max_rate = match raw.max_rate {
             None => Bid::from_credits(DEFAULT_MAX_RATE),
@@ -322,6 +349,14 @@ mod tests {
         assert!(!text.contains('\n'), "one line: {text}");
         let e = parse("ca = \"a\"\ncert = \n").unwrap_err();
         assert!(e.to_string().contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn environment_overrides_the_certificate_keys() {
+        let env = |v: &str| (v == "REXEC_CERT").then(|| "/other/u.pem".to_string());
+        let c = Config::parse_with(Path::new("/etc/rexec/c.toml"), BASE, env).unwrap();
+        assert_eq!(c.tls.cert, Path::new("/other/u.pem"));
+        assert_eq!(c.tls.key, Path::new("/etc/rexec/u.key"));
     }
 
     #[test]

@@ -59,6 +59,16 @@ impl Rexec {
                 cluster.options.client_heartbeat_timeout,
             )
             .current_dir("/tmp");
+        // Nothing from the caller's environment may point elsewhere.
+        for var in [
+            "REXEC_CA",
+            "REXEC_CERT",
+            "REXEC_KEY",
+            "REXEC_CRL",
+            "XDG_CONFIG_HOME",
+        ] {
+            cmd.env_remove(var);
+        }
         Rexec { cmd, stdin: None }
     }
 
