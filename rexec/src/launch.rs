@@ -1,6 +1,10 @@
 //! The launch phase: open a session per rank and launch it, all ranks at
-//! once, and either hand every started session to the run phase or leave
+//! once, and either hand every running rank to the run phase or leave
 //! nothing running.
+//!
+//! A rank is handed to its reader and writer tasks ([`crate::rank`]) as soon
+//! as its `Started` arrives, so it gets heartbeats while slower ranks are
+//! still being launched, and its first output shows at once.
 //!
 //! On the first failure the other launches get one more second to report
 //! (so that one line per failing node can be shown), then the rest are
@@ -9,17 +13,32 @@
 //! up a job whose client went away. A signal that would end a local program
 //! (SIGINT, SIGTERM, SIGHUP, ...) during the launch does the same.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use proto::node::{Signal, ToNode};
+use proto::node::Signal;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep_until};
 use tokio_rustls::TlsConnector;
 
+use crate::clock::Pause;
+use crate::output::Out;
 use crate::plan::{JobSpec, RankTarget};
+use crate::rank::{self, RankEvent, RankLink};
 use crate::session::{Session, SessionError};
 use crate::signals::Caught;
+
+/// What a started rank is connected to.
+#[derive(Debug)]
+pub struct Spawner {
+    /// The output thread's queue.
+    pub output: mpsc::Sender<Out>,
+    /// The coordinator's event queue.
+    pub events: mpsc::UnboundedSender<RankEvent>,
+    /// The client's stop marks.
+    pub pause: Arc<Pause>,
+}
 
 /// How long other launches may still report after the first failure.
 const AFTER_FAILURE: Duration = Duration::from_secs(1);
@@ -31,14 +50,15 @@ pub struct LaunchFailed {
     pub code: i32,
 }
 
-/// Launch every rank of `spec` on `ranks`; the sessions come back in rank order.
+/// Launch every rank of `spec` on `ranks`; the running ranks come back in rank order.
 pub async fn launch_all(
     connector: &TlsConnector,
     spec: &JobSpec,
     ranks: &[RankTarget],
     timeout: Duration,
     signals: &mut mpsc::UnboundedReceiver<Caught>,
-) -> Result<Vec<Session>, LaunchFailed> {
+    spawner: Spawner,
+) -> Result<Vec<RankLink>, LaunchFailed> {
     let mut set = JoinSet::new();
     for target in ranks {
         let connector = connector.clone();
@@ -56,7 +76,7 @@ pub async fn launch_all(
             (target.rank, result)
         });
     }
-    let mut started: Vec<Option<Session>> = ranks.iter().map(|_| None).collect();
+    let mut started: Vec<Option<RankLink>> = ranks.iter().map(|_| None).collect();
     let mut failures: Vec<(u32, SessionError)> = Vec::new();
     let mut give_up: Option<Instant> = None;
     let mut interrupted: Option<i32> = None;
@@ -64,7 +84,16 @@ pub async fn launch_all(
         tokio::select! {
             joined = set.join_next() => match joined {
                 None => break,
-                Some(Ok((rank, Ok(session)))) => started[rank as usize] = Some(session),
+                Some(Ok((rank, Ok(session)))) => {
+                    let link = rank::spawn(
+                        session,
+                        rank,
+                        spawner.output.clone(),
+                        spawner.events.clone(),
+                        spawner.pause.clone(),
+                    );
+                    started[rank as usize] = Some(link);
+                }
                 Some(Ok((rank, Err(e)))) => {
                     failures.push((rank, e));
                     give_up.get_or_insert(Instant::now() + AFTER_FAILURE);
@@ -103,19 +132,16 @@ pub async fn launch_all(
     Err(LaunchFailed { code })
 }
 
-/// Tell each started rank to abort, then close its connection.
-async fn kill_started(sessions: Vec<Session>) {
-    let kills = sessions.into_iter().map(|mut s| async move {
-        let kill = ToNode::Signal(Signal::Kill);
-        let _ = tokio::time::timeout(Duration::from_secs(1), async {
-            let _ = s.framed.send(&kill).await;
-            let _ = tokio::io::AsyncWriteExt::shutdown(s.framed.get_mut()).await;
-        })
-        .await;
-    });
-    let mut set = JoinSet::new();
-    for k in kills {
-        set.spawn(k);
+/// Tell each started rank to abort, and wait (briefly) until that is sent.
+async fn kill_started(links: Vec<RankLink>) {
+    for link in &links {
+        link.signal(Signal::Kill);
     }
-    while set.join_next().await.is_some() {}
+    let flushed: Vec<_> = links.iter().map(|l| l.flush()).collect();
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        for f in flushed {
+            let _ = f.await;
+        }
+    })
+    .await;
 }

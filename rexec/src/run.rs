@@ -94,11 +94,6 @@ pub async fn run(args: RunArgs) -> i32 {
             return 255;
         }
     };
-    let sessions = match launch::launch_all(&connector, &spec, &ranks, timeout, &mut signals).await
-    {
-        Ok(s) => s,
-        Err(f) => return f.code,
-    };
     let (out_tx, out_rx) = mpsc::unbounded_channel();
     let output = match Output::start(args.label, out_tx) {
         Ok(o) => o,
@@ -109,12 +104,22 @@ pub async fn run(args: RunArgs) -> i32 {
     };
     let pause = Arc::new(Pause::new());
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
-    let links: Vec<RankLink> = sessions
-        .into_iter()
-        .zip(&ranks)
-        .map(|(s, t)| rank::spawn(s, t.rank, output.sender(), ev_tx.clone(), pause.clone()))
-        .collect();
-    drop(ev_tx);
+    let spawner = launch::Spawner {
+        output: output.sender(),
+        events: ev_tx,
+        pause: pause.clone(),
+    };
+    let launched =
+        launch::launch_all(&connector, &spec, &ranks, timeout, &mut signals, spawner).await;
+    let links = match launched {
+        Ok(links) => links,
+        Err(f) => {
+            // What the started ranks printed before they were stopped still shows.
+            let finish = tokio::task::spawn_blocking(move || output.finish());
+            let _ = tokio::time::timeout(INTERRUPT_GRACE, finish).await;
+            return f.code;
+        }
+    };
     if args.tty {
         let _ = tty::enter_raw();
     }

@@ -207,6 +207,17 @@ impl Cluster {
         path
     }
 
+    /// Write a copy of the test user's client configuration in which node
+    /// `name` is reached at `addr` instead, and return its path.
+    pub fn client_config_via(&self, name: &str, addr: std::net::SocketAddr) -> PathBuf {
+        let text = fs::read_to_string(&self.config).expect("cannot read the client config");
+        let real = format!("{name} = \"{}\"", self.node(name).addr);
+        let text = text.replace(&real, &format!("{name} = \"{addr}\""));
+        let path = self.dir.path().join(format!("client-via-{name}.toml"));
+        fs::write(&path, text).expect("cannot write the client config");
+        path
+    }
+
     /// A `rexec` command set up for this cluster and the test user.
     pub fn rexec(&self) -> Rexec {
         Rexec::new(self)

@@ -9,6 +9,7 @@
 //! - [`rexec`]: running the `rexec` binary and collecting what it prints.
 //! - [`procs`]: processes found by an environment mark, their states, and
 //!   job cgroup directories.
+//! - [`proxy`]: a TCP relay that delays connections (a slow node).
 //! - [`pty`]: running `rexec` on a real pseudo-terminal (raw mode, resize, typing).
 //! - [`pattern`]: a deterministic binary stream checked byte for byte as it
 //!   arrives (the `rexec-testgen` binary writes it on the nodes).
@@ -30,6 +31,7 @@ pub mod cluster;
 pub mod node;
 pub mod pattern;
 pub mod procs;
+pub mod proxy;
 pub mod pty;
 pub mod rexec;
 

@@ -2,8 +2,11 @@
 //! variables, the Unix user; and refusals of users and certificates that
 //! may not run jobs.
 
+use std::time::Duration;
+
 use certs::Role;
 use rexec_tests::cluster::{Cluster, TEST_USER};
+use rexec_tests::proxy::DelayProxy;
 
 #[test]
 fn exit_codes_propagate_and_the_first_failure_wins() {
@@ -86,4 +89,29 @@ fn an_unknown_user_is_refused() {
     assert_eq!(out.code, Some(255), "{out:?}");
     assert!(out.stderr.contains("nosuchuser42"), "{}", out.stderr);
     assert!(cluster.marked(&[]).is_empty());
+}
+
+#[test]
+fn a_slow_launch_on_one_node_does_not_starve_the_ranks_already_running() {
+    // n2 answers 3s late, past both heartbeat timeouts (2s): rank 0 on n1,
+    // started at once, must be kept alive by heartbeats meanwhile.
+    let cluster = Cluster::start(2);
+    let proxy = DelayProxy::start(cluster.node("n2").addr, Duration::from_secs(3));
+    let config = cluster.client_config_via("n2", proxy.addr);
+    let out = cluster
+        .rexec()
+        .config(&config)
+        .args([
+            "-l",
+            "--nodes",
+            "n1,n2",
+            "sh",
+            "-c",
+            "sleep 4; echo done-$REXEC_RANK",
+        ])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mut lines: Vec<String> = out.out().lines().map(str::to_string).collect();
+    lines.sort();
+    assert_eq!(lines, ["[0] done-0", "[1] done-1"]);
 }
