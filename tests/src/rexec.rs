@@ -26,7 +26,6 @@ pub struct Rexec {
 }
 
 /// How a `rexec` run ended and what it printed.
-#[derive(Debug)]
 pub struct Outcome {
     /// Exit code, when it exited.
     pub code: Option<i32>,
@@ -40,6 +39,19 @@ pub struct Outcome {
     pub stderr_bytes: Vec<u8>,
     /// From spawn to exit.
     pub elapsed: Duration,
+}
+
+impl std::fmt::Debug for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let out = self.out();
+        f.debug_struct("Outcome")
+            .field("code", &self.code)
+            .field("signal", &self.signal)
+            .field("stdout", &out.chars().take(2000).collect::<String>())
+            .field("stderr", &self.stderr)
+            .field("elapsed", &self.elapsed)
+            .finish()
+    }
 }
 
 impl Outcome {
