@@ -81,7 +81,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value = "all", value_name = "all|0|none")]
     pub stdin: StdinMode,
     /// Give rank 0 a pseudo-terminal (for interactive programs); stdout and
-    /// stderr of rank 0 then arrive merged.
+    /// stderr of rank 0 then arrive merged. The local terminal is put in raw
+    /// mode while the job runs, when stdin is one.
     #[arg(short = 't', long = "tty")]
     pub tty: bool,
     /// Abort every rank as soon as one exits with a non-zero status.
