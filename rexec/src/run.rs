@@ -338,3 +338,7 @@ impl Job {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod tests;
