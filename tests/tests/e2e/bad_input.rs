@@ -163,3 +163,24 @@ fn a_frame_over_the_limit_gets_an_error_and_ends_the_job() {
     });
     assert!(gone.is_some(), "{:?}", cluster.marked(&[]));
 }
+
+#[test]
+fn a_node_answering_under_another_name_is_refused() {
+    // The configuration sends n1's traffic to n2: its certificate names n2.
+    let cluster = Cluster::start(2);
+    let config = cluster.client_config_via("n1", cluster.node("n2").addr);
+    let out = cluster
+        .rexec()
+        .config(&config)
+        .args(["--nodes", "n1", "true"])
+        .run();
+    assert_eq!(out.code, Some(255), "{out:?}");
+    one_clear_line(&out.stderr);
+    assert!(out.stderr.contains("node n1 (rank 0)"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("does not name the host we dialled"),
+        "{}",
+        out.stderr
+    );
+    assert!(cluster.marked(&[]).is_empty() && cluster.job_cgroups().is_empty());
+}
