@@ -91,6 +91,11 @@ impl Rexec {
 }
 
 impl OnPty {
+    /// The client's process id (`setsid` execs it in place).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Everything the terminal showed so far.
     pub fn screen(&self) -> String {
         String::from_utf8_lossy(&self.output.lock().map(|o| o.clone()).unwrap_or_default())

@@ -64,3 +64,57 @@ fn the_terminal_is_restored_when_a_failure_aborts_the_job() {
         term.screen()
     );
 }
+
+#[test]
+fn ctrl_z_under_t_gives_the_terminal_back_while_stopped() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    use rexec_tests::procs::state;
+    use rexec_tests::wait_until;
+
+    let cluster = Cluster::start(1);
+    let script = "echo ready; while :; do sleep 0.05; done";
+    let mut term = cluster
+        .rexec()
+        .args(["-t", "sh", "-c", script])
+        .spawn_on_pty(24, 80);
+    term.wait_for("ready", Duration::from_secs(10));
+    assert!(!term.is_cooked());
+    let pid = term.pid();
+    let job = || cluster.marked(&[pid]);
+
+    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTSTP);
+    let stopped = wait_until(Duration::from_secs(3), || {
+        state(pid) == Some('T') && !job().is_empty() && job().iter().all(|p| p.state == 'T')
+    });
+    assert!(
+        stopped.is_some(),
+        "client {:?}, job {:?}",
+        state(pid),
+        job()
+    );
+    assert!(
+        term.is_cooked(),
+        "a stopped client leaves the terminal as it found it"
+    );
+
+    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
+    let resumed = wait_until(Duration::from_secs(3), || {
+        state(pid) != Some('T') && job().iter().all(|p| p.state != 'T') && !term.is_cooked()
+    });
+    assert!(
+        resumed.is_some(),
+        "client {:?}, job {:?}",
+        state(pid),
+        job()
+    );
+
+    term.type_bytes(b"\x03");
+    assert_eq!(
+        term.wait(Duration::from_secs(10)),
+        Some(130),
+        "{:?}",
+        term.screen()
+    );
+    assert!(term.is_cooked());
+}
