@@ -52,7 +52,8 @@ async fn prepare(
     request: &Launch,
     control: mpsc::UnboundedSender<Control>,
 ) -> Result<Job, ErrorReply> {
-    let user = authorize(shared, peer, request)?;
+    authorize(shared, peer, request)?;
+    let user = resolve_user(shared, &peer.name).await?;
     let slot = shared
         .registry
         .register(request, user.name(), control)
@@ -62,7 +63,10 @@ async fn prepare(
     let created = tokio::task::spawn_blocking(move || cgroups.create_job(id)).await;
     match created {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(internal(format!("cannot create the job cgroup: {e}"))),
+        Ok(Err(e)) => {
+            super::end::destroy(shared, id).await;
+            return Err(internal(format!("cannot create the job cgroup: {e}")));
+        }
         Err(e) => return Err(internal(format!("cannot create the job cgroup: {e}"))),
     }
     // Weights first, so the program's first instruction already runs at its share.
@@ -80,12 +84,8 @@ fn internal(message: String) -> ErrorReply {
     ErrorReply::new(ErrorCode::Internal, message)
 }
 
-/// Who the job runs as, if the peer may launch at all.
-fn authorize(
-    shared: &Shared,
-    peer: &PeerIdentity,
-    request: &Launch,
-) -> Result<JobUser, ErrorReply> {
+/// Whether the peer may launch this request at all.
+fn authorize(shared: &Shared, peer: &PeerIdentity, request: &Launch) -> Result<(), ErrorReply> {
     let config = &shared.config;
     if peer.role != Role::User {
         return Err(ErrorReply::new(
@@ -110,16 +110,27 @@ fn authorize(
             ),
         ));
     }
+    Ok(())
+}
+
+/// Who the job runs as: the Unix user the certificate names (looked up off the async
+/// threads, since NSS may ask the network).
+async fn resolve_user(shared: &Shared, name: &str) -> Result<JobUser, ErrorReply> {
     let policy = SpawnPolicy {
-        allow_root: config.allow_root,
+        allow_root: shared.config.allow_root,
     };
-    JobUser::resolve(&peer.name, policy).map_err(|e| {
+    let owned = name.to_string();
+    let resolved = tokio::task::spawn_blocking(move || JobUser::resolve(&owned, policy))
+        .await
+        .map_err(|e| internal(format!("cannot look up user {name}: {e}")))?;
+    let node = &shared.config.name;
+    resolved.map_err(|e| {
         let code = match e {
             SpawnError::UnknownUser { .. } => ErrorCode::UnknownUser,
             SpawnError::RootRefused { .. } => ErrorCode::NotAuthorized,
             _ => ErrorCode::Internal,
         };
-        ErrorReply::new(code, format!("node {}: {e}", config.name))
+        ErrorReply::new(code, format!("node {node}: {e}"))
     })
 }
 
