@@ -116,7 +116,7 @@ struct RawConfig {
     cert: Option<String>,
     key: Option<String>,
     crl: Option<String>,
-    max_rate: Option<toml::Value>,
+    max_rate: Option<toml::Spanned<toml::Value>>,
     #[serde(default)]
     nodes: BTreeMap<String, toml::Spanned<String>>,
 }
@@ -224,10 +224,17 @@ impl Config {
         let max_rate = match raw.max_rate {
             None => Bid::from_credits(DEFAULT_MAX_RATE),
             Some(v) => {
-                let text = match v {
+                let span = v.span();
+                let text = match v.into_inner() {
                     toml::Value::String(s) => s,
                     toml::Value::Integer(i) => i.to_string(),
-                    toml::Value::Float(f) => f.to_string(),
+                    // Money never goes through a float: read the decimal
+                    // exactly as written (`2.5`), without TOML's digit
+                    // separators; an exponent is refused like anywhere else.
+                    toml::Value::Float(_) => text
+                        .get(span)
+                        .map(|literal| literal.replace('_', ""))
+                        .unwrap_or_default(),
                     other => {
                         let m = format!(
                             "{other} is not a rate; write credits per minute like \"1000\" or 2.5"
@@ -327,6 +334,18 @@ mod tests {
         let e = parse(&format!("{BASE}max_rate = \"-1\"\n")).unwrap_err();
         assert!(e.to_string().contains("`max_rate`"), "{e}");
         assert!(e.to_string().contains("/etc/rexec/c.toml"), "{e}");
+    }
+
+    #[test]
+    fn a_float_max_rate_is_read_as_written_not_rounded_through_f64() {
+        let c = parse(&format!("{BASE}max_rate = 9000000000.000001\n")).unwrap();
+        assert_eq!(c.max_rate.micros_per_minute(), 9_000_000_000_000_001);
+        let c = parse(&format!("{BASE}max_rate = 1_000.25\n")).unwrap();
+        assert_eq!(c.max_rate.micros_per_minute(), 1_000_250_000);
+        let e = parse(&format!("{BASE}max_rate = 0.0000001\n")).unwrap_err();
+        assert!(e.to_string().contains("6 decimal places"), "{e}");
+        let e = parse(&format!("{BASE}max_rate = 1e3\n")).unwrap_err();
+        assert!(e.to_string().contains("`max_rate`"), "{e}");
     }
 
     #[test]
