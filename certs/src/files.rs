@@ -5,7 +5,7 @@
 //! certificate behind.
 
 use std::fs::{self, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,7 +22,11 @@ pub(crate) const PUBLIC_MODE: u32 = 0o644;
 
 /// Reads a whole file, mapping "not found" and other I/O errors to clear errors.
 pub(crate) fn read(path: &Path, what: &'static str) -> Result<Vec<u8>, CertError> {
-    fs::read(path).map_err(|source| match source.kind() {
+    fs::read(path).map_err(|source| read_error(path, what, source))
+}
+
+fn read_error(path: &Path, what: &'static str, source: std::io::Error) -> CertError {
+    match source.kind() {
         ErrorKind::NotFound => CertError::Missing {
             what,
             path: path.to_path_buf(),
@@ -33,7 +37,20 @@ pub(crate) fn read(path: &Path, what: &'static str) -> Result<Vec<u8>, CertError
             path: path.to_path_buf(),
             source,
         },
-    })
+    }
+}
+
+/// Reads a private key file, checking the mode of the very file that is read:
+/// one open, then read and `fstat` on that handle, so the file cannot be
+/// swapped between the check and the read.
+fn read_key(path: &Path, what: &'static str) -> Result<Vec<u8>, CertError> {
+    let mut file = fs::File::open(path).map_err(|e| read_error(path, what, e))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| read_error(path, what, e))?;
+    let meta = file.metadata().map_err(|e| read_error(path, what, e))?;
+    check_mode(path, meta.permissions().mode())?;
+    Ok(bytes)
 }
 
 fn hint_for(what: &str) -> String {
@@ -71,15 +88,13 @@ pub(crate) fn load_key(
     path: &Path,
     what: &'static str,
 ) -> Result<PrivateKeyDer<'static>, CertError> {
-    let bytes = read(path, what)?;
-    check_key_mode(path)?;
+    let bytes = read_key(path, what)?;
     PrivateKeyDer::from_pem_slice(&bytes).map_err(|e| malformed(path, what, e.to_string()))
 }
 
 /// Loads the PEM text of a private key (for rcgen), with the same permission check.
 pub(crate) fn load_key_pem(path: &Path, what: &'static str) -> Result<String, CertError> {
-    let bytes = read(path, what)?;
-    check_key_mode(path)?;
+    let bytes = read_key(path, what)?;
     String::from_utf8(bytes).map_err(|_| malformed(path, what, "not PEM text".to_string()))
 }
 
@@ -90,7 +105,11 @@ pub fn check_key_mode(path: &Path) -> Result<(), CertError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let mode = meta.permissions().mode() & 0o7777;
+    check_mode(path, meta.permissions().mode())
+}
+
+fn check_mode(path: &Path, mode: u32) -> Result<(), CertError> {
+    let mode = mode & 0o7777;
     if mode & 0o077 != 0 {
         return Err(CertError::KeyPermissions {
             path: path.to_path_buf(),
@@ -200,6 +219,23 @@ mod tests {
         assert!(msg.contains("0640"), "{msg}");
         fs::set_permissions(&p, fs::Permissions::from_mode(0o400)).unwrap();
         check_key_mode(&p).unwrap();
+    }
+
+    #[test]
+    fn key_loaders_refuse_an_open_key_and_report_a_missing_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("k.key");
+        write_atomic(&p, b"-----BEGIN PRIVATE KEY-----\n", 0o644).unwrap();
+        let err = load_key(&p, "private key").unwrap_err();
+        assert!(
+            matches!(err, CertError::KeyPermissions { mode: 0o644, .. }),
+            "{err}"
+        );
+        let err = load_key_pem(&p, "CA private key").unwrap_err();
+        assert!(matches!(err, CertError::KeyPermissions { .. }), "{err}");
+        let gone = dir.path().join("gone.key");
+        let err = load_key(&gone, "private key").unwrap_err();
+        assert!(matches!(err, CertError::Missing { .. }), "{err}");
     }
 
     #[test]
