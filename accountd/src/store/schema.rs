@@ -65,6 +65,28 @@ CREATE TABLE IF NOT EXISTS refusals(
 );
 ";
 
+/// Mode of a new ledger: every user's balance and history is in it, and users
+/// may read only their own (through accountd). SQLite gives the `-wal` and
+/// `-shm` files the database file's mode.
+pub const LEDGER_MODE: u32 = 0o600;
+
+/// Creates an empty ledger file readable by its owner only, before SQLite
+/// would create it with 0644. Someone else creating it first is fine: SQLite
+/// then opens theirs.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(LEDGER_MODE)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Opens the ledger for writing. A missing file is created only when `create`
 /// is set; anything that is not a writable accountd ledger is an error naming
 /// the path.
@@ -76,6 +98,12 @@ pub fn open_writer(path: &Path, create: bool) -> Result<Connection, StoreError> 
     let exists = path.exists();
     if !exists && !create {
         return Err(StoreError::Missing { path: p });
+    }
+    if !exists {
+        create_private(path).map_err(|e| StoreError::NotWritable {
+            path: p.clone(),
+            detail: e.to_string(),
+        })?;
     }
     let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     if create {

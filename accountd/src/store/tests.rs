@@ -530,3 +530,17 @@ fn the_ledger_is_wal_with_full_sync_and_append_only() {
     assert!(e.to_string().contains("append-only"), "{e}");
     assert!(c.execute("DELETE FROM entries", []).is_err());
 }
+
+#[test]
+fn a_new_ledger_and_its_wal_are_readable_by_the_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let (d, c) = fresh();
+    ledger::create(&c, "ivy", 5, "admin:root", 1, MAX).unwrap();
+    for name in ["l.db", "l.db-wal", "l.db-shm"] {
+        let mode = std::fs::metadata(d.path().join(name))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "{name} has mode {:o}", mode & 0o777);
+    }
+}
