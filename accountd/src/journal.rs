@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use proto::account::{AccountOp, ChargeReceipt, Debit, DebitKey, EntryKind, ErrorCode, Refund};
@@ -27,6 +28,9 @@ const MAGIC: &[u8; 4] = b"RXJ1";
 pub const MAX_RECORD: usize = 64 * 1024;
 /// When the file is larger than this and mostly settled, it is compacted.
 pub const COMPACT_AT: u64 = 1 << 20;
+/// Mode of a new journal (and of its compacted copy): it names users and what
+/// they were charged, which is nobody else's business on the node.
+pub const JOURNAL_MODE: u32 = 0o600;
 
 /// A charge a node asks accountd to apply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,6 +168,7 @@ impl Journal {
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(JOURNAL_MODE)
             .open(&lock_path)
             .map_err(io)?;
         let lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock)
@@ -176,6 +181,7 @@ impl Journal {
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(JOURNAL_MODE)
             .open(path)
             .map_err(io)?;
         let mut data = Vec::new();
@@ -279,10 +285,11 @@ impl Journal {
             encode_record(&Record::Intent(c.clone()), &mut buf)?;
         }
         let tmp = self.path.with_extension("compacting");
+        let _ = std::fs::remove_file(&tmp);
         let mut f = OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
+            .mode(JOURNAL_MODE)
             .open(&tmp)
             .map_err(io)?;
         f.write_all(&buf).and_then(|_| f.sync_all()).map_err(io)?;
@@ -401,6 +408,7 @@ fn sync_dir(path: &Path) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use proto::account::MeterInterval;
+    use std::os::unix::fs::PermissionsExt;
 
     fn charge(seq: u64) -> Charge {
         Charge::Debit(Debit {
@@ -539,6 +547,18 @@ mod tests {
         let j = Journal::open(&p).unwrap();
         assert_eq!(j.pending(), vec![charge(s - 2), charge(s - 1), charge(s)]);
         assert!(!p.with_extension("compacting").exists());
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "compacted journal mode {:o}", mode & 0o777);
+    }
+
+    #[test]
+    fn a_new_journal_is_readable_by_its_owner_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("j");
+        let mut j = Journal::open(&p).unwrap();
+        j.record(charge(0)).unwrap();
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "journal mode {:o}", mode & 0o777);
     }
 
     #[test]
