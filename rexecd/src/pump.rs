@@ -1,9 +1,10 @@
 //! Moving bytes between a job and its client.
 //!
 //! [`output`] is the one task that writes frames to the client. It reads the job's
-//! stdout and stderr itself (pipes, or the terminal) in chunks of up to [`CHUNK_SIZE`]
-//! and sends each as soon as it arrives, with no line buffering, reusing one buffer per
-//! stream so that streaming allocates nothing per chunk and no bytes change threads.
+//! stdout and stderr itself (pipes, or the terminal), up to [`READ_SIZE`] bytes per
+//! read, and sends what arrived at once as chunks of at most [`CHUNK_SIZE`], with no
+//! line buffering. Its buffers are reused, so streaming allocates nothing per chunk and
+//! no bytes change threads.
 //! Between chunks it sends what the session queues ([`Out`]): heartbeats, notices, and
 //! at the end either the final `Exit` after both streams reached EOF
 //! ([`Out::Finish`]) or an immediate last frame ([`Out::Close`]). Because a slow client
@@ -30,6 +31,9 @@ pub const OUT_QUEUE: usize = 32;
 pub const STDIN_QUEUE: usize = 64;
 /// Pipe capacity asked for the job's stdout and stderr (fewer, larger reads).
 pub const PIPE_SIZE: i32 = 1 << 20;
+/// Bytes read from the job's output per system call (sent as several chunks): fewer,
+/// larger reads cost rexecd and the job fewer wake-ups.
+pub const READ_SIZE: usize = 4 * CHUNK_SIZE;
 /// How long the output of an ended rank may take to reach EOF.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(5);
 
@@ -61,6 +65,7 @@ pub enum StdinMsg {
 struct Stream {
     source: Option<Source>,
     buf: Vec<u8>,
+    spare: Vec<u8>,
     stderr: bool,
 }
 
@@ -68,7 +73,8 @@ impl Stream {
     fn new(source: Option<Source>, stderr: bool) -> Stream {
         Stream {
             source,
-            buf: Vec::with_capacity(CHUNK_SIZE),
+            buf: Vec::with_capacity(READ_SIZE),
+            spare: Vec::with_capacity(CHUNK_SIZE),
             stderr,
         }
     }
@@ -84,22 +90,28 @@ impl Stream {
         }
     }
 
-    /// Sends the chunk just read, keeping the buffer for the next one.
+    /// Sends what was just read as chunks of at most [`CHUNK_SIZE`]; both the read
+    /// buffer and the chunk buffer are kept for the next time.
     async fn send<W: AsyncWrite + Unpin>(
         &mut self,
         writer: &mut FrameWriter<W>,
     ) -> Result<(), FrameError> {
-        let chunk = Chunk(std::mem::take(&mut self.buf));
-        let msg = if self.stderr {
-            FromNode::Stderr(chunk)
-        } else {
-            FromNode::Stdout(chunk)
-        };
-        let sent = writer.send(&msg).await;
-        if let FromNode::Stdout(Chunk(buf)) | FromNode::Stderr(Chunk(buf)) = msg {
-            self.buf = buf;
+        for piece in self.buf.chunks(CHUNK_SIZE) {
+            let mut bytes = std::mem::take(&mut self.spare);
+            bytes.clear();
+            bytes.extend_from_slice(piece);
+            let msg = if self.stderr {
+                FromNode::Stderr(Chunk(bytes))
+            } else {
+                FromNode::Stdout(Chunk(bytes))
+            };
+            let sent = writer.send(&msg).await;
+            if let FromNode::Stdout(Chunk(bytes)) | FromNode::Stderr(Chunk(bytes)) = msg {
+                self.spare = bytes;
+            }
+            sent?;
         }
-        sent
+        Ok(())
     }
 
     /// Handles a read result: sends data, closes the stream at EOF or error.
