@@ -79,6 +79,7 @@ pub enum Settlement {
 /// Sends a node's charges to accountd through a durable journal.
 pub struct DebitClient {
     journal: Arc<Mutex<Journal>>,
+    path: PathBuf,
     wake: Arc<Notify>,
     unreported: Arc<watch::Sender<usize>>,
     stop: watch::Sender<bool>,
@@ -96,6 +97,7 @@ impl DebitClient {
         cfg: DebitClientConfig,
     ) -> Result<(DebitClient, mpsc::UnboundedReceiver<Settlement>), JournalError> {
         let path = cfg.journal.clone();
+        let path_for_errors = cfg.journal.clone();
         let journal = tokio::task::spawn_blocking(move || Journal::open(&path))
             .await
             .map_err(|e| JournalError::Io {
@@ -119,6 +121,7 @@ impl DebitClient {
         Ok((
             DebitClient {
                 journal,
+                path: path_for_errors,
                 wake,
                 unreported,
                 stop: stop_tx,
@@ -132,8 +135,10 @@ impl DebitClient {
     /// Ok the charge will reach accountd exactly once, even if the node
     /// restarts. A charge whose key is already pending is not recorded twice.
     pub async fn charge(&self, c: Charge) -> Result<(), JournalError> {
+        // The journal lock is only ever taken off the async threads (a holder
+        // may be in the middle of an fsync).
         let j = self.journal.clone();
-        let path = lock(&j).path().to_path_buf();
+        let path = self.path.clone();
         let unreported = self.unreported.clone();
         tokio::task::spawn_blocking(move || {
             let mut j = lock(&j);
@@ -193,7 +198,17 @@ impl Sender {
             if *self.stop.borrow() {
                 return;
             }
-            let next = lock(&self.journal).first_pending();
+            let j = self.journal.clone();
+            let next = match tokio::task::spawn_blocking(move || lock(&j).first_pending()).await {
+                Ok(next) => next,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read the debit journal; will retry");
+                    if self.pause(self.cfg.backoff_max).await {
+                        return;
+                    }
+                    continue;
+                }
+            };
             let Some(charge) = next else {
                 tokio::select! {
                     _ = self.wake.notified() => {}
@@ -277,7 +292,7 @@ impl Sender {
     async fn settle(&self, charge: &Charge, outcome: Outcome) -> Result<(), JournalError> {
         let j = self.journal.clone();
         let (c, o) = (charge.clone(), outcome.clone());
-        let path = lock(&j).path().to_path_buf();
+        let path = self.cfg.journal.clone();
         tokio::task::spawn_blocking(move || lock(&j).settle(&c, o))
             .await
             .map_err(|e| JournalError::Io {
