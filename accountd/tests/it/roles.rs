@@ -32,7 +32,8 @@ async fn each_role_can_do_exactly_what_it_may() {
     d.admin(&["report", "--by", "user"]).ok();
     d.admin(&["audit"]).ok();
     assert_eq!(d.admin(&["whoami"]).ok(), "admin ops\n");
-    d.admin(&["balance"]).fails_with("name the user (accountctl balance USER)");
+    d.admin(&["balance"])
+        .fails_with("name the user (accountctl balance USER)");
 
     // User: own balance and history only.
     assert_eq!(
