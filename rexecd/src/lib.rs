@@ -13,7 +13,7 @@
 //! - [`pump`]: output pumping, stdin feeding and the frame writer task.
 //! - [`pty`]: pseudo-terminals for jobs launched with `-t`.
 //! - [`heartbeat`]: when a silent client counts as dead.
-//! - [`env`]: the job environment and its deny list.
+//! - [`env`](mod@env): the job environment and its deny list.
 //! - [`signals`]: portable signal names to and from this host's numbers.
 //! - [`cgroup`]: rexecd's parent cgroup and one child cgroup per job, on cgroup v1 or
 //!   v2 (detected from mountinfo): creation, CPU weights from tickets, metering of CPU
@@ -39,8 +39,28 @@
 //! output drained, then exactly one `Exit` is sent with the cgroup's CPU time. A closed
 //! connection, missed heartbeats, a malformed or oversized frame, an admin kill or
 //! rexecd's shutdown destroy the cgroup; at start-up rexecd destroys every job cgroup an
-//! earlier run left. Under a terminal, `StdinEnd` is delivered as the terminal's EOF
-//! character (Ctrl-D) rather than by closing the terminal.
+//! earlier run left.
+//!
+//! # Details the session contract leaves open, as implemented here
+//!
+//! - Terminal stop signals (`TSTP`, `TTIN`, `TTOU`) are not sent with a plain
+//!   `killpg`: a job's process group is orphaned (its leader's parent, rexecd, is in
+//!   another session), and the kernel discards those signals for such groups. rexecd
+//!   does what a terminal would have achieved locally: processes of the group that catch
+//!   the signal get it, those that ignore it are left alone, the rest get `SIGSTOP` (see
+//!   [`signals::stop_group`]). `CONT` resumes them as usual.
+//! - Under a terminal, `StdinEnd` is delivered as the terminal's EOF character (Ctrl-D)
+//!   rather than by closing the terminal (which would hang the job up).
+//! - Besides `TSTP`, the heartbeat timeout is also suspended while rexecd itself stops
+//!   reading the client because the job's stdin queue is full.
+//! - After its cgroup is gone a rank's last frames (`Exit`) wait for the client under
+//!   the same liveness rules, so a client stopped by Ctrl-Z still gets them on `fg`.
+//! - A session of admin requests may carry several `ListJobs`/`Kill` requests, each
+//!   within one heartbeat timeout of the last; unknown message tags before a launch are
+//!   refused with `Unsupported`, during a job answered with an informational notice.
+//! - On a lost client (EOF, TLS error, missed heartbeats) no `Exit` is sent; on a
+//!   protocol error the last frame is `Error`; at rexecd shutdown the client gets a
+//!   `ShuttingDown` notice and then `Exit` with SIGKILL.
 #![deny(missing_docs)]
 
 pub mod cgroup;

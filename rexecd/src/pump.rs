@@ -27,8 +27,9 @@ use tokio::time::Instant;
 
 /// Frames the session may queue for the output task before it waits.
 pub const OUT_QUEUE: usize = 32;
-/// Stdin chunks queued for the job before rexecd stops reading the client.
-pub const STDIN_QUEUE: usize = 64;
+/// Stdin chunks queued for the job before rexecd stops reading the client (a chunk is
+/// at most one frame, so this bounds the memory a client's stdin can take).
+pub const STDIN_QUEUE: usize = 16;
 /// Pipe capacity asked for the job's stdout and stderr (fewer, larger reads).
 pub const PIPE_SIZE: i32 = 1 << 20;
 /// Bytes read from the job's output per system call (sent as several chunks): fewer,
