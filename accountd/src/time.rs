@@ -52,6 +52,9 @@ pub fn parse_time(text: &str) -> Result<i64, TimeError> {
         num(d.next(), 1, 12)?,
         num(d.next(), 1, 31)?,
     );
+    if day > days_in_month(y, m) {
+        return Err(err());
+    }
     let mut secs = days_from_civil(y, m, day) * 86_400;
     if let Some(c) = clock {
         let mut parts = c.splitn(3, ':');
@@ -84,6 +87,15 @@ pub fn format_time(us: i64) -> String {
         (rem / 60) % 60,
         rem % 60
     )
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
 }
 
 // Howard Hinnant's days_from_civil / civil_from_days (proleptic Gregorian).
@@ -142,6 +154,16 @@ mod tests {
     }
 
     #[test]
+    fn leap_days_exist_only_in_leap_years() {
+        assert_eq!(
+            parse_time("2024-02-29"),
+            parse_time("2024-03-01").map(|t| t - 86_400_000_000)
+        );
+        assert!(parse_time("2000-02-29").is_ok());
+        assert!(parse_time("2026-12-31").is_ok());
+    }
+
+    #[test]
     fn rejects_nonsense() {
         for bad in [
             "",
@@ -151,6 +173,10 @@ mod tests {
             "2026-01-01T25:00",
             "@x",
             "1969-12-31",
+            "2026-02-29",
+            "2026-02-31",
+            "2026-04-31",
+            "2100-02-29",
         ] {
             assert!(parse_time(bad).is_err(), "{bad}");
         }
