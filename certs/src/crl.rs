@@ -22,6 +22,10 @@ pub const CRL_STATE_FILE: &str = "crl.state";
 /// it (rustls only does when asked), so an old CRL keeps working until replaced.
 pub const CRL_DAYS: u64 = 365;
 
+/// Latest revocation time a state file may hold: 9999-12-31T23:59:59Z, the end of
+/// what a CRL's time fields can carry.
+const MAX_TIME: i64 = 253_402_300_799;
+
 /// One revoked certificate as kept in `crl.state`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RevokedEntry {
@@ -60,10 +64,20 @@ impl CrlState {
             match words.as_slice() {
                 [] => {}
                 [w, ..] if w.starts_with('#') => {}
-                ["number", n] => state.number = n.parse().map_err(|_| bad("bad CRL number"))?,
+                ["number", n] => {
+                    state.number = n
+                        .parse()
+                        .ok()
+                        .filter(|&n| n < u64::MAX)
+                        .ok_or_else(|| bad("bad CRL number"))?
+                }
                 ["revoked", serial, time, label @ ..] => state.revoked.push(RevokedEntry {
                     serial: unhex(serial).ok_or_else(|| bad("bad serial"))?,
-                    time: time.parse().map_err(|_| bad("bad time"))?,
+                    time: time
+                        .parse()
+                        .ok()
+                        .filter(|t| (0..=MAX_TIME).contains(t))
+                        .ok_or_else(|| bad("bad time (seconds since 1970, before year 10000)"))?,
                     label: label.join(" "),
                 }),
                 _ => return Err(bad("expected `number N` or `revoked SERIAL TIME LABEL`")),
@@ -214,6 +228,15 @@ mod tests {
         };
         state.save(&p).unwrap();
         assert_eq!(CrlState::load(&p).unwrap(), state);
+        for (text, want) in [
+            ("number 1\nrevoked 01 99999999999999 x\n", "bad time"),
+            ("number 1\nrevoked 01 -5 x\n", "bad time"),
+            ("number 18446744073709551615\n", "bad CRL number"),
+        ] {
+            std::fs::write(&p, text).unwrap();
+            let msg = CrlState::load(&p).unwrap_err().to_string();
+            assert!(msg.contains(want), "{text:?}: {msg}");
+        }
         std::fs::write(&p, "number 1\nrevoked zz 1 x\n").unwrap();
         let msg = CrlState::load(&p).unwrap_err().to_string();
         assert!(
