@@ -7,5 +7,6 @@ mod admin;
 mod auth;
 mod cleanup;
 mod cli;
+mod heartbeat;
 mod launch;
 mod util;

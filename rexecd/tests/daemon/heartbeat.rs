@@ -1,0 +1,115 @@
+//! Heartbeats: a silent client loses its job within the timeout; a client that
+//! heartbeats, a client stopped after `TSTP`, and a client whose stdin rexecd is not
+//! reading (the job's stdin is full) keep theirs.
+
+use std::time::{Duration, Instant};
+
+use proto::node::{Chunk, ExitStatus, FromNode, Heartbeat, Signal, ToNode};
+
+use crate::cleanup::{ESCAPE, escaped_pid};
+use crate::util::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_client_loses_its_job_within_the_heartbeat_timeout() {
+    if !can_run("heartbeat") {
+        return;
+    }
+    let d = Daemon::start("heartbeat", &["--heartbeat-timeout", "1s"]);
+    // A client that keeps sending heartbeats keeps its job past the timeout.
+    let mut c = d.user().await;
+    c.start(launch(&["/bin/sleep", "2"])).await;
+    let end = Instant::now() + Duration::from_millis(1500);
+    let mut seq = 0;
+    while Instant::now() < end {
+        seq += 1;
+        c.send(ToNode::Heartbeat(Heartbeat { seq })).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(c.outcome().await.status(), ExitStatus::Code(0));
+
+    // A connected but silent client does not.
+    let mut c = d.user().await;
+    let started = c.start(launch(&["/bin/sh", "-c", ESCAPE])).await;
+    let grandchild = escaped_pid(&mut c).await;
+    let silent_since = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(5), || is_dead(started.pid as i32)),
+        "job still alive; log:\n{}",
+        d.log()
+    );
+    assert!(silent_since.elapsed() < Duration::from_secs(4));
+    assert_nothing_left(&d, &[grandchild]);
+    assert!(d.log().contains("missed heartbeats"), "{}", d.log());
+    drop(c);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_client_keeps_its_job_after_tstp() {
+    if !can_run("tstp") {
+        return;
+    }
+    let d = Daemon::start("tstp", &["--heartbeat-timeout", "500ms"]);
+    let mut c = d.user().await;
+    let started = c.start(launch(&["/bin/sleep", "30"])).await;
+    let pid = started.pid as i32;
+    c.send(ToNode::Signal(Signal::Tstp)).await;
+    assert!(eventually(PATIENCE, || state_of(pid) == Some('T')));
+    // Silent for three timeouts: the job must survive, stopped.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(state_of(pid), Some('T'));
+    c.send(ToNode::Signal(Signal::Cont)).await;
+    assert!(eventually(PATIENCE, || matches!(
+        state_of(pid),
+        Some('S' | 'R')
+    )));
+    c.send(ToNode::Signal(Signal::Kill)).await;
+    let out = c.outcome().await;
+    assert!(matches!(
+        out.status(),
+        ExitStatus::Signaled {
+            signal: Signal::Kill,
+            ..
+        }
+    ));
+    assert_nothing_left(&d, &[pid]);
+
+    // A job that ends while its client is stopped keeps its output and exit for when
+    // the client reads again (here the job ignores TSTP, so it runs to its end).
+    let mut c = d.user().await;
+    let script = "trap '' TSTP; sleep 0.3; echo done";
+    c.start(launch(&["/bin/sh", "-c", script])).await;
+    c.send(ToNode::Signal(Signal::Tstp)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let out = c.outcome().await;
+    assert_eq!(out.stdout, b"done\n");
+    assert_eq!(out.status(), ExitStatus::Code(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_blocked_on_a_full_stdin_is_not_taken_for_dead() {
+    if !can_run("stdin_backpressure") {
+        return;
+    }
+    let d = Daemon::start("backpressure", &["--heartbeat-timeout", "1s"]);
+    let mut c = d.user().await;
+    // The job never reads stdin; the client floods it and can send nothing else.
+    c.start(launch(&["/bin/sleep", "2.5"])).await;
+    let (mut rx, mut tx) = c.framed.into_split();
+    let flood = tokio::spawn(async move {
+        let chunk = Chunk(vec![b'x'; 64 * 1024]);
+        for _ in 0..1024 {
+            if tx.send(&ToNode::Stdin(chunk.clone())).await.is_err() {
+                break;
+            }
+        }
+    });
+    let status = loop {
+        match tokio::time::timeout(PATIENCE, rx.recv::<FromNode>()).await {
+            Ok(Ok(Some(FromNode::Exit(exit)))) => break exit.status,
+            Ok(Ok(Some(_))) => {}
+            other => panic!("no Exit: {other:?}; log:\n{}", d.log()),
+        }
+    };
+    assert_eq!(status, ExitStatus::Code(0));
+    flood.abort();
+}
