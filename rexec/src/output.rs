@@ -5,7 +5,10 @@
 //! descriptor directly (no copy), small ones are gathered into one buffer
 //! and written together. With `-l`, each complete line is written as
 //! `[R] line`; a rank's unfinished last line waits for its end of line (or
-//! for the rank's end, when it is written with a newline added).
+//! for the rank's end, when it is written with a newline added). A line
+//! longer than [`MAX_LINE`] is written in pieces of that size, each labelled
+//! and ended with a newline, so a rank that never ends a line cannot make the
+//! client hold its whole output.
 //!
 //! The channel into the thread is bounded, so a slow reader of the client's
 //! stdout slows the ranks down through TCP flow control instead of filling
@@ -28,6 +31,9 @@ const DIRECT: usize = 16 * 1024;
 
 /// Gathered small chunks are written once they reach this size.
 const GATHER: usize = 256 * 1024;
+
+/// With `-l`, the longest line held back waiting for its newline.
+pub const MAX_LINE: usize = 64 * 1024;
 
 /// Which of the client's streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -169,10 +175,22 @@ impl Writer {
             rest = tail;
         }
         if !rest.is_empty() {
-            self.partial
-                .entry((rank, stream))
-                .or_default()
-                .extend_from_slice(rest);
+            let held = self.partial.entry((rank, stream)).or_default();
+            held.extend_from_slice(rest);
+            if held.len() >= MAX_LINE
+                && let Some(held) = self.partial.remove(&(rank, stream))
+            {
+                let mut pieces = held.chunks(MAX_LINE).peekable();
+                while let Some(piece) = pieces.next() {
+                    if piece.len() < MAX_LINE && pieces.peek().is_none() {
+                        self.partial.insert((rank, stream), piece.to_vec());
+                        break;
+                    }
+                    self.gather_bytes(stream, format!("[{rank}] ").as_bytes());
+                    self.gather_bytes(stream, piece);
+                    self.gather_bytes(stream, b"\n");
+                }
+            }
         }
     }
 
@@ -268,6 +286,37 @@ mod tests {
         assert_eq!(
             String::from_utf8(w.gather.clone()).unwrap(),
             "[0] a1\n[1] b1\n[0] a2\n[1] tail\n"
+        );
+    }
+
+    #[test]
+    fn a_line_without_end_is_written_in_labelled_pieces_not_held_whole() {
+        let (mut w, _rx) = writer(true);
+        let chunk = vec![b'x'; 10_000];
+        for _ in 0..20 {
+            w.take(data(0, &chunk));
+        }
+        let held: usize = w.partial.values().map(Vec::len).sum();
+        assert!(held < MAX_LINE, "{held} bytes held back");
+        let text = String::from_utf8(w.gather.clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 200_000 / MAX_LINE, "{} lines", lines.len());
+        for line in lines {
+            assert_eq!(line.len(), "[0] ".len() + MAX_LINE);
+            assert!(line.starts_with("[0] x"));
+        }
+        w.take(data(0, b"end\n"));
+        let text = String::from_utf8(w.gather.clone()).unwrap();
+        let last = text.lines().last().unwrap();
+        assert_eq!(last.len(), "[0] ".len() + 200_000 % MAX_LINE + "end".len());
+        assert!(w.partial.is_empty());
+        // A line of exactly MAX_LINE leaves nothing behind to print at the end.
+        w.gather.clear();
+        w.take(data(1, &vec![b'y'; MAX_LINE]));
+        w.take(Out::RankDone(1));
+        assert_eq!(
+            String::from_utf8(w.gather.clone()).unwrap().lines().count(),
+            1
         );
     }
 
