@@ -149,6 +149,11 @@ async fn shutdown_signal() {
 
 async fn real_main(args: Args) -> anyhow::Result<()> {
     let (cfg, listen, ready_file) = resolve(args)?;
+    if cfg.tls.crl.is_none() {
+        tracing::warn!(
+            "no revocation list configured (--crl or `crl` in the config file): revoked certificates are accepted"
+        );
+    }
     let db = cfg.store.path.clone();
     let server = Server::open(cfg)?;
     let listener = tokio::net::TcpListener::bind(&listen)
