@@ -5,7 +5,6 @@
 //! leaves nothing behind: the cgroup is destroyed and the rank unregistered.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
 
@@ -208,9 +207,11 @@ fn spawn_error(
     e: &std::io::Error,
 ) -> ErrorReply {
     let program = &request.argv[0];
+    // The directory as the client named it: whether it exists is judged by the job's
+    // user at chdir time, not by rexecd (root), which could see more.
     let cwd = match &request.cwd {
-        Some(dir) if Path::new(dir).is_dir() => dir.clone(),
-        _ => user.home().display().to_string(),
+        Some(dir) => dir.clone(),
+        None => user.home().display().to_string(),
     };
     let node = &config.name;
     let message = match e.kind() {

@@ -268,3 +268,6 @@ impl Drop for Slot {
         self.registry.rebalance();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,151 @@
+//! The registry against a fake cgroup v1 tree: registration rules, visibility, signal
+//! forwarding, and the weights written when ranks come and go.
+
+use std::fs;
+use std::path::Path;
+
+use certs::{PeerIdentity, Role};
+use proto::node::{JobId, Launch, Signal};
+use tokio::sync::mpsc;
+
+use super::*;
+use crate::cgroup::detect::V1Mounts;
+use crate::cgroup::{Hierarchy, ParentName};
+
+fn fake_cgroups(base: &Path) -> JobCgroups {
+    for h in ["cpu", "cpuacct"] {
+        fs::create_dir_all(base.join(h)).unwrap();
+    }
+    let mounts = V1Mounts {
+        cpu: base.join("cpu"),
+        cpuacct: Some(base.join("cpuacct")),
+        pids: None,
+        freezer: None,
+    };
+    JobCgroups::open(Hierarchy::V1(mounts), &ParentName::new("rexec-t").unwrap()).unwrap()
+}
+
+fn launch(job: u64, rank: u32, bid: i64) -> Launch {
+    Launch {
+        job: JobId(job),
+        rank,
+        nranks: 2,
+        bid,
+        argv: vec!["/bin/prog".into()],
+        env: Vec::new(),
+        cwd: None,
+        terminal: None,
+    }
+}
+
+fn peer(role: Role, name: &str) -> PeerIdentity {
+    PeerIdentity::new(role, name).unwrap()
+}
+
+/// Empties the `cpu.shares` of cgroup `id` (fake files are not truncated on write).
+fn clear_weight(base: &Path, id: u64) {
+    let dir = base.join("cpu/rexec-t").join(format!("job-{id}"));
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("cpu.shares"), "").unwrap();
+}
+
+fn weight(base: &Path, id: u64) -> u64 {
+    let path = base
+        .join("cpu/rexec-t")
+        .join(format!("job-{id}/cpu.shares"));
+    fs::read_to_string(path).unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn duplicates_and_foreign_job_ids_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Arc::new(Registry::new(fake_cgroups(dir.path())));
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let first = registry
+        .register(&launch(1, 0, 0), "ann", tx.clone())
+        .unwrap();
+    let dup = registry
+        .register(&launch(1, 0, 0), "ann", tx.clone())
+        .unwrap_err();
+    assert_eq!(
+        dup,
+        RegistryError::Duplicate {
+            job: JobId(1),
+            rank: 0
+        }
+    );
+    let foreign = registry
+        .register(&launch(1, 1, 0), "bob", tx.clone())
+        .unwrap_err();
+    assert_eq!(foreign, RegistryError::NotOwner { job: JobId(1) });
+    let second = registry.register(&launch(1, 1, 0), "ann", tx).unwrap();
+    assert_ne!(first.cgroup(), second.cgroup());
+    assert_eq!(registry.len(), 2);
+    drop((first, second));
+    assert!(registry.is_empty());
+}
+
+#[test]
+fn users_see_and_signal_only_their_own_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Arc::new(Registry::new(fake_cgroups(dir.path())));
+    let (ann_tx, mut ann_rx) = mpsc::unbounded_channel();
+    let (bob_tx, mut bob_rx) = mpsc::unbounded_channel();
+    let _a = registry
+        .register(&launch(1, 0, 0), "ann", ann_tx.clone())
+        .unwrap();
+    let _b = registry.register(&launch(1, 1, 0), "ann", ann_tx).unwrap();
+    let _c = registry.register(&launch(2, 0, 0), "bob", bob_tx).unwrap();
+
+    let ann = peer(Role::User, "ann");
+    let listed: Vec<(JobId, u32)> = registry
+        .list(&ann)
+        .iter()
+        .map(|r| (r.job, r.rank))
+        .collect();
+    assert_eq!(listed, vec![(JobId(1), 0), (JobId(1), 1)]);
+    assert_eq!(registry.list(&peer(Role::Admin, "ops")).len(), 3);
+    assert!(registry.list(&peer(Role::Node, "n2")).is_empty());
+
+    assert_eq!(registry.signal(&ann, JobId(2), Signal::Kill), 0);
+    assert!(bob_rx.try_recv().is_err());
+    assert_eq!(registry.signal(&ann, JobId(1), Signal::Int), 2);
+    assert_eq!(ann_rx.try_recv(), Ok(Control::Signal(Signal::Int)));
+    assert_eq!(ann_rx.try_recv(), Ok(Control::Signal(Signal::Int)));
+    assert_eq!(
+        registry.signal(&peer(Role::Admin, "ops"), JobId(2), Signal::Term),
+        1
+    );
+    assert_eq!(bob_rx.try_recv(), Ok(Control::Signal(Signal::Term)));
+}
+
+#[test]
+fn weights_follow_the_bids_of_the_running_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path();
+    let registry = Arc::new(Registry::new(fake_cgroups(base)));
+    let (tx, _rx) = mpsc::unbounded_channel();
+    let high = registry
+        .register(&launch(1, 0, 4_000_000), "ann", tx.clone())
+        .unwrap();
+    let low = registry
+        .register(&launch(2, 0, 1_000_000), "bob", tx.clone())
+        .unwrap();
+    let (h, l) = (high.cgroup(), low.cgroup());
+    clear_weight(base, h);
+    clear_weight(base, l);
+    registry.rebalance();
+    assert_eq!((weight(base, h), weight(base, l)), (262_144, 65_536));
+
+    // When the high bidder leaves, the low one is alone and gets the top weight.
+    clear_weight(base, l);
+    drop(high);
+    assert_eq!(weight(base, l), 262_144);
+
+    // A zero bid beside a positive one gets the smallest weight.
+    let zero = registry.register(&launch(3, 0, 0), "eve", tx).unwrap();
+    clear_weight(base, l);
+    clear_weight(base, zero.cgroup());
+    registry.rebalance();
+    assert_eq!((weight(base, l), weight(base, zero.cgroup())), (262_144, 2));
+}
