@@ -113,3 +113,28 @@ async fn a_client_blocked_on_a_full_stdin_is_not_taken_for_dead() {
     assert_eq!(status, ExitStatus::Code(0));
     flood.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rexecd_sends_numbered_heartbeats_every_interval() {
+    if !can_run("node_heartbeats") {
+        return;
+    }
+    let d = Daemon::start("beats", &["--heartbeat-interval", "100ms"]);
+    let mut c = d.user().await;
+    c.start(launch(&["/bin/sleep", "1"])).await;
+    let start = Instant::now();
+    let mut seqs = Vec::new();
+    while seqs.len() < 4 {
+        match tokio::time::timeout(PATIENCE, c.framed.recv::<FromNode>()).await {
+            Ok(Ok(Some(FromNode::Heartbeat(Heartbeat { seq })))) => seqs.push(seq),
+            other => panic!("expected heartbeats, got {other:?}"),
+        }
+    }
+    assert!(
+        start.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    assert_eq!(c.outcome().await.status(), ExitStatus::Code(0));
+}
