@@ -269,8 +269,13 @@ impl Config {
     }
 }
 
+/// The longest duration [`parse_duration`] accepts: one day.
+pub const MAX_DURATION: Duration = Duration::from_secs(86_400);
+
 /// Parses a positive duration: a number with unit `ms`, `s` or `m`, or a bare number of
-/// seconds (`"5s"`, `"250ms"`, `"1.5"`).
+/// seconds (`"5s"`, `"250ms"`, `"1.5"`). Decimals are exact (integer arithmetic, no
+/// floats) and must come out as whole milliseconds; zero, negative numbers, exponents
+/// and anything over a day ([`MAX_DURATION`]) are refused.
 ///
 /// ```
 /// use std::time::Duration;
@@ -279,25 +284,71 @@ impl Config {
 /// assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
 /// assert!(parse_duration("0s").is_err());
 /// assert!(parse_duration("-1").is_err());
+/// assert!(parse_duration("1e-300s").is_err());
 /// ```
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 0.001)
+    // Milliseconds per unit.
+    let (number, unit_ms): (&str, u64) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 1)
     } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1.0)
+        (n, 1_000)
     } else if let Some(n) = text.strip_suffix('m') {
-        (n, 60.0)
+        (n, 60_000)
     } else {
-        (text, 1.0)
+        (text, 1_000)
     };
-    let bad = || "use a positive number with unit ms, s or m, such as 5s or 250ms".to_string();
-    let value: f64 = number.trim().parse().map_err(|_| bad())?;
-    let seconds = value * scale;
-    if !seconds.is_finite() || seconds <= 0.0 || seconds > 86_400.0 {
-        return Err(bad());
+    let number = number.trim();
+    let bad = |why: &str| {
+        format!("{why}; use a positive number with unit ms, s or m, such as 5s, 1.5s or 250ms")
+    };
+    let (whole, fraction) = match number.split_once('.') {
+        Some((w, f)) => (w, f),
+        None => (number, ""),
+    };
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() && fraction.is_empty() {
+        return Err(bad("no number"));
     }
-    Ok(Duration::from_secs_f64(seconds))
+    if !digits(whole) || !digits(fraction) || (number.contains('.') && fraction.is_empty()) {
+        return Err(bad(
+            "not a plain decimal number (no sign, exponent or other characters)",
+        ));
+    }
+    const MAX_MS: u64 = MAX_DURATION.as_secs() * 1_000;
+    let too_long = || bad("longer than one day");
+    // Leading zeros cannot overflow anything; strip them before the length check.
+    let whole = whole.trim_start_matches('0');
+    if whole.len() > 12 {
+        return Err(too_long());
+    }
+    let whole: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| too_long())?
+    };
+    let mut millis = whole.checked_mul(unit_ms).ok_or_else(too_long)?;
+    // The fraction, in units of 10^-len; it must come out as whole milliseconds.
+    let fraction = fraction.trim_end_matches('0');
+    if !fraction.is_empty() {
+        if fraction.len() > 6 {
+            return Err(bad("more decimals than whole milliseconds allow"));
+        }
+        let scale = 10u64.pow(fraction.len() as u32);
+        let part: u64 = fraction.parse().map_err(|_| bad("bad decimals"))?;
+        let numerator = part * unit_ms;
+        if numerator % scale != 0 {
+            return Err(bad("not a whole number of milliseconds"));
+        }
+        millis = millis.checked_add(numerator / scale).ok_or_else(too_long)?;
+    }
+    if millis == 0 {
+        return Err(bad("zero is not a valid duration"));
+    }
+    if millis > MAX_MS {
+        return Err(too_long());
+    }
+    Ok(Duration::from_millis(millis))
 }
 
 #[cfg(test)]
