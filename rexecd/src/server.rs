@@ -60,6 +60,12 @@ impl Server {
     /// Loads TLS, opens the parent cgroup and removes every job cgroup under it.
     pub async fn new(config: Config) -> Result<Server, ServerError> {
         let acceptor = certs::acceptor(&config.tls)?;
+        if config.tls.crl.is_none() {
+            tracing::warn!(
+                "no CRL configured: revoked certificates will be accepted; set `crl` in the \
+                 config file or pass --crl"
+            );
+        }
         let parent = config.cgroup_parent.clone();
         let cgroups = tokio::task::spawn_blocking(move || -> Result<JobCgroups, CgroupError> {
             let cgroups = JobCgroups::detect(&parent)?;

@@ -29,6 +29,7 @@ async fn a_config_file_works_and_its_crl_refuses_revoked_users() {
         pki.ca().crl_path().display(),
     );
     let d = Daemon::start_with_config(parent, &toml);
+    assert!(!d.log().contains("no CRL configured"), "{}", d.log());
     let out = run(&d, launch(&["/bin/echo", "from config"])).await;
     assert_eq!(out.stdout, b"from config\n");
     assert_eq!(out.status(), ExitStatus::Code(0));
@@ -42,6 +43,21 @@ async fn a_config_file_works_and_its_crl_refuses_revoked_users() {
         "{}",
         d.log()
     );
+}
+
+#[test]
+fn starting_without_a_crl_warns_that_revoked_certificates_pass() {
+    if !can_run("no_crl") {
+        return;
+    }
+    let d = Daemon::start("nocrl", &[]);
+    let log = d.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("no CRL configured"))
+        .unwrap_or_else(|| panic!("no CRL warning; log:\n{log}"));
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains("set `crl`"), "{line}");
 }
 
 #[test]
