@@ -19,6 +19,13 @@ use tokio::sync::mpsc;
 use crate::cgroup::JobCgroups;
 use crate::sys::ProcessId;
 
+/// How many controls may wait for one rank's session. The queue is fed only by
+/// [`Registry::signal`] (admin `Kill` requests; a client's own `Signal` and `Resize`
+/// frames are handled in its session loop and never queued), but a peer repeating
+/// `Kill` while the rank's loop is busy must not grow rexecd's memory: past this many,
+/// further signals for that rank are dropped and not counted as delivered.
+pub const CONTROL_QUEUE: usize = 32;
+
 /// What another task may ask a running rank's session to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control {
@@ -72,7 +79,7 @@ struct Entry {
     info: RankInfo,
     started: Instant,
     pgid: Option<ProcessId>,
-    control: mpsc::UnboundedSender<Control>,
+    control: mpsc::Sender<Control>,
 }
 
 #[derive(Debug, Default)]
@@ -122,7 +129,7 @@ impl Registry {
         self: &Arc<Self>,
         launch: &Launch,
         owner: &str,
-        control: mpsc::UnboundedSender<Control>,
+        control: mpsc::Sender<Control>,
     ) -> Result<Slot, RegistryError> {
         let mut inner = self.lock();
         let key = (launch.job, launch.rank);
@@ -182,16 +189,21 @@ impl Registry {
         out
     }
 
-    /// Forwards `signal` to every rank of `job` visible to `peer`; returns how many.
+    /// Forwards `signal` to every rank of `job` visible to `peer`; returns how many
+    /// took it (a rank whose control queue is full does not).
     pub fn signal(&self, peer: &PeerIdentity, job: JobId, signal: Signal) -> u32 {
         let inner = self.lock();
         let mut count = 0;
         for ((id, _), entry) in inner.ranks.iter() {
-            if *id == job
-                && visible(peer, &entry.info.owner)
-                && entry.control.send(Control::Signal(signal)).is_ok()
-            {
-                count += 1;
+            if *id != job || !visible(peer, &entry.info.owner) {
+                continue;
+            }
+            match entry.control.try_send(Control::Signal(signal)) {
+                Ok(()) => count += 1,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    tracing::warn!(job = %id, %signal, "rank's control queue is full; signal dropped");
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => {}
             }
         }
         count

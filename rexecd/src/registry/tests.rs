@@ -60,7 +60,7 @@ fn weight(base: &Path, id: u64) -> u64 {
 fn duplicates_and_foreign_job_ids_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let registry = Arc::new(Registry::new(fake_cgroups(dir.path())));
-    let (tx, _rx) = mpsc::unbounded_channel();
+    let (tx, _rx) = mpsc::channel(CONTROL_QUEUE);
     let first = registry
         .register(&launch(1, 0, 0), "ann", tx.clone())
         .unwrap();
@@ -89,8 +89,8 @@ fn duplicates_and_foreign_job_ids_are_refused() {
 fn users_see_and_signal_only_their_own_ranks() {
     let dir = tempfile::tempdir().unwrap();
     let registry = Arc::new(Registry::new(fake_cgroups(dir.path())));
-    let (ann_tx, mut ann_rx) = mpsc::unbounded_channel();
-    let (bob_tx, mut bob_rx) = mpsc::unbounded_channel();
+    let (ann_tx, mut ann_rx) = mpsc::channel(CONTROL_QUEUE);
+    let (bob_tx, mut bob_rx) = mpsc::channel(CONTROL_QUEUE);
     let _a = registry
         .register(&launch(1, 0, 0), "ann", ann_tx.clone())
         .unwrap();
@@ -124,7 +124,7 @@ fn weights_follow_the_bids_of_the_running_ranks() {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path();
     let registry = Arc::new(Registry::new(fake_cgroups(base)));
-    let (tx, _rx) = mpsc::unbounded_channel();
+    let (tx, _rx) = mpsc::channel(CONTROL_QUEUE);
     let high = registry
         .register(&launch(1, 0, 4_000_000), "ann", tx.clone())
         .unwrap();
@@ -148,4 +148,25 @@ fn weights_follow_the_bids_of_the_running_ranks() {
     clear_weight(base, zero.cgroup());
     registry.rebalance();
     assert_eq!((weight(base, l), weight(base, zero.cgroup())), (262_144, 2));
+}
+
+#[test]
+fn a_flood_of_signals_cannot_grow_a_ranks_control_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Arc::new(Registry::new(fake_cgroups(dir.path())));
+    let (tx, mut rx) = mpsc::channel(CONTROL_QUEUE);
+    let _a = registry.register(&launch(1, 0, 0), "ann", tx).unwrap();
+    let ann = peer(Role::User, "ann");
+    let delivered: u32 = (0..CONTROL_QUEUE * 4)
+        .map(|_| registry.signal(&ann, JobId(1), Signal::Int))
+        .sum();
+    assert_eq!(delivered as usize, CONTROL_QUEUE);
+    let mut queued = 0;
+    while rx.try_recv().is_ok() {
+        queued += 1;
+    }
+    assert_eq!(queued, CONTROL_QUEUE);
+    // Once the session has drained its queue, signals get through again.
+    assert_eq!(registry.signal(&ann, JobId(1), Signal::Term), 1);
+    assert_eq!(rx.try_recv(), Ok(Control::Signal(Signal::Term)));
 }

@@ -84,7 +84,7 @@ pub(super) async fn run<S>(
     mut job: Job,
     mut reader: Reader<S>,
     writer: Writer<S>,
-    mut control: mpsc::UnboundedReceiver<Control>,
+    mut control: mpsc::Receiver<Control>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {

@@ -30,7 +30,7 @@ pub(super) async fn launch<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (control_tx, control_rx) = mpsc::unbounded_channel();
+    let (control_tx, control_rx) = mpsc::channel(crate::registry::CONTROL_QUEUE);
     let started = match prepare(&shared, &peer, &request, control_tx).await {
         Ok(started) => started,
         Err(reply) => {
@@ -49,7 +49,7 @@ async fn prepare(
     shared: &Arc<Shared>,
     peer: &PeerIdentity,
     request: &Launch,
-    control: mpsc::UnboundedSender<Control>,
+    control: mpsc::Sender<Control>,
 ) -> Result<Job, ErrorReply> {
     authorize(shared, peer, request)?;
     let user = resolve_user(shared, &peer.name).await?;
