@@ -5,6 +5,11 @@
 //! stop (each destroys its job and reports it), waits for them, and sweeps once more so
 //! that no job cgroup survives rexecd. [`run`] does both in one call.
 //!
+//! At most `max_connections` connections are open at once (a connection holds its slot
+//! from accept, through the TLS handshake, to the end of its session); one over the
+//! limit is accepted and closed at once, so the accept loop never stalls and a flood of
+//! idle handshakes cannot exhaust memory or file descriptors.
+//!
 //! The binary binds the listener, installs SIGTERM/SIGINT as the shutdown future and
 //! writes its ready file between `new` and `serve`; tests can do the same with a
 //! listener on port 0.
@@ -14,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
@@ -25,6 +30,33 @@ use crate::session::{self, Shared};
 
 /// How long sessions get to wind down at shutdown before they are cut off.
 const STOP_GRACE: Duration = Duration::from_secs(15);
+
+/// At most one "connection limit reached" warning per this interval.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Rate-limits the warning about connections closed at the limit.
+#[derive(Debug, Default)]
+struct Refusals {
+    last_logged: Option<tokio::time::Instant>,
+    unlogged: u64,
+}
+
+impl Refusals {
+    fn refused(&mut self, remote: std::net::SocketAddr, limit: usize) {
+        self.unlogged += 1;
+        let now = tokio::time::Instant::now();
+        if self
+            .last_logged
+            .is_some_and(|t| now.duration_since(t) < REFUSAL_LOG_INTERVAL)
+        {
+            return;
+        }
+        tracing::warn!(%remote, limit, refused = self.unlogged,
+            "connection limit reached (max_connections); closing new connections at once");
+        self.last_logged = Some(now);
+        self.unlogged = 0;
+    }
+}
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -89,13 +121,19 @@ impl Server {
     /// returns.
     pub async fn serve(self, listener: TcpListener, shutdown: impl Future) {
         let (stop_tx, stop_rx) = watch::channel(false);
-        let registry = Arc::new(Registry::new(self.cgroups.clone()));
+        let registry = Arc::new(
+            Registry::new(self.cgroups.clone())
+                .with_max_ranks_per_user(self.config.max_ranks_per_user),
+        );
         let shared = Arc::new(Shared {
             config: self.config,
             registry,
             stop: stop_rx,
         });
         let mut sessions = JoinSet::new();
+        let limit = shared.config.max_connections;
+        let slots = Arc::new(Semaphore::new(limit));
+        let mut refusals = Refusals::default();
         tokio::pin!(shutdown);
         if let Ok(addr) = listener.local_addr() {
             tracing::info!(node = %shared.config.name, %addr, "listening");
@@ -105,10 +143,16 @@ impl Server {
                 _ = &mut shutdown => break,
                 accepted = listener.accept() => match accepted {
                     Ok((tcp, remote)) => {
+                        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                            drop(tcp);
+                            refusals.refused(remote, limit);
+                            continue;
+                        };
                         let _ = tcp.set_nodelay(true);
                         let shared = Arc::clone(&shared);
                         let acceptor = self.acceptor.clone();
                         sessions.spawn(async move {
+                            let _slot = slot;
                             let remote = remote.to_string();
                             let mut stop = shared.stop.clone();
                             let handshake = tokio::select! {

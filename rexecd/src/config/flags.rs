@@ -46,6 +46,13 @@ pub struct Flags {
     /// How often rexecd sends heartbeats (e.g. 1s).
     #[arg(long, value_name = "DURATION")]
     pub heartbeat_interval: Option<String>,
+    /// Most connections open at once, TLS handshakes included (default 1024); more are
+    /// closed at once.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Most ranks one user may run on this node at once (default 256).
+    #[arg(long, value_name = "N")]
+    pub max_ranks_per_user: Option<usize>,
     /// After binding, write the bound address to PATH (atomically), for scripts and tests.
     #[arg(long, value_name = "PATH")]
     pub ready_file: Option<PathBuf>,

@@ -19,6 +19,8 @@
 //! heartbeat_interval = "1s"        # how often rexecd sends heartbeats
 //! env_deny = ["LD_*"]              # replaces the default deny list (see `env`)
 //! max_frame = 1048576              # largest frame accepted, in bytes
+//! max_connections = 1024           # open connections (handshakes included); more are closed at once
+//! max_ranks_per_user = 256         # ranks one user may run here at a time
 //! ```
 //!
 //! ```
@@ -54,6 +56,11 @@ pub const DEFAULT_CGROUP_PARENT: &str = "rexec";
 pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default heartbeat interval.
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Default limit on open connections.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default limit on the ranks one user may run at a time.
+pub const DEFAULT_MAX_RANKS_PER_USER: usize = 256;
 
 /// Why the configuration could not be loaded. Each message is one line naming the file
 /// or key and saying what to fix.
@@ -126,6 +133,10 @@ pub struct FileConfig {
     pub env_deny: Option<Vec<String>>,
     /// Largest frame accepted.
     pub max_frame: Option<usize>,
+    /// Most connections open at once.
+    pub max_connections: Option<usize>,
+    /// Most ranks one user may run at once.
+    pub max_ranks_per_user: Option<usize>,
 }
 
 impl FileConfig {
@@ -166,6 +177,12 @@ pub struct Config {
     pub heartbeat_interval: Duration,
     /// Largest frame accepted from a client.
     pub max_frame: usize,
+    /// Most connections open at once (TLS handshakes included); further connections
+    /// are accepted and closed at once.
+    pub max_connections: usize,
+    /// Most ranks one user may run on this node at once; further launches are refused
+    /// with `Busy`.
+    pub max_ranks_per_user: usize,
 }
 
 impl Config {
@@ -236,6 +253,29 @@ impl Config {
                 reason: format!("must be at least {} bytes", 2 * proto::node::CHUNK_SIZE),
             });
         }
+        let limit = |key, flag: Option<usize>, file: Option<usize>, default| {
+            let value = flag.or(file).unwrap_or(default);
+            if value == 0 {
+                return Err(ConfigError::Invalid {
+                    key,
+                    value: value.to_string(),
+                    reason: "must be at least 1".to_string(),
+                });
+            }
+            Ok(value)
+        };
+        let max_connections = limit(
+            "max_connections",
+            flags.max_connections,
+            file.max_connections,
+            DEFAULT_MAX_CONNECTIONS,
+        )?;
+        let max_ranks_per_user = limit(
+            "max_ranks_per_user",
+            flags.max_ranks_per_user,
+            file.max_ranks_per_user,
+            DEFAULT_MAX_RANKS_PER_USER,
+        )?;
         let allowed_users = flags.allowed_users.clone().or(file.allowed_users);
         let env = match file.env_deny {
             Some(patterns) => EnvPolicy::new(patterns),
@@ -256,6 +296,8 @@ impl Config {
             heartbeat_timeout,
             heartbeat_interval,
             max_frame,
+            max_connections,
+            max_ranks_per_user,
         })
     }
 

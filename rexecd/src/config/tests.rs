@@ -159,3 +159,25 @@ fn a_tiny_heartbeat_timeout_in_the_file_is_refused_not_zero() {
     let e = Config::resolve(file(&text), &Flags::default()).unwrap_err();
     assert!(e.to_string().contains("heartbeat_timeout"), "{e}");
 }
+
+#[test]
+fn connection_and_rank_limits_have_defaults_flags_and_refuse_zero() {
+    let config = Config::resolve(file(BASE), &Flags::default()).unwrap();
+    assert_eq!(config.max_connections, DEFAULT_MAX_CONNECTIONS);
+    assert_eq!(config.max_ranks_per_user, DEFAULT_MAX_RANKS_PER_USER);
+    let text = format!("{BASE}\nmax_connections = 10\nmax_ranks_per_user = 3\n");
+    let config = Config::resolve(file(&text), &Flags::default()).unwrap();
+    assert_eq!((config.max_connections, config.max_ranks_per_user), (10, 3));
+    let flags = Flags {
+        max_connections: Some(4),
+        ..Flags::default()
+    };
+    let config = Config::resolve(file(&text), &flags).unwrap();
+    assert_eq!((config.max_connections, config.max_ranks_per_user), (4, 3));
+    for key in ["max_connections", "max_ranks_per_user"] {
+        let text = format!("{BASE}\n{key} = 0\n");
+        let e = Config::resolve(file(&text), &Flags::default()).unwrap_err();
+        assert!(e.to_string().contains(key), "{e}");
+        assert!(e.to_string().contains("at least 1"), "{e}");
+    }
+}

@@ -45,6 +45,17 @@ pub enum RegistryError {
         /// The rank.
         rank: u32,
     },
+    /// The user already runs as many ranks here as the node allows.
+    #[error(
+        "user {user} already runs {limit} ranks on this node, its limit (max_ranks_per_user); \
+         wait for some to end or use another node"
+    )]
+    UserLimit {
+        /// The user.
+        user: String,
+        /// The limit.
+        limit: usize,
+    },
     /// Another user owns a job with this id.
     #[error("job id {job} is in use by another user on this node; pick a new job id")]
     NotOwner {
@@ -93,6 +104,7 @@ struct Inner {
 pub struct Registry {
     inner: Mutex<Inner>,
     cgroups: JobCgroups,
+    max_ranks_per_user: usize,
 }
 
 /// A registered rank; dropping it removes the rank and re-balances the weights.
@@ -104,11 +116,20 @@ pub struct Slot {
 }
 
 impl Registry {
-    /// An empty registry over rexecd's job cgroups.
+    /// An empty registry over rexecd's job cgroups, with no limit on ranks per user.
     pub fn new(cgroups: JobCgroups) -> Registry {
         Registry {
             inner: Mutex::new(Inner::default()),
             cgroups,
+            max_ranks_per_user: usize::MAX,
+        }
+    }
+
+    /// The same registry, refusing a user's rank while `limit` of theirs run.
+    pub fn with_max_ranks_per_user(self, limit: usize) -> Registry {
+        Registry {
+            max_ranks_per_user: limit,
+            ..self
         }
     }
 
@@ -124,7 +145,8 @@ impl Registry {
     }
 
     /// Registers rank `launch.rank` of `launch.job` for `owner` and gives it a fresh
-    /// cgroup id. Refuses a rank already running and a job id another user holds.
+    /// cgroup id. Refuses a rank already running, a job id another user holds, and a
+    /// rank of a user who already runs the most ranks allowed.
     pub fn register(
         self: &Arc<Self>,
         launch: &Launch,
@@ -145,6 +167,17 @@ impl Registry {
             .any(|(k, e)| k.0 == launch.job && e.info.owner != owner)
         {
             return Err(RegistryError::NotOwner { job: launch.job });
+        }
+        let running = inner
+            .ranks
+            .values()
+            .filter(|e| e.info.owner == owner)
+            .count();
+        if running >= self.max_ranks_per_user {
+            return Err(RegistryError::UserLimit {
+                user: owner.to_string(),
+                limit: self.max_ranks_per_user,
+            });
         }
         inner.next_cgroup += 1;
         let cgroup = inner.next_cgroup;

@@ -170,3 +170,36 @@ fn a_flood_of_signals_cannot_grow_a_ranks_control_queue() {
     assert_eq!(registry.signal(&ann, JobId(1), Signal::Term), 1);
     assert_eq!(rx.try_recv(), Ok(Control::Signal(Signal::Term)));
 }
+
+#[test]
+fn a_user_at_the_rank_limit_is_refused_until_one_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Arc::new(Registry::new(fake_cgroups(dir.path())).with_max_ranks_per_user(2));
+    let (tx, _rx) = mpsc::channel(CONTROL_QUEUE);
+    let a = registry
+        .register(&launch(1, 0, 0), "ann", tx.clone())
+        .unwrap();
+    let _b = registry
+        .register(&launch(1, 1, 0), "ann", tx.clone())
+        .unwrap();
+    let refused = registry
+        .register(&launch(2, 0, 0), "ann", tx.clone())
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        RegistryError::UserLimit {
+            user: "ann".into(),
+            limit: 2
+        }
+    );
+    assert!(
+        refused.to_string().contains("max_ranks_per_user"),
+        "{refused}"
+    );
+    // Other users have their own count.
+    let _c = registry
+        .register(&launch(3, 0, 0), "bob", tx.clone())
+        .unwrap();
+    drop(a);
+    let _d = registry.register(&launch(2, 0, 0), "ann", tx).unwrap();
+}

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use super::job::{self, Job};
 use super::{Reader, Shared, Writer};
 use crate::pty::{Pty, PtyMaster};
-use crate::registry::{Control, Slot};
+use crate::registry::{Control, RegistryError, Slot};
 use crate::spawn::{JobCommand, JobUser, SessionMode, SpawnError, SpawnPolicy};
 use crate::sys::ProcessId;
 
@@ -56,7 +56,13 @@ async fn prepare(
     let slot = shared
         .registry
         .register(request, user.name(), control)
-        .map_err(|e| ErrorReply::new(ErrorCode::BadRequest, e.to_string()))?;
+        .map_err(|e| {
+            let code = match e {
+                RegistryError::UserLimit { .. } => ErrorCode::Busy,
+                _ => ErrorCode::BadRequest,
+            };
+            ErrorReply::new(code, format!("node {}: {e}", shared.config.name))
+        })?;
     let cgroups = shared.registry.cgroups().clone();
     let id = slot.cgroup();
     let created = tokio::task::spawn_blocking(move || cgroups.create_job(id)).await;

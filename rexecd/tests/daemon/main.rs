@@ -9,4 +9,5 @@ mod cleanup;
 mod cli;
 mod heartbeat;
 mod launch;
+mod limits;
 mod util;
