@@ -58,6 +58,12 @@
 //! - A session of admin requests may carry several `ListJobs`/`Kill` requests, each
 //!   within one heartbeat timeout of the last; unknown message tags before a launch are
 //!   refused with `Unsupported`, during a job answered with an informational notice.
+//! - A job runs in the working directory as sent when its user can enter it, else in
+//!   the user's home (then `/`); the child itself reports which directory it entered,
+//!   and when that is not the one asked for the client gets an `Info` notice right after
+//!   `Started` naming both.
+//! - At most `max_connections` connections are open at once (more are closed at once),
+//!   and a user runs at most `max_ranks_per_user` ranks (more are refused with `Busy`).
 //! - On a lost client (EOF, TLS error, missed heartbeats) no `Exit` is sent; on a
 //!   protocol error the last frame is `Error`; at rexecd shutdown the client gets a
 //!   `ShuttingDown` notice and then `Exit` with SIGKILL.

@@ -8,9 +8,13 @@
 //! whose `pre_exec` hook (see [`crate::sys::child`]) joins the cgroup, drops privileges
 //! (setgroups, setgid, setuid) and changes directory (falling back to the user's home,
 //! then `/`). The caller sets stdio and spawns it, with std or, after
-//! `tokio::process::Command::from(command)`, with tokio.
+//! `tokio::process::Command::from(command)`, with tokio. [`JobCommand::build_reporting`]
+//! also returns a [`DirReport`] that says, after the spawn, which directory the child
+//! actually entered (judged by the child itself, as the user, so ACLs, mounts and
+//! permissions count exactly as they will for the program).
 
 use std::ffi::{CString, OsString};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -58,6 +62,9 @@ pub enum SpawnError {
         /// What getgrouplist said.
         source: Errno,
     },
+    /// The pipe for the directory report could not be made.
+    #[error("cannot create a pipe for the child: {0}; check rexecd's open file limit")]
+    Pipe(Errno),
     /// A path handed to the child contains a NUL byte.
     #[error("{what} {value:?} contains a NUL byte")]
     Nul {
@@ -222,6 +229,42 @@ impl JobCommand {
     /// the child is in the job cgroup and runs as `user` before the program's first
     /// instruction.
     pub fn build(&self, user: &JobUser, join: CgroupJoin) -> Result<Command, SpawnError> {
+        self.build_inner(user, join, None)
+    }
+
+    /// Like [`JobCommand::build`], and also returns the [`DirReport`] to read after a
+    /// successful spawn.
+    pub fn build_reporting(
+        &self,
+        user: &JobUser,
+        join: CgroupJoin,
+    ) -> Result<(Command, DirReport), SpawnError> {
+        use nix::fcntl::OFlag;
+        let (read, write) =
+            nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(SpawnError::Pipe)?;
+        let command = self.build_inner(user, join, Some(write))?;
+        let report = DirReport {
+            pipe: read,
+            candidates: self.candidates(user),
+        };
+        Ok((command, report))
+    }
+
+    /// The directories tried, in order.
+    fn candidates(&self, user: &JobUser) -> Vec<PathBuf> {
+        let mut dirs = Vec::with_capacity(3);
+        dirs.extend(self.cwd.clone());
+        dirs.push(user.user.home.clone());
+        dirs.push(PathBuf::from("/"));
+        dirs
+    }
+
+    fn build_inner(
+        &self,
+        user: &JobUser,
+        join: CgroupJoin,
+        report: Option<OwnedFd>,
+    ) -> Result<Command, SpawnError> {
         let mut dirs = Vec::with_capacity(3);
         if let Some(cwd) = &self.cwd {
             dirs.push(c_path("working directory", cwd)?);
@@ -240,6 +283,10 @@ impl JobCommand {
             dirs,
             self.session,
         );
+        let setup = match report {
+            Some(pipe) => setup.report_dir_to(pipe),
+            None => setup,
+        };
         child::install_pre_exec(&mut command, setup);
         Ok(command)
     }
@@ -250,4 +297,31 @@ fn c_path(what: &'static str, path: &Path) -> Result<CString, SpawnError> {
         what,
         value: path.display().to_string(),
     })
+}
+
+/// Which directory a spawned child entered, from [`JobCommand::build_reporting`].
+#[derive(Debug)]
+pub struct DirReport {
+    pipe: OwnedFd,
+    candidates: Vec<PathBuf>,
+}
+
+impl DirReport {
+    /// The directory the child entered, read once `spawn` has returned successfully
+    /// (`None` if the child reported nothing, e.g. because the spawn failed).
+    pub fn entered(&self) -> Option<&Path> {
+        let mut byte = [0u8; 1];
+        match nix::unistd::read(&self.pipe, &mut byte) {
+            Ok(1) => self
+                .candidates
+                .get(usize::from(byte[0]))
+                .map(PathBuf::as_path),
+            _ => None,
+        }
+    }
+
+    /// The directories tried, in order: the wished one (if any), home, `/`.
+    pub fn candidates(&self) -> &[PathBuf] {
+        &self.candidates
+    }
 }

@@ -41,6 +41,8 @@ pub(super) struct Job {
     pub(super) child: Child,
     pub(super) pgid: Option<ProcessId>,
     pub(super) pty: Option<PtyMaster>,
+    /// A notice for the client, sent right after `Started`.
+    pub(super) notice: Option<String>,
 }
 
 impl Job {
@@ -62,6 +64,7 @@ impl Job {
             child,
             pgid,
             pty,
+            notice: None,
         }
     }
 }
@@ -131,6 +134,9 @@ pub(super) async fn run<S>(
         cpu: Duration::ZERO,
         killed: false,
     };
+    if let Some(text) = state.job.notice.take() {
+        state.notice(text);
+    }
     let mut beat = tokio::time::interval(config.heartbeat_interval);
     beat.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut check = tokio::time::interval(state.live.check_period());

@@ -17,7 +17,7 @@ use super::job::{self, Job};
 use super::{Reader, Shared, Writer};
 use crate::pty::{Pty, PtyMaster};
 use crate::registry::{Control, RegistryError, Slot};
-use crate::spawn::{JobCommand, JobUser, SessionMode, SpawnError, SpawnPolicy};
+use crate::spawn::{DirReport, JobCommand, JobUser, SessionMode, SpawnError, SpawnPolicy};
 use crate::sys::ProcessId;
 
 /// Handles `Launch` to the end of the session.
@@ -77,7 +77,11 @@ async fn prepare(
     // Weights first, so the program's first instruction already runs at its share.
     shared.registry.rebalance();
     match spawn(shared, request, &user, &slot) {
-        Ok((child, pty)) => Ok(Job::new(request, user, slot, child, pty)),
+        Ok((child, pty, notice)) => {
+            let mut job = Job::new(request, user, slot, child, pty);
+            job.notice = notice;
+            Ok(job)
+        }
         Err(reply) => {
             super::end::destroy(shared, id).await;
             Err(reply)
@@ -139,13 +143,17 @@ async fn resolve_user(shared: &Shared, name: &str) -> Result<JobUser, ErrorReply
     })
 }
 
+/// A spawned program, its terminal, and a notice for the client when it runs in another
+/// directory than the one asked for.
+type Spawned = (tokio::process::Child, Option<PtyMaster>, Option<String>);
+
 /// Spawns the program inside the (already created) cgroup.
 fn spawn(
     shared: &Shared,
     request: &Launch,
     user: &JobUser,
     slot: &Slot,
-) -> Result<(tokio::process::Child, Option<PtyMaster>), ErrorReply> {
+) -> Result<Spawned, ErrorReply> {
     let config = &shared.config;
     let join = shared
         .registry
@@ -164,8 +172,8 @@ fn spawn(
     if let Some(cwd) = &request.cwd {
         command = command.cwd(cwd);
     }
-    let mut command = command
-        .build(user, join)
+    let (mut command, report) = command
+        .build_reporting(user, join)
         .map_err(|e| ErrorReply::new(ErrorCode::BadRequest, e.to_string()))?;
     let pty = match request.terminal {
         Some(size) => {
@@ -202,7 +210,29 @@ fn spawn(
     if let Some(pid) = child.id() {
         slot.set_pgid(ProcessId(pid as i32));
     }
-    Ok((child, pty))
+    let notice = dir_notice(&config.name, user, &report);
+    Ok((child, pty, notice))
+}
+
+/// The notice telling the client its job runs elsewhere than asked: the wished
+/// directory (or, without one, the home directory) could not be entered by the user.
+fn dir_notice(node: &str, user: &JobUser, report: &DirReport) -> Option<String> {
+    let wished = report.candidates().first()?;
+    let entered = report.entered()?;
+    if entered == wished {
+        return None;
+    }
+    let what = if wished == user.home() {
+        "home directory"
+    } else {
+        "working directory"
+    };
+    Some(format!(
+        "rexecd {node}: {what} {} does not exist here (or is not accessible to {}); running in {}",
+        wished.display(),
+        user.name(),
+        entered.display()
+    ))
 }
 
 /// The one-line answer for a failed spawn.

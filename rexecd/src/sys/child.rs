@@ -7,12 +7,14 @@
 //! (1) writes `0` to every `cgroup.procs` file, so the child is in the job cgroup before
 //! any user code runs, (2) optionally starts a new session (and takes its standard input
 //! as controlling terminal), (3) drops privileges with `setgroups`, `setgid`, `setuid` in
-//! that order, and (4) changes to the first working directory it can enter. No step
+//! that order, and (4) changes to the first working directory it can enter and, when
+//! asked to, reports which one as a single byte (its index) on a pipe. No step
 //! allocates, takes a lock or touches a Rust-level global.
 
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -43,6 +45,7 @@ pub struct ChildSetup {
     uid: Uid,
     dirs: Vec<CString>,
     session: SessionMode,
+    report: Option<OwnedFd>,
 }
 
 impl ChildSetup {
@@ -64,7 +67,16 @@ impl ChildSetup {
             uid: Uid::from_raw(uid.0),
             dirs,
             session,
+            report: None,
         }
+    }
+
+    /// After changing directory, the child writes the index (one byte) of the directory
+    /// it entered to `pipe`, the write end of a close-on-exec pipe. Once `spawn` has
+    /// returned successfully the byte is in the pipe (std waits for the `exec`).
+    pub fn report_dir_to(mut self, pipe: OwnedFd) -> ChildSetup {
+        self.report = Some(pipe);
+        self
     }
 
     /// The child side. Only async-signal-safe calls on memory prepared before the fork.
@@ -94,9 +106,17 @@ impl ChildSetup {
         unistd::setgid(self.gid)?;
         unistd::setuid(self.uid)?;
         let mut last = Errno::ENOENT;
-        for dir in &self.dirs {
+        for (index, dir) in self.dirs.iter().enumerate() {
             match unistd::chdir(dir.as_c_str()) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    if let Some(pipe) = &self.report {
+                        // At most a few candidates, so the index fits a byte. A lost
+                        // report only costs the caller its notice, so errors are ignored.
+                        let byte = [u8::try_from(index).unwrap_or(u8::MAX)];
+                        while let Err(Errno::EINTR) = unistd::write(pipe, &byte) {}
+                    }
+                    return Ok(());
+                }
                 Err(e) => last = e,
             }
         }
@@ -120,7 +140,7 @@ fn set_controlling_tty(fd: i32) -> io::Result<()> {
 pub fn install_pre_exec(command: &mut Command, setup: ChildSetup) {
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe operations are allowed. `ChildSetup::run` only calls write,
-    // setsid, ioctl, setgroups, setgid, setuid and chdir on buffers and descriptors that
+    // setsid, ioctl, setgroups, setgid, setuid, chdir and write on buffers and descriptors that
     // were allocated and opened before the fork; it allocates nothing (io::Error from an
     // errno is a plain integer) and takes no locks.
     unsafe {

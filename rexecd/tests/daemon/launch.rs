@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use proto::node::{Chunk, ExitStatus, Signal, ToNode, WindowSize};
+use proto::node::{Chunk, ExitStatus, NoticeKind, Signal, ToNode, WindowSize};
 
 use crate::util::*;
 
@@ -120,6 +120,50 @@ async fn environment_user_and_cwd_are_as_sent_minus_the_deny_list() {
         "/".to_string()
     };
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), expected);
+    let text = format!(
+        "rexecd {NODE}: working directory /no/such/dir does not exist here \
+         (or is not accessible to {USER}); running in {expected}"
+    );
+    assert_eq!(dir_notices(&out), vec![text]);
+}
+
+/// The informational notices of a job that mention a directory.
+fn dir_notices(out: &Outcome) -> Vec<String> {
+    out.notices
+        .iter()
+        .filter(|n| n.kind == NoticeKind::Info && n.text.contains("directory"))
+        .map(|n| n.text.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_working_directory_the_user_cannot_enter_is_reported_in_a_notice() {
+    if !can_run("cwd_notice") {
+        return;
+    }
+    let d = Daemon::start("cwdnotice", &[]);
+    // Exists, but root's 0700 directory is closed to the job's user.
+    let closed = tempfile::tempdir().unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o700);
+    std::fs::set_permissions(closed.path(), mode).unwrap();
+    let mut request = launch(&["/bin/pwd"]);
+    request.cwd = Some(closed.path().display().to_string());
+    let out = run(&d, request).await;
+    assert_eq!(out.status(), ExitStatus::Code(0));
+    let ran_in = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_ne!(ran_in, closed.path().display().to_string());
+    let text = format!(
+        "rexecd {NODE}: working directory {} does not exist here \
+         (or is not accessible to {USER}); running in {ran_in}",
+        closed.path().display()
+    );
+    assert_eq!(dir_notices(&out), vec![text], "{out:?}");
+    // A directory the user can enter: the job runs there, and nothing is said.
+    let mut request = launch(&["/bin/pwd"]);
+    request.cwd = Some("/tmp".into());
+    let out = run(&d, request).await;
+    assert_eq!(out.stdout, b"/tmp\n");
+    assert!(dir_notices(&out).is_empty(), "{out:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
