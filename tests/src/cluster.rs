@@ -55,6 +55,35 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// A copy of workspace binary `name` that every user may run, for programs
+/// the scenarios run as the test user on the nodes.
+///
+/// The build tree may sit below a directory only root can enter (a clone in
+/// a `mktemp -d` folder, say), where a job running as the test user could not
+/// execute it. The copy lives in `$TMPDIR/rexec-e2e-tools-<uid>/`, mode 0755,
+/// replaced atomically each time, so concurrent test processes never see a
+/// half-written file.
+pub fn shared_bin(name: &str) -> PathBuf {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let src = bin(name);
+    let uid = fs::metadata("/proc/self").map_or(0, |m| m.uid());
+    let dir = std::env::temp_dir().join(format!("rexec-e2e-tools-{uid}"));
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(&dir)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("cannot make {} searchable: {e}", dir.display()));
+    let dest = dir.join(name);
+    let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+    fs::copy(&src, &tmp).unwrap_or_else(|e| panic!("cannot copy {}: {e}", src.display()));
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("cannot chmod {}: {e}", tmp.display()));
+    fs::rename(&tmp, &dest).unwrap_or_else(|e| panic!("cannot install {}: {e}", dest.display()));
+    dest
+}
+
 /// Make sure the test user exists (create it if not).
 pub fn ensure_test_user() {
     if nix::unistd::User::from_name(TEST_USER)

@@ -4,11 +4,15 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use rexec_tests::cluster::{Cluster, bin};
+use rexec_tests::cluster::{Cluster, bin, shared_bin};
 use rexec_tests::pattern::{self, Verifier};
 
+/// The generator, where the test user on the nodes can run it (a regression:
+/// from a clone in a root-only directory, every stream scenario exited 126).
 fn testgen() -> String {
-    bin("rexec-testgen").display().to_string()
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| shared_bin("rexec-testgen").display().to_string())
+        .clone()
 }
 
 #[test]
