@@ -38,10 +38,14 @@ async fn a_dropped_connection_kills_even_a_double_forked_setsid_grandchild() {
     let grandchild = escaped_pid(&mut c).await;
     drop(c);
     assert_nothing_left(&d, &[started.pid as i32, grandchild]);
-    let log = d.log();
+    // The line is logged after the cgroup is gone and the output drained.
     assert!(
-        log.contains("job ended") && log.contains("killed: "),
-        "{log}"
+        eventually(PATIENCE, || {
+            let log = d.log();
+            log.contains("job ended") && log.contains("killed: ")
+        }),
+        "{}",
+        d.log()
     );
 }
 
