@@ -76,7 +76,7 @@ async fn prepare(
     }
     // Weights first, so the program's first instruction already runs at its share.
     shared.registry.rebalance();
-    match spawn(shared, request, &user, &slot) {
+    match spawn(shared, request, &user, &slot).await {
         Ok((child, pty, notice)) => {
             let mut job = Job::new(request, user, slot, child, pty);
             job.notice = notice;
@@ -147,8 +147,10 @@ async fn resolve_user(shared: &Shared, name: &str) -> Result<JobUser, ErrorReply
 /// directory than the one asked for.
 type Spawned = (tokio::process::Child, Option<PtyMaster>, Option<String>);
 
-/// Spawns the program inside the (already created) cgroup.
-fn spawn(
+/// Spawns the program inside the (already created) cgroup. The fork and exec run on a
+/// blocking thread: they take as long as the kernel needs to copy rexecd's page tables
+/// and load the program, and must not hold up other sessions meanwhile.
+async fn spawn(
     shared: &Shared,
     request: &Launch,
     user: &JobUser,
@@ -195,18 +197,24 @@ fn spawn(
         }
     };
     let mut command = tokio::process::Command::from(command);
-    let child = command
-        .spawn()
-        .map_err(|e| spawn_error(config, request, user, &e))?;
+    // Threads of the blocking pool run inside the runtime, which tokio's `spawn` needs
+    // to register the child. The command (and with it our copies of the terminal's
+    // slave side) is dropped there, so the terminal reports EOF once the job's
+    // processes are gone.
+    let spawned = tokio::task::spawn_blocking(move || {
+        let child = command.spawn();
+        drop(command);
+        child
+    })
+    .await
+    .map_err(|e| internal(format!("cannot start {}: {e}", request.argv[0])))?;
+    let child = spawned.map_err(|e| spawn_error(config, request, user, &e))?;
     if let Some(out) = &child.stdout {
         crate::pump::enlarge_pipe(out.as_fd());
     }
     if let Some(err) = &child.stderr {
         crate::pump::enlarge_pipe(err.as_fd());
     }
-    // The command (and with it our copies of the terminal's slave side) is dropped here,
-    // so the terminal reports EOF once the job's processes are gone.
-    drop(command);
     if let Some(pid) = child.id() {
         slot.set_pgid(ProcessId(pid as i32));
     }
