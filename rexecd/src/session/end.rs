@@ -150,8 +150,10 @@ impl Running<'_> {
                 frame = reader.recv::<ToNode>(), if client_ok => match frame {
                     Ok(Some(msg)) => {
                         self.live.saw_frame(Instant::now());
-                        if msg == ToNode::Signal(Signal::Tstp) {
-                            self.live.suspend();
+                        match msg {
+                            ToNode::Signal(Signal::Tstp) => self.live.client_stopped(),
+                            ToNode::Signal(Signal::Cont) => self.live.client_resumed(Instant::now()),
+                            _ => {}
                         }
                     }
                     Ok(None) => break Some("the client closed the connection"),

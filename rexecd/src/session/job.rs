@@ -214,7 +214,14 @@ impl Running<'_> {
                     self.stdin = None;
                 }
             }
-            ToNode::Signal(signal) => self.deliver(signal).await,
+            ToNode::Signal(signal) => {
+                match signal {
+                    Signal::Tstp => self.live.client_stopped(),
+                    Signal::Cont => self.live.client_resumed(Instant::now()),
+                    _ => {}
+                }
+                self.deliver(signal).await
+            }
             ToNode::Resize(size) => {
                 if let Some(pty) = &self.job.pty
                     && let Err(e) = pty.resize(size)
@@ -263,9 +270,6 @@ impl Running<'_> {
     async fn deliver(&mut self, signal: Signal) {
         if signal == Signal::Kill {
             return self.kill().await;
-        }
-        if signal == Signal::Tstp {
-            self.live.suspend();
         }
         let Some(pgid) = self.job.pgid else { return };
         if crate::signals::is_terminal_stop(signal) {

@@ -218,13 +218,14 @@ async fn spawn(
     if let Some(pid) = child.id() {
         slot.set_pgid(ProcessId(pid as i32));
     }
-    let notice = dir_notice(&config.name, user, &report);
+    let notice = dir_notice(user, &report);
     Ok((child, pty, notice))
 }
 
 /// The notice telling the client its job runs elsewhere than asked: the wished
 /// directory (or, without one, the home directory) could not be entered by the user.
-fn dir_notice(node: &str, user: &JobUser, report: &DirReport) -> Option<String> {
+/// The client names the node in front of it.
+fn dir_notice(user: &JobUser, report: &DirReport) -> Option<String> {
     let wished = report.candidates().first()?;
     let entered = report.entered()?;
     if entered == wished {
@@ -236,7 +237,7 @@ fn dir_notice(node: &str, user: &JobUser, report: &DirReport) -> Option<String> 
         "working directory"
     };
     Some(format!(
-        "rexecd {node}: {what} {} does not exist here (or is not accessible to {}); running in {}",
+        "{what} {} does not exist here (or is not accessible to {}); running in {}",
         wished.display(),
         user.name(),
         entered.display()

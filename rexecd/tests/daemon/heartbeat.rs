@@ -53,6 +53,9 @@ async fn a_stopped_client_keeps_its_job_after_tstp() {
     let started = c.start(launch(&["/bin/sleep", "30"])).await;
     let pid = started.pid as i32;
     c.send(ToNode::Signal(Signal::Tstp)).await;
+    // A heartbeat the client queued just before it stopped arrives after the TSTP
+    // (a regression: it restarted the clock and the stopped client was declared dead).
+    c.send(ToNode::Heartbeat(Heartbeat { seq: 1 })).await;
     assert!(eventually(PATIENCE, || state_of(pid) == Some('T')));
     // Silent for three timeouts: the job must survive, stopped.
     tokio::time::sleep(Duration::from_millis(1500)).await;

@@ -121,7 +121,7 @@ async fn environment_user_and_cwd_are_as_sent_minus_the_deny_list() {
     };
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), expected);
     let text = format!(
-        "rexecd {NODE}: working directory /no/such/dir does not exist here \
+        "working directory /no/such/dir does not exist here \
          (or is not accessible to {USER}); running in {expected}"
     );
     assert_eq!(dir_notices(&out), vec![text]);
@@ -153,7 +153,7 @@ async fn a_working_directory_the_user_cannot_enter_is_reported_in_a_notice() {
     let ran_in = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert_ne!(ran_in, closed.path().display().to_string());
     let text = format!(
-        "rexecd {NODE}: working directory {} does not exist here \
+        "working directory {} does not exist here \
          (or is not accessible to {USER}); running in {ran_in}",
         closed.path().display()
     );

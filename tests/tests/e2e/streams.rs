@@ -157,6 +157,9 @@ fn a_closed_stdout_ends_the_job_quietly_as_sigpipe_would() {
     );
     let out = std::process::Command::new("bash")
         .args(["-c", &line])
+        // A directory the job's user can enter, as `Rexec` uses: from a clone
+        // in a root-only folder, the node would otherwise say where it ran.
+        .current_dir("/tmp")
         .env("REXEC_CONFIG", &cluster.config)
         .env(rexec_tests::procs::MARK_VAR, &cluster.mark)
         .output()
