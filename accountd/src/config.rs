@@ -1,12 +1,11 @@
 //! accountd's configuration: a TOML file whose every field a command-line
-//! flag can override. Example (all keys shown; `crl` and `[limits]` optional):
+//! flag can override. The TLS keys sit at the top, as in rexecd's file and in the
+//! users' client file. Example (all keys shown; `crl` and `[limits]` optional):
 //!
 //! ```toml
 //! listen = "0.0.0.0:7070"
 //! database = "/var/lib/rexec/ledger.db"
 //! ready_file = "/run/rexec/accountd.addr"
-//!
-//! [tls]
 //! ca = "/etc/rexec/ca.pem"
 //! cert = "/etc/rexec/service-accountd.pem"
 //! key = "/etc/rexec/service-accountd.key"
@@ -38,18 +37,6 @@ pub struct FileConfig {
     pub database: Option<PathBuf>,
     /// Where to write the bound address once listening.
     pub ready_file: Option<PathBuf>,
-    /// TLS material.
-    #[serde(default)]
-    pub tls: TlsSection,
-    /// Limits.
-    #[serde(default)]
-    pub limits: Limits,
-}
-
-/// `[tls]`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TlsSection {
     /// CA certificate.
     pub ca: Option<PathBuf>,
     /// accountd's certificate (role service, name `accountd`).
@@ -58,6 +45,9 @@ pub struct TlsSection {
     pub key: Option<PathBuf>,
     /// Revocation list.
     pub crl: Option<PathBuf>,
+    /// Limits.
+    #[serde(default)]
+    pub limits: Limits,
 }
 
 /// `[limits]`.
@@ -143,7 +133,7 @@ mod tests {
             .join("\n");
         let c = FileConfig::parse(Path::new("example"), &example).unwrap();
         assert_eq!(c.limits.max_batch, Some(1024));
-        assert_eq!(c.tls.crl.as_deref(), Some(Path::new("/etc/rexec/crl.pem")));
+        assert_eq!(c.crl.as_deref(), Some(Path::new("/etc/rexec/crl.pem")));
     }
 
     #[test]

@@ -65,17 +65,17 @@ fn resolve(args: Args) -> Result<(ServerConfig, String, Option<PathBuf>), Config
     let tls = certs::TlsPaths {
         ca: args
             .ca
-            .or(file.tls.ca)
+            .or(file.ca)
             .ok_or(ConfigError::Missing("CA certificate (--ca)"))?,
         cert: args
             .cert
-            .or(file.tls.cert)
+            .or(file.cert)
             .ok_or(ConfigError::Missing("certificate (--cert)"))?,
         key: args
             .key
-            .or(file.tls.key)
+            .or(file.key)
             .ok_or(ConfigError::Missing("private key (--key)"))?,
-        crl: args.crl.or(file.tls.crl),
+        crl: args.crl.or(file.crl),
     };
     let max_entry_text = args
         .max_entry

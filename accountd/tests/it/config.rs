@@ -16,7 +16,7 @@ fn both_programs_run_from_their_config_files_alone() {
     let srv = pki.tls_paths(Role::Service, "accountd");
     let ready = dir.path().join("ready");
     let toml = format!(
-        "listen = \"127.0.0.1:0\"\ndatabase = {:?}\nready_file = {:?}\n\n[tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[limits]\nmax_entry = \"50\"\nmax_batch = 64\n",
+        "listen = \"127.0.0.1:0\"\ndatabase = {:?}\nready_file = {:?}\nca = {:?}\ncert = {:?}\nkey = {:?}\n\n[limits]\nmax_entry = \"50\"\nmax_batch = 64\n",
         dir.path().join("ledger.db"),
         ready,
         srv.ca,
