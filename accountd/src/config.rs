@@ -3,7 +3,7 @@
 //! users' client file. Example (all keys shown; `crl` and `[limits]` optional):
 //!
 //! ```toml
-//! listen = "0.0.0.0:7070"
+//! listen = "0.0.0.0:7071"
 //! database = "/var/lib/rexec/ledger.db"
 //! ready_file = "/run/rexec/accountd.addr"
 //! ca = "/etc/rexec/ca.pem"
@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 /// Default listening address.
-pub const DEFAULT_LISTEN: &str = "0.0.0.0:7070";
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:7071";
 /// Default per-entry limit, in credits.
 pub const DEFAULT_MAX_ENTRY: &str = "100000";
 
@@ -134,6 +134,18 @@ mod tests {
         let c = FileConfig::parse(Path::new("example"), &example).unwrap();
         assert_eq!(c.limits.max_batch, Some(1024));
         assert_eq!(c.crl.as_deref(), Some(Path::new("/etc/rexec/crl.pem")));
+    }
+
+    #[test]
+    fn the_example_configs_in_deploy_parse() {
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/etc"));
+        let text = std::fs::read_to_string(dir.join("accountd.toml")).unwrap();
+        let c = FileConfig::parse(&dir.join("accountd.toml"), &text).unwrap();
+        assert_eq!(c.listen.as_deref(), Some(DEFAULT_LISTEN));
+        assert!(c.crl.is_some());
+        let client = crate::ctl::load_ctl_file(&dir.join("client.toml"), true).unwrap();
+        assert_eq!(client.accountd.address.as_deref(), Some("10.0.0.9:7071"));
+        assert!(client.cert.is_some() && client.key.is_some() && client.ca.is_some());
     }
 
     #[test]

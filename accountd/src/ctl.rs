@@ -13,7 +13,7 @@
 //! crl = "/etc/rexec/crl.pem"
 //!
 //! [accountd]
-//! address = "accounts.example.org:7070"
+//! address = "accounts.example.org:7071"
 //! server_name = "accountd"      # name in accountd's certificate
 //! ```
 //!

@@ -19,7 +19,7 @@ struct Args {
     /// TOML config file (flags override its values).
     #[arg(long, env = "ACCOUNTD_CONFIG")]
     config: Option<PathBuf>,
-    /// Address to listen on [default: 0.0.0.0:7070]; port 0 picks a free port.
+    /// Address to listen on [default: 0.0.0.0:7071]; port 0 picks a free port.
     #[arg(long)]
     listen: Option<String>,
     /// The SQLite ledger file.

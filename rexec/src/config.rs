@@ -306,6 +306,18 @@ mod tests {
     const BASE: &str = "ca = \"ca.pem\"\ncert = \"/abs/u.pem\"\nkey = \"u.key\"\n";
 
     #[test]
+    fn the_example_client_config_in_deploy_loads() {
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/etc/client.toml"
+        ));
+        let c = Config::load(path).unwrap();
+        assert_eq!(c.nodes.len(), 2);
+        assert_eq!(c.max_rate, Bid::from_credits(1000));
+        assert!(c.tls.crl.is_some());
+    }
+
+    #[test]
     fn relative_paths_follow_the_file_and_crl_is_optional() {
         let c = parse(BASE).unwrap();
         assert_eq!(c.tls.ca, Path::new("/etc/rexec/ca.pem"));

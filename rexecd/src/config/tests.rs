@@ -181,3 +181,15 @@ fn connection_and_rank_limits_have_defaults_flags_and_refuse_zero() {
         assert!(e.to_string().contains("at least 1"), "{e}");
     }
 }
+
+#[test]
+fn the_example_config_in_deploy_resolves() {
+    let path = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/etc/rexecd.toml"
+    ));
+    let config = Config::resolve(FileConfig::load(path).unwrap(), &Flags::default()).unwrap();
+    assert_eq!(config.name, "n1");
+    assert_eq!(config.heartbeat_timeout, Duration::from_secs(5));
+    assert!(config.tls.crl.is_some());
+}
