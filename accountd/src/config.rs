@@ -149,6 +149,22 @@ mod tests {
     }
 
     #[test]
+    fn client_file_paths_are_relative_to_the_file_as_for_rexec() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(
+            &path,
+            "ca = \"ca.pem\"\ncert = \"/abs/u.pem\"\nkey = \"keys/u.key\"\n",
+        )
+        .unwrap();
+        let c = crate::ctl::load_ctl_file(&path, true).unwrap();
+        assert_eq!(c.ca, Some(dir.path().join("ca.pem")));
+        assert_eq!(c.cert, Some(PathBuf::from("/abs/u.pem")));
+        assert_eq!(c.key, Some(dir.path().join("keys/u.key")));
+        assert_eq!(c.crl, None);
+    }
+
+    #[test]
     fn unknown_keys_are_errors_on_one_line() {
         let e = FileConfig::parse(Path::new("x.toml"), "listne = \"a\"\n").unwrap_err();
         let text = e.to_string();

@@ -18,7 +18,8 @@
 //! ```
 //!
 //! This is the one client file every rexec tool reads: the certificate keys at
-//! the top are shared with `rexec`, and other keys and sections (such as
+//! the top are shared with `rexec` (relative paths name files beside the config
+//! file, for both), and other keys and sections (such as
 //! `[nodes]`) belong to other tools and are ignored here.
 
 use std::fmt::Write as _;
@@ -67,10 +68,20 @@ pub fn default_config_path() -> Option<PathBuf> {
 pub fn load_ctl_file(path: &Path, explicit: bool) -> Result<CtlFile, crate::config::ConfigError> {
     use crate::config::ConfigError;
     match std::fs::read_to_string(path) {
-        Ok(text) => toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string().replace('\n', " ").trim().to_string(),
-        }),
+        Ok(text) => {
+            let mut file: CtlFile = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+                path: path.to_path_buf(),
+                message: e.to_string().replace('\n', " ").trim().to_string(),
+            })?;
+            // Relative paths name files beside the config file, as rexec reads them.
+            let base = path.parent().unwrap_or(Path::new("."));
+            for p in [&mut file.ca, &mut file.cert, &mut file.key, &mut file.crl] {
+                if let Some(rel) = p.as_mut().filter(|p| p.is_relative()) {
+                    *rel = base.join(&*rel);
+                }
+            }
+            Ok(file)
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => Ok(CtlFile::default()),
         Err(source) => Err(ConfigError::Read {
             path: path.to_path_buf(),
