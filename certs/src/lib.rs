@@ -10,7 +10,8 @@
 //! - `ca`: [`Ca`]: create, load, issue ([`Issued`]).
 //! - `crl`: revocation state and CRL signing ([`Ca::revoke`], [`CrlState`]).
 //! - `config`: [`TlsPaths`], [`server_config`], [`client_config`], [`peer_identity`].
-//! - `stream`: [`accept`] and [`connect`] over tokio-rustls, handshake error explanations.
+//! - `stream`: [`accept`] and [`connect`] over tokio-rustls (any [`PeerAddr`] transport),
+//!   handshake error explanations.
 //! - `inspect`: [`CertInfo`] and [`CrlInfo`], what `rexec-certs show` prints.
 //! - `files`: PEM loading, key permission checks, atomic writes.
 //! - `error`: [`CertError`], [`AuthError`].
@@ -49,6 +50,6 @@ pub use identity::{PeerIdentity, Role, URI_PREFIX};
 pub use inspect::{CertInfo, CrlInfo, fingerprint};
 pub use names::{MAX_NAME_LEN, check_name, check_plain_name};
 pub use stream::{
-    HANDSHAKE_TIMEOUT, accept, acceptor, connect, connector, explain, explain_certificate_error,
-    explain_io, handshake_error,
+    HANDSHAKE_TIMEOUT, PeerAddr, accept, acceptor, connect, connector, explain,
+    explain_certificate_error, explain_io, handshake_error,
 };

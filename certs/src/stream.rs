@@ -5,6 +5,11 @@
 //! certificate must name the dialled host (checked by rustls against the DNS SAN) and
 //! carry the expected role (checked here against the identity URI SAN).
 //!
+//! Both run over any transport that implements [`PeerAddr`] as well as tokio's
+//! `AsyncRead + AsyncWrite`: a bare `TcpStream`, or one wrapped in a tokio `BufReader`
+//! (rustls reads its transport 4 KiB at a time, and a larger read buffer saves system
+//! calls when data streams in). [`PeerAddr`] names the remote end in error messages.
+//!
 //! In TLS 1.3 the client finishes its half of the handshake before the server has judged
 //! the client's certificate, so a client the server refuses sees `connect` succeed and its
 //! first read fail with the server's alert. The server side always knows at `accept`.
@@ -14,6 +19,7 @@ use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 use rustls::{AlertDescription, CertificateError};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader, BufStream, BufWriter};
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector, client, server};
 
@@ -35,20 +41,66 @@ pub fn connector(paths: &TlsPaths) -> Result<TlsConnector, CertError> {
     Ok(TlsConnector::from(client_config(paths)?))
 }
 
-fn peer_of(tcp: &TcpStream) -> String {
-    tcp.peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| "unknown peer".to_string())
+/// A transport that can name its remote end, for handshake error messages.
+///
+/// Implemented for `TcpStream` and for tokio's buffering wrappers around any
+/// transport that implements it.
+///
+/// ```
+/// use certs::PeerAddr;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let addr = listener.local_addr()?;
+/// let tcp = tokio::net::TcpStream::connect(addr).await?;
+/// let buffered = tokio::io::BufReader::with_capacity(64 * 1024, tcp);
+/// assert_eq!(buffered.peer_label(), addr.to_string());
+/// # Ok(())
+/// # }
+/// ```
+pub trait PeerAddr {
+    /// The remote end as a user would recognise it ("192.0.2.7:7070"), or
+    /// "unknown peer" when it cannot be told.
+    fn peer_label(&self) -> String;
 }
 
-/// Runs the server side of the handshake on an accepted TCP connection and returns the
-/// stream with the client's identity.
-pub async fn accept(
+impl PeerAddr for TcpStream {
+    fn peer_label(&self) -> String {
+        self.peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "unknown peer".to_string())
+    }
+}
+
+impl<S: PeerAddr + AsyncRead> PeerAddr for BufReader<S> {
+    fn peer_label(&self) -> String {
+        self.get_ref().peer_label()
+    }
+}
+
+impl<S: PeerAddr + AsyncWrite> PeerAddr for BufWriter<S> {
+    fn peer_label(&self) -> String {
+        self.get_ref().peer_label()
+    }
+}
+
+impl<S: PeerAddr + AsyncRead + AsyncWrite> PeerAddr for BufStream<S> {
+    fn peer_label(&self) -> String {
+        self.get_ref().peer_label()
+    }
+}
+
+/// Runs the server side of the handshake on an accepted connection (a `TcpStream`,
+/// possibly read-buffered) and returns the stream with the client's identity.
+pub async fn accept<S>(
     acceptor: &TlsAcceptor,
-    tcp: TcpStream,
-) -> Result<(server::TlsStream<TcpStream>, PeerIdentity), CertError> {
-    let peer = peer_of(&tcp);
-    let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp))
+    io: S,
+) -> Result<(server::TlsStream<S>, PeerIdentity), CertError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + PeerAddr,
+{
+    let peer = io.peer_label();
+    let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(io))
         .await
         .map_err(|_| CertError::HandshakeTimeout {
             peer: peer.clone(),
@@ -61,19 +113,24 @@ pub async fn accept(
 
 /// Runs the client side of the handshake to the server `role` `name` and returns the
 /// stream with the server's identity, which is checked to be exactly (`role`, `name`).
-pub async fn connect(
+///
+/// `io` is the connected transport (a `TcpStream`, possibly read-buffered).
+pub async fn connect<S>(
     connector: &TlsConnector,
-    tcp: TcpStream,
+    io: S,
     role: Role,
     name: &str,
-) -> Result<(client::TlsStream<TcpStream>, PeerIdentity), CertError> {
-    let peer = peer_of(&tcp);
+) -> Result<(client::TlsStream<S>, PeerIdentity), CertError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + PeerAddr,
+{
+    let peer = io.peer_label();
     let expected = PeerIdentity::new(role, name)?;
     let dns = check_dns(name).map_err(|reason| CertError::InvalidName {
         name: name.to_string(),
         reason,
     })?;
-    let connecting = connector.connect(ServerName::DnsName(dns), tcp);
+    let connecting = connector.connect(ServerName::DnsName(dns), io);
     let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, connecting)
         .await
         .map_err(|_| CertError::HandshakeTimeout {
@@ -167,4 +224,60 @@ pub fn explain_certificate_error(e: &CertificateError) -> String {
         other => return format!("the peer's certificate was refused: {other:?}"),
     };
     format!("the peer's certificate was refused: {what}")
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use crate::testing::TestPki;
+    use crate::{CertError, PeerAddr, PeerIdentity, Role};
+
+    /// Both ends read-buffered: the handshake, the identities and data both ways work,
+    /// and a wrong server is reported with its address.
+    #[tokio::test]
+    async fn handshakes_run_over_read_buffered_streams() {
+        let pki = TestPki::new();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let acceptor = pki.acceptor(Role::Node, "n1").unwrap();
+        let server = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let io = BufReader::with_capacity(64 * 1024, tcp);
+            let (mut tls, client) = super::accept(&acceptor, io).await.unwrap();
+            let mut buf = [0u8; 5];
+            tls.read_exact(&mut buf).await.unwrap();
+            tls.write_all(&buf).await.unwrap();
+            tls.flush().await.unwrap();
+            let (tcp, _) = listener.accept().await.unwrap();
+            // The second client dialled someone else; its refusal is its own business.
+            let _ = super::accept(&acceptor, BufReader::new(tcp)).await;
+            client
+        });
+        let connector = pki.connector(Role::User, "alice").unwrap();
+
+        let io = BufReader::with_capacity(64 * 1024, TcpStream::connect(addr).await.unwrap());
+        assert_eq!(io.peer_label(), addr.to_string());
+        let (mut tls, node) = super::connect(&connector, io, Role::Node, "n1")
+            .await
+            .unwrap();
+        assert_eq!(node, PeerIdentity::new(Role::Node, "n1").unwrap());
+        tls.write_all(b"hello").await.unwrap();
+        tls.flush().await.unwrap();
+        let mut echo = [0u8; 5];
+        tls.read_exact(&mut echo).await.unwrap();
+        assert_eq!(&echo, b"hello");
+
+        let io = BufReader::new(TcpStream::connect(addr).await.unwrap());
+        let err = super::connect(&connector, io, Role::Service, "n1")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, CertError::WrongPeer { .. }), "{err}");
+        assert!(err.to_string().starts_with(&addr.to_string()), "{err}");
+        assert_eq!(
+            server.await.unwrap(),
+            PeerIdentity::new(Role::User, "alice").unwrap()
+        );
+    }
 }
