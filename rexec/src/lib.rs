@@ -38,12 +38,6 @@
 //!
 //! # Deviations from the rexec/rexecd session contract
 //!
-//! - The TLS handshake does not go through `certs::connect`, which takes a
-//!   bare `TcpStream`: [`session`] runs the same steps (time limit, the
-//!   peer must be node NAME, failures explained by `certs`) over a
-//!   `tokio::io::BufReader<TcpStream>`, because rustls reads its transport
-//!   4 KiB at a time and the buffer halves the client's system time when
-//!   output streams in.
 //! - Additions the contract leaves open: exit status 255 for a lost or
 //!   failed node, 127 when the program cannot be started, 141 when stdout's
 //!   reader went away; `rexec kill` takes `-s SIG` (default KILL).

@@ -1,19 +1,18 @@
 //! One TLS session with one node, up to the point where a job runs: resolve
-//! and connect, the mutual TLS handshake (checking that the peer is the node
-//! certificate of the name we dialled), `Hello`/`Welcome`, and then either
+//! and connect, the mutual TLS handshake (`certs::connect` over a
+//! read-buffered TCP stream: the peer must be the node we dialled), `Hello`/`Welcome`, and then either
 //! `Launch`/`Started` or one admin request. [`SessionError`] says, in one
 //! line, why a step failed; callers prefix it with the node and rank.
 
 use std::time::Duration;
 
-use certs::{PeerIdentity, Role};
+use certs::{CertError, Role};
 use proto::node::{ErrorCode, ErrorReply, FromNode, Hello, Launch, Started, ToNode};
 use proto::{FrameError, Framed};
 use tokio::io::BufReader;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
-use tokio_rustls::rustls::pki_types::ServerName;
 
 /// The stream of a session: TLS over a read-buffered TCP stream.
 pub type Tls = TlsStream<BufReader<TcpStream>>;
@@ -55,15 +54,9 @@ pub enum SessionError {
         /// The address.
         addr: String,
     },
-    /// The TLS handshake failed or a certificate is unusable.
+    /// The TLS handshake failed, took too long, or a certificate is unusable.
     #[error("{0}")]
-    Tls(#[from] certs::CertError),
-    /// The TLS handshake took too long.
-    #[error("TLS handshake with {addr} timed out after {}s", certs::HANDSHAKE_TIMEOUT.as_secs())]
-    HandshakeTimeout {
-        /// The address.
-        addr: String,
-    },
+    Tls(#[from] CertError),
     /// The peer's certificate is valid but names someone else.
     #[error("{addr} is {got}, not {expected}; check the address of this node in the configuration")]
     WrongPeer {
@@ -167,7 +160,22 @@ impl Session {
         })?;
         // Small frames (signals, keystrokes) should not wait for Nagle.
         let _ = tcp.set_nodelay(true);
-        let stream = handshake(connector, tcp, node, addr).await?;
+        let buffered = BufReader::with_capacity(READ_BUFFER, tcp);
+        let (stream, _) = certs::connect(connector, buffered, Role::Node, node)
+            .await
+            .map_err(|e| match e {
+                // Keep the hint about where the wrong address comes from.
+                CertError::WrongPeer {
+                    peer,
+                    expected,
+                    got,
+                } => SessionError::WrongPeer {
+                    addr: peer,
+                    expected,
+                    got,
+                },
+                other => SessionError::Tls(other),
+            })?;
         let mut session = Session {
             framed: Framed::new(stream, MAX_FRAME),
             node: node.to_string(),
@@ -221,41 +229,6 @@ impl Session {
         self.framed.send(msg).await?;
         self.next().await
     }
-}
-
-/// The TLS handshake as `certs::connect` runs it (time limit, explained
-/// failures, the server must be node `node`), over a read-buffered stream.
-async fn handshake(
-    connector: &TlsConnector,
-    tcp: TcpStream,
-    node: &str,
-    addr: &str,
-) -> Result<Tls, SessionError> {
-    let peer = tcp
-        .peer_addr()
-        .map_or_else(|_| addr.to_string(), |a| a.to_string());
-    let expected = PeerIdentity::new(Role::Node, node)?;
-    let name =
-        ServerName::try_from(node.to_string()).map_err(|e| certs::CertError::InvalidName {
-            name: node.to_string(),
-            reason: e.to_string(),
-        })?;
-    let buffered = BufReader::with_capacity(READ_BUFFER, tcp);
-    let stream = tokio::time::timeout(certs::HANDSHAKE_TIMEOUT, connector.connect(name, buffered))
-        .await
-        .map_err(|_| SessionError::HandshakeTimeout {
-            addr: addr.to_string(),
-        })?
-        .map_err(|e| certs::handshake_error(&peer, &e))?;
-    let identity = certs::peer_identity(stream.get_ref().1)?;
-    if identity != expected {
-        return Err(SessionError::WrongPeer {
-            addr: peer,
-            expected: expected.to_string(),
-            got: identity.to_string(),
-        });
-    }
-    Ok(stream)
 }
 
 fn unexpected(expected: &'static str, got: &FromNode) -> SessionError {
