@@ -56,21 +56,7 @@ fn both_programs_run_from_their_config_files_alone() {
         ),
     )
     .unwrap();
-    let run = |args: &[&str]| {
-        let mut cmd = Command::new(ACCOUNTCTL);
-        for v in [
-            "ACCOUNTD_ADDR",
-            "REXEC_CA",
-            "REXEC_CERT",
-            "REXEC_KEY",
-            "REXEC_CRL",
-            "REXEC_CONFIG",
-            "XDG_CONFIG_HOME",
-        ] {
-            cmd.env_remove(v);
-        }
-        cmd.env("HOME", &home).args(args).output().unwrap()
-    };
+    let run = |args: &[&str]| isolated_ctl(&home).args(args).output().unwrap();
     let out = run(&["create", "alice", "--initial", "7.25"]);
     assert!(out.status.success(), "{out:?}");
     let out = run(&["grant", "alice", "51", "--reason", "too much"]);

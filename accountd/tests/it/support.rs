@@ -253,8 +253,9 @@ impl Ctl {
     }
 }
 
-/// Runs accountctl against `addr` with `tls`, isolated from the caller's environment.
-pub fn ctl_with(addr: &str, tls: &TlsPaths, home: &Path, args: &[&str]) -> Ctl {
+/// An accountctl command isolated from the caller's environment: none of the
+/// variables it reads settings from, and `home` as its home directory.
+pub fn isolated_ctl(home: &Path) -> Command {
     let mut cmd = Command::new(ACCOUNTCTL);
     for v in [
         "ACCOUNTD_ADDR",
@@ -267,8 +268,14 @@ pub fn ctl_with(addr: &str, tls: &TlsPaths, home: &Path, args: &[&str]) -> Ctl {
     ] {
         cmd.env_remove(v);
     }
-    cmd.env("HOME", home)
-        .args(["--server", addr, "--ca"])
+    cmd.env("HOME", home);
+    cmd
+}
+
+/// Runs accountctl against `addr` with `tls`, isolated from the caller's environment.
+pub fn ctl_with(addr: &str, tls: &TlsPaths, home: &Path, args: &[&str]) -> Ctl {
+    let mut cmd = isolated_ctl(home);
+    cmd.args(["--server", addr, "--ca"])
         .arg(&tls.ca)
         .arg("--cert")
         .arg(&tls.cert)
