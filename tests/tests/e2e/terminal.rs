@@ -45,15 +45,29 @@ fn ctrl_c_typed_under_t_reaches_the_remote_program() {
 
 #[test]
 fn the_terminal_is_restored_when_a_failure_aborts_the_job() {
+    use rexec_tests::wait_until;
+
     let cluster = Cluster::start(2);
-    let script =
-        "if [ $REXEC_RANK = 1 ]; then sleep 0.5; kill -KILL $$; fi; echo ready; sleep 1000";
+    // Rank 1 waits until the test kills it, so the failure always comes
+    // after rank 0 is up and the terminal is raw, however slow the machine.
+    let script = "if [ $REXEC_RANK = 1 ]; then exec sleep 1001; fi; echo ready; sleep 1000";
     let mut term = cluster
         .rexec()
         .args(["-t", "--nodes", "n1,n2", "sh", "-c", script])
         .spawn_on_pty(24, 80);
     term.wait_for("ready", Duration::from_secs(10));
     assert!(!term.is_cooked());
+    let client = term.pid();
+    let mut rank1 = None;
+    wait_until(Duration::from_secs(10), || {
+        rank1 = cluster
+            .marked(&[client])
+            .into_iter()
+            .find(|p| p.cmd == "sleep 1001");
+        rank1.is_some()
+    });
+    let rank1 = rank1.unwrap_or_else(|| panic!("rank 1 never started: {:?}", term.screen()));
+    rexec_tests::procs::kill(rank1.pid);
     let code = term.wait(Duration::from_secs(10));
     assert_eq!(code, Some(137), "{:?}", term.screen());
     assert!(term.is_cooked(), "restored after the abort");
