@@ -130,6 +130,13 @@ impl OnPty {
             .contains(LocalFlags::ICANON | LocalFlags::ECHO)
     }
 
+    /// Wait up to `limit` for rexec to put the terminal in raw mode. It does
+    /// so once every rank has started, which may be after rank 0's first
+    /// output on a slow machine.
+    pub fn becomes_raw(&self, limit: Duration) -> bool {
+        crate::wait_until(limit, || !self.is_cooked()).is_some()
+    }
+
     /// Resize the terminal (which sends SIGWINCH to its foreground group).
     pub fn resize(&self, rows: u16, cols: u16) {
         let status = Command::new("stty")

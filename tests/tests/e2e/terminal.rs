@@ -17,7 +17,10 @@ fn t_shows_rank_0_the_terminal_size_and_its_changes() {
         .args(["-t", "sh", "-c", script])
         .spawn_on_pty(33, 101);
     term.wait_for("size 33 101", Duration::from_secs(10));
-    assert!(!term.is_cooked(), "rexec -t puts its terminal in raw mode");
+    assert!(
+        term.becomes_raw(Duration::from_secs(5)),
+        "rexec -t puts its terminal in raw mode"
+    );
     term.resize(40, 120);
     term.wait_for("size 40 120", Duration::from_secs(5));
     // Ctrl-D is data under -t: end the loop with Ctrl-C instead (default SIGINT).
@@ -36,6 +39,9 @@ fn ctrl_c_typed_under_t_reaches_the_remote_program() {
         .args(["-t", "sh", "-c", script])
         .spawn_on_pty(24, 80);
     term.wait_for("ready", Duration::from_secs(10));
+    // Typed in raw mode, Ctrl-C is a byte for the remote terminal to turn
+    // into SIGINT (in cooked mode the local one would, which proves less).
+    assert!(term.becomes_raw(Duration::from_secs(5)));
     term.type_bytes(b"\x03");
     let code = term.wait(Duration::from_secs(10));
     assert_eq!(code, Some(5), "{:?}", term.screen());
@@ -56,7 +62,7 @@ fn the_terminal_is_restored_when_a_failure_aborts_the_job() {
         .args(["-t", "--nodes", "n1,n2", "sh", "-c", script])
         .spawn_on_pty(24, 80);
     term.wait_for("ready", Duration::from_secs(10));
-    assert!(!term.is_cooked());
+    assert!(term.becomes_raw(Duration::from_secs(5)));
     let client = term.pid();
     let mut rank1 = None;
     wait_until(Duration::from_secs(10), || {
@@ -93,7 +99,7 @@ fn ctrl_z_under_t_gives_the_terminal_back_while_stopped() {
         .args(["-t", "sh", "-c", script])
         .spawn_on_pty(24, 80);
     term.wait_for("ready", Duration::from_secs(10));
-    assert!(!term.is_cooked());
+    assert!(term.becomes_raw(Duration::from_secs(5)));
     let pid = term.pid();
     let job = || cluster.marked(&[pid]);
 
