@@ -109,6 +109,9 @@ pub struct ClusterOptions {
     pub node_heartbeat_timeout: &'static str,
     /// The client's `REXEC_HEARTBEAT_TIMEOUT`.
     pub client_heartbeat_timeout: &'static str,
+    /// Signals rexecd starts with ignored, as under `nohup` (a list for
+    /// `env --ignore-signal`, e.g. `"HUP,USR1"`); empty for none.
+    pub node_ignored_signals: &'static str,
 }
 
 impl Default for ClusterOptions {
@@ -117,6 +120,7 @@ impl Default for ClusterOptions {
             nodes: 2,
             node_heartbeat_timeout: "2s",
             client_heartbeat_timeout: "2s",
+            node_ignored_signals: "",
         }
     }
 }
@@ -199,6 +203,7 @@ impl Cluster {
                 log,
                 child: None,
                 args,
+                ignored_signals: options.node_ignored_signals,
             };
             spawn_node(&rexecd, &mut node, &ready);
             nodes.push(node);

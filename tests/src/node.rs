@@ -21,6 +21,7 @@ pub struct Node {
     pub log: PathBuf,
     pub(crate) child: Option<Child>,
     pub(crate) args: Vec<String>,
+    pub(crate) ignored_signals: &'static str,
 }
 
 impl Node {
@@ -38,7 +39,17 @@ pub(crate) fn spawn_node(rexecd: &Path, node: &mut Node, ready: &Path) {
         .append(true)
         .open(&node.log)
         .expect("cannot open the node log");
-    let mut child = Command::new(rexecd)
+    // `env` execs rexecd in place, so the child's pid is rexecd's.
+    let mut command = if node.ignored_signals.is_empty() {
+        Command::new(rexecd)
+    } else {
+        let mut env = Command::new("env");
+        env.arg(format!("--ignore-signal={}", node.ignored_signals))
+            .arg("--")
+            .arg(rexecd);
+        env
+    };
+    let mut child = command
         .args(&node.args)
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())

@@ -4,7 +4,9 @@
 //! A [`ChildSetup`] owns the already opened `cgroup.procs` files of the job cgroup, the
 //! resolved group list and ids, and the candidate working directories as C strings.
 //! [`install_pre_exec`] hands it to a `std::process::Command`; in the child it then
-//! (1) writes `0` to every `cgroup.procs` file, so the child is in the job cgroup before
+//! (0) sets every signal back to its default action, so a signal rexecd inherited as
+//! ignored (under `nohup`, say) is not ignored by the job too (a shell cannot even trap
+//! a signal that was ignored when it started), (1) writes `0` to every `cgroup.procs` file, so the child is in the job cgroup before
 //! any user code runs, (2) optionally starts a new session (and takes its standard input
 //! as controlling terminal), (3) drops privileges with `setgroups`, `setgid`, `setuid` in
 //! that order, and (4) changes to the first working directory it can enter and, when
@@ -81,6 +83,7 @@ impl ChildSetup {
 
     /// The child side. Only async-signal-safe calls on memory prepared before the fork.
     fn run(&self) -> io::Result<()> {
+        reset_signal_dispositions();
         for file in &self.cgroup_procs {
             // "0" names the writing task itself, so no pid formatting is needed here.
             loop {
@@ -124,6 +127,34 @@ impl ChildSetup {
     }
 }
 
+/// Sets the action of every signal to the default. Handlers are reset by `exec` anyway,
+/// but an ignored signal stays ignored across it; std clears the signal mask and resets
+/// `SIGPIPE` only. The raw system call is used because the C library refuses to touch
+/// the two signals it reserves for itself (32 and 33), which can be inherited as ignored
+/// too. `SIGKILL` and `SIGSTOP` fail with `EINVAL`, which is ignored.
+fn reset_signal_dispositions() {
+    // The kernel's `struct sigaction` all zero: handler SIG_DFL (0), no flags, no
+    // restorer, empty mask. Zero means the same whatever the field order of the
+    // architecture, and 64 bytes is more than the struct on any of them.
+    let default_action = [0u64; 8];
+    // Linux signals run 1..=64 on every architecture but MIPS (whose sigset is 16 bytes).
+    const SIGSET_BYTES: usize = 8;
+    for signal in 1..=64 {
+        // SAFETY: rt_sigaction reads a kernel sigaction from the first pointer, which
+        // points to a live, large enough, all-zero buffer, and writes nothing since the
+        // old-action pointer is null. A raw system call is async-signal-safe.
+        unsafe {
+            nix::libc::syscall(
+                nix::libc::SYS_rt_sigaction,
+                signal,
+                default_action.as_ptr(),
+                std::ptr::null_mut::<u64>(),
+                SIGSET_BYTES,
+            );
+        }
+    }
+}
+
 /// Makes `fd`, a terminal, the controlling terminal of the calling session leader.
 fn set_controlling_tty(fd: i32) -> io::Result<()> {
     // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal a terminal that is
@@ -139,7 +170,7 @@ fn set_controlling_tty(fd: i32) -> io::Result<()> {
 /// nothing of the program runs.
 pub fn install_pre_exec(command: &mut Command, setup: ChildSetup) {
     // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe operations are allowed. `ChildSetup::run` only calls write,
+    // async-signal-safe operations are allowed. `ChildSetup::run` only calls rt_sigaction, write,
     // setsid, ioctl, setgroups, setgid, setuid, chdir and write on buffers and descriptors that
     // were allocated and opened before the fork; it allocates nothing (io::Error from an
     // errno is a plain integer) and takes no locks.

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
-use rexec_tests::cluster::Cluster;
+use rexec_tests::cluster::{Cluster, ClusterOptions};
 use rexec_tests::wait_until;
 
 #[test]
@@ -79,7 +79,31 @@ fn a_double_sigint_leaves_nothing_of_the_job_within_one_second() {
 
 #[test]
 fn hup_usr1_and_term_are_forwarded() {
-    let cluster = Cluster::start(2);
+    hup_usr1_and_term_reach_the_handlers(&Cluster::start(2));
+}
+
+#[test]
+fn signals_rexecd_inherited_as_ignored_are_not_ignored_by_the_job() {
+    // rexecd started under nohup (or by anything that ignores signals) must
+    // not pass that on: a shell cannot even trap a signal ignored at its start.
+    let cluster = Cluster::start_with(ClusterOptions {
+        node_ignored_signals: "HUP,INT,USR1,TERM",
+        ..ClusterOptions::default()
+    });
+    let out = cluster
+        .rexec()
+        .args(["--nodes", "n1", "grep", "SigIgn", "/proc/self/status"])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(
+        out.out().split_whitespace().nth(1),
+        Some("0000000000000000"),
+        "{out:?}"
+    );
+    hup_usr1_and_term_reach_the_handlers(&cluster);
+}
+
+fn hup_usr1_and_term_reach_the_handlers(cluster: &Cluster) {
     let script = "trap 'echo usr1-$REXEC_RANK' USR1; trap 'echo hup-$REXEC_RANK' HUP; \
                   echo ready-$REXEC_RANK; while :; do sleep 0.05; done";
     let client = cluster
