@@ -1,9 +1,10 @@
 //! The cluster CA: creating it, loading it, and issuing certificates from it. A CA
 //! directory holds `ca.pem` (the CA certificate every party trusts), `ca.key` (its
-//! private key, mode 0600), `crl.pem` (the revocation list servers load) and `crl.state`
-//! (the revoked serials and CRL number, see the `crl` module). Issued certificates carry
-//! the identity URI SAN `rexec:ROLE:NAME`, a DNS SAN equal to the name for nodes and
-//! services, and the TLS purposes their role needs.
+//! private key, mode 0600), `crl.pem` (the revocation list servers load), `crl.state`
+//! (the revoked serials and CRL number, see the `crl` module) and `crl.lock` (which
+//! serialises changes to the state). Issued certificates carry the identity URI SAN
+//! `rexec:ROLE:NAME`, a DNS SAN equal to the name for nodes and services, and the TLS
+//! purposes their role needs.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};

@@ -2,6 +2,8 @@
 //! and one line per revoked certificate (`revoked SERIAL_HEX UNIX_TIME LABEL`); every
 //! change re-signs `crl.pem` from it with a higher CRL number. Servers load `crl.pem`
 //! into their client-certificate verifier, so a revoked certificate fails the handshake.
+//! Every change holds an exclusive lock on `crl.lock` in the CA directory, so concurrent
+//! `rexec-certs revoke` runs (in one process or several) never lose an entry.
 //! A configuration is immutable: a server picks up a new CRL when it rebuilds its
 //! `ServerConfig` (at start, or on reload).
 
@@ -18,6 +20,9 @@ use crate::inspect::{CertInfo, hex, unix_seconds};
 
 /// File name of the revocation state inside a CA directory.
 pub const CRL_STATE_FILE: &str = "crl.state";
+/// File name of the lock that serialises changes to the revocation state, across
+/// processes (two admins revoking at once must both be listed).
+pub const CRL_LOCK_FILE: &str = "crl.lock";
 /// How far ahead each CRL's `nextUpdate` is set, in days. Verifiers here do not enforce
 /// it (rustls only does when asked), so an old CRL keeps working until replaced.
 pub const CRL_DAYS: u64 = 365;
@@ -127,6 +132,7 @@ impl Ca {
                         .to_string(),
             });
         }
+        let _lock = self.lock_crl()?;
         let mut state = CrlState::load(&self.crl_state_path())?;
         if !state.contains(&info.serial) {
             let label = info
@@ -146,6 +152,7 @@ impl Ca {
     /// Re-signs the CRL from the current state with a new number and a fresh
     /// `nextUpdate`. Returns the CRL path.
     pub fn refresh_crl(&self) -> Result<PathBuf, CertError> {
+        let _lock = self.lock_crl()?;
         let state = CrlState::load(&self.crl_state_path())?;
         self.sign_crl(state)
     }
@@ -157,7 +164,13 @@ impl Ca {
 
     /// Starts an empty revocation list (used by [`Ca::init`]).
     pub(crate) fn reset_crl(&self) -> Result<PathBuf, CertError> {
+        let _lock = self.lock_crl()?;
         self.sign_crl(CrlState::default())
+    }
+
+    /// Holds the revocation state for one read-modify-write cycle.
+    fn lock_crl(&self) -> Result<std::fs::File, CertError> {
+        files::lock_exclusive(&self.dir.join(CRL_LOCK_FILE))
     }
 
     fn sign_crl(&self, mut state: CrlState) -> Result<PathBuf, CertError> {

@@ -175,6 +175,25 @@ fn temp_name(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// Takes an exclusive lock on `path` (created 0600 if missing), held until the returned
+/// file is dropped. `flock` excludes other processes and other open descriptions in this
+/// one alike, so read-modify-write cycles on shared files do not lose updates.
+pub(crate) fn lock_exclusive(path: &Path) -> Result<fs::File, CertError> {
+    let werr = |source| CertError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(werr)?;
+    file.lock().map_err(werr)?;
+    Ok(file)
+}
+
 /// Creates a directory (and parents) if needed.
 pub(crate) fn ensure_dir(dir: &Path) -> Result<(), CertError> {
     fs::create_dir_all(dir).map_err(|source| CertError::Write {

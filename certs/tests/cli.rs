@@ -240,3 +240,46 @@ fn key_permissions_are_checked() {
     let err = fails(&["issue", "user", "bob"]);
     assert!(err.contains("--dir"), "{err}");
 }
+
+#[test]
+fn concurrent_revocations_from_several_processes_are_all_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = tmp.path().join("ca");
+    let out = tmp.path().join("out");
+    let (ca_s, out_s) = (ca.to_str().unwrap(), out.to_str().unwrap());
+    ok(&["init", "--dir", ca_s, "--cluster", "lab"]);
+    let users: Vec<String> = (0..12).map(|i| format!("u{i}")).collect();
+    for u in &users {
+        ok(&["issue", "--dir", ca_s, "--out", out_s, "user", u]);
+    }
+    // Start every revocation before waiting for any, so they overlap.
+    let children: Vec<_> = users
+        .iter()
+        .map(|u| {
+            Command::new(env!("CARGO_BIN_EXE_rexec-certs"))
+                .args(["revoke", "--dir", ca_s])
+                .arg(out.join(format!("user-{u}.pem")))
+                .env_remove("REXEC_CA_DIR")
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("run rexec-certs")
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    let state = fs::read_to_string(ca.join("crl.state")).unwrap();
+    for u in &users {
+        assert_eq!(state.matches(&format!("user:{u}\n")).count(), 1, "{state}");
+    }
+    // One CRL number per change: init's, then one per revocation.
+    assert!(
+        state.contains(&format!("number {}", 1 + users.len())),
+        "{state}"
+    );
+    for u in &users {
+        let paths = TlsPaths::in_dirs(&ca, &out, Role::User, u);
+        let err = certs::client_config(&paths).unwrap_err();
+        assert!(matches!(err, CertError::Revoked { .. }), "{u}: {err}");
+    }
+}
