@@ -67,7 +67,7 @@ pub fn timeout_from_env() -> Result<Duration, String> {
 /// A duration for messages: `5s`, `1.5s` or `250ms`.
 pub fn show(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else if ms > 1000 {
         let secs = format!("{}.{:03}", ms / 1000, ms % 1000);

@@ -294,12 +294,13 @@ impl Job {
             Caught::Tstp => self.suspend().await,
             Caught::Cont => self.pause.resumed(),
             Caught::Winch => {
-                if self.tty && !self.done[0] {
-                    if let Some(size) = tty::window_size() {
-                        let _ = self.links[0]
-                            .control
-                            .send(rank::Control::Send(ToNode::Resize(size)));
-                    }
+                if self.tty
+                    && !self.done[0]
+                    && let Some(size) = tty::window_size()
+                {
+                    let _ = self.links[0]
+                        .control
+                        .send(rank::Control::Send(ToNode::Resize(size)));
                 }
             }
         }

@@ -59,10 +59,10 @@ pub(crate) fn spawn_node(rexecd: &Path, node: &mut Node, ready: &Path) {
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", rexecd.display()));
     let deadline = Instant::now() + Duration::from_secs(20);
     let addr = loop {
-        if let Ok(text) = fs::read_to_string(ready) {
-            if let Ok(addr) = text.trim().parse::<SocketAddr>() {
-                break addr;
-            }
+        if let Ok(text) = fs::read_to_string(ready)
+            && let Ok(addr) = text.trim().parse::<SocketAddr>()
+        {
+            break addr;
         }
         if let Ok(Some(status)) = child.try_wait() {
             let log = fs::read_to_string(&node.log).unwrap_or_default();

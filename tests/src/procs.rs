@@ -154,11 +154,11 @@ pub fn sweep_dead_test_parents() {
                 .strip_prefix("rexec-test-")
                 .and_then(|rest| rest.split('-').next())
                 .and_then(|p| p.parse::<u32>().ok());
-            if let Some(pid) = pid {
-                if !std::path::Path::new(&format!("/proc/{pid}")).exists() && !names.contains(&name)
-                {
-                    names.push(name);
-                }
+            if let Some(pid) = pid
+                && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                && !names.contains(&name)
+            {
+                names.push(name);
             }
         }
     }

@@ -35,10 +35,10 @@ fn both_programs_run_from_their_config_files_alone() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let addr = loop {
-        if let Ok(t) = std::fs::read_to_string(&ready) {
-            if t.ends_with('\n') {
-                break t.trim().to_string();
-            }
+        if let Ok(t) = std::fs::read_to_string(&ready)
+            && t.ends_with('\n')
+        {
+            break t.trim().to_string();
         }
         assert!(child.try_wait().unwrap().is_none(), "accountd exited");
         assert!(Instant::now() < deadline, "no ready file");

@@ -104,13 +104,13 @@ impl Accountd {
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Ok(text) = std::fs::read_to_string(self.ready_file()) {
-                if text.ends_with('\n') {
-                    self.addr = text.trim().to_string();
-                    self.listen = self.addr.clone();
-                    self.child = Some(child);
-                    return Ok(());
-                }
+            if let Ok(text) = std::fs::read_to_string(self.ready_file())
+                && text.ends_with('\n')
+            {
+                self.addr = text.trim().to_string();
+                self.listen = self.addr.clone();
+                self.child = Some(child);
+                return Ok(());
             }
             if let Some(status) = child.try_wait().unwrap() {
                 return Err(format!(

@@ -27,10 +27,10 @@ pub fn count_runnable(proc_root: &Path, threads: &[ProcessId]) -> u32 {
     for tid in threads {
         let path = proc_root.join(tid.0.to_string()).join("stat");
         // A thread that exited between listing and reading is not demand; skip it.
-        if let Ok(line) = std::fs::read_to_string(&path) {
-            if stat_state(&line) == Some('R') {
-                runnable += 1;
-            }
+        if let Ok(line) = std::fs::read_to_string(&path)
+            && stat_state(&line) == Some('R')
+        {
+            runnable += 1;
         }
     }
     runnable

@@ -379,7 +379,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         let scale = 10u64.pow(fraction.len() as u32);
         let part: u64 = fraction.parse().map_err(|_| bad("bad decimals"))?;
         let numerator = part * unit_ms;
-        if numerator % scale != 0 {
+        if !numerator.is_multiple_of(scale) {
             return Err(bad("not a whole number of milliseconds"));
         }
         millis = millis.checked_add(numerator / scale).ok_or_else(too_long)?;

@@ -172,28 +172,27 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        if let Some(child) = self.child.as_mut() {
-            if matches!(child.try_wait(), Ok(None)) {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(child.id() as i32),
-                    nix::sys::signal::Signal::SIGTERM,
-                );
-                let end = Instant::now() + PATIENCE;
-                while matches!(child.try_wait(), Ok(None)) && Instant::now() < end {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                let _ = child.kill();
-                let _ = child.wait();
+        if let Some(child) = self.child.as_mut()
+            && matches!(child.try_wait(), Ok(None))
+        {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let end = Instant::now() + PATIENCE;
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(10));
             }
+            let _ = child.kill();
+            let _ = child.wait();
         }
         // Whatever happened in the test, leave no cgroup behind.
-        if let Ok(parent) = ParentName::new(&self.parent) {
-            if cpu_dir(&self.parent).is_some_and(|d| d.exists()) {
-                if let Ok(jobs) = JobCgroups::detect(&parent) {
-                    let _ = jobs.sweep_stale();
-                    let _ = jobs.remove_parent();
-                }
-            }
+        if let Ok(parent) = ParentName::new(&self.parent)
+            && cpu_dir(&self.parent).is_some_and(|d| d.exists())
+            && let Ok(jobs) = JobCgroups::detect(&parent)
+        {
+            let _ = jobs.sweep_stale();
+            let _ = jobs.remove_parent();
         }
     }
 }
