@@ -5,7 +5,12 @@
 //! Format: the magic `RXJ1`, then records of `[len: u32 LE][crc32: u32 LE]
 //! [postcard body]`. A record is `Intent(charge)` (written and fsynced before
 //! the charge is ever sent) or `Settled(key, outcome)`. On open the file is
-//! replayed; a torn or corrupt tail (a crash mid-append) is cut off. What is
+//! replayed; a torn or corrupt tail (a crash mid-append) is cut off. A bad
+//! record with good ones after it is damage rather than a crash: replay skips
+//! to the next record whose checksum holds, keeps everything from there, saves
+//! the damaged file as `<journal>.damaged-<time>` and logs an error (a charge
+//! in the damaged bytes may be lost, and the copy is what to compare with
+//! accountd's history); the journal is then rewritten clean. What is
 //! still pending is sent again; accountd's idempotency keys make a second
 //! arrival harmless. When the file has grown past [`COMPACT_AT`] and is mostly
 //! settled records, it is rewritten with only the pending intents.
@@ -143,6 +148,9 @@ pub struct Journal {
     _lock: nix::fcntl::Flock<File>,
     /// Bytes cut off a torn tail when the journal was opened.
     pub discarded_tail: u64,
+    /// Unreadable bytes skipped in the middle when the journal was opened
+    /// (damage, not a crash: the original is kept beside the journal).
+    pub damaged_bytes: u64,
 }
 
 fn crc32(data: &[u8]) -> u32 {
@@ -196,6 +204,7 @@ impl Journal {
             compact_at: COMPACT_AT,
             _lock: lock,
             discarded_tail: 0,
+            damaged_bytes: 0,
         };
         if data.len() < MAGIC.len() {
             if !MAGIC.starts_with(&data) {
@@ -217,9 +226,43 @@ impl Journal {
             });
         }
         let mut pos = MAGIC.len();
-        while let Some((record, used)) = parse_record(&data[pos..]) {
-            j.apply(record);
-            pos += used;
+        loop {
+            if let Some((record, used)) = parse_record(&data[pos..]) {
+                j.apply(record);
+                pos += used;
+                continue;
+            }
+            // A bad record followed by good ones is damage, not a torn append:
+            // skip to the next record that checks out rather than lose the rest.
+            let Some(next) = (pos + 1..data.len()).find(|&p| parse_record(&data[p..]).is_some())
+            else {
+                break;
+            };
+            j.damaged_bytes += (next - pos) as u64;
+            pos = next;
+        }
+        if j.damaged_bytes > 0 {
+            let copy = damaged_copy_path(path);
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(JOURNAL_MODE)
+                .open(&copy)
+                .and_then(|mut f| f.write_all(&data).and_then(|_| f.sync_all()))
+                .map_err(|source| JournalError::Io {
+                    path: copy.clone(),
+                    source,
+                })?;
+            tracing::error!(
+                path = %path.display(),
+                bytes = j.damaged_bytes,
+                copy = %copy.display(),
+                "the debit journal was damaged in the middle: skipped the unreadable bytes and \
+                 kept every record after them; a charge recorded there may be lost, so compare \
+                 the copy with accountd's history"
+            );
+            j.compact()?;
+            return Ok(j);
         }
         if pos < data.len() {
             j.discarded_tail = (data.len() - pos) as u64;
@@ -391,6 +434,26 @@ fn parse_record(data: &[u8]) -> Option<(Record, usize)> {
     Some((record, 8 + len))
 }
 
+/// Where the bytes of a journal found damaged are kept for the admin:
+/// `<journal>.damaged-<unix seconds>` (with a counter if that exists).
+fn damaged_copy_path(path: &Path) -> PathBuf {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".damaged-{secs}"));
+    let mut copy = path.with_file_name(&name);
+    let mut n = 1;
+    while copy.exists() {
+        let mut numbered = name.clone();
+        numbered.push(format!(".{n}"));
+        copy = path.with_file_name(numbered);
+        n += 1;
+    }
+    copy
+}
+
 fn lock_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".lock");
@@ -485,7 +548,44 @@ mod tests {
     }
 
     #[test]
-    fn a_flipped_byte_ends_the_replay_there() {
+    fn damage_in_the_middle_loses_only_the_damaged_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("j");
+        let mut j = Journal::open(&p).unwrap();
+        j.record(charge(0)).unwrap();
+        let good = j.file_len() as usize;
+        j.record(charge(1)).unwrap();
+        j.record(charge(2)).unwrap();
+        j.record(charge(3)).unwrap();
+        j.settle(&charge(3), applied()).unwrap();
+        drop(j);
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[good + 10] ^= 0xff;
+        std::fs::write(&p, &bytes).unwrap();
+
+        let j = Journal::open(&p).unwrap();
+        assert_eq!(j.pending(), vec![charge(0), charge(2)]);
+        assert!(j.damaged_bytes > 0);
+        assert_eq!(j.discarded_tail, 0);
+        drop(j);
+        // The damaged original is kept, private, for the admin to compare.
+        let copies: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("j.damaged-"))
+            .collect();
+        assert_eq!(copies.len(), 1);
+        assert_eq!(std::fs::read(copies[0].path()).unwrap(), bytes);
+        let mode = copies[0].metadata().unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, JOURNAL_MODE);
+        // The journal itself was rewritten clean: it opens without damage.
+        let j = Journal::open(&p).unwrap();
+        assert_eq!(j.pending(), vec![charge(0), charge(2)]);
+        assert_eq!((j.damaged_bytes, j.discarded_tail), (0, 0));
+    }
+
+    #[test]
+    fn damage_in_the_last_record_is_a_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("j");
         let mut j = Journal::open(&p).unwrap();
@@ -496,7 +596,10 @@ mod tests {
         let mut bytes = std::fs::read(&p).unwrap();
         bytes[good + 10] ^= 0xff;
         std::fs::write(&p, &bytes).unwrap();
-        assert_eq!(Journal::open(&p).unwrap().pending(), vec![charge(0)]);
+        let j = Journal::open(&p).unwrap();
+        assert_eq!(j.pending(), vec![charge(0)]);
+        assert_eq!(j.damaged_bytes, 0);
+        assert_eq!(j.discarded_tail as usize, bytes.len() - good);
     }
 
     #[test]
