@@ -36,10 +36,12 @@ pub enum ClientError {
         source: certs::CertError,
     },
     /// The connection broke or carried garbage.
-    #[error("connection to accountd at {addr} failed: {source}")]
+    #[error("connection to accountd at {addr} failed: {detail}")]
     Frame {
         /// The address.
         addr: String,
+        /// The cause in one phrase (a refused certificate is explained).
+        detail: String,
         /// The cause.
         source: FrameError,
     },
@@ -132,8 +134,9 @@ impl AccountClient {
         let id = self.next_id;
         self.next_id += 1;
         let addr = &self.addr;
-        let frame = |source| ClientError::Frame {
+        let frame = |source: FrameError| ClientError::Frame {
             addr: addr.clone(),
+            detail: certs::explain_error(&source),
             source,
         };
         let exchange = async {

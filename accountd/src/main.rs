@@ -1,6 +1,7 @@
 //! `accountd`: the credit ledger daemon. Parses flags and the config file,
 //! opens the ledger and TLS material, binds, writes the bound address to the
-//! ready file, and serves until SIGTERM or SIGINT.
+//! ready file, and serves until SIGTERM or SIGINT. SIGHUP reloads the TLS files
+//! (CA, certificate, key, CRL) without dropping connections.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -156,6 +157,7 @@ async fn real_main(args: Args) -> anyhow::Result<()> {
     }
     let db = cfg.store.path.clone();
     let server = Server::open(cfg)?;
+    certs::reload_on_sighup(server.tls()).context("cannot handle SIGHUP")?;
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

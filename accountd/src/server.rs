@@ -11,6 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use certs::ReloadableAcceptor;
 use certs::{PeerIdentity, TlsPaths};
 use proto::account::{
     ACCOUNT_PROTOCOL_VERSION, AccountError, AccountReply, AccountRequest, AccountResponse,
@@ -55,7 +56,7 @@ pub enum ServerError {
 
 /// An opened server, ready to serve a listener.
 pub struct Server {
-    acceptor: TlsAcceptor,
+    tls: Arc<ReloadableAcceptor>,
     store: Arc<Store>,
     cfg: ServerConfig,
 }
@@ -73,13 +74,15 @@ pub async fn run(
 impl Server {
     /// Loads the TLS material and opens the ledger (errors name the file at fault).
     pub fn open(cfg: ServerConfig) -> Result<Server, ServerError> {
-        let acceptor = certs::acceptor(&cfg.tls)?;
+        let tls = Arc::new(ReloadableAcceptor::load(cfg.tls.clone())?);
         let store = Arc::new(Store::open(cfg.store.clone())?);
-        Ok(Server {
-            acceptor,
-            store,
-            cfg,
-        })
+        Ok(Server { tls, store, cfg })
+    }
+
+    /// The TLS configuration new connections use; [`ReloadableAcceptor::reload`] (the
+    /// binary calls it on SIGHUP) picks up a new CRL or certificate.
+    pub fn tls(&self) -> Arc<ReloadableAcceptor> {
+        Arc::clone(&self.tls)
     }
 
     /// Serves `listener` until `shutdown` completes, then shuts down gracefully.
@@ -108,7 +111,7 @@ impl Server {
             };
             let _ = tcp.set_nodelay(true);
             let conn = Connection {
-                acceptor: self.acceptor.clone(),
+                acceptor: self.tls.current(),
                 store: self.store.clone(),
                 stop: stop_rx.clone(),
                 idle: self.cfg.idle_timeout,

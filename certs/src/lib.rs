@@ -12,6 +12,8 @@
 //! - `config`: [`TlsPaths`], [`server_config`], [`client_config`], [`peer_identity`].
 //! - `stream`: [`accept`] and [`connect`] over tokio-rustls (any [`PeerAddr`] transport),
 //!   handshake error explanations.
+//! - `reload`: [`ReloadableAcceptor`], a server's TLS rebuilt from its files on SIGHUP
+//!   ([`reload_on_sighup`]), so a revocation takes effect without a restart.
 //! - `inspect`: [`CertInfo`] and [`CrlInfo`], what `rexec-certs show` prints.
 //! - `files`: PEM loading, key permission checks, atomic writes.
 //! - `error`: [`CertError`], [`AuthError`].
@@ -38,6 +40,7 @@ mod files;
 mod identity;
 mod inspect;
 mod names;
+mod reload;
 mod stream;
 pub mod testing;
 
@@ -49,7 +52,8 @@ pub use files::check_key_mode;
 pub use identity::{PeerIdentity, Role, URI_PREFIX};
 pub use inspect::{CertInfo, CrlInfo, fingerprint};
 pub use names::{MAX_NAME_LEN, check_name, check_plain_name};
+pub use reload::{ReloadableAcceptor, reload_on_sighup};
 pub use stream::{
     HANDSHAKE_TIMEOUT, PeerAddr, accept, acceptor, connect, connector, explain,
-    explain_certificate_error, explain_io, handshake_error,
+    explain_certificate_error, explain_error, explain_io, handshake_error,
 };

@@ -168,6 +168,27 @@ pub fn explain_io(e: &io::Error) -> String {
     }
 }
 
+/// Explains any error whose chain holds a TLS failure (for example a frame error
+/// wrapping the I/O error of a connection the peer refused); other errors print as
+/// they are.
+pub fn explain_error(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return explain(tls);
+        }
+        if let Some(tls) = err
+            .downcast_ref::<io::Error>()
+            .and_then(|io| io.get_ref())
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            return explain(tls);
+        }
+        next = err.source();
+    }
+    e.to_string()
+}
+
 /// Explains a rustls error in the terms of this cluster.
 pub fn explain(e: &rustls::Error) -> String {
     match e {

@@ -254,3 +254,36 @@ async fn extra_sans_do_not_change_the_identity() {
     assert_eq!(out.client.unwrap(), id(Role::Node, "n4"));
     assert_eq!(out.server.unwrap(), id(Role::Admin, "ops"));
 }
+
+#[tokio::test]
+async fn a_reload_picks_up_a_revocation_and_a_broken_file_keeps_the_old_configuration() {
+    let pki = TestPki::new();
+    let paths = pki.tls_paths(Role::Node, "n1");
+    let tls = certs::ReloadableAcceptor::load(paths.clone()).unwrap();
+    // Clients built before the revocation (and the damage below), as clients that have
+    // not heard: the node's verdict is what is tested.
+    let alice_connector = pki.connector(Role::User, "alice").unwrap();
+    let alice = || alice_connector.clone();
+    let bob = pki.connector(Role::User, "bob").unwrap();
+
+    pki.revoke(Role::User, "alice").unwrap();
+    // Until the reload, the configuration loaded at start (without the revocation) holds.
+    let out = exchange(tls.current(), alice(), (Role::Node, "n1")).await;
+    assert_eq!(out.server.unwrap(), id(Role::User, "alice"));
+
+    tls.reload().unwrap();
+    let out = exchange(tls.current(), alice(), (Role::Node, "n1")).await;
+    let server = out.server.unwrap_err();
+    assert!(server.contains("has been revoked"), "{server}");
+
+    // A CRL caught half-copied: the reload fails, names the file, and changes nothing.
+    let crl = paths.crl.clone().unwrap();
+    let good = std::fs::read(&crl).unwrap();
+    std::fs::write(&crl, &good[..good.len() / 2]).unwrap();
+    let err = tls.reload().unwrap_err().to_string();
+    assert!(err.contains(&crl.display().to_string()), "{err}");
+    let out = exchange(tls.current(), alice(), (Role::Node, "n1")).await;
+    assert!(out.server.unwrap_err().contains("has been revoked"));
+    let out = exchange(tls.current(), bob, (Role::Node, "n1")).await;
+    assert_eq!(out.server.unwrap(), id(Role::User, "bob"));
+}

@@ -1,6 +1,7 @@
 //! The `rexecd` binary: parses flags, loads the config, binds the listener, prepares the
 //! server (TLS, cgroups, stale-job sweep), writes the ready file, and serves until
-//! SIGTERM or SIGINT, after which every job is destroyed and rexecd exits.
+//! SIGTERM or SIGINT, after which every job is destroyed and rexecd exits. SIGHUP
+//! reloads the TLS files (CA, certificate, key, CRL) without touching running jobs.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -46,6 +47,7 @@ fn run(flags: Flags) -> anyhow::Result<()> {
             .local_addr()
             .context("cannot read the bound address")?;
         let server = Server::new(config).await?;
+        certs::reload_on_sighup(server.tls()).context("cannot handle SIGHUP")?;
         if let Some(path) = &flags.ready_file {
             write_ready(path, &addr.to_string())?;
         }

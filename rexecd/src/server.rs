@@ -14,6 +14,10 @@
 //! rustls asks its transport for 4 KiB at a time, and serving those reads from one
 //! larger read saves system calls when a client streams stdin in.
 //!
+//! The TLS configuration is a [`ReloadableAcceptor`]: each handshake uses the current
+//! one, and the binary reloads it on SIGHUP, so a revoked certificate is refused from
+//! then on without restarting rexecd (which would kill every job).
+//!
 //! The binary binds the listener, installs SIGTERM/SIGINT as the shutdown future and
 //! writes its ready file between `new` and `serve`; tests can do the same with a
 //! listener on port 0.
@@ -22,11 +26,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use certs::ReloadableAcceptor;
 use tokio::io::BufReader;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
-use tokio_rustls::TlsAcceptor;
 
 use crate::cgroup::{CgroupError, JobCgroups};
 use crate::config::Config;
@@ -85,7 +89,7 @@ pub enum ServerError {
 
 /// A prepared server: TLS loaded, cgroups opened and swept.
 pub struct Server {
-    acceptor: TlsAcceptor,
+    tls: Arc<ReloadableAcceptor>,
     config: Config,
     cgroups: JobCgroups,
 }
@@ -101,7 +105,7 @@ impl std::fmt::Debug for Server {
 impl Server {
     /// Loads TLS, opens the parent cgroup and removes every job cgroup under it.
     pub async fn new(config: Config) -> Result<Server, ServerError> {
-        let acceptor = certs::acceptor(&config.tls)?;
+        let tls = Arc::new(ReloadableAcceptor::load(config.tls.clone())?);
         if config.tls.crl.is_none() {
             tracing::warn!(
                 "no CRL configured: revoked certificates will be accepted; set `crl` in the \
@@ -121,10 +125,16 @@ impl Server {
         tracing::info!(node = %config.name, parent = %cgroups.parent_path().display(),
             version = ?cgroups.version(), "job cgroups ready");
         Ok(Server {
-            acceptor,
+            tls,
             config,
             cgroups,
         })
+    }
+
+    /// The TLS configuration new connections use; [`ReloadableAcceptor::reload`] (the
+    /// binary calls it on SIGHUP) picks up a new CRL or certificate.
+    pub fn tls(&self) -> Arc<ReloadableAcceptor> {
+        Arc::clone(&self.tls)
     }
 
     /// Accepts connections until `shutdown` completes, then destroys every job and
@@ -160,7 +170,7 @@ impl Server {
                         };
                         let _ = tcp.set_nodelay(true);
                         let shared = Arc::clone(&shared);
-                        let acceptor = self.acceptor.clone();
+                        let acceptor = self.tls.current();
                         sessions.spawn(async move {
                             let _slot = slot;
                             let remote = remote.to_string();

@@ -8,5 +8,6 @@ mod errors;
 mod journal;
 mod ledger;
 mod limits;
+mod reload;
 mod roles;
 mod support;

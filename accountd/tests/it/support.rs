@@ -155,6 +155,11 @@ impl Accountd {
         }
     }
 
+    /// The running accountd's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("accountd is not running").id()
+    }
+
     /// TLS paths for a (role, name) certificate from this CA.
     pub fn tls(&self, role: Role, name: &str) -> TlsPaths {
         self.pki.tls_paths(role, name)

@@ -11,5 +11,6 @@ mod failures;
 mod interrupt;
 mod job_control;
 mod launch;
+mod revocation;
 mod streams;
 mod terminal;
