@@ -1,6 +1,6 @@
 //! The failure model: one rank killed by a signal, a bad exit under
 //! `--kill-on-bad-exit`, a client killed or gone silent, a node daemon
-//! killed — each aborts the whole job and leaves nothing behind; a daemon
+//! killed or gone silent — each aborts the whole job and leaves nothing behind; a daemon
 //! restarted after a crash removes what the crash left.
 
 use std::time::Duration;
@@ -133,6 +133,32 @@ fn a_killed_rexecd_makes_the_client_abort_the_other_ranks_and_name_the_node() {
     });
     assert!(gone.is_some(), "rank 0's job cgroup on n1 remains");
     cluster.restart("n2");
+}
+
+#[test]
+fn a_silent_node_is_declared_dead_by_the_client() {
+    // A stopped rexecd keeps its connection open but says nothing: only the
+    // client's heartbeat timeout (2s here) can tell it from a slow node.
+    let cluster = Cluster::start(2);
+    let client = cluster
+        .rexec()
+        .args(["--nodes", "n1,n2", "sleep", "1000"])
+        .spawn();
+    wait_for_processes(&cluster, &client, 2);
+    let n2 = nix::unistd::Pid::from_raw(cluster.node("n2").pid().unwrap() as i32);
+    nix::sys::signal::kill(n2, SIGSTOP).unwrap();
+    let out = client.wait(Duration::from_secs(15));
+    nix::sys::signal::kill(n2, nix::sys::signal::Signal::SIGCONT).unwrap();
+    assert_eq!(out.code, Some(255), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("node n2 (rank 1): missed heartbeats for 2s"),
+        "{}",
+        out.stderr
+    );
+    // n1 ended its rank when the client aborted; n2, resumed, finds the
+    // client gone and ends its own.
+    assert_nothing_left(&cluster, &[], Duration::from_secs(5), "after the abort");
 }
 
 #[test]
