@@ -87,8 +87,11 @@ fn an_unknown_user_is_refused() {
     let config = cluster.client_config(Role::User, "nosuchuser42");
     let out = cluster.rexec().config(&config).args(["sleep", "100"]).run();
     assert_eq!(out.code, Some(255), "{out:?}");
+    assert!(out.stderr.contains("node n1 (rank 0)"), "{}", out.stderr);
     assert!(out.stderr.contains("nosuchuser42"), "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "one line: {}", out.stderr);
     assert!(cluster.marked(&[]).is_empty());
+    assert!(cluster.job_cgroups().is_empty());
 }
 
 #[test]
