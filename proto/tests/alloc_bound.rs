@@ -9,6 +9,7 @@
 
 mod common;
 
+use proto::account::{AccountRequest, AccountResponse};
 use proto::node::{FromNode, JobId, JobInfo, JobList, Launch, ToNode};
 use proto::{DEFAULT_MAX_FRAME, FrameError, FrameReader, encode_frame};
 
@@ -140,6 +141,64 @@ fn declared_lengths_reserve_nothing_beyond_the_body() {
         assert!(peak <= 8 * KIB, "ToNode {body:?}: peak {peak}");
         let (_, peak) = peak_during(|| postcard::from_bytes::<FromNode>(&body).is_ok());
         assert!(peak <= 8 * KIB, "FromNode {body:?}: peak {peak}");
+    }
+}
+
+/// Which account decoder a lying body is aimed at.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Aim {
+    Request,
+    Response,
+}
+
+/// Account-service bodies that declare far more than they hold, one per
+/// length field (strings and sequences), with the decoder each is aimed at.
+/// Layouts: a request is (version, id, op tag, payload), a response is
+/// (id, 0 for `Ok` and a reply tag or 1 for `Err` and a code, payload).
+fn lying_account_bodies() -> Vec<(Vec<u8>, Aim)> {
+    let huge: &[u8] = &[0xff, 0xff, 0xff, 0xff, 0x0f];
+    let big: &[u8] = &[0x80, 0x80, 0x04]; // 65536
+    let mut out = Vec::new();
+    for len in [huge, big] {
+        // Requests (version, id, op tag): Debit's key.node, Refund's reason
+        // (after an empty key, user and a zero amount), Balance's user.
+        out.push(([&[1u8, 1, 1][..], len].concat(), Aim::Request));
+        out.push((
+            [&[1u8, 1, 2, 0, 0, 0, 0, 0][..], len].concat(),
+            Aim::Request,
+        ));
+        out.push(([&[1u8, 1, 3, 1][..], len].concat(), Aim::Request));
+        // Responses (id, Ok or Err): an error's message, a balance's user,
+        // history entries, report rows, audit problems.
+        out.push(([&[1u8, 1, 3][..], len].concat(), Aim::Response));
+        out.push(([&[1u8, 0, 2][..], len].concat(), Aim::Response));
+        out.push(([&[1u8, 0, 3][..], len].concat(), Aim::Response));
+        out.push(([&[1u8, 0, 6][..], len].concat(), Aim::Response));
+        out.push(([&[1u8, 0, 7, 0, 0][..], len].concat(), Aim::Response));
+        // Audit problems, then the first problem's entry ids (after an empty
+        // `what` and no user): two sequences declared at once.
+        out.push((
+            [&[1u8, 0, 7, 0, 0][..], len, &[0, 0], len].concat(),
+            Aim::Response,
+        ));
+    }
+    out
+}
+
+#[test]
+fn account_declared_lengths_reserve_nothing_beyond_the_body() {
+    // The account messages use plain `Vec`s (see `proto::limits`), so this
+    // relies on serde and postcard: postcard gives no size hint when the
+    // declared count exceeds the bytes left, and serde then reserves nothing.
+    for (body, aim) in lying_account_bodies() {
+        // Some bodies are valid as the other type (a request's first bytes
+        // can read as an error response); the one aimed at must fail.
+        let (ok, peak) = peak_during(|| postcard::from_bytes::<AccountRequest>(&body).is_ok());
+        assert!(!(ok && aim == Aim::Request), "{body:?} decodes");
+        assert!(peak <= 8 * KIB, "AccountRequest {body:?}: peak {peak}");
+        let (ok, peak) = peak_during(|| postcard::from_bytes::<AccountResponse>(&body).is_ok());
+        assert!(!(ok && aim == Aim::Response), "{body:?} decodes");
+        assert!(peak <= 8 * KIB, "AccountResponse {body:?}: peak {peak}");
     }
 }
 

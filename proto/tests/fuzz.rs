@@ -1,5 +1,6 @@
 //! Fuzz-style robustness: each decoder (the frame reader over byte streams,
-//! the message decoders, the announcement decoder) gets over a million
+//! the node message decoders, the account-service request and response
+//! decoders, the announcement decoder) gets over a million
 //! random and mutated inputs. Nothing may panic, and anything that decodes
 //! must encode again and decode to the same value.
 //!
@@ -12,6 +13,7 @@ mod common;
 
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use proto::account::{AccountOp, AccountReply, AccountRequest, AccountResponse};
 use proto::announce::{Announcement, MAX_DATAGRAM};
 use proto::node::{FromNode, ToNode};
 use proto::{FrameError, FrameReader, encode_frame};
@@ -180,6 +182,54 @@ fn message_decoders_survive_mutated_bodies() {
         }));
     }
     eprintln!("{n} mutated bodies, each through both decoders: {decoded} decodes succeeded");
+    assert!(
+        decoded > 0 && decoded < 2 * n,
+        "the mutations must hit both outcomes"
+    );
+}
+
+#[test]
+fn account_decoders_survive_mutated_bodies() {
+    let seed = seed();
+    let mut rng = Rng::new(seed);
+    let requests = pool(common::account::account_request(), seed ^ 3, 400);
+    let responses = pool(common::account::account_response(), seed ^ 4, 400);
+    // The pool holds every op, every reply and some errors.
+    for tag in AccountOp::KNOWN_TAGS {
+        assert!(requests.iter().any(|m| m.op.tag() == *tag), "no op {tag}");
+    }
+    for tag in AccountReply::KNOWN_TAGS {
+        let has = |m: &AccountResponse| matches!(&m.result, Ok(r) if r.tag() == *tag);
+        assert!(responses.iter().any(has), "no reply {tag}");
+    }
+    assert!(responses.iter().any(|m| m.result.is_err()), "no error");
+    let mut bodies: Vec<Vec<u8>> = Vec::new();
+    for m in &requests {
+        let body = postcard::to_stdvec(m).unwrap();
+        assert_eq!(&postcard::from_bytes::<AccountRequest>(&body).unwrap(), m);
+        bodies.push(body);
+    }
+    for m in &responses {
+        let body = postcard::to_stdvec(m).unwrap();
+        assert_eq!(&postcard::from_bytes::<AccountResponse>(&body).unwrap(), m);
+        bodies.push(body);
+    }
+    let (mut decoded, n) = (0usize, rounds());
+    for _ in 0..n {
+        let mut input = bodies[rng.below(bodies.len())].clone();
+        let other = &bodies[rng.below(bodies.len())];
+        mutate(&mut rng, &mut input, other);
+        // An unknown op or reply tag decodes but cannot be sent again.
+        decoded += usize::from(check_body::<AccountRequest>(&input, |m| {
+            matches!(m.op, AccountOp::Unknown { .. })
+        }));
+        decoded += usize::from(check_body::<AccountResponse>(&input, |m| {
+            matches!(m.result, Ok(AccountReply::Unknown { .. }))
+        }));
+    }
+    eprintln!(
+        "{n} mutated account bodies, each through both decoders: {decoded} decodes succeeded"
+    );
     assert!(
         decoded > 0 && decoded < 2 * n,
         "the mutations must hit both outcomes"

@@ -1,6 +1,9 @@
-//! Shared by the test binaries: proptest strategies for every wire type and
-//! a way to drive a `FrameReader` over an in-memory slice without a runtime.
+//! Shared by the test binaries: proptest strategies for every wire type
+//! (the account-service messages in [`account`]) and a way to drive a
+//! `FrameReader` over an in-memory slice without a runtime.
 #![allow(dead_code)] // each test binary uses a different part
+
+pub mod account;
 
 use std::future::Future;
 use std::pin::pin;
