@@ -348,7 +348,8 @@ pub struct LedgerEntry {
 /// A page of history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryPage {
-    /// Entries, oldest first.
+    /// Entries, oldest first (at most [`MAX_HISTORY_PAGE`]).
+    #[serde(deserialize_with = "crate::limits::history")]
     pub entries: Vec<LedgerEntry>,
     /// Cursor for the next page (`after_id`), or `None` at the end.
     pub next_after: Option<i64>,
@@ -456,6 +457,35 @@ impl ErrorCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_history_page_holds_at_most_max_history_page_entries() {
+        let entry = LedgerEntry {
+            id: 1,
+            at_us: 0,
+            user: "alice".into(),
+            amount: -1,
+            kind: EntryKind::Debit,
+            key: None,
+            rank: None,
+            interval: None,
+            cpu_us: None,
+            actor: "node:n1".into(),
+            reason: None,
+            balance_after: 0,
+        };
+        let page = |n: u32| HistoryPage {
+            entries: vec![entry.clone(); n as usize],
+            next_after: None,
+        };
+        let full = postcard::to_stdvec(&page(MAX_HISTORY_PAGE)).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<HistoryPage>(&full).unwrap(),
+            page(MAX_HISTORY_PAGE)
+        );
+        let over = postcard::to_stdvec(&page(MAX_HISTORY_PAGE + 1)).unwrap();
+        assert!(postcard::from_bytes::<HistoryPage>(&over).is_err());
+    }
 
     #[test]
     fn request_round_trips_through_postcard() {

@@ -11,9 +11,14 @@
 //! memory for elements that never arrive. `tests/alloc_bound.rs` measures
 //! both with a counting allocator.
 //!
-//! Messages of other modules (such as [`crate::account`]) that use plain
-//! `Vec` fields rely on serde's own cap, which preallocates at most 1 MiB
-//! per sequence.
+//! In [`crate::account`], a history page is capped at
+//! [`crate::account::MAX_HISTORY_PAGE`] entries (what accountd sends at most).
+//! Report rows and audit problems are plain `Vec`s: their count depends on
+//! the ledger, so only the frame limit bounds them, and a 1 MiB answer of
+//! minimal rows can take tens of MiB to decode. They only travel from
+//! accountd, an authenticated service, to clients. A declared length larger
+//! than the bytes left reserves nothing (postcard then gives serde no size
+//! hint).
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -76,6 +81,15 @@ pub(crate) fn args<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Er
 /// `deserialize_with` for `env`.
 pub(crate) fn env<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, String)>, D::Error> {
     bounded_vec::<D, (String, String), MAX_ENV>(d)
+}
+
+/// `deserialize_with` for a page of ledger history.
+pub(crate) fn history<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    bounded_vec::<D, T, { crate::account::MAX_HISTORY_PAGE as usize }>(d)
 }
 
 /// `deserialize_with` for job lists.
