@@ -17,14 +17,23 @@ pub const TEST_GROUP: &str = "rexectestaux";
 /// True when the test can run; otherwise prints the reason.
 pub fn can_run(test: &str) -> bool {
     if !sys::effective_user().is_root() {
-        eprintln!("skipping {test}: needs root");
-        return false;
+        return cannot_run(test, "needs root");
     }
     if let Err(e) = rexecd::cgroup::detect::detect() {
-        eprintln!("skipping {test}: {e}");
-        return false;
+        return cannot_run(test, &e.to_string());
     }
     true
+}
+
+/// What to do when a test cannot run here: fail, unless `REXEC_TESTS_ALLOW_SKIP=1`
+/// says a skip is wanted (a developer without root). A silent skip in CI would
+/// pass without testing anything.
+fn cannot_run(test: &str, why: &str) -> bool {
+    if std::env::var_os("REXEC_TESTS_ALLOW_SKIP").is_some_and(|v| v == "1") {
+        eprintln!("skipping {test}: {why}");
+        return false;
+    }
+    panic!("{test} cannot run here: {why} (set REXEC_TESTS_ALLOW_SKIP=1 to skip it)");
 }
 
 /// A parent cgroup unique to this test process and tag; on drop every job under it is
