@@ -42,8 +42,9 @@ pub enum ClientError {
         addr: String,
         /// The cause in one phrase (a refused certificate is explained).
         detail: String,
-        /// The cause.
-        source: FrameError,
+        /// The cause as it came. Deliberately not the error's `source`: `detail`
+        /// already says it, and a printed chain would say it twice.
+        cause: FrameError,
     },
     /// The server closed the connection (it may have refused our certificate).
     #[error(
@@ -134,10 +135,10 @@ impl AccountClient {
         let id = self.next_id;
         self.next_id += 1;
         let addr = &self.addr;
-        let frame = |source: FrameError| ClientError::Frame {
+        let frame = |cause: FrameError| ClientError::Frame {
             addr: addr.clone(),
-            detail: certs::explain_error(&source),
-            source,
+            detail: certs::explain_error(&cause),
+            cause,
         };
         let exchange = async {
             self.framed

@@ -149,6 +149,9 @@ async fn shutdown_signal() {
 }
 
 async fn real_main(args: Args) -> anyhow::Result<()> {
+    // First, so a SIGHUP during start-up is queued for the reload loop, not fatal.
+    let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("cannot handle SIGHUP")?;
     let (cfg, listen, ready_file) = resolve(args)?;
     if cfg.tls.crl.is_none() {
         tracing::warn!(
@@ -157,7 +160,7 @@ async fn real_main(args: Args) -> anyhow::Result<()> {
     }
     let db = cfg.store.path.clone();
     let server = Server::open(cfg)?;
-    certs::reload_on_sighup(server.tls()).context("cannot handle SIGHUP")?;
+    certs::reload_on_sighup(server.tls(), hangups);
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

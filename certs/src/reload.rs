@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::Signal;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::{TlsPaths, server_config};
@@ -63,11 +63,12 @@ impl ReloadableAcceptor {
     }
 }
 
-/// Reloads `acceptor` on every SIGHUP for as long as the current tokio runtime runs,
-/// logging each outcome. Must be called inside a runtime; fails only if the signal
-/// handler cannot be installed.
-pub fn reload_on_sighup(acceptor: Arc<ReloadableAcceptor>) -> std::io::Result<()> {
-    let mut hangups = signal(SignalKind::hangup())?;
+/// Reloads `acceptor` each time `hangups` (a SIGHUP stream) fires, for as long as the
+/// current tokio runtime runs, logging each outcome. The caller creates the stream
+/// first thing, before the slow parts of its start-up, so an early `systemctl reload`
+/// is queued for the reload loop instead of killing the daemon (SIGHUP's default
+/// action). Must be called inside a runtime.
+pub fn reload_on_sighup(acceptor: Arc<ReloadableAcceptor>, mut hangups: Signal) {
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
             let task = Arc::clone(&acceptor);
@@ -84,5 +85,4 @@ pub fn reload_on_sighup(acceptor: Arc<ReloadableAcceptor>) -> std::io::Result<()
             }
         }
     });
-    Ok(())
 }

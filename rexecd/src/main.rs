@@ -40,6 +40,7 @@ fn run(flags: Flags) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
         let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+        let hangups = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
         let listener = tokio::net::TcpListener::bind(&config.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -47,7 +48,7 @@ fn run(flags: Flags) -> anyhow::Result<()> {
             .local_addr()
             .context("cannot read the bound address")?;
         let server = Server::new(config).await?;
-        certs::reload_on_sighup(server.tls()).context("cannot handle SIGHUP")?;
+        certs::reload_on_sighup(server.tls(), hangups);
         if let Some(path) = &flags.ready_file {
             write_ready(path, &addr.to_string())?;
         }

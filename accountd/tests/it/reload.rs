@@ -34,7 +34,9 @@ async fn sighup_makes_accountd_refuse_a_revoked_user() {
         last = Some(out);
         refused
     });
-    last.unwrap().fails_with("revoked");
+    let refused = last.unwrap();
+    refused.fails_with("the peer refused our certificate: it has been revoked");
+    assert_eq!(refused.stderr.matches("revoked").count(), 1, "{refused:?}");
 
     // accountd is still up for everyone else, and the open connection still works.
     assert_eq!(d.admin(&["balance", "alice"]).ok(), "alice 10.000000\n");
