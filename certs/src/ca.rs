@@ -67,6 +67,9 @@ impl Ca {
     pub fn init(dir: &Path, cluster: &str, force: bool) -> Result<Ca, CertError> {
         check_plain_name(cluster)?;
         files::ensure_dir(dir)?;
+        // Held until the new CA has its empty list, so a concurrent `revoke` either
+        // finishes with the old CA first or sees the new one and refuses.
+        let _lock = crate::crl::lock_dir(dir)?;
         let cert_path = dir.join(CA_CERT_FILE);
         let key_path = dir.join(CA_KEY_FILE);
         if !force {
@@ -108,7 +111,7 @@ impl Ca {
         files::write_atomic(&key_path, key.serialize_pem().as_bytes(), KEY_MODE)?;
         files::write_atomic(&cert_path, cert.pem().as_bytes(), PUBLIC_MODE)?;
         let ca = Ca::load(dir)?;
-        ca.reset_crl()?;
+        ca.reset_crl_locked()?;
         Ok(ca)
     }
 

@@ -162,15 +162,25 @@ impl Ca {
         CrlState::load(&self.crl_state_path())
     }
 
-    /// Starts an empty revocation list (used by [`Ca::init`]).
-    pub(crate) fn reset_crl(&self) -> Result<PathBuf, CertError> {
-        let _lock = self.lock_crl()?;
+    /// Starts an empty revocation list (used by [`Ca::init`], which holds the lock).
+    pub(crate) fn reset_crl_locked(&self) -> Result<PathBuf, CertError> {
         self.sign_crl(CrlState::default())
     }
 
-    /// Holds the revocation state for one read-modify-write cycle.
+    /// Holds the revocation state for one read-modify-write cycle, and checks that the
+    /// CA on disk is still the one loaded: an `init --force` that replaced it meanwhile
+    /// must not get a list signed by the old key.
     fn lock_crl(&self) -> Result<std::fs::File, CertError> {
-        files::lock_exclusive(&self.dir.join(CRL_LOCK_FILE))
+        let lock = lock_dir(&self.dir)?;
+        let on_disk = CertInfo::load(&self.ca_cert_path())?;
+        if on_disk.fingerprint != self.info.fingerprint {
+            return Err(CertError::Unusable {
+                path: self.ca_cert_path(),
+                reason: "the CA was replaced (init --force) while this command ran; run it again"
+                    .to_string(),
+            });
+        }
+        Ok(lock)
     }
 
     fn sign_crl(&self, mut state: CrlState) -> Result<PathBuf, CertError> {
@@ -210,6 +220,11 @@ impl Ca {
         files::write_atomic(&path, pem.as_bytes(), PUBLIC_MODE)?;
         Ok(path)
     }
+}
+
+/// Takes the CA directory's revocation lock (see the module docs).
+pub(crate) fn lock_dir(dir: &Path) -> Result<std::fs::File, CertError> {
+    files::lock_exclusive(&dir.join(CRL_LOCK_FILE))
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {

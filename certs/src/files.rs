@@ -162,7 +162,16 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), C
     fs::rename(&tmp, path).map_err(|e| {
         let _ = fs::remove_file(&tmp);
         werr(path)(e)
-    })
+    })?;
+    // The rename is durable only once the directory is: without this a power loss
+    // could bring back the old file (an undone revocation, say).
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(werr(dir))
 }
 
 /// A temporary name beside `path`, unique per process and per call, so concurrent

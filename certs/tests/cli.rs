@@ -283,3 +283,20 @@ fn concurrent_revocations_from_several_processes_are_all_kept() {
         assert!(matches!(err, CertError::Revoked { .. }), "{u}: {err}");
     }
 }
+
+#[test]
+fn a_revocation_by_a_replaced_ca_is_refused_and_signs_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ca");
+    let old = certs::Ca::init(&dir, "lab", false).unwrap();
+    let issued = old.issue(Role::User, "alice", &[], 30, tmp.path()).unwrap();
+    // Another admin replaces the CA while this one still holds the old one.
+    certs::Ca::init(&dir, "lab", true).unwrap();
+    let crl_before = fs::read(dir.join("crl.pem")).unwrap();
+    let err = old.revoke(&issued.cert).unwrap_err().to_string();
+    assert!(err.contains("the CA was replaced"), "{err}");
+    assert_eq!(fs::read(dir.join("crl.pem")).unwrap(), crl_before);
+    // The new CA's list is intact and loads.
+    let new = certs::Ca::load(&dir).unwrap();
+    assert!(new.crl_state().unwrap().revoked.is_empty());
+}
