@@ -5,13 +5,14 @@
 //! Format: the magic `RXJ1`, then records of `[len: u32 LE][crc32: u32 LE]
 //! [postcard body]`. A record is `Intent(charge)` (written and fsynced before
 //! the charge is ever sent) or `Settled(key, outcome)`. On open the file is
-//! replayed; a torn or corrupt tail (a crash mid-append) is cut off. A bad
-//! record with good ones after it is damage rather than a crash: replay skips
-//! to the next record whose checksum holds, keeps everything from there, saves
-//! the damaged file as `<journal>.damaged-<time>` and logs an error (a charge
-//! in the damaged bytes may be lost, and the copy is what to compare with
-//! accountd's history); the journal is then rewritten clean. What is
-//! still pending is sent again; accountd's idempotency keys make a second
+//! replayed; a torn tail (a record cut short by a crash mid-append) is cut
+//! off. A complete record that fails its checksum is damage rather than a
+//! crash: replay skips to the first later offset from which records run intact
+//! to the end of the file, keeps everything from there, saves the damaged
+//! file as `<journal>.damaged-<time>` and logs an error (a charge in the
+//! damaged bytes may be lost, and the copy is what to compare with accountd's
+//! history); the journal is then rewritten clean. What is still pending is
+//! sent again; accountd's idempotency keys make a second
 //! arrival harmless. When the file has grown past [`COMPACT_AT`] and is mostly
 //! settled records, it is rewritten with only the pending intents.
 //!
@@ -153,13 +154,26 @@ pub struct Journal {
     pub damaged_bytes: u64,
 }
 
+/// CRC-32 (IEEE), one table lookup per byte.
 fn crc32(data: &[u8]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut table = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut crc = i as u32;
+            let mut bit = 0;
+            while bit < 8 {
+                crc = (crc >> 1) ^ (0xEDB8_8320 & (crc & 1).wrapping_neg());
+                bit += 1;
+            }
+            table[i] = crc;
+            i += 1;
+        }
+        table
+    };
     let mut crc = !0u32;
     for &b in data {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = (crc >> 1) ^ (0xEDB8_8320 & (crc & 1).wrapping_neg());
-        }
+        crc = (crc >> 8) ^ TABLE[((crc ^ u32::from(b)) & 0xff) as usize];
     }
     !crc
 }
@@ -232,10 +246,14 @@ impl Journal {
                 pos += used;
                 continue;
             }
-            // A bad record followed by good ones is damage, not a torn append:
-            // skip to the next record that checks out rather than lose the rest.
-            let Some(next) = (pos + 1..data.len()).find(|&p| parse_record(&data[p..]).is_some())
-            else {
+            // A record cut short is what a crash mid-append leaves: the tail is cut
+            // below. A complete record that does not check out, with good records
+            // after it running to the end, is damage: skip to them rather than lose
+            // the rest.
+            if is_torn(&data[pos..]) {
+                break;
+            }
+            let Some(next) = resync(&data, pos) else {
                 break;
             };
             j.damaged_bytes += (next - pos) as u64;
@@ -418,20 +436,70 @@ fn encode_record(r: &Record, buf: &mut Vec<u8>) -> Result<(), JournalError> {
 }
 
 fn parse_record(data: &[u8]) -> Option<(Record, usize)> {
-    if data.len() < 8 {
-        return None;
-    }
-    let len = u32::from_le_bytes(data[..4].try_into().ok()?) as usize;
-    let crc = u32::from_le_bytes(data[4..8].try_into().ok()?);
+    let (len, crc) = header(data)?;
     if len > MAX_RECORD || data.len() < 8 + len {
         return None;
     }
     let body = &data[8..8 + len];
-    if crc32(body) != crc {
+    // Every record starts with its variant tag (0 or 1); checking it first keeps a
+    // scan over damaged bytes from computing checksums at nearly every offset.
+    if !matches!(body.first(), Some(0 | 1)) || crc32(body) != crc {
         return None;
     }
     let record = postcard::from_bytes(body).ok()?;
     Some((record, 8 + len))
+}
+
+/// The length and checksum of the record header at the start of `data`.
+fn header(data: &[u8]) -> Option<(usize, u32)> {
+    let len = u32::from_le_bytes(data.get(..4)?.try_into().ok()?) as usize;
+    let crc = u32::from_le_bytes(data.get(4..8)?.try_into().ok()?);
+    Some((len, crc))
+}
+
+/// Whether `data` (from a record boundary to the end of the file) is a record cut
+/// short: a partial header, or a plausible header whose body runs past the end.
+fn is_torn(data: &[u8]) -> bool {
+    match header(data) {
+        None => true,
+        Some((len, _)) => len <= MAX_RECORD && data.len() < 8 + len,
+    }
+}
+
+/// Most candidate offsets whose checksum a resync computes before giving up (each
+/// costs up to [`MAX_RECORD`] bytes of CRC), so a pathological file cannot stall
+/// start-up: at worst about 256 MiB of checksum, a fraction of a second.
+const RESYNC_CANDIDATES: usize = 4096;
+
+/// After damage at `bad`, the first later offset from which records run intact to
+/// the end of the file (or to a torn tail), if any is found within the budget.
+fn resync(data: &[u8], bad: usize) -> Option<usize> {
+    let mut checksummed = 0;
+    for start in bad + 1..data.len() {
+        let rest = &data[start..];
+        // The cheap tests parse_record makes before its checksum.
+        let plausible = header(rest).is_some_and(|(len, _)| {
+            len <= MAX_RECORD && rest.len() >= 8 + len && matches!(rest.get(8), Some(0 | 1))
+        });
+        if !plausible {
+            continue;
+        }
+        checksummed += 1;
+        if checksummed > RESYNC_CANDIDATES {
+            return None;
+        }
+        if parse_record(rest).is_none() {
+            continue;
+        }
+        let mut at = start;
+        while let Some((_, used)) = parse_record(&data[at..]) {
+            at += used;
+        }
+        if at == data.len() || is_torn(&data[at..]) {
+            return Some(start);
+        }
+    }
+    None
 }
 
 /// Where the bytes of a journal found damaged are kept for the admin:
@@ -582,6 +650,54 @@ mod tests {
         let j = Journal::open(&p).unwrap();
         assert_eq!(j.pending(), vec![charge(0), charge(2)]);
         assert_eq!((j.damaged_bytes, j.discarded_tail), (0, 0));
+    }
+
+    #[test]
+    fn a_torn_tail_holding_a_whole_record_is_cut_not_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("j");
+        let mut j = Journal::open(&p).unwrap();
+        j.record(charge(0)).unwrap();
+        drop(j);
+        // A record cut short whose bytes happen to contain a complete, valid
+        // record: what a crash leaves must never be read as a charge.
+        let mut inner = Vec::new();
+        encode_record(&Record::Intent(charge(7)), &mut inner).unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        let good = bytes.len();
+        bytes.extend_from_slice(&((inner.len() + 100) as u32).to_le_bytes());
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        bytes.push(0);
+        bytes.extend_from_slice(&inner);
+        std::fs::write(&p, &bytes).unwrap();
+        let j = Journal::open(&p).unwrap();
+        assert_eq!(j.pending(), vec![charge(0)]);
+        assert_eq!(j.damaged_bytes, 0);
+        assert_eq!(j.discarded_tail as usize, bytes.len() - good);
+    }
+
+    #[test]
+    fn pathological_damage_is_given_up_on_within_a_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("j");
+        let mut j = Journal::open(&p).unwrap();
+        j.record(charge(0)).unwrap();
+        drop(j);
+        // 1 MiB in which every fourth offset looks like the header of a
+        // maximal record, so each of them would cost a 64 KiB checksum.
+        let mut bytes = std::fs::read(&p).unwrap();
+        for _ in 0..(1 << 18) {
+            bytes.extend_from_slice(&[0, 0, 1, 0]);
+        }
+        std::fs::write(&p, &bytes).unwrap();
+        let started = std::time::Instant::now();
+        let j = Journal::open(&p).unwrap();
+        eprintln!(
+            "opened a pathologically damaged journal in {:?}",
+            started.elapsed()
+        );
+        assert_eq!(j.pending(), vec![charge(0)]);
+        assert_eq!(j.damaged_bytes, 0, "nothing after the damage checked out");
     }
 
     #[test]
