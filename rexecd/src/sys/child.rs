@@ -132,14 +132,23 @@ impl ChildSetup {
 /// `SIGPIPE` only. The raw system call is used because the C library refuses to touch
 /// the two signals it reserves for itself (32 and 33), which can be inherited as ignored
 /// too. `SIGKILL` and `SIGSTOP` fail with `EINVAL`, which is ignored.
+#[cfg(any(
+    target_arch = "mips",
+    target_arch = "mips64",
+    target_arch = "mips32r6",
+    target_arch = "mips64r6"
+))]
+compile_error!("reset_signal_dispositions assumes 64 signals and an 8-byte sigset");
+
 fn reset_signal_dispositions() {
     // The kernel's `struct sigaction` all zero: handler SIG_DFL (0), no flags, no
     // restorer, empty mask. Zero means the same whatever the field order of the
     // architecture, and 64 bytes is more than the struct on any of them.
     let default_action = [0u64; 8];
-    // Linux signals run 1..=64 on every architecture but MIPS (whose sigset is 16 bytes).
+    // Linux signals run 1..=64 with an 8-byte sigset on every architecture but MIPS
+    // (128 signals), which the compile_error above keeps out.
     const SIGSET_BYTES: usize = 8;
-    for signal in 1..=64 {
+    for signal in 1..=64 as nix::libc::c_long {
         // SAFETY: rt_sigaction reads a kernel sigaction from the first pointer, which
         // points to a live, large enough, all-zero buffer, and writes nothing since the
         // old-action pointer is null. A raw system call is async-signal-safe.

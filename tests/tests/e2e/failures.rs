@@ -146,9 +146,17 @@ fn a_silent_node_is_declared_dead_by_the_client() {
         .spawn();
     wait_for_processes(&cluster, &client, 2);
     let n2 = nix::unistd::Pid::from_raw(cluster.node("n2").pid().unwrap() as i32);
+    /// Resumes the stopped rexecd however the test ends.
+    struct Resume(nix::unistd::Pid);
+    impl Drop for Resume {
+        fn drop(&mut self) {
+            let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGCONT);
+        }
+    }
     nix::sys::signal::kill(n2, SIGSTOP).unwrap();
+    let resume = Resume(n2);
     let out = client.wait(Duration::from_secs(15));
-    nix::sys::signal::kill(n2, nix::sys::signal::Signal::SIGCONT).unwrap();
+    drop(resume);
     assert_eq!(out.code, Some(255), "{out:?}");
     assert!(
         out.stderr

@@ -87,7 +87,7 @@ fn signals_rexecd_inherited_as_ignored_are_not_ignored_by_the_job() {
     // rexecd started under nohup (or by anything that ignores signals) must
     // not pass that on: a shell cannot even trap a signal ignored at its start.
     let cluster = Cluster::start_with(ClusterOptions {
-        node_ignored_signals: "HUP,INT,USR1,TERM",
+        node_ignored_signals: "HUP,INT,QUIT,USR1,USR2,TERM,RTMIN",
         ..ClusterOptions::default()
     });
     let out = cluster
