@@ -9,7 +9,9 @@
 //! Launch: the median and 90th percentile of 30 runs of `/bin/true`.
 //! Throughput: `cat` of a 1 GiB file to the client's stdout (`/dev/null`),
 //! best of 3; a local `cat FILE | cat` shows what one pipe costs on this
-//! machine (the job's stdout is a pipe to rexecd).
+//! machine (the job's stdout is a pipe to rexecd). The other direction: the
+//! same file fed to the client's stdin and counted by a remote `wc -c` (the
+//! count is checked), against a local `cat FILE | wc -c`.
 
 use std::fs;
 use std::net::TcpListener;
@@ -76,6 +78,23 @@ fn main() {
         t
     });
 
+    println!("stdin throughput, 1 GiB file into wc -c (best of 3)");
+    let local_in = throughput_in(&file, || {
+        let mut c = Command::new("sh");
+        c.arg("-c").arg("cat | wc -c");
+        c
+    });
+    println!(
+        "  {:<38} {:>7.2} GB/s",
+        "local cat | wc -c (one pipe)", local_in
+    );
+    let rexec_in = throughput_in(&file, || rexec(&["wc", "-c"]));
+    println!("  {:<38} {:>7.2} GB/s", "rexec wc -c < FILE", rexec_in);
+    if let Some(s) = sshd.as_ref() {
+        let t = throughput_in(&file, || s.command("wc -c"));
+        println!("  {:<38} {:>7.2} GB/s", "ssh localhost wc -c < FILE", t);
+    }
+
     println!("targets:");
     println!(
         "  rexec -n 1 median <= 10 ms: {} ({:.1} ms)",
@@ -139,6 +158,24 @@ fn throughput(mut make: impl FnMut() -> Command) -> f64 {
         let status = c.status().expect("cannot run");
         best = best.min(start.elapsed().as_secs_f64());
         assert!(status.success(), "{c:?} failed: {status}");
+    }
+    GIB as f64 / best / 1e9
+}
+
+/// Best of 3, in GB/s, of `make` reading `file` on its stdin; what it prints
+/// must be the byte count.
+fn throughput_in(file: &Path, mut make: impl FnMut() -> Command) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let mut c = make();
+        c.stdin(fs::File::open(file).expect("the test file"))
+            .stdout(Stdio::piped());
+        let start = Instant::now();
+        let out = c.output().expect("cannot run");
+        best = best.min(start.elapsed().as_secs_f64());
+        assert!(out.status.success(), "{c:?} failed: {}", out.status);
+        let counted = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(counted.trim(), GIB.to_string(), "{c:?} lost bytes");
     }
     GIB as f64 / best / 1e9
 }
