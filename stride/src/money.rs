@@ -23,8 +23,11 @@ const DECIMALS: usize = 6;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BidError {
-    /// The rate is below zero.
-    #[error("bid of {0} micro-credits per minute is negative; bid zero or more credits per minute")]
+    /// The rate (in micro-credits per minute) is below zero.
+    #[error(
+        "a bid of {} credits per minute is negative; bid zero or more credits per minute",
+        format_credits(*.0)
+    )]
     Negative(i64),
     /// The text is not a decimal number of credits.
     #[error("bid {0:?} is not a number of credits per minute; write it like 2 or 0.5")]
@@ -187,6 +190,11 @@ mod tests {
     #[test]
     fn refuses_bad_bids_with_the_right_reason() {
         assert_eq!("-1".parse::<Bid>(), Err(BidError::Negative(-1_000_000)));
+        // Users write credits, so the message speaks credits too.
+        assert_eq!(
+            BidError::Negative(-250_000).to_string(),
+            "a bid of -0.25 credits per minute is negative; bid zero or more credits per minute"
+        );
         assert!(matches!("".parse::<Bid>(), Err(BidError::Malformed(_))));
         assert!(matches!(".".parse::<Bid>(), Err(BidError::Malformed(_))));
         assert!(matches!("1e3".parse::<Bid>(), Err(BidError::Malformed(_))));
