@@ -15,25 +15,27 @@ use tokio_rustls::client::TlsStream;
 /// The certificate name accountd's server certificate carries by default.
 pub const DEFAULT_SERVER_NAME: &str = "accountd";
 
-/// Why a call failed.
+/// Why a call failed. Each message is complete in itself: the underlying error is
+/// kept for `Debug` but is not the `source`, so a printed chain (`{:#}`) does not say
+/// the cause twice.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
     /// The TCP connection could not be made.
-    #[error("cannot reach accountd at {addr}: {source}; is it running and is the address right?")]
+    #[error("cannot reach accountd at {addr}: {cause}; is it running and is the address right?")]
     Connect {
         /// The address dialled.
         addr: String,
         /// The cause.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The TLS handshake failed or the server is not who it should be.
-    #[error("TLS with accountd at {addr} failed: {source}")]
+    #[error("TLS with accountd at {addr} failed: {cause}")]
     Tls {
         /// The address dialled.
         addr: String,
         /// The cause.
-        source: certs::CertError,
+        cause: certs::CertError,
     },
     /// The connection broke or carried garbage.
     #[error("connection to accountd at {addr} failed: {detail}")]
@@ -42,8 +44,7 @@ pub enum ClientError {
         addr: String,
         /// The cause in one phrase (a refused certificate is explained).
         detail: String,
-        /// The cause as it came. Deliberately not the error's `source`: `detail`
-        /// already says it, and a printed chain would say it twice.
+        /// The cause as it came.
         cause: FrameError,
     },
     /// The server closed the connection (it may have refused our certificate).
@@ -111,16 +112,16 @@ impl AccountClient {
                 addr: a.clone(),
                 secs: timeout.as_secs(),
             })?
-            .map_err(|source| ClientError::Connect {
+            .map_err(|cause| ClientError::Connect {
                 addr: a.clone(),
-                source,
+                cause,
             })?;
         let _ = tcp.set_nodelay(true);
         let (stream, _peer) = certs::connect(connector, tcp, Role::Service, server_name)
             .await
-            .map_err(|source| ClientError::Tls {
+            .map_err(|cause| ClientError::Tls {
                 addr: a.clone(),
-                source,
+                cause,
             })?;
         Ok(AccountClient {
             framed: Framed::new(stream, DEFAULT_MAX_FRAME),

@@ -22,7 +22,7 @@ use proto::account::*;
     after_help = "Settings come from flags, then ACCOUNTD_ADDR / REXEC_CA / REXEC_CERT / REXEC_KEY / REXEC_CRL, \
 then the config file (--config, REXEC_CONFIG, $XDG_CONFIG_HOME/rexec/config.toml or ~/.config/rexec/config.toml) \
 with `ca`, `cert`, `key`, `crl` at the top (shared with rexec) and `address`, `server_name` under [accountd].\n\
-Exit status: 0 success, 1 error, 2 audit found problems."
+Exit status: 0 success, 1 error, 2 bad command line, 3 audit found problems."
 )]
 struct Cli {
     /// accountd address, host:port.
@@ -117,7 +117,7 @@ enum Cmd {
         window: Window,
     },
     /// Check every balance against its entries and every key for uniqueness (admin);
-    /// exits with status 2 when something is wrong.
+    /// exits with status 3 when something is wrong.
     Audit,
     /// Show the identity accountd sees in your certificate.
     Whoami,
@@ -323,7 +323,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     };
                     println!("  {}{user}{rows}", p.what);
                 }
-                return Ok(ExitCode::from(2));
+                // 3, not 2: clap already exits 2 for a bad command line, and a
+                // script must be able to tell "the ledger is wrong" from a typo.
+                return Ok(ExitCode::from(3));
             }
         }
         Cmd::Whoami => {

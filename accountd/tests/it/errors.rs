@@ -232,7 +232,7 @@ fn audit_fails_loudly_on_a_tampered_ledger() {
     drop(raw);
     d.spawn(false).unwrap();
     let out = d.admin(&["audit"]);
-    assert_eq!(out.code, 2, "{out:?}");
+    assert_eq!(out.code, 3, "{out:?}");
     assert!(
         out.stdout.contains("audit FAILED") && out.stdout.contains("[user alice]"),
         "{out:?}"
@@ -267,4 +267,21 @@ impl Drop for ReadOnly {
     fn drop(&mut self) {
         let _ = std::process::Command::new("umount").arg(&self.0).status();
     }
+}
+
+#[test]
+fn an_unreachable_accountd_is_one_clear_line() {
+    let d = Accountd::start();
+    // A port nobody listens on: bind one, note it, let it go.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = free.local_addr().unwrap().to_string();
+    drop(free);
+    let out = ctl_with(&addr, &d.tls(Role::Admin, "ops"), d.dir.path(), &["audit"]);
+    out.fails_with(&format!("cannot reach accountd at {addr}"));
+    assert!(out.stderr.contains("is it running"), "{out:?}");
+    assert_eq!(
+        out.stderr.matches("refused").count(),
+        1,
+        "said once: {out:?}"
+    );
 }
