@@ -79,12 +79,15 @@ async fn a_stopped_client_keeps_its_job_after_tstp() {
     // A job that ends while its client is stopped keeps its output and exit for when
     // the client reads again (here the job ignores TSTP, so it runs to its end).
     let mut c = d.user().await;
-    let script = "trap '' TSTP; sleep 0.3; echo done";
+    let script = "trap '' TSTP; echo ready; sleep 0.3; echo done";
     c.start(launch(&["/bin/sh", "-c", script])).await;
+    // Only once the trap is set: before it, TSTP would rightly stop the shell.
+    let mut stdout = c.read_until("ready").await;
     c.send(ToNode::Signal(Signal::Tstp)).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let out = c.outcome().await;
-    assert_eq!(out.stdout, b"done\n");
+    stdout.push_str(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(stdout, "ready\ndone\n");
     assert_eq!(out.status(), ExitStatus::Code(0));
 }
 

@@ -62,10 +62,13 @@ impl Client {
     /// The next message other than a heartbeat (`None` at end of stream or on a
     /// connection error).
     pub async fn recv(&mut self) -> Option<FromNode> {
+        // One deadline for the whole call: rexecd's heartbeats keep coming while a
+        // job hangs, and must not keep a waiting test alive forever.
+        let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
-            let got = tokio::time::timeout(PATIENCE, self.framed.recv::<FromNode>())
+            let got = tokio::time::timeout_at(deadline, self.framed.recv::<FromNode>())
                 .await
-                .expect("no message from rexecd in time");
+                .expect("no message other than heartbeats from rexecd in time");
             match got {
                 Ok(Some(FromNode::Heartbeat(_))) => continue,
                 Ok(other) => return other,
