@@ -52,8 +52,12 @@ fn sighup_makes_rexecd_refuse_a_revoked_user_without_touching_running_jobs() {
     let out = refused.unwrap();
     assert_eq!(out.code, Some(255), "{out:?}\n{}", cluster.logs());
     assert!(out.stderr.contains("revoked"), "{}", out.stderr);
+    // The daemon logs the reload just after it swaps the configuration in.
     assert!(
-        cluster.logs().contains("reloaded the TLS configuration"),
+        rexec_tests::wait_until(Duration::from_secs(5), || cluster
+            .logs()
+            .contains("reloaded the TLS configuration"))
+        .is_some(),
         "{}",
         cluster.logs()
     );
