@@ -15,6 +15,13 @@ use crate::support::*;
 
 const NODES: u64 = 4;
 const PER_NODE: u64 = 300;
+/// accountd is killed once this many charges are acknowledged ...
+const KILL_AFTER: usize = 200;
+/// ... and no later than this sequence number: a slow machine waits here for
+/// the acknowledgements, so the kill always leaves a long stream behind it.
+const LATEST_KILL: u64 = 150;
+/// Sequence numbers sent while accountd is down.
+const DOWN_FOR: u64 = 60;
 
 fn amount(n: u64, seq: u64) -> i64 {
     1_000 + ((n * 31 + seq * 17) % 997) as i64
@@ -80,7 +87,21 @@ async fn kill9_mid_stream_loses_no_acknowledged_debit_and_doubles_none() {
         for (_, rx) in clients.iter_mut() {
             drain(rx, &mut settled);
         }
-        if killed_at.is_none() && settled.len() >= 200 {
+        if killed_at.is_none() && seq >= LATEST_KILL {
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while settled.len() < KILL_AFTER {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "only {} of {sent} charges acknowledged in 60 s",
+                    settled.len()
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                for (_, rx) in clients.iter_mut() {
+                    drain(rx, &mut settled);
+                }
+            }
+        }
+        if killed_at.is_none() && settled.len() >= KILL_AFTER {
             // Everything acknowledged so far must survive the crash.
             acked_before_kill = settled
                 .iter()
@@ -89,7 +110,7 @@ async fn kill9_mid_stream_loses_no_acknowledged_debit_and_doubles_none() {
             d.kill9();
             killed_at = Some(seq);
         }
-        if killed_at == Some(seq.saturating_sub(60)) {
+        if killed_at == Some(seq.saturating_sub(DOWN_FOR)) {
             d.spawn(false).expect("restart after kill -9");
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -101,7 +122,7 @@ async fn kill9_mid_stream_loses_no_acknowledged_debit_and_doubles_none() {
         )
     });
     assert!(
-        killed_at + 60 < PER_NODE,
+        killed_at + DOWN_FOR < PER_NODE,
         "accountd was killed too late (at {killed_at}) to be restarted"
     );
     for (c, _) in &clients {

@@ -272,10 +272,10 @@ impl Drop for ReadOnly {
 #[test]
 fn an_unreachable_accountd_is_one_clear_line() {
     let d = Accountd::start();
-    // A port nobody listens on: bind one, note it, let it go.
-    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = free.local_addr().unwrap().to_string();
-    drop(free);
+    // A port nobody listens on: held bound (so no other test can take it)
+    // but not listening, so a connection to it is refused.
+    let held = unused_port();
+    let addr = held.local_addr().unwrap().to_string();
     let out = ctl_with(&addr, &d.tls(Role::Admin, "ops"), d.dir.path(), &["audit"]);
     out.fails_with(&format!("cannot reach accountd at {addr}"));
     assert!(out.stderr.contains("is it running"), "{out:?}");

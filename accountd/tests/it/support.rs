@@ -87,7 +87,29 @@ impl Accountd {
     }
 
     /// Starts the process and waits for its ready file; on failure returns its stderr.
+    ///
+    /// A restart listens on the address the previous process had, so that
+    /// clients configured with it find the new one. While nothing listened
+    /// there, another process may have taken the port for a moment (an
+    /// outgoing connection's local port, or a client's retry connecting to
+    /// itself); a bind refused that way is tried again for a few seconds.
     pub fn spawn(&mut self, init: bool) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match self.spawn_once(init) {
+                Err(e)
+                    if !self.listen.ends_with(":0")
+                        && e.contains("Address already in use")
+                        && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn spawn_once(&mut self, init: bool) -> Result<(), String> {
         let _ = std::fs::remove_file(self.ready_file());
         let log = self.dir.path().join("accountd.log");
         let err = File::options()
@@ -95,6 +117,8 @@ impl Accountd {
             .append(true)
             .open(&log)
             .unwrap();
+        // Only what this process writes explains its failure.
+        let earlier = err.metadata().unwrap().len() as usize;
         let mut child = Command::new(ACCOUNTD)
             .args(self.args(init))
             .env("RUST_LOG", "warn")
@@ -113,13 +137,15 @@ impl Accountd {
                 return Ok(());
             }
             if let Some(status) = child.try_wait().unwrap() {
+                let text = std::fs::read(&log).unwrap_or_default();
                 return Err(format!(
                     "{status}: {}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
+                    String::from_utf8_lossy(text.get(earlier..).unwrap_or_default())
                 ));
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
+                let _ = child.wait();
                 return Err("no ready file after 20 s".into());
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -322,4 +348,12 @@ pub fn code_of(r: Result<AccountReply, accountd::client::ClientError>) -> ErrorC
         Err(accountd::client::ClientError::Server(e)) => e.code,
         other => panic!("expected a server error, got {other:?}"),
     }
+}
+
+/// A TCP socket bound to a free loopback port and never listening: while it
+/// is held, nothing else can take the port, and connections to it are refused.
+pub fn unused_port() -> tokio::net::TcpSocket {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    socket
 }
