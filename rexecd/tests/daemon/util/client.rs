@@ -41,6 +41,21 @@ impl Client {
         Client::connect_with(addr, &certs::connector(&tls).unwrap()).await
     }
 
+    /// Like [`Self::connect`], but `None` when the daemon closes the connection or the
+    /// handshake fails (a connection over `max_connections` is closed at once).
+    pub async fn try_connect(addr: &str, role: Role, name: &str) -> Option<Client> {
+        let tls = pki().tls_paths(role, name);
+        let connector = certs::connector(&tls).unwrap();
+        let tcp = TcpStream::connect(addr).await.ok()?;
+        tcp.set_nodelay(true).unwrap();
+        let (stream, _) = certs::connect(&connector, tcp, Role::Node, NODE)
+            .await
+            .ok()?;
+        Some(Client {
+            framed: Framed::new(stream, proto::DEFAULT_MAX_FRAME),
+        })
+    }
+
     /// TCP and TLS to the daemon with a prepared connector.
     pub async fn connect_with(addr: &str, connector: &tokio_rustls::TlsConnector) -> Client {
         let tcp = TcpStream::connect(addr).await.unwrap();

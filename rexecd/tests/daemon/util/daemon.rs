@@ -168,6 +168,22 @@ impl Daemon {
     pub async fn user(&self) -> Client {
         self.client(Role::User, USER).await
     }
+
+    /// A client session of the test user, or `None` when the daemon closed the
+    /// connection before the TLS handshake or the `Welcome` (e.g. at its connection
+    /// limit).
+    pub async fn try_user(&self) -> Option<Client> {
+        let mut c = Client::try_connect(&self.addr, Role::User, USER).await?;
+        c.framed
+            .send(&ToNode::Hello(Hello::new("daemon-tests")))
+            .await
+            .ok()?;
+        match c.recv().await? {
+            FromNode::Welcome(w) => assert_eq!(w.node, NODE),
+            other => panic!("expected Welcome, got {other:?}"),
+        }
+        Some(c)
+    }
 }
 
 impl Drop for Daemon {

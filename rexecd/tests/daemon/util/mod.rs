@@ -157,6 +157,26 @@ pub fn is_dead(pid: i32) -> bool {
     matches!(state, None | Some('Z') | Some('X'))
 }
 
+/// True once `pid` is gone, a zombie, or on its way out (the kernel's `PF_EXITING` flag
+/// is set). A killed process leaves its cgroup's `cgroup.procs` (and may let the cgroup
+/// be removed) a moment before it turns into a zombie, so right after a cgroup was
+/// emptied this is what can be asserted at once; [`is_dead`] follows shortly after.
+pub fn is_dying(pid: i32) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    if is_dead(pid) {
+        return true;
+    }
+    // After the command name: state ppid pgrp session tty_nr tpgid flags ...
+    let flags = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().nth(6))
+        .and_then(|f| f.parse::<u64>().ok());
+    flags.is_some_and(|f| f & PF_EXITING != 0)
+}
+
 /// The scheduler state letter of `pid`, if it exists.
 pub fn state_of(pid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
