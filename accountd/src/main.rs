@@ -12,6 +12,7 @@ use accountd::server::{Server, ServerConfig};
 use accountd::store::StoreConfig;
 use anyhow::Context;
 use clap::Parser;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// The rexec market's credit ledger: accounts, grants, idempotent debits, audit.
 #[derive(Parser, Debug)]
@@ -129,29 +130,21 @@ fn resolve(args: Args) -> Result<(ServerConfig, String, Option<PathBuf>), Config
     Ok((cfg, listen, args.ready_file.or(file.ready_file)))
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM received"),
-                _ = int.recv() => tracing::info!("SIGINT received"),
-            }
-        }
-        _ => {
-            tracing::error!("cannot install signal handlers; stop accountd with SIGKILL");
-            std::future::pending::<()>().await;
-        }
+/// Waits for SIGTERM or SIGINT. The streams are created before the ready file is
+/// written, so a stop sent the moment accountd is up is a clean shutdown.
+async fn shutdown_signal(mut term: Signal, mut int: Signal) {
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received"),
+        _ = int.recv() => tracing::info!("SIGINT received"),
     }
 }
 
 async fn real_main(args: Args) -> anyhow::Result<()> {
-    // First, so a SIGHUP during start-up is queued for the reload loop, not fatal.
-    let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        .context("cannot handle SIGHUP")?;
+    // First, so a signal during start-up is queued (SIGHUP for the reload loop,
+    // SIGTERM and SIGINT for a clean shutdown), not fatal.
+    let hangups = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+    let term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let (cfg, listen, ready_file) = resolve(args)?;
     if cfg.tls.crl.is_none() {
         tracing::warn!(
@@ -174,7 +167,7 @@ async fn real_main(args: Args) -> anyhow::Result<()> {
             .and_then(|_| std::fs::rename(&tmp, &path))
             .with_context(|| format!("cannot write ready file {}", path.display()))?;
     }
-    server.run(listener, shutdown_signal()).await;
+    server.run(listener, shutdown_signal(term, int)).await;
     Ok(())
 }
 

@@ -178,6 +178,17 @@ fn a_missing_database_is_a_clear_error_and_nothing_is_created() {
 }
 
 #[test]
+fn a_sigterm_the_moment_accountd_is_ready_is_a_clean_shutdown() {
+    // The handlers exist before the ready file does (a regression: they were
+    // installed when the server loop first ran, and an early SIGTERM killed it).
+    for _ in 0..3 {
+        let mut d = Accountd::start();
+        let status = d.terminate();
+        assert!(status.success(), "accountd stopped with {status}");
+    }
+}
+
+#[test]
 fn an_unwritable_or_foreign_database_is_refused_and_left_untouched() {
     let mut d = Accountd::start();
     d.admin(&["create", "alice", "--initial", "5"]).ok();
