@@ -82,10 +82,6 @@ impl Running<'_> {
         mut reader: FrameReader<R>,
     ) {
         let id = self.job.cgroup;
-        if self.pending.is_some() {
-            // The suspension was for stdin that now has nowhere to go.
-            self.live.saw_frame(Instant::now());
-        }
         if !self.killed
             && let Some(cpu) = usage(self.shared, id).await
         {
@@ -130,6 +126,10 @@ impl Running<'_> {
         tracing::info!(%user, %job, rank, exit = %exit_text, cpu_seconds, "job ended");
         let _ = self.out.send(last).await;
         drop(self.out);
+        // The client's clock restarts here: the time rexecd spent destroying the cgroup
+        // is not the client's silence. This also ends a suspension for a full stdin,
+        // which now has nowhere to go; a stop for Ctrl-Z still holds.
+        self.live.saw_frame(Instant::now());
         // The last frames reach the client when it reads them; a stopped (Ctrl-Z) or
         // slow but live client is waited for under the same liveness rules as before.
         let mut output = output;
