@@ -85,19 +85,34 @@ pub fn shared_bin(name: &str) -> PathBuf {
 }
 
 /// Make sure the test user exists (create it if not).
+///
+/// Other test binaries (rexecd's) create the same user and may run at the
+/// same time: a `useradd` that fails because another one holds the account
+/// files' lock, or created the user first, is tried again until the user
+/// exists.
 pub fn ensure_test_user() {
-    if nix::unistd::User::from_name(TEST_USER)
-        .ok()
-        .flatten()
-        .is_some()
-    {
-        return;
+    let exists = || {
+        nix::unistd::User::from_name(TEST_USER)
+            .ok()
+            .flatten()
+            .is_some()
+    };
+    let mut last = String::new();
+    for _ in 0..50 {
+        if exists() {
+            return;
+        }
+        let out = Command::new("useradd")
+            .args(["--create-home", "--shell", "/bin/sh", TEST_USER])
+            .output()
+            .expect("cannot run useradd");
+        if out.status.success() {
+            return;
+        }
+        last = String::from_utf8_lossy(&out.stderr).into_owned();
+        std::thread::sleep(Duration::from_millis(100));
     }
-    let status = Command::new("useradd")
-        .args(["--create-home", "--shell", "/bin/sh", TEST_USER])
-        .status()
-        .expect("cannot run useradd");
-    assert!(status.success(), "useradd {TEST_USER} failed");
+    assert!(exists(), "useradd {TEST_USER} failed: {last}");
 }
 
 /// Options for [`Cluster::start_with`].

@@ -141,7 +141,7 @@ fn a_malformed_frame_gets_an_error_and_ends_the_job() {
     );
     let errors = error_messages(&frames);
     assert!(errors.iter().any(|e| e.contains("malformed")), "{frames:?}");
-    let gone = wait_until(Duration::from_secs(2), || {
+    let gone = wait_until(Duration::from_secs(10), || {
         cluster.marked(&[]).is_empty() && cluster.job_cgroups().is_empty()
     });
     assert!(gone.is_some(), "{:?}", cluster.marked(&[]));
@@ -158,7 +158,7 @@ fn a_frame_over_the_limit_gets_an_error_and_ends_the_job() {
         "{frames:?}\n{}",
         cluster.logs()
     );
-    let gone = wait_until(Duration::from_secs(2), || {
+    let gone = wait_until(Duration::from_secs(10), || {
         cluster.marked(&[]).is_empty() && cluster.job_cgroups().is_empty()
     });
     assert!(gone.is_some(), "{:?}", cluster.marked(&[]));

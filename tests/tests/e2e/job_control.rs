@@ -11,9 +11,13 @@ use rexec_tests::wait_until;
 #[test]
 fn ctrl_z_and_fg_stop_and_resume_the_remote_ranks() {
     let cluster = Cluster::start(2);
-    let script = "echo ready-$REXEC_RANK; while :; do sleep 0.2; done";
+    // The line read from stdin holds `ready` back until the client's launch
+    // phase is over (it passes stdin on only then), so SIGTSTP reaches the
+    // running job's coordinator.
+    let script = "read go; echo ready-$REXEC_RANK; while :; do sleep 0.2; done";
     let mut client = cluster
         .rexec()
+        .stdin(b"go\n".to_vec())
         .args(["--nodes", "n1,n2", "sh", "-c", script])
         .spawn();
     client.wait_for_stdout("ready-0", Duration::from_secs(10));
@@ -23,7 +27,7 @@ fn ctrl_z_and_fg_stop_and_resume_the_remote_ranks() {
     assert!(wait_until(Duration::from_secs(5), || job(&cluster).len() >= 4).is_some());
 
     client.signal(SIGTSTP);
-    let stopped = wait_until(Duration::from_secs(3), || {
+    let stopped = wait_until(Duration::from_secs(10), || {
         let procs = job(&cluster);
         !procs.is_empty() && procs.iter().all(|p| p.state == 'T') && client.state() == Some('T')
     });
@@ -48,7 +52,7 @@ fn ctrl_z_and_fg_stop_and_resume_the_remote_ranks() {
     );
 
     client.signal(SIGCONT);
-    let resumed = wait_until(Duration::from_secs(3), || {
+    let resumed = wait_until(Duration::from_secs(10), || {
         let procs = job(&cluster);
         !procs.is_empty() && procs.iter().all(|p| p.state != 'T') && client.state() != Some('T')
     });

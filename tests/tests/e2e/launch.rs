@@ -14,11 +14,28 @@ fn exit_codes_propagate_and_the_first_failure_wins() {
     let out = cluster.rexec().args(["sh", "-c", "exit 7"]).run();
     assert_eq!(out.code, Some(7), "{out:?}");
 
-    // Rank 1 fails first (rank 0 waits a little), so its status is the one reported.
-    let script = "if [ $REXEC_RANK = 1 ]; then exit 3; else sleep 1; exit 4; fi";
+    // Rank 1 fails first, so its status is the one reported. Rank 0 waits
+    // until rank 1 has run (a file it leaves), then a while longer for rank
+    // 1's exit to reach the client: the two ranks may start far apart on a
+    // loaded machine, so a plain sleep in rank 0 would not order them.
+    let shared = tempfile::Builder::new()
+        .prefix("rexec-order-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(
+        shared.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let marker = shared.path().join("rank1-ran");
+    let script = format!(
+        "if [ $REXEC_RANK = 1 ]; then touch {m}; exit 3; fi; \
+         while [ ! -e {m} ]; do sleep 0.05; done; sleep 2; exit 4",
+        m = marker.display()
+    );
     let out = cluster
         .rexec()
-        .args(["--nodes", "n1,n2", "sh", "-c", script])
+        .args(["--nodes", "n1,n2", "sh", "-c", &script])
         .run();
     assert_eq!(out.code, Some(3), "{out:?}");
 
