@@ -11,7 +11,12 @@
 //! abandoned. Ranks that did start are told `Signal(Kill)` and their
 //! connections closed; abandoned connections close too, and a node cleans
 //! up a job whose client went away. A signal that would end a local program
-//! (SIGINT, SIGTERM, SIGHUP, ...) during the launch does the same.
+//! (SIGINT, SIGTERM, SIGHUP, ...) during the launch does the same. Ctrl-Z,
+//! SIGCONT and window size changes are kept, in order, for the run phase.
+//!
+//! The phase ends the moment the last rank has reported, so a signal that
+//! arrives after every rank started is the run phase's, even when a rank's
+//! output is already on the screen.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,7 +55,17 @@ pub struct LaunchFailed {
     pub code: i32,
 }
 
-/// Launch every rank of `spec` on `ranks`; the running ranks come back in rank order.
+/// A job whose every rank started.
+#[derive(Debug)]
+pub struct Launched {
+    /// The running ranks, in rank order.
+    pub links: Vec<RankLink>,
+    /// Signals caught during the launch that the run phase must still act on
+    /// (Ctrl-Z, SIGCONT, SIGWINCH), oldest first.
+    pub deferred: Vec<Caught>,
+}
+
+/// Launch every rank of `spec` on `ranks`.
 pub async fn launch_all(
     connector: &TlsConnector,
     spec: &JobSpec,
@@ -58,7 +73,7 @@ pub async fn launch_all(
     timeout: Duration,
     signals: &mut mpsc::UnboundedReceiver<Caught>,
     spawner: Spawner,
-) -> Result<Vec<RankLink>, LaunchFailed> {
+) -> Result<Launched, LaunchFailed> {
     let mut set = JoinSet::new();
     for target in ranks {
         let connector = connector.clone();
@@ -80,7 +95,8 @@ pub async fn launch_all(
     let mut failures: Vec<(u32, SessionError)> = Vec::new();
     let mut give_up: Option<Instant> = None;
     let mut interrupted: Option<i32> = None;
-    loop {
+    let mut deferred = Vec::new();
+    while !set.is_empty() {
         tokio::select! {
             joined = set.join_next() => match joined {
                 None => break,
@@ -104,13 +120,15 @@ pub async fn launch_all(
             sig = signals.recv() => match sig {
                 Some(Caught::Int) => { interrupted = Some(130); break; }
                 Some(Caught::Forward(s)) => { interrupted = Some(128 + i32::from(s.code())); break; }
-                _ => {}
+                Some(other) => deferred.push(other),
+                None => {}
             },
         }
     }
     set.abort_all();
     if failures.is_empty() && interrupted.is_none() {
-        return Ok(started.into_iter().flatten().collect());
+        let links = started.into_iter().flatten().collect();
+        return Ok(Launched { links, deferred });
     }
     failures.sort_by_key(|f| f.0);
     for (rank, e) in &failures {

@@ -111,8 +111,8 @@ pub async fn run(args: RunArgs) -> i32 {
     };
     let launched =
         launch::launch_all(&connector, &spec, &ranks, timeout, &mut signals, spawner).await;
-    let links = match launched {
-        Ok(links) => links,
+    let launch::Launched { links, deferred } = match launched {
+        Ok(launched) => launched,
         Err(f) => {
             // What the started ranks printed before they were stopped still shows.
             let finish = tokio::task::spawn_blocking(move || output.finish());
@@ -138,6 +138,9 @@ pub async fn run(args: RunArgs) -> i32 {
         kill_on_bad_exit: args.kill_on_bad_exit,
         pause,
     };
+    for sig in deferred {
+        job.on_signal(sig).await;
+    }
     job.coordinate(ev_rx, out_rx, signals).await;
     let code = job.forced.or(job.first_bad).unwrap_or(0);
     for link in &job.links {

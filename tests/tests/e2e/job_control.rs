@@ -1,11 +1,13 @@
 //! Ctrl-Z and `fg`: SIGTSTP to the client stops every remote rank (state
 //! `T` in /proc) and then the client; SIGCONT resumes both, and a stop
-//! longer than the heartbeat timeouts is not mistaken for a dead peer.
+//! longer than the heartbeat timeouts is not mistaken for a dead peer. A
+//! Ctrl-Z while the client is still launching takes effect once it is done.
 
 use std::time::Duration;
 
 use nix::sys::signal::Signal::{SIGCONT, SIGTERM, SIGTSTP};
 use rexec_tests::cluster::Cluster;
+use rexec_tests::proxy::DelayProxy;
 use rexec_tests::wait_until;
 
 #[test]
@@ -74,4 +76,56 @@ fn ctrl_z_and_fg_stop_and_resume_the_remote_ranks() {
     let out = client.wait(Duration::from_secs(10));
     assert_eq!(out.code, Some(143), "{out:?}");
     assert!(!out.stderr.contains("heartbeat"), "{}", out.stderr);
+}
+
+#[test]
+fn a_ctrl_z_during_the_launch_stops_the_job_once_every_rank_has_started() {
+    // n2 answers 3 s late, so rank 0 runs (and prints) while the client is
+    // still launching rank 1. A Ctrl-Z then is kept for the run phase (it was
+    // dropped): the whole job stops as soon as rank 1 is up.
+    let cluster = Cluster::start(2);
+    let proxy = DelayProxy::start(cluster.node("n2").addr, Duration::from_secs(3));
+    let config = cluster.client_config_via("n2", proxy.addr);
+    let script = "echo ready-$REXEC_RANK; while :; do sleep 0.2; done";
+    let client = cluster
+        .rexec()
+        .config(&config)
+        .args(["--nodes", "n1,n2", "sh", "-c", script])
+        .spawn();
+    client.wait_for_stdout("ready-0", Duration::from_secs(10));
+    assert!(
+        !client.stdout_now().contains("ready-1"),
+        "rank 1 started before the delay: {}",
+        client.stdout_now()
+    );
+    client.signal(SIGTSTP);
+    let pid = client.pid;
+    let job = |cluster: &Cluster| cluster.marked(&[pid]);
+    let stopped = wait_until(Duration::from_secs(15), || {
+        let procs = job(&cluster);
+        procs.len() >= 4 && procs.iter().all(|p| p.state == 'T') && client.state() == Some('T')
+    });
+    assert!(
+        stopped.is_some(),
+        "ranks {:?}, client {:?}, stderr {}",
+        job(&cluster),
+        client.state(),
+        client.stderr_now()
+    );
+
+    client.signal(SIGCONT);
+    let resumed = wait_until(Duration::from_secs(10), || {
+        let procs = job(&cluster);
+        !procs.is_empty() && procs.iter().all(|p| p.state != 'T') && client.state() != Some('T')
+    });
+    assert!(
+        resumed.is_some(),
+        "ranks {:?}, client {:?}",
+        job(&cluster),
+        client.state()
+    );
+    client.signal(SIGTERM);
+    let out = client.wait(Duration::from_secs(10));
+    assert_eq!(out.code, Some(143), "{out:?}");
+    assert!(out.out().contains("ready-1"), "{out:?}");
 }
