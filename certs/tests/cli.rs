@@ -4,6 +4,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use certs::{CertError, Role, TlsPaths};
 
@@ -38,6 +39,76 @@ fn fails(args: &[&str]) -> String {
 
 fn mode(p: &Path) -> u32 {
     fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+const DAY: i64 = 86_400;
+
+fn unix_now() -> i64 {
+    i64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap()
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let doy = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Parses a time as `show` prints it (`Nov  3 09:05:00 2026 +00:00`, anything after
+/// ignored) into seconds since the Unix epoch.
+fn parse_show_time(text: &str) -> i64 {
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    let [month, day, hms, year, offset, ..] = parts[..] else {
+        panic!("not a time: {text:?}");
+    };
+    assert_eq!(offset, "+00:00", "times are shown in UTC: {text:?}");
+    let months = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = months
+        .iter()
+        .position(|m| *m == month)
+        .unwrap_or_else(|| panic!("no month in {text:?}")) as i64
+        + 1;
+    let num = |s: &str| -> i64 { s.parse().unwrap_or_else(|_| panic!("{s:?} in {text:?}")) };
+    let hms: Vec<i64> = hms.split(':').map(num).collect();
+    assert_eq!(hms.len(), 3, "{text:?}");
+    days_from_civil(num(year), month, num(day)) * DAY + hms[0] * 3600 + hms[1] * 60 + hms[2]
+}
+
+/// The `not before:` and `not after:` times from `rexec-certs show` output.
+fn shown_validity(show: &str) -> (i64, i64) {
+    let field = |label: &str| {
+        let line = show
+            .lines()
+            .find_map(|l| l.strip_prefix(label))
+            .unwrap_or_else(|| panic!("no {label:?} line in\n{show}"));
+        parse_show_time(line)
+    };
+    (field("not before:"), field("not after:"))
+}
+
+/// Every file under `dir` with its contents, to show that a refusal wrote nothing.
+fn snapshot(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let bytes = fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    files.sort();
+    files
 }
 
 #[test]
@@ -218,6 +289,139 @@ fn init_issue_show_revoke() {
     ]);
     assert_ne!(fs::read(out.join("user-alice.pem")).unwrap(), before);
     certs::client_config(&alice).unwrap();
+}
+
+#[test]
+fn days_sets_the_validity_shown_and_absurd_values_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = tmp.path().join("ca");
+    let out = tmp.path().join("out");
+    let (ca_s, out_s) = (ca.to_str().unwrap(), out.to_str().unwrap());
+    ok(&["init", "--dir", ca_s, "--cluster", "lab"]);
+    let ca_done = unix_now();
+    let backdate = i64::try_from(certs::BACKDATE.as_secs()).unwrap();
+    // Certificate times are whole seconds, and so are our clock readings taken around the
+    // issuing process: allow one second of rounding either way.
+    let slack = 1;
+
+    // A client role and a server role with --days 30, an admin with the default (365).
+    for (what, days) in [
+        (&["user", "alice"][..], Some(30)),
+        (&["node", "n1"][..], Some(30)),
+        (&["admin", "ops"][..], None),
+    ] {
+        let mut args = vec!["issue", "--dir", ca_s, "--out", out_s];
+        let days_arg = days.map(|d: i64| d.to_string());
+        if let Some(d) = &days_arg {
+            args.extend(["--days", d.as_str()]);
+        }
+        args.extend(what);
+        let days = days.unwrap_or(365);
+        let before = unix_now();
+        let said = ok(&args);
+        let after = unix_now();
+        assert!(said.contains(&format!("valid {days} days")), "{said}");
+
+        let pem = out.join(format!("{}-{}.pem", what[0], what[1]));
+        let show = ok(&["show", pem.to_str().unwrap()]);
+        let (not_before, not_after) = shown_validity(&show);
+        // The parse of what `show` prints agrees with the certificate itself.
+        let info = certs::CertInfo::load(&pem).unwrap();
+        assert_eq!((not_before, not_after), (info.not_before, info.not_after));
+        // Valid from BACKDATE before issue to exactly `days` days after it.
+        assert!(
+            (before - backdate - slack..=after - backdate + slack).contains(&not_before),
+            "{what:?}: not before {not_before} outside {before}..={after} minus {backdate} s\n{show}"
+        );
+        assert!(
+            (before + days * DAY - slack..=after + days * DAY + slack).contains(&not_after),
+            "{what:?}: not after {not_after} is not {days} days after {before}..={after}\n{show}"
+        );
+        assert!(
+            (not_after - not_before - (days * DAY + backdate)).abs() <= slack,
+            "{what:?}: span {} s, want {days} days plus {backdate} s\n{show}",
+            not_after - not_before
+        );
+        assert!(show.contains("(valid now)"), "{show}");
+    }
+
+    // Absurd values are refused by the library's rule, in one line, writing nothing: not
+    // the output directory, not a file in the CA directory.
+    let refused = tmp.path().join("refused");
+    let ca_files = snapshot(&ca);
+    let (over, huge) = ((certs::MAX_DAYS + 1).to_string(), u32::MAX.to_string());
+    for days in ["0", over.as_str(), huge.as_str()] {
+        let err = fails(&[
+            "issue",
+            "--dir",
+            ca_s,
+            "--out",
+            refused.to_str().unwrap(),
+            "--days",
+            days,
+            "user",
+            "bob",
+        ]);
+        assert!(
+            err.contains(&format!(
+                "invalid validity: --days must be between 1 and {}, not {days}",
+                certs::MAX_DAYS
+            )),
+            "{err}"
+        );
+        assert!(!refused.exists(), "--days {days} created {refused:?}");
+        assert_eq!(
+            snapshot(&ca),
+            ca_files,
+            "--days {days} changed the CA directory"
+        );
+    }
+    // Values that are not a u32 at all are clap usage errors (with its usual hints).
+    for days in ["-1", "4294967296", "thirty"] {
+        let usage = rexec_certs(&[
+            "issue",
+            "--dir",
+            ca_s,
+            "--out",
+            refused.to_str().unwrap(),
+            &format!("--days={days}"),
+            "user",
+            "bob",
+        ]);
+        assert_eq!(usage.status.code(), Some(2), "--days {days}");
+        let err = String::from_utf8_lossy(&usage.stderr);
+        assert!(
+            err.lines()
+                .next()
+                .unwrap_or("")
+                .contains(&format!("invalid value '{days}' for '--days <DAYS>'")),
+            "{err}"
+        );
+        assert!(!refused.exists(), "--days {days} created {refused:?}");
+    }
+    // Validity is also capped by the CA's own end: once a second has passed since the CA
+    // was made, a certificate for the CA's whole life would outlive it.
+    while unix_now() <= ca_done {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let err = fails(&[
+        "issue",
+        "--dir",
+        ca_s,
+        "--out",
+        refused.to_str().unwrap(),
+        "--days",
+        &certs::CA_DAYS.to_string(),
+        "user",
+        "bob",
+    ]);
+    assert!(
+        err.contains("invalid validity: the CA itself expires on")
+            && err.contains(&format!("use --days {} or less", certs::CA_DAYS - 1)),
+        "{err}"
+    );
+    assert!(!refused.exists());
+    assert_eq!(snapshot(&ca), ca_files);
 }
 
 #[test]

@@ -243,8 +243,12 @@ async fn extra_sans_do_not_change_the_identity() {
         key: issued.key,
         crl: Some(pki.ca().crl_path()),
     };
-    // Dialling the node by its alias reaches it, but the identity is still node n4, and
-    // `connect` wants the node's own name.
+    let info = certs::CertInfo::load(&paths.cert).unwrap();
+    assert_eq!(info.dns, ["n4", "n4.example"]);
+    assert_eq!(info.ips, [std::net::IpAddr::from([127, 0, 0, 1])]);
+    // The client dials the node by its own name (`connect` verifies the certificate for
+    // the DNS name n4, whichever address the TCP connection went to): the extra SANs
+    // change nothing, the identity both sides see is still node n4.
     let out = exchange(
         certs::acceptor(&paths).unwrap(),
         pki.connector(Role::Admin, "ops").unwrap(),
@@ -253,6 +257,20 @@ async fn extra_sans_do_not_change_the_identity() {
     .await;
     assert_eq!(out.client.unwrap(), id(Role::Node, "n4"));
     assert_eq!(out.server.unwrap(), id(Role::Admin, "ops"));
+    // Dialling the alias instead: the certificate is valid for the DNS name n4.example,
+    // but it says node n4, not node n4.example, so `connect` refuses it.
+    let out = exchange(
+        certs::acceptor(&paths).unwrap(),
+        pki.connector(Role::Admin, "ops").unwrap(),
+        (Role::Node, "n4.example"),
+    )
+    .await;
+    let client = out.client.unwrap_err();
+    assert!(
+        client.contains("presented a certificate for node n4, but we dialled node n4.example"),
+        "{client}"
+    );
+    assert!(out.server.is_err());
 }
 
 #[tokio::test]
