@@ -123,7 +123,7 @@ impl Running<'_> {
                 (Out::Close(Some(FromNode::Error(reply))), text)
             }
         };
-        tracing::info!(%user, %job, rank, exit = %exit_text, cpu_seconds, "job ended");
+        tracing::info!(%user, %job, rank, exit = ?exit_text, cpu_seconds, "job ended");
         let _ = self.out.send(last).await;
         drop(self.out);
         // The client's clock restarts here: the time rexecd spent destroying the cgroup

@@ -97,7 +97,7 @@ pub(super) async fn run<S>(
         rank: job.rank,
         pid,
     });
-    tracing::info!(user = job.user.name(), job = %job.job, rank = job.rank, pid,
+    tracing::info!(user = %job.user.name(), job = %job.job, rank = job.rank, pid,
         program = %job.program, cgroup = job.cgroup, "job started");
 
     let (stdin_tx, stdin_rx) = mpsc::channel(pump::STDIN_QUEUE);

@@ -8,6 +8,7 @@ mod auth;
 mod cleanup;
 mod cli;
 mod heartbeat;
+mod joblog;
 mod launch;
 mod limits;
 mod util;

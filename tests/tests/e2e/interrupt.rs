@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+use nix::sys::signal::Signal::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
 use rexec_tests::cluster::{Cluster, ClusterOptions};
 use rexec_tests::wait_until;
 
@@ -116,8 +116,8 @@ fn a_double_sigint_leaves_nothing_of_the_job_within_one_second() {
 }
 
 #[test]
-fn hup_usr1_and_term_are_forwarded() {
-    hup_usr1_and_term_reach_the_handlers(&Cluster::start(2));
+fn hup_quit_usr1_usr2_and_term_are_forwarded() {
+    forwarded_signals_reach_the_handlers(&Cluster::start(2));
 }
 
 #[test]
@@ -138,32 +138,62 @@ fn signals_rexecd_inherited_as_ignored_are_not_ignored_by_the_job() {
         Some("0000000000000000"),
         "{out:?}"
     );
-    hup_usr1_and_term_reach_the_handlers(&cluster);
+    forwarded_signals_reach_the_handlers(&cluster);
 }
 
-fn hup_usr1_and_term_reach_the_handlers(cluster: &Cluster) {
-    let script = "trap 'echo usr1-$REXEC_RANK' USR1; trap 'echo hup-$REXEC_RANK' HUP; \
-                  read go; echo ready-$REXEC_RANK; while :; do sleep 0.05; done";
+/// The signals the client forwards as they are, sent one at a time to the client
+/// process: each rank's handler runs once per signal, and the user sees exactly the
+/// handlers' lines; SIGTERM (not trapped) ends both ranks and the client with 143,
+/// and rexec itself prints nothing.
+fn forwarded_signals_reach_the_handlers(cluster: &Cluster) {
+    // Every trap is set before `ready`. The loop's sleeps run in the background (a
+    // non-interactive shell starts them with SIGQUIT ignored, so no sleep dumps core)
+    // and the shell's reports of sleeps killed by a signal go to /dev/null, so the
+    // job's own stderr is empty. `wait` returns as soon as a trapped signal arrives.
+    let script = "trap 'echo hup-$REXEC_RANK' HUP; trap 'echo quit-$REXEC_RANK' QUIT; \
+                  trap 'echo usr1-$REXEC_RANK' USR1; trap 'echo usr2-$REXEC_RANK' USR2; \
+                  read go; echo ready-$REXEC_RANK; \
+                  while :; do sleep 0.05 & wait $!; done 2>/dev/null";
     let client = cluster
         .rexec()
         .stdin(b"go\n".to_vec())
         .args(["-l", "--nodes", "n1,n2", "sh", "-c", script])
         .spawn();
-    client.wait_for_stdout("ready-0", Duration::from_secs(10));
-    client.wait_for_stdout("ready-1", Duration::from_secs(10));
-    client.signal(SIGUSR1);
-    client.wait_for_stdout("[0] usr1-0", Duration::from_secs(5));
-    client.wait_for_stdout("[1] usr1-1", Duration::from_secs(5));
-    client.signal(SIGHUP);
-    client.wait_for_stdout("[0] hup-0", Duration::from_secs(5));
-    client.wait_for_stdout("[1] hup-1", Duration::from_secs(5));
+    let phases = [
+        ("ready", None),
+        ("usr1", Some(SIGUSR1)),
+        ("hup", Some(SIGHUP)),
+        ("quit", Some(SIGQUIT)),
+        ("usr2", Some(SIGUSR2)),
+    ];
+    for (word, signal) in phases {
+        if let Some(signal) = signal {
+            client.signal(signal);
+        }
+        // Both ranks answer before the next signal goes out, so the lines come in
+        // phases; within a phase the two ranks' lines may come in either order.
+        client.wait_for_stdout(&format!("[0] {word}-0\n"), Duration::from_secs(10));
+        client.wait_for_stdout(&format!("[1] {word}-1\n"), Duration::from_secs(10));
+    }
     client.signal(SIGTERM);
     let out = client.wait(Duration::from_secs(10));
     assert_eq!(out.code, Some(143), "{out:?}");
-    // (The remote sh reports its sleep's deaths on stderr; rexec itself says nothing.)
-    assert!(
-        !out.stderr.contains("rexec:"),
-        "the user's own signal is no failure to report: {}",
-        out.stderr
+    assert_eq!(
+        out.stderr, "",
+        "the user's own signal is no failure to report"
     );
+    let text = out.out();
+    let mut lines: Vec<&str> = text.lines().collect();
+    for pair in lines.chunks_mut(2) {
+        pair.sort_unstable();
+    }
+    let expected: Vec<String> = phases
+        .iter()
+        .flat_map(|(word, _)| [format!("[0] {word}-0"), format!("[1] {word}-1")])
+        .collect();
+    assert_eq!(
+        lines, expected,
+        "stdout, each phase sorted by rank: {text:?}"
+    );
+    assert!(text.ends_with('\n'), "{text:?}");
 }

@@ -8,7 +8,7 @@ use certs::Role;
 use proto::node::{FromNode, Hello, ToNode};
 use rexecd::cgroup::{JobCgroups, ParentName};
 
-use super::{Client, NODE, PATIENCE, USER, cpu_dir, job_dirs, pki};
+use super::{Client, NODE, PATIENCE, USER, cpu_dir, eventually, job_dirs, pki};
 
 /// A running `rexecd` under test.
 pub struct Daemon {
@@ -112,6 +112,33 @@ impl Daemon {
     /// Everything rexecd logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// The first complete line rexecd has logged that satisfies `wanted`, waiting for
+    /// it up to `limit` (rexecd may write a line after the effect a test saw); panics
+    /// with the log when none came. A line still being written (no newline yet) is not
+    /// looked at.
+    pub fn wait_for_log_line(
+        &self,
+        limit: Duration,
+        mut wanted: impl FnMut(&str) -> bool,
+    ) -> String {
+        let mut found = None;
+        let seen = eventually(limit, || {
+            found = self
+                .log()
+                .split_inclusive('\n')
+                .filter_map(|l| l.strip_suffix('\n'))
+                .find(|l| wanted(l))
+                .map(str::to_string);
+            found.is_some()
+        });
+        assert!(
+            seen,
+            "no such line logged within {limit:?}; log:\n{}",
+            self.log()
+        );
+        found.unwrap_or_default()
     }
 
     /// The daemon's pid.

@@ -213,3 +213,40 @@ pub fn assert_nothing_left(daemon: &Daemon, pids: &[i32]) {
         daemon.log()
     );
 }
+
+/// The fields of a `tracing` log line whose message is `message`, in order, as
+/// `(key, value)`: the `key=value` pairs after the message, a value running up to the
+/// next `key=` (so an unquoted `exit=code 5` is one field), surrounding quotes removed. `None` when
+/// the line does not carry `message`.
+pub fn log_fields(line: &str, message: &str) -> Option<Vec<(String, String)>> {
+    let rest = &line[line.find(&format!(": {message} "))? + message.len() + 2..];
+    let mut fields: Vec<(String, String)> = Vec::new();
+    for word in rest.split_whitespace() {
+        let key = word
+            .split_once('=')
+            .map(|(k, _)| k)
+            .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+        match (key, fields.last_mut()) {
+            (Some(key), _) => fields.push((key.to_string(), word[key.len() + 1..].to_string())),
+            (None, Some((_, value))) => {
+                value.push(' ');
+                value.push_str(word);
+            }
+            (None, None) => return None,
+        }
+    }
+    for (_, value) in &mut fields {
+        if let Some(inner) = value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+            *value = inner.to_string();
+        }
+    }
+    Some(fields)
+}
+
+/// The value of field `key` in `fields` (see [`log_fields`]).
+pub fn field<'a>(fields: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    fields
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
