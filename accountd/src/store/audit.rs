@@ -4,12 +4,16 @@
 //! entry's `balance_after` equals the running sum up to it; every entry
 //! belongs to an account; amounts have the sign their kind demands;
 //! idempotency keys are present exactly on debits and refunds, match their
-//! columns, and are unique.
+//! columns, and are unique; entry ids run without a gap from 1 to the last id
+//! SQLite gave out, so a deleted entry is named even when the balances were
+//! changed to hide it. (Ids are consecutive because every insert into
+//! `entries` either commits or is rolled back with its transaction or
+//! savepoint, which also rolls back the AUTOINCREMENT counter.)
 
 use std::collections::HashMap;
 
 use proto::account::{AccountError, AuditProblem, AuditReport, DebitKey, EntryKind};
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 use super::ledger::{key_text, storage};
 
@@ -156,6 +160,7 @@ pub fn audit(conn: &Connection) -> Result<AuditReport, AccountError> {
             *broken = true;
         }
     }
+    missing_entries(conn, &mut p)?;
     let mut users: Vec<_> = accounts.iter().collect();
     users.sort();
     for (user, balance) in users {
@@ -190,4 +195,50 @@ pub fn audit(conn: &Connection) -> Result<AuditReport, AccountError> {
         entries,
         problems: p.0,
     })
+}
+
+/// Reports each run of entry ids that is absent: between two entries, or
+/// after the last one up to the last id SQLite handed out (`sqlite_sequence`).
+fn missing_entries(conn: &Connection, p: &mut Problems) -> Result<(), AccountError> {
+    let mut gaps: Vec<(i64, i64)> = Vec::new();
+    {
+        let mut s = conn
+            .prepare(
+                "SELECT prev + 1, id - 1 FROM (
+                     SELECT id, LAG(id, 1, 0) OVER (ORDER BY id) AS prev FROM entries
+                 ) WHERE id > prev + 1",
+            )
+            .map_err(storage)?;
+        let rows = s
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(storage)?;
+        for row in rows {
+            gaps.push(row.map_err(storage)?);
+        }
+    }
+    let last: i64 = conn
+        .query_row("SELECT COALESCE(MAX(id), 0) FROM entries", [], |r| r.get(0))
+        .map_err(storage)?;
+    let given_out: i64 = conn
+        .query_row(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'entries'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(storage)?
+        .unwrap_or(0);
+    if given_out > last {
+        gaps.push((last + 1, given_out));
+    }
+    for (first, end) in gaps {
+        let what = if first == end {
+            format!("entry {first} is missing: entries are never deleted")
+        } else {
+            format!("entries {first} to {end} are missing: entries are never deleted")
+        };
+        let ids = (first..=end).take(MAX_IDS).collect();
+        p.push(what, None, ids);
+    }
+    Ok(())
 }

@@ -1,9 +1,10 @@
-//! kill -9 of accountd in the middle of a stream of debits from several
-//! nodes: nothing acknowledged is lost, nothing is applied twice, the node
-//! journals deliver the rest, and the audit passes.
+//! accountd stopped in the middle of a stream of debits from several nodes,
+//! by kill -9 or by SIGTERM: nothing acknowledged is lost, nothing is applied
+//! twice, the node journals deliver the rest, and the audit passes.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
 
 use accountd::debit::{DebitClient, DebitClientConfig, Settlement};
 use accountd::journal::Charge;
@@ -183,6 +184,235 @@ async fn kill9_mid_stream_loses_no_acknowledged_debit_and_doubles_none() {
     eprintln!(
         "{} acknowledged before the kill, {dups} replays answered as duplicates",
         acked_before_kill.len()
+    );
+    assert!(d.admin(&["audit"]).ok().starts_with("audit passed"));
+    for (c, _) in clients {
+        c.shutdown().await;
+    }
+}
+
+/// SIGTERM is sent once this many charges are acknowledged ...
+const TERM_AFTER: usize = 200;
+/// ... and no later than this sequence number (see [`LATEST_KILL`]).
+const LATEST_TERM: u64 = 150;
+/// Most sequence numbers streamed while accountd shuts down; then the stream
+/// waits for it to exit (a slow machine may take a while to stop).
+const STREAM_WHILE_STOPPING: u64 = 100;
+/// Sequence numbers streamed after the restart.
+const AFTER_RESTART: u64 = 60;
+
+fn user_of(n: u64, seq: u64) -> &'static str {
+    ["a", "b", "c"][((seq + n) % 3) as usize]
+}
+
+/// Where accountd is in the SIGTERM test.
+enum Phase {
+    Up(Accountd),
+    /// SIGTERM sent after `since` sequence numbers; a thread waits for the
+    /// exit and hands back the handle, the exit status and how long it took.
+    Stopping {
+        since: u64,
+        waiter: std::thread::JoinHandle<(Accountd, ExitStatus, Duration)>,
+    },
+    /// Exited after `since` sequence numbers.
+    Down {
+        d: Accountd,
+        since: u64,
+    },
+    /// Running again; the stream ends after `until` sequence numbers.
+    Restarted {
+        d: Accountd,
+        until: u64,
+    },
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_stream_exits_cleanly_and_the_journals_deliver_the_rest_once() {
+    let d = Accountd::start();
+    for u in ["a", "b", "c"] {
+        d.admin(&["create", u, "--initial", "100000"]).ok();
+    }
+    let mut clients = Vec::new();
+    for n in 0..NODES {
+        clients.push(node(&d, n).await);
+    }
+    let wal = std::path::PathBuf::from(format!("{}-wal", d.db.display()));
+    let mut settled: HashMap<DebitKey, Vec<ChargeReceipt>> = HashMap::new();
+    let mut acked_before_term: BTreeMap<DebitKey, i64> = BTreeMap::new();
+    let mut pending_at_restart = 0;
+    let mut phase = Phase::Up(d);
+    let mut seq = 0u64;
+    // The nodes keep charging through the whole shutdown, the time accountd
+    // is down, and the restart, as running jobs would.
+    let d = loop {
+        for (n, (c, _)) in clients.iter().enumerate() {
+            let n = n as u64;
+            c.charge(Charge::Debit(debit(
+                &format!("n{n}"),
+                "stream",
+                seq,
+                user_of(n, seq),
+                amount(n, seq),
+            )))
+            .await
+            .unwrap();
+        }
+        seq += 1;
+        for (_, rx) in clients.iter_mut() {
+            drain(rx, &mut settled);
+        }
+        phase = match phase {
+            Phase::Up(mut d) => {
+                if seq >= LATEST_TERM {
+                    let deadline = Instant::now() + Duration::from_secs(60);
+                    while settled.len() < TERM_AFTER {
+                        assert!(
+                            Instant::now() < deadline,
+                            "only {} of {} charges acknowledged in 60 s",
+                            settled.len(),
+                            seq * NODES
+                        );
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        for (_, rx) in clients.iter_mut() {
+                            drain(rx, &mut settled);
+                        }
+                    }
+                }
+                if settled.len() >= TERM_AFTER {
+                    // Everything acknowledged so far must be in the ledger after the stop.
+                    acked_before_term = settled
+                        .iter()
+                        .map(|(k, r)| (k.clone(), r[0].entry_id))
+                        .collect();
+                    eprintln!(
+                        "SIGTERM with {} of {} charges acknowledged",
+                        settled.len(),
+                        seq * NODES
+                    );
+                    let waiter = std::thread::spawn(move || {
+                        let t = Instant::now();
+                        let status = d.terminate();
+                        (d, status, t.elapsed())
+                    });
+                    Phase::Stopping { since: seq, waiter }
+                } else {
+                    Phase::Up(d)
+                }
+            }
+            Phase::Stopping { since, waiter } => {
+                if waiter.is_finished() || seq >= since + STREAM_WHILE_STOPPING {
+                    // `terminate` itself fails the test if the exit takes over 15 s.
+                    let (d, status, took) = tokio::task::block_in_place(|| waiter.join())
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    assert!(
+                        status.success(),
+                        "SIGTERM must be a clean shutdown, accountd exited with {status}"
+                    );
+                    eprintln!("accountd exited {took:?} after SIGTERM");
+                    // A clean stop closes the ledger: the WAL is checkpointed
+                    // into the database file, which alone holds every entry.
+                    let wal_len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+                    assert_eq!(
+                        wal_len,
+                        0,
+                        "{} still holds {wal_len} bytes: the ledger was not closed cleanly",
+                        wal.display()
+                    );
+                    Phase::Down { d, since: seq }
+                } else {
+                    Phase::Stopping { since, waiter }
+                }
+            }
+            Phase::Down { mut d, since } => {
+                if seq >= since + DOWN_FOR {
+                    // Everything charged since the exit waits in the journals.
+                    pending_at_restart = clients.iter().map(|(c, _)| c.pending()).sum::<usize>();
+                    assert!(
+                        pending_at_restart as u64 >= NODES * DOWN_FOR,
+                        "{pending_at_restart} charges pending after {DOWN_FOR} rounds while accountd was down"
+                    );
+                    d.spawn(false).expect("restart after SIGTERM");
+                    Phase::Restarted {
+                        d,
+                        until: seq + AFTER_RESTART,
+                    }
+                } else {
+                    Phase::Down { d, since }
+                }
+            }
+            Phase::Restarted { d, until } if seq >= until => break d,
+            restarted @ Phase::Restarted { .. } => restarted,
+        };
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let sent = seq * NODES;
+    for (c, _) in &clients {
+        assert!(
+            c.wait_settled(Duration::from_secs(60)).await,
+            "journal still has {} pending",
+            c.pending()
+        );
+    }
+    for (_, rx) in clients.iter_mut() {
+        drain(rx, &mut settled);
+    }
+    assert_eq!(settled.len() as u64, sent, "every charge settled");
+    assert!(
+        settled.values().all(|r| r.len() == 1),
+        "each charge settled once"
+    );
+
+    // The ledger: every debit exactly once, under the entry its receipt named.
+    let db = d.db();
+    let mut stmt = db
+        .prepare("SELECT node, seq, id FROM entries WHERE kind = 'debit'")
+        .unwrap();
+    let rows: Vec<(String, i64, i64)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        rows.len() as u64,
+        sent,
+        "exactly one ledger entry per charge"
+    );
+    let by_key: HashMap<(String, i64), i64> =
+        rows.into_iter().map(|(n, s, id)| ((n, s), id)).collect();
+    assert_eq!(by_key.len() as u64, sent);
+    for (k, id) in &acked_before_term {
+        assert_eq!(
+            by_key.get(&(k.node.clone(), k.seq as i64)),
+            Some(id),
+            "{k}, acknowledged before the SIGTERM, lost or moved"
+        );
+    }
+    for (k, r) in &settled {
+        assert_eq!(
+            by_key.get(&(k.node.clone(), k.seq as i64)),
+            Some(&r[0].entry_id),
+            "{k} is not under the entry its receipt named"
+        );
+    }
+    let mut expect: HashMap<&str, i64> =
+        ["a", "b", "c"].iter().map(|u| (*u, 100_000 * C)).collect();
+    for s in 0..seq {
+        for n in 0..NODES {
+            *expect.get_mut(user_of(n, s)).unwrap() -= amount(n, s);
+        }
+    }
+    for (u, v) in &expect {
+        assert_eq!(d.balance(u), *v, "balance of {u}");
+        assert_eq!(
+            d.admin(&["balance", u]).ok(),
+            format!("{u} {}\n", accountd::amount::format_credits(*v))
+        );
+    }
+    assert_eq!(d.entry_count() as u64, 3 + sent);
+    let dups = settled.values().filter(|r| r[0].duplicate).count();
+    eprintln!(
+        "{sent} charges, {pending_at_restart} replayed from the journals after the restart, \
+         {dups} answered as duplicates"
     );
     assert!(d.admin(&["audit"]).ok().starts_with("audit passed"));
     for (c, _) in clients {

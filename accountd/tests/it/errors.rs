@@ -250,6 +250,123 @@ fn audit_fails_loudly_on_a_tampered_ledger() {
     );
 }
 
+/// A small ledger, then accountd stopped so that its file can be tampered
+/// with. Entries: 1 alice +5, 2 bob +3, 3 alice -1, 4 alice -2, 5 bob -1,
+/// 6 alice -0.5; balances alice 1.5, bob 2.
+async fn small_ledger_then_stopped() -> Accountd {
+    let mut d = Accountd::start();
+    d.admin(&["create", "alice", "--initial", "5"]).ok();
+    d.admin(&["create", "bob", "--initial", "3"]).ok();
+    let mut n1 = d.client(Role::Node, "n1").await;
+    for (seq, user, amount, id) in [
+        (1, "alice", C, 3),
+        (2, "alice", 2 * C, 4),
+        (3, "bob", C, 5),
+        (4, "alice", C / 2, 6),
+    ] {
+        let r = n1
+            .call(AccountOp::Debit(debit("n1", "j", seq, user, amount)))
+            .await
+            .unwrap();
+        let AccountReply::Charged(r) = r else {
+            panic!("{r:?}")
+        };
+        assert_eq!(r.entry_id, id);
+    }
+    n1.close().await;
+    assert!(d.admin(&["audit"]).ok().starts_with("audit passed"));
+    assert!(d.terminate().success());
+    d
+}
+
+/// Runs SQL on the stopped ledger's file, as someone with write access to it
+/// could, then starts accountd on it again and audits it.
+fn tamper_then_audit(d: &mut Accountd, sql: &str) -> Ctl {
+    let raw = rusqlite::Connection::open(&d.db).unwrap();
+    raw.execute_batch(sql).unwrap();
+    drop(raw);
+    d.spawn(false).unwrap();
+    let out = d.admin(&["audit"]);
+    assert_eq!(out.code, 3, "the audit must fail: {out:?}");
+    assert!(out.stdout.starts_with("audit FAILED"), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    out
+}
+
+/// The one problem line of an audit report containing `needle`.
+#[track_caller]
+fn problem<'a>(out: &'a Ctl, needle: &str) -> &'a str {
+    let lines: Vec<&str> = out.stdout.lines().filter(|l| l.contains(needle)).collect();
+    assert_eq!(lines.len(), 1, "no single line with {needle:?}: {out:?}");
+    lines[0]
+}
+
+#[tokio::test]
+async fn audit_names_an_entry_whose_amount_was_edited() {
+    let mut d = small_ledger_then_stopped().await;
+    // Alice's 2-credit debit (entry 4) rewritten to 0.1 credit, past the
+    // append-only guard.
+    let out = tamper_then_audit(
+        &mut d,
+        "DROP TRIGGER entries_no_update;
+         UPDATE entries SET amount = -100000 WHERE id = 4;",
+    );
+    let edited = problem(&out, "entry 4 ");
+    assert!(
+        edited.contains("records balance 2000000 but the entries up to it sum to 3900000")
+            && edited.ends_with("[user alice] [entries 4]"),
+        "{out:?}"
+    );
+    let account = problem(&out, "account \"alice\"");
+    assert!(
+        account.contains("has balance 1500000 but its entries sum to 3400000"),
+        "{out:?}"
+    );
+    assert!(!out.stdout.contains("bob"), "bob's rows are sound: {out:?}");
+}
+
+#[tokio::test]
+async fn audit_names_a_deleted_entry() {
+    let mut d = small_ledger_then_stopped().await;
+    // Alice's 2-credit debit (entry 4) removed.
+    let out = tamper_then_audit(
+        &mut d,
+        "DROP TRIGGER entries_no_delete;
+         DELETE FROM entries WHERE id = 4;",
+    );
+    let missing = problem(&out, "entry 4 ");
+    assert!(
+        missing.contains("missing") && missing.ends_with("[entries 4]"),
+        "{out:?}"
+    );
+    let account = problem(&out, "account \"alice\"");
+    assert!(
+        account.contains("has balance 1500000 but its entries sum to 3500000"),
+        "{out:?}"
+    );
+    assert!(!out.stdout.contains("bob"), "bob's rows are sound: {out:?}");
+}
+
+#[tokio::test]
+async fn audit_catches_deleted_entries_even_when_the_balances_were_fixed_to_match() {
+    let mut d = small_ledger_then_stopped().await;
+    // Bob's debit (entry 5) and alice's latest (entry 6, the newest entry of
+    // all) removed, and both balances raised to agree with what is left.
+    let out = tamper_then_audit(
+        &mut d,
+        "DROP TRIGGER entries_no_delete;
+         DELETE FROM entries WHERE id IN (5, 6);
+         UPDATE accounts SET balance = 2000000 WHERE user = 'alice';
+         UPDATE accounts SET balance = 3000000 WHERE user = 'bob';",
+    );
+    let missing = problem(&out, "entries 5 to 6 ");
+    assert!(
+        missing.contains("missing") && missing.ends_with("[entries 5,6]"),
+        "{out:?}"
+    );
+    assert!(!out.stdout.contains("has balance"), "{out:?}");
+}
+
 /// A read-only bind mount of one file over itself, undone on drop.
 struct ReadOnly(std::path::PathBuf);
 

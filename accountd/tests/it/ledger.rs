@@ -1,7 +1,11 @@
-//! Idempotent debits and exact balances under concurrent nodes.
+//! Idempotent debits, exact balances under concurrent nodes, and debits that
+//! overdraw an account.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
+use accountd::debit::{DebitClient, DebitClientConfig, Settlement};
+use accountd::journal::Charge;
 use certs::Role;
 use proto::account::*;
 
@@ -196,4 +200,71 @@ async fn history_and_reports_through_accountctl() {
         .ok()
         .to_string();
     assert_eq!(later, "day,charged,cpu_minutes,jobs\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debit_beyond_the_balance_goes_negative_exactly_and_accountctl_prints_it() {
+    let d = Accountd::start();
+    d.admin(&["create", "dora", "--initial", "1"]).ok();
+    d.admin(&["create", "eve", "--initial", "1"]).ok();
+
+    // The CPU was used: a charge larger than the balance is applied in full.
+    let mut n1 = d.client(Role::Node, "n1").await;
+    let r = n1
+        .call(AccountOp::Debit(debit("n1", "big", 1, "dora", 3 * C)))
+        .await
+        .unwrap();
+    let AccountReply::Charged(r) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(
+        (r.amount, r.balance_after, r.balance_now, r.duplicate),
+        (-3 * C, -2 * C, -2 * C, false)
+    );
+
+    // The node's journaled client hears the negative balance too (rexecd drops
+    // the job's bid to zero on it), and the account keeps going down exactly.
+    let cfg = DebitClientConfig::new(
+        d.dir.path().join("n1.journal"),
+        d.addr.clone(),
+        d.connector(Role::Node, "n1"),
+    );
+    let (node, mut settled) = DebitClient::start(cfg).await.unwrap();
+    node.charge(Charge::Debit(debit("n1", "big", 2, "dora", C / 4 + 1)))
+        .await
+        .unwrap();
+    assert!(node.wait_settled(Duration::from_secs(30)).await);
+    let Some(Settlement::Applied { receipt, .. }) = settled.recv().await else {
+        panic!("the charge was not applied")
+    };
+    let after = -2 * C - C / 4 - 1;
+    assert_eq!(
+        (
+            receipt.balance_after,
+            receipt.balance_now,
+            receipt.duplicate
+        ),
+        (after, after, false)
+    );
+    node.shutdown().await;
+    assert_eq!(d.balance("dora"), after);
+
+    // accountctl prints it with fixed precision, to the admin and to dora.
+    assert_eq!(d.admin(&["balance", "dora"]).ok(), "dora -2.250001\n");
+    assert_eq!(
+        d.ctl(Role::User, "dora", &["balance"]).ok(),
+        "dora -2.250001\n"
+    );
+    let csv = d.admin(&["history", "dora", "--csv"]).ok().to_string();
+    let debits: Vec<&str> = csv.lines().filter(|l| l.contains(",debit,")).collect();
+    assert_eq!(debits.len(), 2, "{csv}");
+    assert!(debits[0].contains(",debit,-3.000000,-2.000000,"), "{csv}");
+    assert!(debits[1].contains(",debit,-0.250001,-2.250001,"), "{csv}");
+    // Nobody else was touched, and the ledger is sound.
+    assert_eq!(d.admin(&["balance", "eve"]).ok(), "eve 1.000000\n");
+    assert!(d.admin(&["audit"]).ok().starts_with("audit passed"));
+
+    // A grant pays the debt back.
+    d.admin(&["grant", "dora", "3", "--reason", "top-up"]).ok();
+    assert_eq!(d.admin(&["balance", "dora"]).ok(), "dora 0.749999\n");
 }
