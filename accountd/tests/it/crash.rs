@@ -56,6 +56,46 @@ fn drain(
     }
 }
 
+/// Waits until every node's journal is empty, then collects what was settled.
+async fn settle_all(
+    clients: &mut [(DebitClient, mpsc::UnboundedReceiver<Settlement>)],
+    settled: &mut HashMap<DebitKey, Vec<ChargeReceipt>>,
+) {
+    for (c, _) in clients.iter() {
+        assert!(
+            c.wait_settled(Duration::from_secs(60)).await,
+            "journal still has {} pending",
+            c.pending()
+        );
+    }
+    for (_, rx) in clients.iter_mut() {
+        drain(rx, settled);
+    }
+}
+
+/// The ledger's debit entries by (node, sequence), asserting there are exactly `sent`
+/// of them and no key appears twice.
+fn debit_entries(d: &Accountd, sent: u64) -> HashMap<(String, i64), i64> {
+    let db = d.db();
+    let mut stmt = db
+        .prepare("SELECT node, seq, id FROM entries WHERE kind = 'debit'")
+        .unwrap();
+    let rows: Vec<(String, i64, i64)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        rows.len() as u64,
+        sent,
+        "exactly one ledger entry per charge"
+    );
+    let by_key: HashMap<(String, i64), i64> =
+        rows.into_iter().map(|(n, s, id)| ((n, s), id)).collect();
+    assert_eq!(by_key.len() as u64, sent, "no debit key twice");
+    by_key
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill9_mid_stream_loses_no_acknowledged_debit_and_doubles_none() {
     let mut d = Accountd::start();
@@ -126,16 +166,7 @@ async fn kill9_mid_stream_loses_no_acknowledged_debit_and_doubles_none() {
         killed_at + DOWN_FOR < PER_NODE,
         "accountd was killed too late (at {killed_at}) to be restarted"
     );
-    for (c, _) in &clients {
-        assert!(
-            c.wait_settled(Duration::from_secs(60)).await,
-            "journal still has {} pending",
-            c.pending()
-        );
-    }
-    for (_, rx) in clients.iter_mut() {
-        drain(rx, &mut settled);
-    }
+    settle_all(&mut clients, &mut settled).await;
     assert_eq!(sent, NODES * PER_NODE);
     assert_eq!(settled.len() as u64, sent, "every charge settled");
     assert!(
@@ -144,23 +175,7 @@ async fn kill9_mid_stream_loses_no_acknowledged_debit_and_doubles_none() {
     );
 
     // The ledger: every debit exactly once, acknowledged ones unchanged.
-    let db = d.db();
-    let mut stmt = db
-        .prepare("SELECT node, seq, id FROM entries WHERE kind = 'debit'")
-        .unwrap();
-    let rows: Vec<(String, i64, i64)> = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    assert_eq!(
-        rows.len() as u64,
-        sent,
-        "exactly one ledger entry per charge"
-    );
-    let by_key: HashMap<(String, i64), i64> =
-        rows.into_iter().map(|(n, s, id)| ((n, s), id)).collect();
-    assert_eq!(by_key.len() as u64, sent);
+    let by_key = debit_entries(&d, sent);
     for (k, id) in &acked_before_kill {
         assert_eq!(
             by_key.get(&(k.node.clone(), k.seq as i64)),
@@ -346,16 +361,7 @@ async fn sigterm_mid_stream_exits_cleanly_and_the_journals_deliver_the_rest_once
         tokio::time::sleep(Duration::from_millis(2)).await;
     };
     let sent = seq * NODES;
-    for (c, _) in &clients {
-        assert!(
-            c.wait_settled(Duration::from_secs(60)).await,
-            "journal still has {} pending",
-            c.pending()
-        );
-    }
-    for (_, rx) in clients.iter_mut() {
-        drain(rx, &mut settled);
-    }
+    settle_all(&mut clients, &mut settled).await;
     assert_eq!(settled.len() as u64, sent, "every charge settled");
     assert!(
         settled.values().all(|r| r.len() == 1),
@@ -363,23 +369,7 @@ async fn sigterm_mid_stream_exits_cleanly_and_the_journals_deliver_the_rest_once
     );
 
     // The ledger: every debit exactly once, under the entry its receipt named.
-    let db = d.db();
-    let mut stmt = db
-        .prepare("SELECT node, seq, id FROM entries WHERE kind = 'debit'")
-        .unwrap();
-    let rows: Vec<(String, i64, i64)> = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    assert_eq!(
-        rows.len() as u64,
-        sent,
-        "exactly one ledger entry per charge"
-    );
-    let by_key: HashMap<(String, i64), i64> =
-        rows.into_iter().map(|(n, s, id)| ((n, s), id)).collect();
-    assert_eq!(by_key.len() as u64, sent);
+    let by_key = debit_entries(&d, sent);
     for (k, id) in &acked_before_term {
         assert_eq!(
             by_key.get(&(k.node.clone(), k.seq as i64)),
