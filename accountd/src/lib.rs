@@ -6,10 +6,12 @@
 //!   (which certificate role may do what), [`store`] (the SQLite ledger:
 //!   schema, writes, queries, audit, and the group-committing writer thread),
 //!   [`config`] (the TOML file).
-//! - Node side: [`debit`] (the debit client: journal first, then delivery
-//!   with retries) and [`journal`] (the append-only file of unsettled charges).
-//! - Clients: [`client`] (one TLS connection, request/response calls) and
-//!   [`ctl`] (accountctl's settings and output formats).
+//! - Node side and clients live in the `ledger-client` crate (so rexecd links
+//!   neither this server nor SQLite) and are re-exported here: [`debit`] (the
+//!   debit client: journal first, then delivery with retries), [`journal`] (the
+//!   append-only file of unsettled charges) and [`client`] (one TLS connection,
+//!   request/response calls).
+//! - [`ctl`]: accountctl's settings and output formats.
 //! - Shared: [`amount`] (decimal credits to and from `i64` micro-credits),
 //!   [`time`] (UTC times for the record and the CLI), [`validate`] (checks on
 //!   names, reasons and amounts from the network).
@@ -25,12 +27,11 @@
 
 pub mod amount;
 pub mod authz;
-pub mod client;
 pub mod config;
 pub mod ctl;
-pub mod debit;
-pub mod journal;
 pub mod server;
 pub mod store;
 pub mod time;
 pub mod validate;
+
+pub use ledger_client::{client, debit, journal};
