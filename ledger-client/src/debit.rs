@@ -158,6 +158,16 @@ impl DebitClient {
         Ok(())
     }
 
+    /// The largest sequence number among the charges not yet settled (a node starts
+    /// numbering past it).
+    pub fn max_pending_seq(&self) -> Option<u64> {
+        lock(&self.journal)
+            .pending()
+            .iter()
+            .map(|c| c.key().seq)
+            .max()
+    }
+
     /// Charges not yet settled.
     pub fn pending(&self) -> usize {
         lock(&self.journal).pending_len()

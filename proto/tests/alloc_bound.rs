@@ -224,7 +224,9 @@ fn the_worst_body_of_max_frame_bytes_decodes_within_a_few_mib() {
         program: String::new(),
         bid: 0,
         effective_bid: 0,
-        runnable: 0,
+        runnable: u32::MAX,
+        model_milli_cpus: u32::MAX,
+        measured_milli_cpus: u32::MAX,
         cpu_nanos: 0,
         charged: 0,
         age_millis: 0,
@@ -232,6 +234,9 @@ fn the_worst_body_of_max_frame_bytes_decodes_within_a_few_mib() {
     let jobs = FromNode::Jobs(JobList {
         jobs: vec![info; proto::limits::MAX_JOBS],
         truncated: false,
+        cpus: u32::MAX,
+        price: i64::MIN,
+        contended: true,
     });
     let frames = [
         encode_frame(&ToNode::Launch(launch), DEFAULT_MAX_FRAME).unwrap(),

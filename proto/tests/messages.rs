@@ -76,6 +76,13 @@ fn wire_layout_is_pinned() {
             }),
             vec![9, 1, 15],
         ),
+        (
+            ToNode::Rebid(Rebid {
+                job: JobId(1),
+                bid: 3,
+            }),
+            vec![10, 1, 6],
+        ),
     ];
     for (m, bytes) in cases {
         assert_eq!(postcard::to_stdvec(&m).unwrap(), bytes, "{m:?}");
@@ -120,13 +127,21 @@ fn wire_layout_is_pinned() {
             FromNode::Error(ErrorReply::new(ErrorCode::IncompatibleVersion, "v")),
             vec![8, 1, 1, b'v'],
         ),
-        (FromNode::Jobs(JobList::default()), vec![9, 0, 0]),
+        (FromNode::Jobs(JobList::default()), vec![9, 0, 0, 0, 0, 0]),
         (
             FromNode::Killed(Killed {
                 job: JobId(3),
                 ranks: 2,
             }),
             vec![10, 3, 2],
+        ),
+        (
+            FromNode::Rebidded(Rebidded {
+                job: JobId(3),
+                ranks: 2,
+                bid: -1,
+            }),
+            vec![11, 3, 2, 1],
         ),
     ];
     for (m, bytes) in cases {
@@ -381,6 +396,9 @@ fn sequences_longer_than_the_limits_are_refused_while_decoding() {
     let jobs = JobList {
         jobs: vec![],
         truncated: false,
+        cpus: 2,
+        price: 0,
+        contended: false,
     };
     let mut body = postcard::to_stdvec(&FromNode::Jobs(jobs)).unwrap();
     // Declare 4097 entries (varint 0x81 0x20) with nothing after them.

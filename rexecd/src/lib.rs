@@ -8,8 +8,11 @@
 //!   shutdown that destroys every job.
 //! - [`session`]: one connection: handshake, launch or admin requests, and the running
 //!   rank's loop (stdin, signals, heartbeats, output, exit, cleanup).
-//! - [`registry`]: the running ranks (job id and rank to owner, cgroup, process group)
-//!   and the CPU weights derived from their bids.
+//! - [`registry`]: the running ranks (job id and rank to owner, cgroup, process group,
+//!   control queue); registering a rank enters it in the market.
+//! - [`market`]: the node's market: bids checked against `max_rate` and the owner's
+//!   balance, metering every tick, charges under the node's policy sent to accountd
+//!   through the debit journal, the kernel weights (open or closed loop), running dry.
 //! - [`pump`]: output pumping, stdin feeding and the frame writer task.
 //! - [`pty`]: pseudo-terminals for jobs launched with `-t`.
 //! - [`heartbeat`]: when a silent client counts as dead.
@@ -73,6 +76,7 @@ pub mod cgroup;
 pub mod config;
 pub mod env;
 pub mod heartbeat;
+pub mod market;
 pub mod pty;
 pub mod pump;
 pub mod registry;

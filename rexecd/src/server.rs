@@ -1,9 +1,11 @@
 //! The daemon's top level: [`Server::new`] loads the TLS material, opens rexecd's
 //! parent cgroup and sweeps job cgroups an earlier run left behind (killing their
-//! processes); [`Server::serve`] accepts connections until the shutdown future
-//! completes, running one session task per connection; then it tells every session to
-//! stop (each destroys its job and reports it), waits for them, and sweeps once more so
-//! that no job cgroup survives rexecd. [`run`] does both in one call.
+//! processes), and opens the market (its debit journal resends what an earlier run
+//! left unacknowledged); [`Server::serve`] accepts connections until the shutdown
+//! future completes, running one session task per connection; then it tells every
+//! session to stop (each destroys its job, settles its charge and reports it), waits
+//! for them, sweeps once more so that no job cgroup survives rexecd, and gives accountd
+//! a moment to acknowledge the last charges. [`run`] does both in one call.
 //!
 //! At most `max_connections` connections are open at once (a connection holds its slot
 //! from accept, through the TLS handshake, to the end of its session); one over the
@@ -34,6 +36,7 @@ use tokio::task::JoinSet;
 
 use crate::cgroup::{CgroupError, JobCgroups};
 use crate::config::Config;
+use crate::market::{Market, MarketError};
 use crate::registry::Registry;
 use crate::session::{self, Shared};
 
@@ -44,6 +47,9 @@ pub const READ_BUFFER: usize = 256 * 1024;
 
 /// How long sessions get to wind down at shutdown before they are cut off.
 const STOP_GRACE: Duration = Duration::from_secs(15);
+/// How long accountd gets at shutdown to acknowledge the last charges (the rest stay
+/// in the journal for the next start).
+const SETTLE_GRACE: Duration = Duration::from_secs(3);
 
 /// At most one "connection limit reached" warning per this interval.
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
@@ -85,6 +91,9 @@ pub enum ServerError {
     /// A blocking set-up task failed.
     #[error("start-up task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    /// The market (its debit journal) could not be opened.
+    #[error("cannot open the market: {0}")]
+    Market(#[from] MarketError),
 }
 
 /// A prepared server: TLS loaded, cgroups opened and swept.
@@ -92,6 +101,7 @@ pub struct Server {
     tls: Arc<ReloadableAcceptor>,
     config: Config,
     cgroups: JobCgroups,
+    market: Arc<Market>,
 }
 
 impl std::fmt::Debug for Server {
@@ -124,10 +134,22 @@ impl Server {
         .await??;
         tracing::info!(node = %config.name, parent = %cgroups.parent_path().display(),
             version = ?cgroups.version(), "job cgroups ready");
+        let connector = match config.market.ledger {
+            Some(_) => Some(certs::connector(&config.tls)?),
+            None => None,
+        };
+        let market = Market::start(
+            &config.name,
+            config.market.clone(),
+            cgroups.clone(),
+            connector,
+        )
+        .await?;
         Ok(Server {
             tls,
             config,
             cgroups,
+            market,
         })
     }
 
@@ -142,7 +164,7 @@ impl Server {
     pub async fn serve(self, listener: TcpListener, shutdown: impl Future) {
         let (stop_tx, stop_rx) = watch::channel(false);
         let registry = Arc::new(
-            Registry::new(self.cgroups.clone())
+            Registry::new(self.cgroups.clone(), Arc::clone(&self.market))
                 .with_max_ranks_per_user(self.config.max_ranks_per_user),
         );
         let shared = Arc::new(Shared {
@@ -231,6 +253,7 @@ impl Server {
             }
             Err(e) => tracing::error!(error = %e, "shutdown sweep failed"),
         }
+        self.market.shutdown(SETTLE_GRACE).await;
     }
 }
 

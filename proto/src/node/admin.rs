@@ -1,5 +1,6 @@
 //! Admin and bookkeeping requests: listing the jobs on a node
-//! ([`JobInfo`]) and killing one ([`Kill`], [`Killed`]).
+//! ([`JobInfo`]), killing one ([`Kill`], [`Killed`]) and changing a running
+//! job's bid ([`Rebid`], [`Rebidded`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +25,11 @@ pub struct JobInfo {
     pub effective_bid: i64,
     /// Runnable threads at the last measurement.
     pub runnable: u32,
+    /// CPU the market model gives it now (water filling over the measured
+    /// demand), in thousandths of a CPU.
+    pub model_milli_cpus: u32,
+    /// CPU it really used over the last metering window, thousandths of a CPU.
+    pub measured_milli_cpus: u32,
     /// CPU time used so far, nanoseconds.
     pub cpu_nanos: u64,
     /// Charged so far, micro-credits.
@@ -41,6 +47,12 @@ pub struct JobList {
     pub jobs: Vec<JobInfo>,
     /// True when the node had more ranks than one list may hold.
     pub truncated: bool,
+    /// CPUs the node sells.
+    pub cpus: u32,
+    /// The node's price: the sum of the bids competing on it, micro-credits per minute.
+    pub price: i64,
+    /// Whether the node is contended right now (runnable demand above its CPUs).
+    pub contended: bool,
 }
 
 /// Deliver `signal` to every rank of `job` on this node.
@@ -59,4 +71,25 @@ pub struct Killed {
     pub job: JobId,
     /// How many ranks on this node were signalled.
     pub ranks: u32,
+}
+
+/// Change the bid of every rank of `job` on this node that the caller owns
+/// (the same checks as a launch: the node's `max_rate` and the owner's balance).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rebid {
+    /// The job.
+    pub job: JobId,
+    /// The new bid, micro-credits per minute (0 or more).
+    pub bid: i64,
+}
+
+/// Answer to [`Rebid`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rebidded {
+    /// The job.
+    pub job: JobId,
+    /// How many ranks on this node now bid `bid`.
+    pub ranks: u32,
+    /// The bid now in force.
+    pub bid: i64,
 }

@@ -16,7 +16,8 @@
 //!    node, stdout, stderr and notices flow back, heartbeats both ways, and the
 //!    node ends with [`FromNode::Exit`].
 //! 3. Or an admin request: [`ToNode::ListJobs`] (answered by
-//!    [`FromNode::Jobs`]) or [`ToNode::Kill`] (answered by [`FromNode::Killed`]).
+//!    [`FromNode::Jobs`]), [`ToNode::Kill`] (answered by [`FromNode::Killed`])
+//!    or [`ToNode::Rebid`] (answered by [`FromNode::Rebidded`]).
 //!
 //! ```
 //! use proto::node::*;
@@ -35,7 +36,7 @@ mod launch;
 mod signal;
 mod status;
 
-pub use admin::{JobInfo, JobList, Kill, Killed};
+pub use admin::{JobInfo, JobList, Kill, Killed, Rebid, Rebidded};
 pub use exit::{Exit, ExitStatus};
 pub use launch::{JobId, Launch, LaunchError, ParseJobIdError, Started, WindowSize};
 pub use signal::{ParseSignalError, Signal};
@@ -45,11 +46,13 @@ pub use crate::chunk::{CHUNK_SIZE, Chunk};
 
 use serde::{Deserialize, Serialize};
 
-/// Newest node protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// Newest node protocol version this build speaks. Version 2 added the market
+/// fields of [`JobInfo`] and [`JobList`] and the `Rebid` request.
+pub const PROTOCOL_VERSION: u16 = 2;
 
-/// Oldest node protocol version this build still speaks.
-pub const MIN_PROTOCOL_VERSION: u16 = 1;
+/// Oldest node protocol version this build still speaks (version 1's job list
+/// has another layout).
+pub const MIN_PROTOCOL_VERSION: u16 = 2;
 
 crate::tagged::tagged_enum! {
     /// A message from a client (rexec, or an admin tool) to a node (rexecd).
@@ -73,6 +76,8 @@ crate::tagged::tagged_enum! {
         8 => ListJobs,
         /// Signal every rank of a job on this node.
         9 => Kill(Kill),
+        /// Change the bid of every rank of a job on this node.
+        10 => Rebid(Rebid),
     }
 }
 
@@ -99,6 +104,8 @@ crate::tagged::tagged_enum! {
         9 => Jobs(JobList),
         /// Answer to `Kill`.
         10 => Killed(Killed),
+        /// Answer to `Rebid`.
+        11 => Rebidded(Rebidded),
     }
 }
 

@@ -92,6 +92,7 @@ pub fn to_node() -> impl Strategy<Value = ToNode> {
         any::<u64>().prop_map(|seq| ToNode::Heartbeat(Heartbeat { seq })),
         Just(ToNode::ListJobs),
         (job_id(), signal()).prop_map(|(job, signal)| ToNode::Kill(Kill { job, signal })),
+        (job_id(), any::<i64>()).prop_map(|(job, bid)| ToNode::Rebid(Rebid { job, bid })),
     ]
 }
 
@@ -116,11 +117,13 @@ pub fn job_info() -> impl Strategy<Value = JobInfo> {
             any::<i64>(),
             any::<u64>(),
         ),
+        (any::<u32>(), any::<u32>()),
     )
         .prop_map(
             |(
                 (job, rank, nranks, user, program),
                 (bid, effective_bid, runnable, cpu_nanos, charged, age_millis),
+                (model_milli_cpus, measured_milli_cpus),
             )| JobInfo {
                 job,
                 rank,
@@ -130,6 +133,8 @@ pub fn job_info() -> impl Strategy<Value = JobInfo> {
                 bid,
                 effective_bid,
                 runnable,
+                model_milli_cpus,
+                measured_milli_cpus,
                 cpu_nanos,
                 charged,
                 age_millis,
@@ -164,9 +169,25 @@ pub fn from_node() -> impl Strategy<Value = FromNode> {
         })),
         (any::<u16>(), text())
             .prop_map(|(c, m)| FromNode::Error(ErrorReply::new(ErrorCode::from(c), m))),
-        (vec(job_info(), 0..4), any::<bool>())
-            .prop_map(|(jobs, truncated)| FromNode::Jobs(JobList { jobs, truncated })),
+        (
+            vec(job_info(), 0..4),
+            any::<bool>(),
+            any::<u32>(),
+            any::<i64>(),
+            any::<bool>()
+        )
+            .prop_map(|(jobs, truncated, cpus, price, contended)| FromNode::Jobs(
+                JobList {
+                    jobs,
+                    truncated,
+                    cpus,
+                    price,
+                    contended
+                }
+            )),
         (job_id(), any::<u32>()).prop_map(|(job, ranks)| FromNode::Killed(Killed { job, ranks })),
+        (job_id(), any::<u32>(), any::<i64>())
+            .prop_map(|(job, ranks, bid)| FromNode::Rebidded(Rebidded { job, ranks, bid })),
     ]
 }
 

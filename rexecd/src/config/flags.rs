@@ -53,6 +53,9 @@ pub struct Flags {
     /// Most ranks one user may run on this node at once (default 256).
     #[arg(long, value_name = "N")]
     pub max_ranks_per_user: Option<usize>,
+    /// accountd's address (host:port), the `[market]` table's `accountd`.
+    #[arg(long, value_name = "ADDR")]
+    pub accountd: Option<String>,
     /// After binding, write the bound address to PATH (atomically), for scripts and tests.
     #[arg(long, value_name = "PATH")]
     pub ready_file: Option<PathBuf>,

@@ -21,6 +21,9 @@
 //! max_frame = 1048576              # largest frame accepted, in bytes
 //! max_connections = 1024           # open connections (handshakes included); more are closed at once
 //! max_ranks_per_user = 256         # ranks one user may run here at a time
+//!
+//! [market]                         # metering, charging and bid checks: see `market`
+//! accountd = "10.0.0.9:7071"
 //! ```
 //!
 //! ```
@@ -37,6 +40,7 @@
 //! ```
 
 mod flags;
+pub mod market;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -44,6 +48,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub use flags::Flags;
+pub use market::{MarketConfig, ShareControl};
 
 use crate::cgroup::ParentName;
 use crate::env::EnvPolicy;
@@ -137,6 +142,8 @@ pub struct FileConfig {
     pub max_connections: Option<usize>,
     /// Most ranks one user may run at once.
     pub max_ranks_per_user: Option<usize>,
+    /// The `[market]` table.
+    pub market: Option<market::MarketFile>,
 }
 
 impl FileConfig {
@@ -183,6 +190,8 @@ pub struct Config {
     /// Most ranks one user may run on this node at once; further launches are refused
     /// with `Busy`.
     pub max_ranks_per_user: usize,
+    /// Metering, charging and bid checks.
+    pub market: MarketConfig,
 }
 
 impl Config {
@@ -276,6 +285,8 @@ impl Config {
             file.max_ranks_per_user,
             DEFAULT_MAX_RANKS_PER_USER,
         )?;
+        let market =
+            MarketConfig::resolve(file.market.unwrap_or_default(), flags.accountd.clone())?;
         let allowed_users = flags.allowed_users.clone().or(file.allowed_users);
         let env = match file.env_deny {
             Some(patterns) => EnvPolicy::new(patterns),
@@ -298,6 +309,7 @@ impl Config {
             max_frame,
             max_connections,
             max_ranks_per_user,
+            market,
         })
     }
 

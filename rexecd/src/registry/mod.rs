@@ -1,8 +1,7 @@
 //! The jobs running on this node: one entry per rank, keyed by job id and rank, holding
 //! the owner, the job cgroup, the process group and a control channel to the session
-//! that runs it. The registry also keeps the CPU weights right: every time a rank
-//! starts or ends, the bids of all running ranks are turned into kernel weights with
-//! [`stride::weights_for_bids`] and written to their cgroups.
+//! that runs it. Registering a rank also enters it in the node's [`Market`] (which owns
+//! bids, metering and the CPU weights); dropping its [`Slot`] takes it out.
 //!
 //! Admin requests go through here too: [`Registry::list`] shows a user their own ranks
 //! and an admin all of them; [`Registry::signal`] forwards a signal to every matching
@@ -17,6 +16,7 @@ use proto::node::{JobId, Launch, Signal};
 use tokio::sync::mpsc;
 
 use crate::cgroup::JobCgroups;
+use crate::market::Market;
 use crate::sys::ProcessId;
 
 /// How many controls may wait for one rank's session. The queue is fed only by
@@ -27,10 +27,12 @@ use crate::sys::ProcessId;
 pub const CONTROL_QUEUE: usize = 32;
 
 /// What another task may ask a running rank's session to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Control {
     /// Deliver this signal (`Kill`: destroy the rank's cgroup).
     Signal(Signal),
+    /// Tell the client (out of credit, credit restored).
+    Notice(proto::node::Notice),
 }
 
 /// Why a rank could not be registered.
@@ -64,7 +66,7 @@ pub enum RegistryError {
     },
 }
 
-/// One running rank, as `ListJobs` shows it (before metering).
+/// One running rank's identity (its market state is in the [`Market`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RankInfo {
     /// Job id.
@@ -77,8 +79,6 @@ pub struct RankInfo {
     pub owner: String,
     /// argv\[0\].
     pub program: String,
-    /// Bid in micro-credits per minute.
-    pub bid: i64,
     /// The job cgroup's id.
     pub cgroup: u64,
     /// Milliseconds since it started.
@@ -104,6 +104,7 @@ struct Inner {
 pub struct Registry {
     inner: Mutex<Inner>,
     cgroups: JobCgroups,
+    market: Arc<Market>,
     max_ranks_per_user: usize,
 }
 
@@ -116,13 +117,20 @@ pub struct Slot {
 }
 
 impl Registry {
-    /// An empty registry over rexecd's job cgroups, with no limit on ranks per user.
-    pub fn new(cgroups: JobCgroups) -> Registry {
+    /// An empty registry over rexecd's job cgroups and market, with no limit on ranks
+    /// per user.
+    pub fn new(cgroups: JobCgroups, market: Arc<Market>) -> Registry {
         Registry {
             inner: Mutex::new(Inner::default()),
             cgroups,
+            market,
             max_ranks_per_user: usize::MAX,
         }
+    }
+
+    /// The node's market.
+    pub fn market(&self) -> &Arc<Market> {
+        &self.market
     }
 
     /// The same registry, refusing a user's rank while `limit` of theirs run.
@@ -144,13 +152,15 @@ impl Registry {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers rank `launch.rank` of `launch.job` for `owner` and gives it a fresh
-    /// cgroup id. Refuses a rank already running, a job id another user holds, and a
-    /// rank of a user who already runs the most ranks allowed.
+    /// Registers rank `launch.rank` of `launch.job` for `owner` at `bid` (already
+    /// checked), gives it a fresh cgroup id and enters it in the market. Refuses a rank
+    /// already running, a job id another user holds, and a rank of a user who already
+    /// runs the most ranks allowed.
     pub fn register(
         self: &Arc<Self>,
         launch: &Launch,
         owner: &str,
+        bid: stride::Bid,
         control: mpsc::Sender<Control>,
     ) -> Result<Slot, RegistryError> {
         let mut inner = self.lock();
@@ -187,7 +197,6 @@ impl Registry {
             nranks: launch.nranks,
             owner: owner.to_string(),
             program: launch.argv.first().cloned().unwrap_or_default(),
-            bid: launch.bid,
             cgroup,
             age_millis: 0,
         };
@@ -195,9 +204,11 @@ impl Registry {
             info,
             started: Instant::now(),
             pgid: None,
-            control,
+            control: control.clone(),
         };
         inner.ranks.insert(key, entry);
+        // Under the registry's lock, so the market never holds a rank the registry lacks.
+        self.market.join(key, owner, cgroup, bid, control);
         Ok(Slot {
             registry: Arc::clone(self),
             key,
@@ -256,36 +267,11 @@ impl Registry {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-
-    /// Recomputes every running rank's CPU weight from the bids and writes them.
-    /// Failures are logged (a cgroup that is being destroyed cannot take a weight).
-    pub fn rebalance(&self) {
-        let ranks: Vec<(u64, i64)> = {
-            let inner = self.lock();
-            inner
-                .ranks
-                .values()
-                .map(|e| (e.info.cgroup, e.info.bid))
-                .collect()
-        };
-        if ranks.is_empty() {
-            return;
-        }
-        let bids: Vec<stride::Bid> = ranks
-            .iter()
-            .map(|&(_, b)| stride::Bid::new(b).unwrap_or(stride::Bid::ZERO))
-            .collect();
-        let range = self.cgroups.weight_range();
-        let weights = stride::weights_for_bids(&bids, range.min, range.max);
-        for (&(cgroup, _), weight) in ranks.iter().zip(weights) {
-            if let Err(e) = self.cgroups.set_weight(cgroup, weight) {
-                tracing::debug!(cgroup, weight, error = %e, "cannot set cpu weight");
-            }
-        }
-    }
 }
 
-fn visible(peer: &PeerIdentity, owner: &str) -> bool {
+/// Whether `peer` may see (and signal, and re-bid) a rank of `owner`: an admin all,
+/// a user their own.
+pub fn visible(peer: &PeerIdentity, owner: &str) -> bool {
     match peer.role {
         Role::Admin => true,
         Role::User => peer.name == owner,
@@ -307,10 +293,19 @@ impl Slot {
     }
 }
 
+impl Slot {
+    /// The rank's key.
+    pub fn key(&self) -> (JobId, u32) {
+        self.key
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         self.registry.lock().ranks.remove(&self.key);
-        self.registry.rebalance();
+        // A rank that ended properly has left the market already (with its final
+        // usage); anything else leaves now, its last debit still sent.
+        self.registry.market.leave_soon(self.key);
     }
 }
 

@@ -1,5 +1,5 @@
 //! The registry against a fake cgroup v1 tree: registration rules, visibility, signal
-//! forwarding, and the weights written when ranks come and go.
+//! forwarding, and the weights the market writes when ranks come and go.
 
 use std::fs;
 use std::path::Path;
@@ -23,6 +23,33 @@ fn fake_cgroups(base: &Path) -> JobCgroups {
         freezer: None,
     };
     JobCgroups::open(Hierarchy::V1(mounts), &ParentName::new("rexec-t").unwrap()).unwrap()
+}
+
+/// A registry over fake cgroups with an open-loop market and no ledger.
+async fn registry_at(base: &Path) -> Registry {
+    let cgroups = fake_cgroups(base);
+    let cfg = crate::config::MarketConfig {
+        share_control: crate::config::ShareControl::Open,
+        cpus: 2,
+        ..Default::default()
+    };
+    let market = crate::market::Market::start("n1", cfg, cgroups.clone(), None)
+        .await
+        .unwrap();
+    Registry::new(cgroups, market)
+}
+
+impl Registry {
+    /// Registers at the launch's own bid.
+    fn reg(
+        self: &Arc<Self>,
+        launch: &Launch,
+        owner: &str,
+        control: mpsc::Sender<Control>,
+    ) -> Result<Slot, RegistryError> {
+        let bid = stride::Bid::new(launch.bid).unwrap();
+        self.register(launch, owner, bid, control)
+    }
 }
 
 fn launch(job: u64, rank: u32, bid: i64) -> Launch {
@@ -56,16 +83,14 @@ fn weight(base: &Path, id: u64) -> u64 {
     fs::read_to_string(path).unwrap().trim().parse().unwrap()
 }
 
-#[test]
-fn duplicates_and_foreign_job_ids_are_refused() {
+#[tokio::test]
+async fn duplicates_and_foreign_job_ids_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let registry = Arc::new(Registry::new(fake_cgroups(dir.path())));
+    let registry = Arc::new(registry_at(dir.path()).await);
     let (tx, _rx) = mpsc::channel(CONTROL_QUEUE);
-    let first = registry
-        .register(&launch(1, 0, 0), "ann", tx.clone())
-        .unwrap();
+    let first = registry.reg(&launch(1, 0, 0), "ann", tx.clone()).unwrap();
     let dup = registry
-        .register(&launch(1, 0, 0), "ann", tx.clone())
+        .reg(&launch(1, 0, 0), "ann", tx.clone())
         .unwrap_err();
     assert_eq!(
         dup,
@@ -75,27 +100,33 @@ fn duplicates_and_foreign_job_ids_are_refused() {
         }
     );
     let foreign = registry
-        .register(&launch(1, 1, 0), "bob", tx.clone())
+        .reg(&launch(1, 1, 0), "bob", tx.clone())
         .unwrap_err();
     assert_eq!(foreign, RegistryError::NotOwner { job: JobId(1) });
-    let second = registry.register(&launch(1, 1, 0), "ann", tx).unwrap();
+    let second = registry.reg(&launch(1, 1, 0), "ann", tx).unwrap();
     assert_ne!(first.cgroup(), second.cgroup());
     assert_eq!(registry.len(), 2);
     drop((first, second));
     assert!(registry.is_empty());
+    // The market lets them go too.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !registry.market().book().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(registry.market().book().is_empty());
 }
 
-#[test]
-fn users_see_and_signal_only_their_own_ranks() {
+#[tokio::test]
+async fn users_see_and_signal_only_their_own_ranks() {
     let dir = tempfile::tempdir().unwrap();
-    let registry = Arc::new(Registry::new(fake_cgroups(dir.path())));
+    let registry = Arc::new(registry_at(dir.path()).await);
     let (ann_tx, mut ann_rx) = mpsc::channel(CONTROL_QUEUE);
     let (bob_tx, mut bob_rx) = mpsc::channel(CONTROL_QUEUE);
     let _a = registry
-        .register(&launch(1, 0, 0), "ann", ann_tx.clone())
+        .reg(&launch(1, 0, 0), "ann", ann_tx.clone())
         .unwrap();
-    let _b = registry.register(&launch(1, 1, 0), "ann", ann_tx).unwrap();
-    let _c = registry.register(&launch(2, 0, 0), "bob", bob_tx).unwrap();
+    let _b = registry.reg(&launch(1, 1, 0), "ann", ann_tx).unwrap();
+    let _c = registry.reg(&launch(2, 0, 0), "bob", bob_tx).unwrap();
 
     let ann = peer(Role::User, "ann");
     let listed: Vec<(JobId, u32)> = registry
@@ -119,43 +150,45 @@ fn users_see_and_signal_only_their_own_ranks() {
     assert_eq!(bob_rx.try_recv(), Ok(Control::Signal(Signal::Term)));
 }
 
-#[test]
-fn weights_follow_the_bids_of_the_running_ranks() {
+#[tokio::test]
+async fn weights_follow_the_bids_of_the_running_ranks() {
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path();
-    let registry = Arc::new(Registry::new(fake_cgroups(base)));
+    let registry = Arc::new(registry_at(base).await);
     let (tx, _rx) = mpsc::channel(CONTROL_QUEUE);
     let high = registry
-        .register(&launch(1, 0, 4_000_000), "ann", tx.clone())
+        .reg(&launch(1, 0, 4_000_000), "ann", tx.clone())
         .unwrap();
     let low = registry
-        .register(&launch(2, 0, 1_000_000), "bob", tx.clone())
+        .reg(&launch(2, 0, 1_000_000), "bob", tx.clone())
         .unwrap();
     let (h, l) = (high.cgroup(), low.cgroup());
     clear_weight(base, h);
     clear_weight(base, l);
-    registry.rebalance();
+    registry.market().rebalance().await;
     assert_eq!((weight(base, h), weight(base, l)), (262_144, 65_536));
 
     // When the high bidder leaves, the low one is alone and gets the top weight.
-    clear_weight(base, l);
     drop(high);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while weight(base, l) != 262_144 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     assert_eq!(weight(base, l), 262_144);
 
     // A zero bid beside a positive one gets the smallest weight.
-    let zero = registry.register(&launch(3, 0, 0), "eve", tx).unwrap();
-    clear_weight(base, l);
+    let zero = registry.reg(&launch(3, 0, 0), "eve", tx).unwrap();
     clear_weight(base, zero.cgroup());
-    registry.rebalance();
+    registry.market().rebalance().await;
     assert_eq!((weight(base, l), weight(base, zero.cgroup())), (262_144, 2));
 }
 
-#[test]
-fn a_flood_of_signals_cannot_grow_a_ranks_control_queue() {
+#[tokio::test]
+async fn a_flood_of_signals_cannot_grow_a_ranks_control_queue() {
     let dir = tempfile::tempdir().unwrap();
-    let registry = Arc::new(Registry::new(fake_cgroups(dir.path())));
+    let registry = Arc::new(registry_at(dir.path()).await);
     let (tx, mut rx) = mpsc::channel(CONTROL_QUEUE);
-    let _a = registry.register(&launch(1, 0, 0), "ann", tx).unwrap();
+    let _a = registry.reg(&launch(1, 0, 0), "ann", tx).unwrap();
     let ann = peer(Role::User, "ann");
     let delivered: u32 = (0..CONTROL_QUEUE * 4)
         .map(|_| registry.signal(&ann, JobId(1), Signal::Int))
@@ -171,19 +204,15 @@ fn a_flood_of_signals_cannot_grow_a_ranks_control_queue() {
     assert_eq!(rx.try_recv(), Ok(Control::Signal(Signal::Term)));
 }
 
-#[test]
-fn a_user_at_the_rank_limit_is_refused_until_one_ends() {
+#[tokio::test]
+async fn a_user_at_the_rank_limit_is_refused_until_one_ends() {
     let dir = tempfile::tempdir().unwrap();
-    let registry = Arc::new(Registry::new(fake_cgroups(dir.path())).with_max_ranks_per_user(2));
+    let registry = Arc::new(registry_at(dir.path()).await.with_max_ranks_per_user(2));
     let (tx, _rx) = mpsc::channel(CONTROL_QUEUE);
-    let a = registry
-        .register(&launch(1, 0, 0), "ann", tx.clone())
-        .unwrap();
-    let _b = registry
-        .register(&launch(1, 1, 0), "ann", tx.clone())
-        .unwrap();
+    let a = registry.reg(&launch(1, 0, 0), "ann", tx.clone()).unwrap();
+    let _b = registry.reg(&launch(1, 1, 0), "ann", tx.clone()).unwrap();
     let refused = registry
-        .register(&launch(2, 0, 0), "ann", tx.clone())
+        .reg(&launch(2, 0, 0), "ann", tx.clone())
         .unwrap_err();
     assert_eq!(
         refused,
@@ -197,9 +226,7 @@ fn a_user_at_the_rank_limit_is_refused_until_one_ends() {
         "{refused}"
     );
     // Other users have their own count.
-    let _c = registry
-        .register(&launch(3, 0, 0), "bob", tx.clone())
-        .unwrap();
+    let _c = registry.reg(&launch(3, 0, 0), "bob", tx.clone()).unwrap();
     drop(a);
-    let _d = registry.register(&launch(2, 0, 0), "ann", tx).unwrap();
+    let _d = registry.reg(&launch(2, 0, 0), "ann", tx).unwrap();
 }

@@ -1,10 +1,13 @@
-//! Admin requests on a session: `ListJobs` (a user sees their own ranks, an admin all)
-//! and `Kill` (signal every rank of a job the caller may see; `KILL` destroys the ranks'
-//! cgroups). Node and service certificates are refused.
+//! Admin requests on a session: `ListJobs` (a user sees their own ranks, an admin all,
+//! each with its market state), `Kill` (signal every rank of a job the caller may see;
+//! `KILL` destroys the ranks' cgroups) and `Rebid` (change the bid of a job's ranks,
+//! checked as a launch is). Node and service certificates are refused.
 
 use certs::{PeerIdentity, Role};
 use proto::limits::MAX_JOBS;
-use proto::node::{ErrorCode, ErrorReply, FromNode, JobInfo, JobList, Kill, Killed};
+use proto::node::{
+    ErrorCode, ErrorReply, FromNode, JobInfo, JobList, Kill, Killed, Rebid, Rebidded,
+};
 
 use super::Shared;
 
@@ -25,52 +28,101 @@ fn check_role(shared: &Shared, peer: &PeerIdentity) -> Result<(), FromNode> {
 }
 
 /// Answers `ListJobs`.
-pub(super) async fn list(shared: &Shared, peer: &PeerIdentity) -> FromNode {
+pub(super) fn list(shared: &Shared, peer: &PeerIdentity) -> FromNode {
     if let Err(refusal) = check_role(shared, peer) {
         return refusal;
     }
-    let mut ranks = shared.registry.list(peer);
-    let truncated = ranks.len() > MAX_JOBS;
-    ranks.truncate(MAX_JOBS);
-    let cgroups = shared.registry.cgroups().clone();
-    let sampled = tokio::task::spawn_blocking(move || {
-        ranks
-            .into_iter()
-            .map(|r| {
-                let sample = cgroups.sample(r.cgroup).ok();
-                let mut program = r.program;
-                if program.len() > MAX_PROGRAM {
-                    let mut end = MAX_PROGRAM;
-                    while !program.is_char_boundary(end) {
-                        end -= 1;
-                    }
-                    program.truncate(end);
+    let ranks = shared.registry.list(peer);
+    let (market, node) = shared
+        .registry
+        .market()
+        .list(|owner| crate::registry::visible(peer, owner));
+    let market: std::collections::HashMap<_, _> = market.into_iter().collect();
+    let mut jobs: Vec<JobInfo> = ranks
+        .into_iter()
+        .filter_map(|r| {
+            // A rank registered a moment ago may not be in the market yet, or one
+            // leaving already out of it: list what both know.
+            let m = market.get(&(r.job, r.rank))?;
+            let mut program = r.program;
+            if program.len() > MAX_PROGRAM {
+                let mut end = MAX_PROGRAM;
+                while !program.is_char_boundary(end) {
+                    end -= 1;
                 }
-                JobInfo {
-                    job: r.job,
-                    rank: r.rank,
-                    nranks: r.nranks,
-                    user: r.owner,
-                    program,
-                    bid: r.bid,
-                    effective_bid: r.bid,
-                    runnable: sample.map_or(0, |s| s.runnable),
-                    cpu_nanos: sample
-                        .map_or(0, |s| u64::try_from(s.usage.as_nanos()).unwrap_or(u64::MAX)),
-                    charged: 0,
-                    age_millis: r.age_millis,
-                }
+                program.truncate(end);
+            }
+            Some(JobInfo {
+                job: r.job,
+                rank: r.rank,
+                nranks: r.nranks,
+                user: r.owner,
+                program,
+                bid: m.bid,
+                effective_bid: m.effective_bid,
+                runnable: m.runnable,
+                model_milli_cpus: u32::try_from(m.model_milli).unwrap_or(u32::MAX),
+                measured_milli_cpus: u32::try_from(m.measured_milli).unwrap_or(u32::MAX),
+                cpu_nanos: m.usage_ns,
+                charged: m.charged,
+                age_millis: r.age_millis,
             })
-            .collect::<Vec<_>>()
+        })
+        .collect();
+    let truncated = jobs.len() > MAX_JOBS;
+    jobs.truncate(MAX_JOBS);
+    FromNode::Jobs(JobList {
+        jobs,
+        truncated,
+        cpus: node.cpus,
+        price: node.price.micros_per_minute(),
+        contended: node.contended,
     })
-    .await;
-    match sampled {
-        Ok(jobs) => FromNode::Jobs(JobList { jobs, truncated }),
-        Err(e) => FromNode::Error(ErrorReply::new(
-            ErrorCode::Internal,
-            format!("cannot list jobs: {e}"),
-        )),
+}
+
+/// Answers `Rebid`: the new bid for every rank of the job the caller may see, after
+/// the checks a launch gets (`max_rate`, the owner's balance).
+pub(super) async fn rebid(shared: &Shared, peer: &PeerIdentity, rebid: &Rebid) -> FromNode {
+    if let Err(refusal) = check_role(shared, peer) {
+        return refusal;
     }
+    let market = shared.registry.market();
+    let done = market
+        .rebid(rebid.job, rebid.bid, |owner| {
+            crate::registry::visible(peer, owner)
+        })
+        .await;
+    match done {
+        Ok((0, _)) => FromNode::Error(no_such_job(shared, peer, rebid.job)),
+        Ok((ranks, bid)) => {
+            tracing::info!(%peer, job = %rebid.job, bid = %stride::format_credits(bid.micros_per_minute()),
+                ranks, "re-bid");
+            FromNode::Rebidded(Rebidded {
+                job: rebid.job,
+                ranks,
+                bid: bid.micros_per_minute(),
+            })
+        }
+        Err(reply) => {
+            tracing::info!(%peer, job = %rebid.job, message = %reply.message, "re-bid refused");
+            FromNode::Error(reply)
+        }
+    }
+}
+
+fn no_such_job(shared: &Shared, peer: &PeerIdentity, job: proto::node::JobId) -> ErrorReply {
+    let whose = if peer.role == Role::Admin {
+        ""
+    } else {
+        " of yours"
+    };
+    ErrorReply::new(
+        ErrorCode::NoSuchJob,
+        format!(
+            "no job {job}{whose} is running on node {}",
+            shared.config.name
+        ),
+    )
 }
 
 /// Answers `Kill`.
@@ -81,18 +133,7 @@ pub(super) fn kill(shared: &Shared, peer: &PeerIdentity, kill: &Kill) -> FromNod
     let ranks = shared.registry.signal(peer, kill.job, kill.signal);
     tracing::info!(%peer, job = %kill.job, signal = %kill.signal, ranks, "kill request");
     if ranks == 0 {
-        let whose = if peer.role == Role::Admin {
-            ""
-        } else {
-            " of yours"
-        };
-        return FromNode::Error(ErrorReply::new(
-            ErrorCode::NoSuchJob,
-            format!(
-                "no job {}{whose} is running on node {}",
-                kill.job, shared.config.name
-            ),
-        ));
+        return FromNode::Error(no_such_job(shared, peer, kill.job));
     }
     FromNode::Killed(Killed {
         job: kill.job,

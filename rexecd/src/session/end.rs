@@ -88,7 +88,16 @@ impl Running<'_> {
             self.cpu = cpu;
         }
         destroy(self.shared, id).await;
-        // Unregister before reporting, so a listing after `Exit` no longer shows the rank.
+        // Settle the market (the last charge is journaled before `Exit` says it), then
+        // unregister before reporting, so a listing after `Exit` no longer shows the rank.
+        let key = (self.job.job, self.job.rank);
+        let charged = self
+            .shared
+            .registry
+            .market()
+            .leave(key, Some(self.cpu))
+            .await
+            .unwrap_or(0);
         self.job.slot = None;
         self.stdin = None;
         self.pending = None;
@@ -103,7 +112,7 @@ impl Running<'_> {
                 let exit = Exit {
                     status,
                     cpu_nanos: u64::try_from(self.cpu.as_nanos()).unwrap_or(u64::MAX),
-                    charged: 0,
+                    charged,
                 };
                 (Out::Finish(FromNode::Exit(exit)), describe(status))
             }
@@ -123,7 +132,9 @@ impl Running<'_> {
                 (Out::Close(Some(FromNode::Error(reply))), text)
             }
         };
-        tracing::info!(%user, %job, rank, exit = ?exit_text, cpu_seconds, "job ended");
+        let charged_credits = stride::format_credits(charged);
+        tracing::info!(%user, %job, rank, exit = ?exit_text, cpu_seconds,
+            charged = %charged_credits, "job ended");
         let _ = self.out.send(last).await;
         drop(self.out);
         // The client's clock restarts here: the time rexecd spent destroying the cgroup

@@ -179,7 +179,12 @@ pub(super) async fn run<S>(
                     break End::ClientGone(format!("missed heartbeats for {secs}s"));
                 }
             }
-            Some(Control::Signal(signal)) = control.recv() => state.deliver(signal).await,
+            Some(c) = control.recv() => match c {
+                Control::Signal(signal) => state.deliver(signal).await,
+                Control::Notice(n) => {
+                    let _ = state.out.try_send(Out::Frame(FromNode::Notice(n)));
+                }
+            },
             _ = stopped(&mut stop), if !stopping => {
                 stopping = true;
                 let text = format!("rexecd on node {} is shutting down; the job is killed", config.name);

@@ -53,9 +53,15 @@ async fn prepare(
 ) -> Result<Job, ErrorReply> {
     authorize(shared, peer, request)?;
     let user = resolve_user(shared, &peer.name).await?;
+    // The bid is checked here, where it is enforced: max_rate and the owner's credit.
+    let bid = shared
+        .registry
+        .market()
+        .check_bid(user.name(), request.bid)
+        .await?;
     let slot = shared
         .registry
-        .register(request, user.name(), control)
+        .register(request, user.name(), bid, control)
         .map_err(|e| {
             let code = match e {
                 RegistryError::UserLimit { .. } => ErrorCode::Busy,
@@ -75,7 +81,7 @@ async fn prepare(
         Err(e) => return Err(internal(format!("cannot create the job cgroup: {e}"))),
     }
     // Weights first, so the program's first instruction already runs at its share.
-    shared.registry.rebalance();
+    shared.registry.market().rebalance().await;
     match spawn(shared, request, &user, &slot).await {
         Ok((child, pty, notice)) => {
             let mut job = Job::new(request, user, slot, child, pty);

@@ -94,13 +94,19 @@ where
                 return launch::launch(shared, peer, request, reader, writer).await;
             }
             Incoming::Frame(ToNode::ListJobs) => {
-                let answer = admin::list(&shared, &peer).await;
+                let answer = admin::list(&shared, &peer);
                 if writer.send(&answer).await.is_err() {
                     return;
                 }
             }
             Incoming::Frame(ToNode::Kill(kill)) => {
                 let answer = admin::kill(&shared, &peer, &kill);
+                if writer.send(&answer).await.is_err() {
+                    return;
+                }
+            }
+            Incoming::Frame(ToNode::Rebid(rebid)) => {
+                let answer = admin::rebid(&shared, &peer, &rebid).await;
                 if writer.send(&answer).await.is_err() {
                     return;
                 }
@@ -112,7 +118,7 @@ where
             }
             Incoming::Frame(other) => {
                 let text = format!(
-                    "message tag {} is not allowed before Launch, ListJobs or Kill",
+                    "message tag {} is not allowed before Launch, ListJobs, Kill or Rebid",
                     other.tag()
                 );
                 return refuse(&mut writer, ErrorCode::BadRequest, text, &peer, &remote).await;

@@ -1,0 +1,301 @@
+//! The `[market]` table of rexecd's config file: how this node meters, charges and
+//! checks bids.
+//!
+//! ```toml
+//! [market]
+//! accountd = "10.0.0.9:7071"           # the ledger; unset: jobs are metered, nobody is charged
+//! accountd_name = "accountd"           # name in accountd's service certificate
+//! journal = "/var/lib/rexecd/debits.journal"  # charges kept here until accountd has them
+//! policy = "contention"                # when jobs pay: contention (default) or paper
+//! share_control = "closed"             # closed (default): correct weights toward the model; open
+//! meter_interval = "1s"                # how often usage and demand are measured
+//! debit_interval = "10s"               # how often a rank's charges are sent (and at its end)
+//! max_rate = "1000"                    # largest bid this node accepts, credits per minute
+//! balance_cache = "5s"                 # how long a positive balance from accountd is trusted
+//! cpus = 2                             # CPUs the market sells (default: those rexecd may use)
+//! ```
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use stride::{Bid, Policy};
+
+use super::{ConfigError, parse_duration};
+
+/// Default metering tick.
+pub const DEFAULT_METER_INTERVAL: Duration = Duration::from_secs(1);
+/// Default interval between a rank's debits.
+pub const DEFAULT_DEBIT_INTERVAL: Duration = Duration::from_secs(10);
+/// Default time a positive balance is trusted without asking accountd again.
+pub const DEFAULT_BALANCE_CACHE: Duration = Duration::from_secs(5);
+/// Default largest bid, credits per minute.
+pub const DEFAULT_MAX_RATE_CREDITS: u32 = 1000;
+/// Default journal path.
+pub const DEFAULT_JOURNAL: &str = "/var/lib/rexecd/debits.journal";
+/// Most CPUs a node may declare.
+pub const MAX_CPUS: u32 = 4096;
+
+/// How kernel weights are set from bids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ShareControl {
+    /// Every tick, correct the weights so measured shares converge to the model's.
+    #[default]
+    Closed,
+    /// Weights proportional to bids, never corrected.
+    Open,
+}
+
+impl std::str::FromStr for ShareControl {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "closed" => Ok(ShareControl::Closed),
+            "open" => Ok(ShareControl::Open),
+            _ => Err("use closed or open".to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for ShareControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            ShareControl::Closed => "closed",
+            ShareControl::Open => "open",
+        })
+    }
+}
+
+/// The `[market]` table as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarketFile {
+    /// accountd's address.
+    pub accountd: Option<String>,
+    /// Name in accountd's certificate.
+    pub accountd_name: Option<String>,
+    /// Debit journal.
+    pub journal: Option<PathBuf>,
+    /// `contention` or `paper`.
+    pub policy: Option<String>,
+    /// `closed` or `open`.
+    pub share_control: Option<String>,
+    /// Metering tick.
+    pub meter_interval: Option<String>,
+    /// Debit interval.
+    pub debit_interval: Option<String>,
+    /// Largest bid, credits per minute.
+    pub max_rate: Option<String>,
+    /// Balance cache time.
+    pub balance_cache: Option<String>,
+    /// CPUs sold.
+    pub cpus: Option<u32>,
+}
+
+/// Where charges go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerConfig {
+    /// accountd's address (`host:port`).
+    pub address: String,
+    /// Name in accountd's certificate.
+    pub server_name: String,
+    /// The debit journal.
+    pub journal: PathBuf,
+}
+
+/// The resolved market settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarketConfig {
+    /// The ledger; `None` meters without charging anyone.
+    pub ledger: Option<LedgerConfig>,
+    /// When jobs pay.
+    pub policy: Policy,
+    /// Closed- or open-loop weights.
+    pub share_control: ShareControl,
+    /// Metering tick.
+    pub meter_interval: Duration,
+    /// A rank's charges are sent at least this often.
+    pub debit_interval: Duration,
+    /// Largest bid accepted.
+    pub max_rate: Bid,
+    /// How long a positive balance is trusted.
+    pub balance_cache: Duration,
+    /// CPUs the market sells.
+    pub cpus: u32,
+}
+
+impl Default for MarketConfig {
+    fn default() -> Self {
+        MarketConfig {
+            ledger: None,
+            policy: Policy::Contention,
+            share_control: ShareControl::Closed,
+            meter_interval: DEFAULT_METER_INTERVAL,
+            debit_interval: DEFAULT_DEBIT_INTERVAL,
+            max_rate: Bid::from_credits(DEFAULT_MAX_RATE_CREDITS),
+            balance_cache: DEFAULT_BALANCE_CACHE,
+            cpus: available_cpus(),
+        }
+    }
+}
+
+/// The CPUs this process may run on (affinity and cgroup limits included), at least 1.
+pub fn available_cpus() -> u32 {
+    std::thread::available_parallelism()
+        .map(|n| u32::try_from(n.get()).unwrap_or(MAX_CPUS))
+        .unwrap_or(1)
+        .min(MAX_CPUS)
+}
+
+fn invalid(key: &'static str, value: impl ToString, reason: impl ToString) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+impl MarketConfig {
+    /// Checks every value of the table; absent keys take their defaults. `accountd`
+    /// from a flag wins over the file.
+    pub fn resolve(
+        file: MarketFile,
+        accountd_flag: Option<String>,
+    ) -> Result<MarketConfig, ConfigError> {
+        let d = MarketConfig::default();
+        let duration = |key, value: Option<String>, default| match value {
+            None => Ok(default),
+            Some(text) => parse_duration(&text).map_err(|reason| invalid(key, text, reason)),
+        };
+        let ledger = accountd_flag.or(file.accountd).map(|address| LedgerConfig {
+            address,
+            server_name: file
+                .accountd_name
+                .clone()
+                .unwrap_or_else(|| "accountd".to_string()),
+            journal: file
+                .journal
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_JOURNAL)),
+        });
+        if let Some(l) = &ledger
+            && !l.address.contains(':')
+        {
+            return Err(invalid(
+                "market.accountd",
+                &l.address,
+                "expected host:port, such as 10.0.0.9:7071",
+            ));
+        }
+        let policy = match file.policy {
+            None => d.policy,
+            Some(p) => p.parse().map_err(|e| invalid("market.policy", &p, e))?,
+        };
+        let share_control = match file.share_control {
+            None => d.share_control,
+            Some(s) => s
+                .parse()
+                .map_err(|e| invalid("market.share_control", &s, e))?,
+        };
+        let meter_interval = duration(
+            "market.meter_interval",
+            file.meter_interval,
+            d.meter_interval,
+        )?;
+        if meter_interval < Duration::from_millis(50) {
+            return Err(invalid(
+                "market.meter_interval",
+                format!("{meter_interval:?}"),
+                "must be at least 50ms",
+            ));
+        }
+        let debit_interval = duration(
+            "market.debit_interval",
+            file.debit_interval,
+            d.debit_interval,
+        )?;
+        let balance_cache = duration("market.balance_cache", file.balance_cache, d.balance_cache)?;
+        let max_rate = match file.max_rate {
+            None => d.max_rate,
+            Some(text) => text
+                .parse::<Bid>()
+                .map_err(|e| invalid("market.max_rate", &text, e))?,
+        };
+        let cpus = match file.cpus {
+            None => d.cpus,
+            Some(n) if (1..=MAX_CPUS).contains(&n) => n,
+            Some(n) => {
+                return Err(invalid(
+                    "market.cpus",
+                    n,
+                    format!("must be 1 to {MAX_CPUS}"),
+                ));
+            }
+        };
+        Ok(MarketConfig {
+            ledger,
+            policy,
+            share_control,
+            meter_interval,
+            debit_interval,
+            max_rate,
+            balance_cache,
+            cpus,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<MarketConfig, ConfigError> {
+        let file: MarketFile = toml::from_str(text).unwrap();
+        MarketConfig::resolve(file, None)
+    }
+
+    #[test]
+    fn defaults_and_every_key() {
+        let d = parse("").unwrap();
+        assert_eq!(d.ledger, None);
+        assert_eq!(d.policy, Policy::Contention);
+        assert_eq!(d.share_control, ShareControl::Closed);
+        let all = parse(
+            r#"accountd = "127.0.0.1:7071"
+               journal = "/tmp/j"
+               policy = "paper"
+               share_control = "open"
+               meter_interval = "250ms"
+               debit_interval = "2s"
+               max_rate = "2.5"
+               balance_cache = "1s"
+               cpus = 3"#,
+        )
+        .unwrap();
+        let ledger = all.ledger.unwrap();
+        assert_eq!(ledger.address, "127.0.0.1:7071");
+        assert_eq!(ledger.server_name, "accountd");
+        assert_eq!(ledger.journal, PathBuf::from("/tmp/j"));
+        assert_eq!(all.policy, Policy::Paper);
+        assert_eq!(all.share_control, ShareControl::Open);
+        assert_eq!(all.meter_interval, Duration::from_millis(250));
+        assert_eq!(all.debit_interval, Duration::from_secs(2));
+        assert_eq!(all.max_rate.micros_per_minute(), 2_500_000);
+        assert_eq!(all.cpus, 3);
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        for (text, key) in [
+            (r#"policy = "fair""#, "market.policy"),
+            (r#"share_control = "pid""#, "market.share_control"),
+            (r#"max_rate = "-1""#, "market.max_rate"),
+            (r#"meter_interval = "10ms""#, "market.meter_interval"),
+            ("cpus = 0", "market.cpus"),
+            (r#"accountd = "nohost""#, "market.accountd"),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains(key), "{text}: {err}");
+        }
+    }
+}

@@ -1,0 +1,506 @@
+//! The node's market state, the one source of truth for it: every rank's bid (asked
+//! and in force), measured demand and CPU use, the model's allocation, its meter and
+//! what has been billed, the controller's gain; and the node's CPUs, policy, price
+//! and contention. Metering, `ListJobs`, the weights and (later) the multicast
+//! announcement all read it from here.
+//!
+//! Everything here is plain computation on numbers handed in (samples, instants), so
+//! it is tested without a kernel; the engine does the I/O around it.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use proto::node::{JobId, Notice, NoticeKind};
+use stride::{Bid, Claim, Job, Meter, Policy};
+use tokio::sync::mpsc;
+
+use super::control;
+use crate::registry::Control;
+
+/// Samples kept per rank for the "measured over the last window" share.
+const WINDOW: usize = 10;
+
+/// A rank's key: job id and rank.
+pub type Key = (JobId, u32);
+
+/// One rank as the market sees it.
+#[derive(Debug)]
+pub struct RankState {
+    /// The Unix user who owns (and pays for) it.
+    pub owner: String,
+    /// Its cgroup id.
+    pub cgroup: u64,
+    /// The bid asked for.
+    pub bid: Bid,
+    /// True while its owner is out of credit: it runs at bid 0.
+    pub dry: bool,
+    /// Runnable threads at the last sample (1 until the first sample).
+    pub demand: u32,
+    /// CPU used so far, nanoseconds, at the last sample.
+    pub usage_ns: u64,
+    /// When it was last sampled (or joined).
+    pub sampled_at: Instant,
+    /// Charges are accrued up to here.
+    pub accrued_until: Instant,
+    /// CPU measured over the last tick, CPUs.
+    pub tick_cpus: f64,
+    /// (instant, usage) of the last samples, for the windowed share.
+    window: VecDeque<(Instant, u64)>,
+    /// The model's allocation, milli-CPUs.
+    pub model_milli: u64,
+    /// The rate it pays now (its bid in force, or zero when charging does not apply).
+    pub rate: Bid,
+    /// Everything charged so far.
+    pub meter: Meter,
+    /// What of the meter has gone into debits.
+    pub billed: i64,
+    /// CPU time covered by debits so far, nanoseconds.
+    pub billed_cpu_ns: u64,
+    /// Where the next debit's interval starts.
+    pub billed_until: Instant,
+    /// The closed-loop gain.
+    pub gain: f64,
+    /// When it joined.
+    pub joined: Instant,
+    /// Its session's control queue (for notices).
+    pub control: mpsc::Sender<Control>,
+}
+
+impl RankState {
+    /// The bid in force: zero while the owner is out of credit.
+    pub fn effective_bid(&self) -> Bid {
+        if self.dry { Bid::ZERO } else { self.bid }
+    }
+
+    /// CPU used over the kept window of samples, milli-CPUs.
+    pub fn measured_milli(&self) -> u64 {
+        let (Some(&(t0, u0)), Some(&(t1, u1))) = (self.window.front(), self.window.back()) else {
+            return 0;
+        };
+        let span = t1.saturating_duration_since(t0).as_nanos();
+        if span == 0 {
+            return (self.tick_cpus * 1000.0).round() as u64;
+        }
+        let used = u128::from(u1.saturating_sub(u0));
+        u64::try_from(used * 1000 / span).unwrap_or(u64::MAX)
+    }
+
+    /// Charged but not yet billed, micro-credits.
+    pub fn unbilled(&self) -> i64 {
+        self.meter.total() - self.billed
+    }
+}
+
+/// One sample of a rank's cgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RankSample {
+    /// CPU used so far, nanoseconds.
+    pub usage_ns: u64,
+    /// Runnable threads now.
+    pub runnable: u32,
+    /// When it was read.
+    pub at: Instant,
+}
+
+/// A debit the engine should send: what a rank owes for `[start, end)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueDebit {
+    /// Job.
+    pub job: JobId,
+    /// Rank.
+    pub rank: u32,
+    /// Who pays.
+    pub user: String,
+    /// Micro-credits, positive.
+    pub amount: i64,
+    /// Start of the interval.
+    pub start: Instant,
+    /// End of the interval.
+    pub end: Instant,
+    /// CPU used in the interval, nanoseconds.
+    pub cpu_ns: u64,
+}
+
+/// What a departing rank leaves behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Departure {
+    /// Everything it was charged, micro-credits.
+    pub charged: i64,
+    /// Its last debit, if anything was still unbilled.
+    pub debit: Option<DueDebit>,
+}
+
+/// The node's market.
+#[derive(Debug)]
+pub struct Book {
+    cpus: u32,
+    policy: Policy,
+    ranks: BTreeMap<Key, RankState>,
+    contended: bool,
+    price: Bid,
+    /// Bumped on every arrival, departure, re-bid and credit change (gains reset).
+    generation: u64,
+    /// The generation the gains were last reset at.
+    gains_at: u64,
+}
+
+/// The node as `ListJobs` and announcements show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeView {
+    /// CPUs sold.
+    pub cpus: u32,
+    /// Sum of the competing bids.
+    pub price: Bid,
+    /// Runnable demand above the CPUs.
+    pub contended: bool,
+}
+
+impl Book {
+    /// An empty market of `cpus` CPUs charging under `policy`.
+    pub fn new(cpus: u32, policy: Policy) -> Book {
+        Book {
+            cpus: cpus.max(1),
+            policy,
+            ranks: BTreeMap::new(),
+            contended: false,
+            price: Bid::ZERO,
+            generation: 0,
+            gains_at: 0,
+        }
+    }
+
+    /// The node's CPUs, price and contention.
+    pub fn node(&self) -> NodeView {
+        NodeView {
+            cpus: self.cpus,
+            price: self.price,
+            contended: self.contended,
+        }
+    }
+
+    /// Every rank, in key order.
+    pub fn ranks(&self) -> impl Iterator<Item = (&Key, &RankState)> {
+        self.ranks.iter()
+    }
+
+    /// One rank.
+    pub fn get(&self, key: &Key) -> Option<&RankState> {
+        self.ranks.get(key)
+    }
+
+    /// Number of ranks.
+    pub fn len(&self) -> usize {
+        self.ranks.len()
+    }
+
+    /// True with no rank.
+    pub fn is_empty(&self) -> bool {
+        self.ranks.is_empty()
+    }
+
+    /// Adds a rank at `now`; `dry` when its owner is known to be out of credit.
+    pub fn join(
+        &mut self,
+        key: Key,
+        owner: &str,
+        cgroup: u64,
+        bid: Bid,
+        control: mpsc::Sender<Control>,
+        now: Instant,
+    ) {
+        self.accrue_all(now);
+        let state = RankState {
+            owner: owner.to_string(),
+            cgroup,
+            bid,
+            dry: false,
+            demand: 1,
+            usage_ns: 0,
+            sampled_at: now,
+            accrued_until: now,
+            tick_cpus: 0.0,
+            window: VecDeque::with_capacity(WINDOW),
+            model_milli: 0,
+            rate: Bid::ZERO,
+            meter: Meter::new(),
+            billed: 0,
+            billed_cpu_ns: 0,
+            billed_until: now,
+            gain: 1.0,
+            joined: now,
+            control,
+        };
+        self.ranks.insert(key, state);
+        self.changed();
+        self.recompute();
+    }
+
+    /// Removes a rank whose cgroup showed `usage_ns` at its end: charges the time since
+    /// its last sample at the rate in force, and returns what it owes in all.
+    pub fn leave(&mut self, key: &Key, usage_ns: Option<u64>, now: Instant) -> Option<Departure> {
+        if !self.ranks.contains_key(key) {
+            return None;
+        }
+        // Everyone pays the rates in force up to this moment; then they change.
+        self.accrue_all(now);
+        let mut r = self.ranks.remove(key)?;
+        if let Some(u) = usage_ns {
+            r.usage_ns = r.usage_ns.max(u);
+        }
+        let debit = take_debit(key, &mut r, now);
+        self.changed();
+        self.recompute();
+        Some(Departure {
+            charged: r.meter.total(),
+            debit,
+        })
+    }
+
+    /// Sets the bid of every rank of `job` that `may` allows; they leave the dry state
+    /// (the caller checked the owner's credit). Returns the ranks changed and, for each
+    /// that was dry, its control queue (to tell it credit is back).
+    pub fn rebid(
+        &mut self,
+        job: JobId,
+        bid: Bid,
+        may: impl Fn(&RankState) -> bool,
+    ) -> (u32, Vec<mpsc::Sender<Control>>) {
+        self.accrue_all(Instant::now());
+        let mut count = 0;
+        let mut restored = Vec::new();
+        for ((id, _), r) in self.ranks.iter_mut() {
+            if *id != job || !may(r) {
+                continue;
+            }
+            count += 1;
+            r.bid = bid;
+            if r.dry {
+                r.dry = false;
+                restored.push(r.control.clone());
+            }
+        }
+        if count > 0 {
+            self.changed();
+            self.recompute();
+        }
+        (count, restored)
+    }
+
+    /// Marks every rank of `user` out of credit; returns the control queues of the
+    /// ranks that were not already (each gets one notice).
+    pub fn run_dry(&mut self, user: &str) -> Vec<(Key, mpsc::Sender<Control>)> {
+        self.accrue_all(Instant::now());
+        let mut newly = Vec::new();
+        for (key, r) in self.ranks.iter_mut() {
+            if r.owner == user && !r.dry && !r.bid.is_zero() {
+                r.dry = true;
+                newly.push((*key, r.control.clone()));
+            }
+        }
+        if !newly.is_empty() {
+            self.changed();
+            self.recompute();
+        }
+        newly
+    }
+
+    fn changed(&mut self) {
+        self.generation += 1;
+    }
+
+    /// Charges every rank up to `now` at the rate in force.
+    fn accrue_all(&mut self, now: Instant) {
+        for (key, r) in self.ranks.iter_mut() {
+            accrue(key, r, now);
+        }
+    }
+
+    /// Applies one tick's samples: demand and CPU use, then the model, the rates, the
+    /// charges for the time since each rank's last sample, and (closed loop) the gains.
+    /// Ranks missing from `samples` (joined after the sampling began, or whose cgroup
+    /// could not be read) are left as they were.
+    pub fn tick(&mut self, samples: &[(Key, RankSample)], closed_loop: bool) {
+        for (key, s) in samples {
+            let Some(r) = self.ranks.get_mut(key) else {
+                continue;
+            };
+            let now = s.at;
+            let dt = now.saturating_duration_since(r.sampled_at);
+            let used = s.usage_ns.saturating_sub(r.usage_ns);
+            r.tick_cpus = if dt.is_zero() {
+                0.0
+            } else {
+                used as f64 / dt.as_nanos() as f64
+            };
+            // A thread can be caught sleeping at the sample; CPU used says otherwise.
+            let busy = (r.tick_cpus - 0.5).ceil().max(0.0) as u32;
+            r.demand = s.runnable.max(busy);
+            r.usage_ns = r.usage_ns.max(s.usage_ns);
+            if r.window.len() == WINDOW {
+                r.window.pop_front();
+            }
+            r.window.push_back((now, r.usage_ns));
+        }
+        // Rates from the state just measured; charge each rank's elapsed time at them.
+        self.recompute();
+        for (key, s) in samples {
+            let Some(r) = self.ranks.get_mut(key) else {
+                continue;
+            };
+            accrue(key, r, s.at);
+            r.sampled_at = r.sampled_at.max(s.at);
+        }
+        if closed_loop {
+            self.control_step(samples);
+        }
+    }
+
+    /// One controller step over the ranks sampled this tick (gains reset first when
+    /// the market changed since the last step).
+    fn control_step(&mut self, samples: &[(Key, RankSample)]) {
+        if self.gains_at != self.generation {
+            for r in self.ranks.values_mut() {
+                r.gain = 1.0;
+            }
+            self.gains_at = self.generation;
+            // The tick that saw the change measured the old market: skip it.
+            return;
+        }
+        let keys: Vec<Key> = samples
+            .iter()
+            .map(|(k, _)| *k)
+            .filter(|k| self.ranks.contains_key(k))
+            .collect();
+        let mut gains: Vec<f64> = keys.iter().map(|k| self.ranks[k].gain).collect();
+        let inputs: Vec<control::Sample> = keys
+            .iter()
+            .map(|k| {
+                let r = &self.ranks[k];
+                control::Sample {
+                    model: r.model_milli as f64 / 1000.0,
+                    measured: r.tick_cpus,
+                }
+            })
+            .collect();
+        control::step(&mut gains, &inputs);
+        for (k, g) in keys.iter().zip(gains) {
+            if let Some(r) = self.ranks.get_mut(k) {
+                r.gain = g;
+            }
+        }
+    }
+
+    /// Recomputes the model allocation, each rank's rate, the price and contention
+    /// from the bids in force and the last measured demand.
+    fn recompute(&mut self) {
+        let jobs: Vec<Job> = self
+            .ranks
+            .values()
+            .map(|r| Job {
+                bid: r.effective_bid(),
+                demand: r.demand,
+            })
+            .collect();
+        let bids: Vec<Bid> = jobs.iter().map(|j| j.bid).collect();
+        let claims: Vec<Claim> = stride::tickets_for_bids(&bids)
+            .into_iter()
+            .zip(&jobs)
+            .map(|(tickets, j)| Claim {
+                tickets,
+                demand: j.demand,
+            })
+            .collect();
+        let alloc = stride::water_fill(self.cpus, &claims);
+        let rates = stride::charge_rates(self.policy, self.cpus, &jobs);
+        for ((r, milli), rate) in self.ranks.values_mut().zip(alloc.milli_cpus()).zip(rates) {
+            r.model_milli = *milli;
+            r.rate = rate;
+        }
+        self.contended = stride::is_contended(self.cpus, jobs.iter().map(|j| j.demand));
+        self.price = stride::node_price(&jobs).unwrap_or(Bid::ZERO);
+    }
+
+    /// The ticket count each rank's kernel weight should follow: tickets from the bids
+    /// in force, times the closed-loop gain.
+    pub fn weight_tickets(&self) -> Vec<(u64, u64)> {
+        let bids: Vec<Bid> = self.ranks.values().map(|r| r.effective_bid()).collect();
+        stride::tickets_for_bids(&bids)
+            .into_iter()
+            .zip(self.ranks.values())
+            .map(|(t, r)| (r.cgroup, control::corrected_tickets(t, r.gain)))
+            .collect()
+    }
+
+    /// Debits due at `now`: every rank whose last debit is at least `every` old and that
+    /// owes something. (A rank that owes nothing has its interval start moved on.)
+    pub fn due_debits(&mut self, now: Instant, every: Duration) -> Vec<DueDebit> {
+        let mut due = Vec::new();
+        for (key, r) in self.ranks.iter_mut() {
+            if now.saturating_duration_since(r.billed_until) < every {
+                continue;
+            }
+            if let Some(d) = take_debit(key, r, now) {
+                due.push(d);
+            }
+        }
+        due
+    }
+}
+
+/// Charges `r` from where it was accrued to `now` at its rate.
+fn accrue(key: &Key, r: &mut RankState, now: Instant) {
+    let dt = now.saturating_duration_since(r.accrued_until);
+    if let Err(e) = r.meter.accrue(r.rate, nanos(dt)) {
+        tracing::error!(job = %key.0, rank = key.1, error = %e, "charge lost");
+    }
+    r.accrued_until = r.accrued_until.max(now);
+}
+
+/// Bills what `r` owes up to `now`, if anything.
+fn take_debit(key: &Key, r: &mut RankState, now: Instant) -> Option<DueDebit> {
+    let amount = r.unbilled();
+    let start = r.billed_until;
+    let cpu_ns = r.usage_ns.saturating_sub(r.billed_cpu_ns);
+    r.billed = r.meter.total();
+    r.billed_until = now;
+    r.billed_cpu_ns = r.usage_ns;
+    (amount > 0).then(|| DueDebit {
+        job: key.0,
+        rank: key.1,
+        user: r.owner.clone(),
+        amount,
+        start,
+        end: now,
+        cpu_ns,
+    })
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The notice a rank gets when its owner runs dry on this node.
+pub fn dry_notice(node: &str, user: &str, balance: i64) -> Control {
+    Control::Notice(Notice {
+        kind: NoticeKind::OutOfCredit,
+        text: format!(
+            "node {node}: {user} is out of credit (balance {}); the job keeps running at bid 0 \
+             on CPU nobody else wants; after a grant, `rexec bid JOB RATE` restores the bid",
+            stride::format_credits(balance)
+        ),
+    })
+}
+
+/// The notice a dry rank gets when a re-bid restores its bid.
+pub fn restored_notice(node: &str, bid: Bid) -> Control {
+    Control::Notice(Notice {
+        kind: NoticeKind::CreditRestored,
+        text: format!(
+            "node {node}: credit restored; the job bids {} credits per minute again",
+            stride::format_credits(bid.micros_per_minute())
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests;

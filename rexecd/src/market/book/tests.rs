@@ -1,0 +1,259 @@
+//! The book on made-up samples: model shares, charges under both policies, debits that
+//! add up to exactly what was charged, running dry and re-bidding.
+
+use std::time::{Duration, Instant};
+
+use proto::node::JobId;
+use stride::{Bid, Policy};
+use tokio::sync::mpsc;
+
+use super::*;
+
+const SEC: u64 = 1_000_000_000;
+
+struct Sim {
+    book: Book,
+    t0: Instant,
+    now: Duration,
+    usage: Vec<u64>,
+    keys: Vec<Key>,
+    rx: Vec<mpsc::Receiver<Control>>,
+}
+
+impl Sim {
+    fn new(cpus: u32, policy: Policy, bids: &[u32]) -> Sim {
+        let t0 = Instant::now();
+        let mut sim = Sim {
+            book: Book::new(cpus, policy),
+            t0,
+            now: Duration::ZERO,
+            usage: Vec::new(),
+            keys: Vec::new(),
+            rx: Vec::new(),
+        };
+        for (i, &b) in bids.iter().enumerate() {
+            sim.add(i as u64 + 1, &format!("u{i}"), Bid::from_credits(b));
+        }
+        sim
+    }
+
+    fn add(&mut self, job: u64, owner: &str, bid: Bid) {
+        let (tx, rx) = mpsc::channel(8);
+        let key = (JobId(job), 0);
+        self.book.join(key, owner, job, bid, tx, self.t0 + self.now);
+        self.keys.push(key);
+        self.usage.push(0);
+        self.rx.push(rx);
+    }
+
+    /// Advances one second in which rank i used `cpus[i]` CPUs with `runnable[i]` threads.
+    fn second(&mut self, cpus: &[f64], runnable: &[u32]) {
+        self.now += Duration::from_secs(1);
+        let at = self.t0 + self.now;
+        let samples: Vec<(Key, RankSample)> = self
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                self.usage[i] += (cpus[i] * SEC as f64) as u64;
+                (
+                    *k,
+                    RankSample {
+                        usage_ns: self.usage[i],
+                        runnable: runnable[i],
+                        at,
+                    },
+                )
+            })
+            .collect();
+        self.book.tick(&samples, false);
+    }
+
+    fn charged(&self) -> Vec<i64> {
+        self.keys
+            .iter()
+            .map(|k| self.book.get(k).map_or(0, |r| r.meter.total()))
+            .collect()
+    }
+
+    fn model(&self) -> Vec<u64> {
+        self.keys
+            .iter()
+            .map(|k| self.book.get(k).map_or(0, |r| r.model_milli))
+            .collect()
+    }
+}
+
+#[test]
+fn three_single_threaded_jobs_get_the_papers_shares_and_pay_their_bids() {
+    let mut sim = Sim::new(2, Policy::Contention, &[40, 30, 20]);
+    for _ in 0..60 {
+        sim.second(&[0.889, 0.667, 0.444], &[1, 1, 1]);
+    }
+    assert_eq!(sim.model(), vec![889, 667, 444]);
+    assert_eq!(sim.charged(), vec![40_000_000, 30_000_000, 20_000_000]);
+    let node = sim.book.node();
+    assert!(node.contended);
+    assert_eq!(node.price, Bid::from_credits(90));
+}
+
+#[test]
+fn two_single_threaded_jobs_on_two_cpus_pay_only_under_the_papers_rule() {
+    for (policy, expect) in [
+        (Policy::Contention, vec![0, 0]),
+        (Policy::Paper, vec![3_000_000, 1_000_000]),
+    ] {
+        let mut sim = Sim::new(2, policy, &[3, 1]);
+        for _ in 0..60 {
+            sim.second(&[1.0, 1.0], &[1, 1]);
+        }
+        assert_eq!(sim.charged(), expect, "{policy}");
+        // A third job makes all three pay under either rule.
+        sim.add(9, "u9", Bid::from_credits(2));
+        for _ in 0..60 {
+            sim.second(&[0.75, 0.5, 0.75], &[1, 1, 1]);
+        }
+        let after: Vec<i64> = sim
+            .charged()
+            .iter()
+            .zip(expect.iter().chain([&0]))
+            .map(|(a, b)| a - b)
+            .collect();
+        assert_eq!(after, vec![3_000_000, 1_000_000, 2_000_000], "{policy}");
+    }
+}
+
+#[test]
+fn a_thread_caught_asleep_still_counts_when_the_cpu_says_it_ran() {
+    let mut sim = Sim::new(2, Policy::Contention, &[1, 1]);
+    sim.second(&[1.0, 1.0], &[0, 2]);
+    assert_eq!(sim.book.get(&sim.keys[0]).unwrap().demand, 1);
+    assert!(sim.book.node().contended);
+}
+
+#[test]
+fn debits_and_the_final_charge_add_up_to_exactly_what_was_charged() {
+    let mut sim = Sim::new(1, Policy::Contention, &[7, 3]);
+    let mut billed = [0i64; 2];
+    for s in 1..=95u64 {
+        sim.second(&[0.7, 0.3], &[1, 1]);
+        let now = sim.t0 + sim.now;
+        for d in sim.book.due_debits(now, Duration::from_secs(10)) {
+            assert!(d.amount > 0 && d.end > d.start);
+            assert_eq!(
+                d.end.duration_since(d.start),
+                Duration::from_secs(10),
+                "second {s}"
+            );
+            billed[(d.job.0 - 1) as usize] += d.amount;
+        }
+    }
+    assert_eq!(billed, [10_500_000, 4_500_000]);
+    let end = sim.t0 + sim.now + Duration::from_millis(500);
+    let totals: Vec<i64> = sim
+        .keys
+        .clone()
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let d = sim.book.leave(k, None, end).unwrap();
+            if let Some(debit) = d.debit {
+                billed[i] += debit.amount;
+            }
+            d.charged
+        })
+        .collect();
+    // 95.5 s at 7 and 3 credits a minute: the last half second at the last rate.
+    assert_eq!(totals, vec![11_141_666, 4_775_000]);
+    assert_eq!(billed.to_vec(), totals);
+    assert!(sim.book.is_empty());
+}
+
+#[test]
+fn a_user_running_dry_drops_to_bid_zero_once_and_a_rebid_restores_it() {
+    let mut sim = Sim::new(1, Policy::Contention, &[4, 4]);
+    sim.second(&[0.5, 0.5], &[1, 1]);
+    let newly = sim.book.run_dry("u0");
+    assert_eq!(newly.len(), 1);
+    assert!(
+        sim.book.run_dry("u0").is_empty(),
+        "only one notice per rank"
+    );
+    let r = sim.book.get(&sim.keys[0]).unwrap();
+    assert_eq!(r.effective_bid(), Bid::ZERO);
+    assert_eq!(r.bid, Bid::from_credits(4));
+    // It still gets the CPU nobody else wants, but only the smallest share beside u1.
+    assert!(sim.model()[0] <= 1, "{:?}", sim.model());
+    let before = sim.charged();
+    sim.second(&[0.0, 1.0], &[1, 1]);
+    assert_eq!(sim.charged()[0], before[0], "a dry rank pays nothing");
+
+    let (n, restored) = sim.book.rebid(JobId(1), Bid::from_credits(2), |_| true);
+    assert_eq!((n, restored.len()), (1, 1));
+    let r = sim.book.get(&sim.keys[0]).unwrap();
+    assert_eq!(r.effective_bid(), Bid::from_credits(2));
+    assert_eq!(sim.model(), vec![333, 667]);
+}
+
+#[test]
+fn gains_reset_when_the_market_changes_and_stay_bounded() {
+    let mut book = Book::new(2, Policy::Contention);
+    let t0 = Instant::now();
+    let (tx, _rx) = mpsc::channel(8);
+    for j in 1..=3u64 {
+        book.join(
+            (JobId(j), 0),
+            "u",
+            j,
+            Bid::from_credits(50 - 10 * j as u32),
+            tx.clone(),
+            t0,
+        );
+    }
+    let mut usage = [0u64; 3];
+    for s in 1..=20u64 {
+        let at = t0 + Duration::from_secs(s);
+        // The kernel's open-loop split: the top bidder is short of its 0.889.
+        let got = [0.80, 0.72, 0.47];
+        let samples: Vec<(Key, RankSample)> = (0..3)
+            .map(|i| {
+                usage[i] += (got[i] * SEC as f64) as u64;
+                (
+                    (JobId(i as u64 + 1), 0),
+                    RankSample {
+                        usage_ns: usage[i],
+                        runnable: 1,
+                        at,
+                    },
+                )
+            })
+            .collect();
+        book.tick(&samples, true);
+    }
+    let gains: Vec<f64> = book.ranks().map(|(_, r)| r.gain).collect();
+    assert!(gains[0] > 1.0 && gains[1] < 1.0, "{gains:?}");
+    assert!(
+        gains
+            .iter()
+            .all(|g| *g <= control::MAX_GAIN && *g >= 1.0 / control::MAX_GAIN)
+    );
+    let tickets = book.weight_tickets();
+    assert!(tickets[0].1 > 4 * tickets[2].1 / 2, "{tickets:?}");
+    book.rebid(JobId(1), Bid::from_credits(1), |_| true);
+    // The next step sees the change and resets every gain.
+    let at = t0 + Duration::from_secs(21);
+    let samples: Vec<(Key, RankSample)> = (0..3)
+        .map(|i| {
+            (
+                (JobId(i as u64 + 1), 0),
+                RankSample {
+                    usage_ns: usage[i] + SEC / 2,
+                    runnable: 1,
+                    at,
+                },
+            )
+        })
+        .collect();
+    book.tick(&samples, true);
+    assert!(book.ranks().all(|(_, r)| r.gain == 1.0));
+}

@@ -1,0 +1,157 @@
+//! Credit checks: whether a user may bid a positive rate on this node, asked of
+//! accountd and cached for a short while.
+//!
+//! A positive balance read from accountd (or from a debit's receipt) is trusted for
+//! `balance_cache`; a balance at or below zero is never trusted from the cache (it is
+//! asked again, so a grant takes effect at once). While accountd cannot be reached a
+//! positive balance seen within `balance_cache` still counts; past that, positive
+//! bids are refused with a message saying that a zero bid still runs.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use proto::account::{AccountOp, AccountReply, BalanceQuery, ErrorCode as AccountCode};
+use proto::node::{ErrorCode, ErrorReply};
+use tokio_rustls::TlsConnector;
+
+use crate::config::market::LedgerConfig;
+
+/// How long one balance query may take.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Balances as last seen, and how to ask for fresh ones.
+pub struct Credit {
+    node: String,
+    ledger: Option<(LedgerConfig, TlsConnector)>,
+    ttl: Duration,
+    cache: Mutex<HashMap<String, (i64, Instant)>>,
+}
+
+impl std::fmt::Debug for Credit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credit")
+            .field("node", &self.node)
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Credit {
+    /// Checks against `ledger` (none: every bid passes, nobody is charged).
+    pub fn new(node: &str, ledger: Option<(LedgerConfig, TlsConnector)>, ttl: Duration) -> Credit {
+        Credit {
+            node: node.to_string(),
+            ledger,
+            ttl,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, (i64, Instant)>> {
+        // Every update is one insert: a poisoned lock still holds a whole map.
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a balance seen now (from a query or a debit's receipt).
+    pub fn saw(&self, user: &str, balance: i64) {
+        self.cache()
+            .insert(user.to_string(), (balance, Instant::now()));
+    }
+
+    /// The last balance seen for `user` within the cache time.
+    fn recent(&self, user: &str) -> Option<i64> {
+        let cache = self.cache();
+        let &(balance, at) = cache.get(user)?;
+        (at.elapsed() <= self.ttl).then_some(balance)
+    }
+
+    /// Refuses a positive bid from a user whose balance is not positive; a zero bid
+    /// always passes.
+    pub async fn check(&self, user: &str, bid: stride::Bid) -> Result<(), ErrorReply> {
+        if bid.is_zero() {
+            return Ok(());
+        }
+        let Some((ledger, connector)) = &self.ledger else {
+            return Ok(());
+        };
+        if let Some(b) = self.recent(user)
+            && b > 0
+        {
+            return Ok(());
+        }
+        let node = &self.node;
+        let balance = match query(ledger, connector, user).await {
+            Ok(b) => {
+                self.saw(user, b);
+                b
+            }
+            Err(Lookup::NoAccount(message)) => {
+                return Err(ErrorReply::new(
+                    ErrorCode::NoCredit,
+                    format!(
+                        "node {node}: {user} has no account ({message}); ask an admin to create \
+                         one, or bid 0 (-r 0) to run on CPU nobody else wants"
+                    ),
+                ));
+            }
+            Err(Lookup::Unreachable(why)) => match self.recent(user) {
+                Some(b) => b,
+                None => {
+                    return Err(ErrorReply::new(
+                        ErrorCode::NoCredit,
+                        format!(
+                            "node {node}: cannot check {user}'s balance ({why}); a positive bid \
+                             needs a known positive balance, but a zero bid (-r 0) still runs"
+                        ),
+                    ));
+                }
+            },
+        };
+        if balance > 0 {
+            Ok(())
+        } else {
+            Err(ErrorReply::new(
+                ErrorCode::NoCredit,
+                format!(
+                    "node {node}: {user}'s balance is {} credits; a positive bid needs credit \
+                     (ask an admin for a grant), but a zero bid (-r 0) still runs",
+                    stride::format_credits(balance)
+                ),
+            ))
+        }
+    }
+}
+
+enum Lookup {
+    NoAccount(String),
+    Unreachable(String),
+}
+
+async fn query(ledger: &LedgerConfig, connector: &TlsConnector, user: &str) -> Result<i64, Lookup> {
+    let mut client = ledger_client::client::AccountClient::connect(
+        &ledger.address,
+        connector,
+        &ledger.server_name,
+        QUERY_TIMEOUT,
+    )
+    .await
+    .map_err(|e| Lookup::Unreachable(e.to_string()))?;
+    let op = AccountOp::Balance(BalanceQuery {
+        user: Some(user.to_string()),
+    });
+    let reply = client.call(op).await;
+    client.close().await;
+    match reply {
+        Ok(AccountReply::Balance(b)) => Ok(b.balance),
+        Ok(other) => Err(Lookup::Unreachable(format!(
+            "accountd answered a balance query with {other:?}"
+        ))),
+        Err(ledger_client::client::ClientError::Server(e))
+            if e.code == AccountCode::UnknownUser =>
+        {
+            Err(Lookup::NoAccount(e.message))
+        }
+        Err(e) => Err(Lookup::Unreachable(e.to_string())),
+    }
+}

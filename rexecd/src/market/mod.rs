@@ -1,0 +1,535 @@
+//! The market on this node: bids checked where they are enforced, CPU metered every
+//! tick, charges accrued under the node's policy and sent to accountd through the debit
+//! journal, kernel weights kept at what the bids (and, closed loop, the measured
+//! shares) say, and owners who run dry dropped to bid 0.
+//!
+//! - [`book`]: the market state, the one source of truth for it (pure computation).
+//! - [`control`]: the closed-loop share controller's law.
+//! - [`credit`]: balance checks against accountd, with a short cache.
+//!
+//! [`Market`] is the handle sessions use; one engine task owns the kernel weights
+//! (every write happens there, in order, on a blocking thread), runs the metering
+//! ticks, sends debits and reads their receipts.
+
+pub mod book;
+pub mod control;
+pub mod credit;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use ledger_client::debit::{DebitClient, DebitClientConfig, Settlement};
+use ledger_client::journal::Charge;
+use proto::account::{Debit, DebitKey, ErrorCode as AccountCode, MeterInterval};
+use proto::node::{ErrorCode, ErrorReply, JobId};
+use stride::Bid;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsConnector;
+
+use crate::cgroup::{JobCgroups, weights_for_tickets};
+use crate::config::{MarketConfig, ShareControl};
+use crate::registry::Control;
+use book::{Book, Key, RankSample};
+use credit::Credit;
+
+/// Why the market could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MarketError {
+    /// The debit journal could not be opened.
+    #[error("{0}")]
+    Journal(#[from] ledger_client::journal::JournalError),
+}
+
+enum Request {
+    /// Write the weights the book says now; answer when they are written.
+    Rebalance(Option<oneshot::Sender<()>>),
+    /// Stop the engine.
+    Stop,
+}
+
+/// Node-monotonic microseconds (`CLOCK_MONOTONIC`) for an [`Instant`].
+#[derive(Debug, Clone, Copy)]
+struct MonoClock {
+    base: Instant,
+    base_us: u64,
+}
+
+impl MonoClock {
+    fn new() -> MonoClock {
+        let base = Instant::now();
+        let base_us = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+            .map(|t| {
+                let d = Duration::from(t);
+                u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+            })
+            .unwrap_or(0);
+        MonoClock { base, base_us }
+    }
+
+    fn micros(&self, at: Instant) -> u64 {
+        let d = at.saturating_duration_since(self.base);
+        self.base_us
+            .saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    }
+}
+
+/// One rank as `ListJobs` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankView {
+    /// Owner.
+    pub owner: String,
+    /// Bid asked for, micro-credits per minute.
+    pub bid: i64,
+    /// Bid in force.
+    pub effective_bid: i64,
+    /// Runnable threads at the last sample.
+    pub runnable: u32,
+    /// Model allocation, milli-CPUs.
+    pub model_milli: u64,
+    /// Measured over the last window, milli-CPUs.
+    pub measured_milli: u64,
+    /// CPU used so far (at the last sample), nanoseconds.
+    pub usage_ns: u64,
+    /// Charged so far, micro-credits.
+    pub charged: i64,
+}
+
+/// The node's market; see the module docs.
+pub struct Market {
+    node: String,
+    cfg: MarketConfig,
+    book: Mutex<Book>,
+    cgroups: JobCgroups,
+    credit: Credit,
+    debits: Option<DebitClient>,
+    requests: mpsc::UnboundedSender<Request>,
+    seq: AtomicU64,
+    clock: MonoClock,
+    engine: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Market {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Market")
+            .field("node", &self.node)
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Market {
+    /// Opens the journal (when a ledger is configured) and starts the engine. The
+    /// `connector` (a node certificate) is used for accountd.
+    pub async fn start(
+        node: &str,
+        cfg: MarketConfig,
+        cgroups: JobCgroups,
+        connector: Option<TlsConnector>,
+    ) -> Result<Arc<Market>, MarketError> {
+        let ledger = cfg.ledger.clone().zip(connector);
+        let (debits, settlements) = match &ledger {
+            Some((l, connector)) => {
+                let mut dc =
+                    DebitClientConfig::new(l.journal.clone(), l.address.clone(), connector.clone());
+                dc.server_name = l.server_name.clone();
+                let (client, rx) = DebitClient::start(dc).await?;
+                (Some(client), Some(rx))
+            }
+            None => {
+                tracing::warn!(
+                    "no accountd configured ([market] accountd): jobs are metered and their \
+                     charges shown, but nobody is charged and balances are not checked"
+                );
+                (None, None)
+            }
+        };
+        let first_seq = next_seq_floor(debits.as_ref());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let market = Arc::new(Market {
+            node: node.to_string(),
+            credit: Credit::new(node, ledger, cfg.balance_cache),
+            book: Mutex::new(Book::new(cfg.cpus, cfg.policy)),
+            cfg,
+            cgroups,
+            debits,
+            requests: tx,
+            seq: AtomicU64::new(first_seq),
+            clock: MonoClock::new(),
+            engine: Mutex::new(None),
+        });
+        let engine = tokio::spawn(Arc::clone(&market).run(rx, settlements));
+        *market.engine.lock().unwrap_or_else(|e| e.into_inner()) = Some(engine);
+        tracing::info!(node, cpus = market.cfg.cpus, policy = %market.cfg.policy,
+            share_control = %market.cfg.share_control, "market open");
+        Ok(market)
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &MarketConfig {
+        &self.cfg
+    }
+
+    /// The market state (held briefly: never across an await or a system call).
+    pub fn book(&self) -> MutexGuard<'_, Book> {
+        // Book updates keep it consistent at every step a panic could interrupt.
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `user` may bid `bid` micro-credits a minute here: not negative, within
+    /// `max_rate`, and (when positive) with a positive balance.
+    pub async fn check_bid(&self, user: &str, bid: i64) -> Result<Bid, ErrorReply> {
+        let node = &self.node;
+        let bid = Bid::new(bid)
+            .map_err(|e| ErrorReply::new(ErrorCode::BadRequest, format!("node {node}: {e}")))?;
+        if bid > self.cfg.max_rate {
+            return Err(ErrorReply::new(
+                ErrorCode::BadRequest,
+                format!(
+                    "node {node}: a bid of {} credits per minute is above this node's max_rate \
+                     of {}; bid less",
+                    stride::format_credits(bid.micros_per_minute()),
+                    stride::format_credits(self.cfg.max_rate.micros_per_minute())
+                ),
+            ));
+        }
+        self.credit.check(user, bid).await?;
+        Ok(bid)
+    }
+
+    /// Adds a rank to the market.
+    pub fn join(
+        &self,
+        key: Key,
+        owner: &str,
+        cgroup: u64,
+        bid: Bid,
+        control: mpsc::Sender<Control>,
+    ) {
+        self.book()
+            .join(key, owner, cgroup, bid, control, Instant::now());
+    }
+
+    /// Writes the weights the market says now and waits until they are written.
+    pub async fn rebalance(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.requests.send(Request::Rebalance(Some(tx))).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// Asks for the weights to be written, without waiting.
+    pub fn rebalance_soon(&self) {
+        let _ = self.requests.send(Request::Rebalance(None));
+    }
+
+    /// Removes a rank whose cgroup used `usage` in all; charges its last moments, sends
+    /// its last debit (journaled before this returns) and returns what it was charged in
+    /// all. `None` when the rank had already left.
+    pub async fn leave(&self, key: Key, usage: Option<Duration>) -> Option<i64> {
+        let usage_ns = usage.map(|u| u64::try_from(u.as_nanos()).unwrap_or(u64::MAX));
+        let departure = self.book().leave(&key, usage_ns, Instant::now());
+        let departure = departure?;
+        self.rebalance_soon();
+        if let Some(d) = departure.debit {
+            self.record(d).await;
+        }
+        Some(departure.charged)
+    }
+
+    /// Removes a rank without waiting (for a rank dropped without a proper end); its
+    /// last debit is still sent.
+    pub fn leave_soon(self: &Arc<Self>, key: Key) {
+        if self.book().get(&key).is_none() {
+            return;
+        }
+        let market = Arc::clone(self);
+        tokio::spawn(async move {
+            market.leave(key, None).await;
+        });
+    }
+
+    /// Changes the bid of `job`'s ranks that `may` allows, after the same checks as a
+    /// launch (for each owner). Returns how many ranks took the new bid.
+    pub async fn rebid(
+        &self,
+        job: JobId,
+        bid: i64,
+        may: impl Fn(&str) -> bool,
+    ) -> Result<(u32, Bid), ErrorReply> {
+        let owners: Vec<String> = {
+            let book = self.book();
+            let mut o: Vec<String> = book
+                .ranks()
+                .filter(|((id, _), r)| *id == job && may(&r.owner))
+                .map(|(_, r)| r.owner.clone())
+                .collect();
+            o.sort();
+            o.dedup();
+            o
+        };
+        if owners.is_empty() {
+            return Ok((0, Bid::ZERO));
+        }
+        let mut checked = Bid::ZERO;
+        for owner in &owners {
+            checked = self.check_bid(owner, bid).await?;
+        }
+        let (count, restored) = self.book().rebid(job, checked, |r| may(&r.owner));
+        for control in restored {
+            let _ = control.try_send(book::restored_notice(&self.node, checked));
+        }
+        self.rebalance().await;
+        Ok((count, checked))
+    }
+
+    /// Ranks `visible` lets the caller see, with the node's state.
+    pub fn list(&self, visible: impl Fn(&str) -> bool) -> (Vec<(Key, RankView)>, book::NodeView) {
+        let book = self.book();
+        let ranks = book
+            .ranks()
+            .filter(|(_, r)| visible(&r.owner))
+            .map(|(k, r)| {
+                (
+                    *k,
+                    RankView {
+                        owner: r.owner.clone(),
+                        bid: r.bid.micros_per_minute(),
+                        effective_bid: r.effective_bid().micros_per_minute(),
+                        runnable: r.demand,
+                        model_milli: r.model_milli,
+                        measured_milli: r.measured_milli(),
+                        usage_ns: r.usage_ns,
+                        charged: r.meter.total(),
+                    },
+                )
+            })
+            .collect();
+        (ranks, book.node())
+    }
+
+    /// Stops the engine and gives accountd up to `grace` to acknowledge what is
+    /// pending (the rest stays in the journal for the next start).
+    pub async fn shutdown(&self, grace: Duration) {
+        let _ = self.requests.send(Request::Stop);
+        let engine = self.engine.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(engine) = engine {
+            let _ = engine.await;
+        }
+        if let Some(d) = &self.debits
+            && !d.wait_settled(grace).await
+        {
+            tracing::warn!(
+                pending = d.pending(),
+                "accountd has not acknowledged every charge; they stay in the journal"
+            );
+        }
+    }
+
+    /// Journals a debit for delivery to accountd.
+    async fn record(&self, d: book::DueDebit) {
+        let Some(debits) = &self.debits else {
+            tracing::debug!(job = %d.job, rank = d.rank, user = %d.user, amount = d.amount,
+                "charge not sent: no accountd configured");
+            return;
+        };
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let debit = Debit {
+            key: DebitKey {
+                node: self.node.clone(),
+                job: d.job.to_string(),
+                seq,
+            },
+            user: d.user.clone(),
+            amount: d.amount,
+            rank: d.rank,
+            interval: MeterInterval {
+                start_us: self.clock.micros(d.start),
+                end_us: self.clock.micros(d.end),
+            },
+            cpu_us: d.cpu_ns / 1000,
+        };
+        if let Err(e) = debits.charge(Charge::Debit(debit)).await {
+            tracing::error!(job = %d.job, rank = d.rank, user = %d.user, amount = d.amount,
+                error = %e, "cannot journal a charge; it is lost");
+        }
+    }
+
+    /// The engine: metering ticks, weight writes and receipts, until stopped.
+    async fn run(
+        self: Arc<Self>,
+        mut requests: mpsc::UnboundedReceiver<Request>,
+        mut settlements: Option<mpsc::UnboundedReceiver<Settlement>>,
+    ) {
+        let mut ticker = tokio::time::interval(self.cfg.meter_interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut written: HashMap<u64, u64> = HashMap::new();
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {
+                    self.tick().await;
+                    self.apply_weights(&mut written).await;
+                }
+                req = requests.recv() => {
+                    let mut acks = Vec::new();
+                    let mut stop = false;
+                    let mut next = req;
+                    loop {
+                        match next {
+                            None | Some(Request::Stop) => stop = true,
+                            Some(Request::Rebalance(ack)) => acks.extend(ack),
+                        }
+                        match requests.try_recv() {
+                            Ok(r) => next = Some(r),
+                            Err(_) => break,
+                        }
+                    }
+                    self.apply_weights(&mut written).await;
+                    for ack in acks {
+                        let _ = ack.send(());
+                    }
+                    if stop {
+                        return;
+                    }
+                }
+                Some(s) = recv(&mut settlements) => {
+                    if self.settled(s) {
+                        self.apply_weights(&mut written).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Samples every rank, updates the book, and journals the debits that are due.
+    async fn tick(&self) {
+        let ids: Vec<(Key, u64)> = self.book().ranks().map(|(k, r)| (*k, r.cgroup)).collect();
+        if ids.is_empty() {
+            return;
+        }
+        let cgroups = self.cgroups.clone();
+        let sampled = tokio::task::spawn_blocking(move || {
+            ids.into_iter()
+                .filter_map(|(key, id)| {
+                    let s = cgroups.sample(id).ok()?;
+                    Some((
+                        key,
+                        RankSample {
+                            usage_ns: u64::try_from(s.usage.as_nanos()).unwrap_or(u64::MAX),
+                            runnable: s.runnable,
+                            at: Instant::now(),
+                        },
+                    ))
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+        let samples = match sampled {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "metering task failed");
+                return;
+            }
+        };
+        let closed = self.cfg.share_control == ShareControl::Closed;
+        let due = {
+            let mut book = self.book();
+            book.tick(&samples, closed);
+            book.due_debits(Instant::now(), self.cfg.debit_interval)
+        };
+        for d in due {
+            self.record(d).await;
+        }
+    }
+
+    /// Writes every weight that differs from the last one written, on a blocking
+    /// thread; only the engine calls this, so writes never overtake each other.
+    async fn apply_weights(&self, written: &mut HashMap<u64, u64>) {
+        let tickets = self.book().weight_tickets();
+        let range = self.cgroups.weight_range();
+        let counts: Vec<u64> = tickets.iter().map(|&(_, t)| t).collect();
+        let weights = weights_for_tickets(&counts, range);
+        let live: HashMap<u64, u64> = tickets.iter().map(|&(id, _)| id).zip(weights).collect();
+        written.retain(|id, _| live.contains_key(id));
+        let changes: Vec<(u64, u64)> = live
+            .iter()
+            .filter(|(id, w)| written.get(id) != Some(w))
+            .map(|(&id, &w)| (id, w))
+            .collect();
+        if changes.is_empty() {
+            return;
+        }
+        let cgroups = self.cgroups.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            changes
+                .into_iter()
+                .filter(|&(id, w)| match cgroups.set_weight(id, w) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        // A cgroup being destroyed cannot take a weight.
+                        tracing::debug!(cgroup = id, weight = w, error = %e, "cannot set cpu weight");
+                        false
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+        if let Ok(done) = done {
+            written.extend(done);
+        }
+    }
+
+    /// Takes a debit's outcome; true when a user ran dry (weights must change).
+    fn settled(&self, s: Settlement) -> bool {
+        let (user, balance) = match s {
+            Settlement::Applied { charge, receipt } => {
+                self.credit.saw(charge.user(), receipt.balance_now);
+                (charge.user().to_string(), receipt.balance_now)
+            }
+            Settlement::Refused {
+                charge,
+                code,
+                message,
+            } => {
+                tracing::error!(key = %charge.key(), user = charge.user(), ?code,
+                    "accountd refused a charge for good: {message}");
+                if code != AccountCode::UnknownUser {
+                    return false;
+                }
+                self.credit.saw(charge.user(), 0);
+                (charge.user().to_string(), 0)
+            }
+        };
+        if balance > 0 {
+            return false;
+        }
+        let newly = self.book().run_dry(&user);
+        for ((job, rank), control) in &newly {
+            tracing::info!(%user, %job, rank, balance, "out of credit: the rank now bids 0");
+            let _ = control.try_send(book::dry_notice(&self.node, &user, balance));
+        }
+        !newly.is_empty()
+    }
+}
+
+async fn recv<T>(rx: &mut Option<mpsc::UnboundedReceiver<T>>) -> Option<T> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The first debit sequence number of this run: past every pending one in the journal
+/// and at least the wall clock in microseconds, so a restarted node never reuses a key
+/// (a node issues far fewer than a million debits a second).
+fn next_seq_floor(debits: Option<&DebitClient>) -> u64 {
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2))
+        .unwrap_or(0);
+    let pending = debits.map_or(0, |d| d.max_pending_seq().map_or(0, |s| s + 1));
+    wall.max(pending)
+}
