@@ -358,6 +358,14 @@ impl Book {
     /// One controller step over the ranks sampled this tick (gains reset first when
     /// the market changed since the last step).
     fn control_step(&mut self, samples: &[(Key, RankSample)]) {
+        // Without contention every runnable thread has a CPU: nothing to divide, and a
+        // correction would only chase noise (or other work on the machine).
+        if !self.contended {
+            for r in self.ranks.values_mut() {
+                r.gain = 1.0;
+            }
+            return;
+        }
         if self.gains_at != self.generation {
             for r in self.ranks.values_mut() {
                 r.gain = 1.0;
@@ -383,6 +391,7 @@ impl Book {
             })
             .collect();
         control::step(&mut gains, &inputs);
+        tracing::trace!(?inputs, ?gains, "share control step");
         for (k, g) in keys.iter().zip(gains) {
             if let Some(r) = self.ranks.get_mut(k) {
                 r.gain = g;

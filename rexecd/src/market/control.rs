@@ -26,8 +26,9 @@
 //!    open-loop tickets are.
 //!
 //! Gains reset to 1 whenever jobs arrive, leave or change their bids (the target
-//! moved, and an old correction is no guide to the new one). Jobs the model gives no
-//! CPU (not runnable) keep their gain unchanged.
+//! moved, and an old correction is no guide to the new one), and stay at 1 while the
+//! node is not contended (every runnable thread has a CPU, so there is nothing to
+//! divide). Jobs the model gives no CPU (not runnable) keep their gain unchanged.
 //!
 //! Limits: the controller cannot give a job more CPU than its runnable threads can use
 //! (the model never asks for that), and it corrects over ticks, so a change in demand

@@ -11,4 +11,5 @@ mod heartbeat;
 mod joblog;
 mod launch;
 mod limits;
+mod shares;
 mod util;

@@ -80,7 +80,10 @@ impl Daemon {
             .arg("--ready-file")
             .arg(&ready)
             .args(&self.args)
-            .env("RUST_LOG", "rexecd=debug")
+            .env(
+                "RUST_LOG",
+                std::env::var("REXECD_TEST_LOG").unwrap_or_else(|_| "rexecd=debug".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -1,0 +1,229 @@
+//! CPU shares on the real kernel match the market model: CPU-bound jobs launched through
+//! the real rexecd, measured from their cgroups' CPU usage, compared with
+//! `stride::water_fill` over the bids.
+//!
+//! Shares are compared as fractions of the CPU the jobs received together, scaled to the
+//! node: other work on this shared machine takes CPU from all of them, which is not the
+//! market's to divide, and without it the two measures are the same.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use proto::node::{FromNode, Signal, ToNode};
+use stride::{Bid, Claim};
+
+use crate::util::{Client, Daemon, can_run, cpu_dir, launch};
+
+/// Share tests measure CPU: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A running CPU-bound job of `threads` busy processes.
+struct Busy {
+    client: Client,
+    cgroup: std::path::PathBuf,
+    bid: Bid,
+    threads: u32,
+}
+
+fn node_config(parent: &str, control: &str) -> String {
+    let pki = crate::util::pki();
+    let tls = pki.tls_paths(certs::Role::Node, crate::util::NODE);
+    format!(
+        r#"name = "{node}"
+cert = "{cert}"
+key = "{key}"
+ca = "{ca}"
+cgroup_parent = "{parent}"
+# The test's clients do not send heartbeats while they measure.
+heartbeat_timeout = "60m"
+
+[market]
+share_control = "{control}"
+meter_interval = "500ms"
+cpus = 2
+"#,
+        node = crate::util::NODE,
+        cert = tls.cert.display(),
+        key = tls.key.display(),
+        ca = tls.ca.display(),
+    )
+}
+
+async fn start_busy(daemon: &Daemon, credits: u32, threads: u32) -> Busy {
+    let mut client = daemon.user().await;
+    let loops = vec!["while :; do :; done"; threads as usize].join(" & ");
+    let script = format!("{loops}; wait");
+    let mut req = launch(&["/bin/sh", "-c", &script]);
+    let bid = Bid::from_credits(credits);
+    req.bid = bid.micros_per_minute();
+    client.start(req).await;
+    // The rank's cgroup is the newest job-* directory.
+    let dir = cpu_dir(&daemon.parent).unwrap();
+    let newest = crate::util::job_dirs(&daemon.parent)
+        .into_iter()
+        .max_by_key(|n| n.trim_start_matches("job-").parse::<u64>().unwrap_or(0))
+        .unwrap();
+    Busy {
+        client,
+        cgroup: dir.join(newest),
+        bid,
+        threads,
+    }
+}
+
+/// CPU used by a job cgroup so far, nanoseconds (read with rexecd's own cgroup code,
+/// which knows where this host keeps usage: `cpuacct.usage` on v1, `cpu.stat` on v2).
+fn usage(cgroup: &std::path::Path) -> u64 {
+    let id: u64 = cgroup
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("job-"))
+        .and_then(|n| n.parse().ok())
+        .expect("a job cgroup");
+    let parent = cgroup
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    let cgroups =
+        rexecd::cgroup::JobCgroups::detect(&rexecd::cgroup::ParentName::new(parent).unwrap())
+            .unwrap();
+    u64::try_from(cgroups.usage(id).unwrap().as_nanos()).unwrap()
+}
+
+/// The model's shares of `jobs` on `cpus` CPUs, in CPUs.
+fn model(cpus: u32, jobs: &[&Busy]) -> Vec<f64> {
+    let bids: Vec<Bid> = jobs.iter().map(|j| j.bid).collect();
+    let claims: Vec<Claim> = stride::tickets_for_bids(&bids)
+        .into_iter()
+        .zip(jobs)
+        .map(|(tickets, j)| Claim {
+            tickets,
+            demand: j.threads,
+        })
+        .collect();
+    stride::water_fill(cpus, &claims)
+        .milli_cpus()
+        .iter()
+        .map(|m| *m as f64 / 1000.0)
+        .collect()
+}
+
+/// Measures `jobs` over `window` and returns each job's error against the model, in
+/// points of a 2-CPU node, with the shares measured (in CPUs, scaled as the module says).
+fn errors(jobs: &[&Busy], window: Duration) -> (Vec<f64>, Vec<f64>) {
+    let before: Vec<u64> = jobs.iter().map(|j| usage(&j.cgroup)).collect();
+    let t0 = Instant::now();
+    std::thread::sleep(window);
+    let after: Vec<u64> = jobs.iter().map(|j| usage(&j.cgroup)).collect();
+    let secs = t0.elapsed().as_secs_f64();
+    let used: Vec<f64> = before
+        .iter()
+        .zip(&after)
+        .map(|(b, a)| (a - b) as f64 / 1e9 / secs)
+        .collect();
+    let want = model(2, jobs);
+    let total_used: f64 = used.iter().sum();
+    let total_want: f64 = want.iter().sum();
+    let got: Vec<f64> = used.iter().map(|u| u / total_used * total_want).collect();
+    let points = got
+        .iter()
+        .zip(&want)
+        .map(|(g, w)| (g - w).abs() / 2.0 * 100.0)
+        .collect();
+    (points, got)
+}
+
+async fn stop(mut job: Busy) {
+    job.client.send(ToNode::Signal(Signal::Kill)).await;
+    loop {
+        match job.client.recv().await {
+            Some(FromNode::Exit(_)) | None => break,
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_two_thread_jobs_bidding_1_2_3_get_a_sixth_two_sixths_and_three_sixths() {
+    if !can_run("shares") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let parent = format!("rexecd-test-{}-shares123", std::process::id());
+    let daemon = Daemon::start_with_config(parent.clone(), &node_config(&parent, "closed"));
+    let mut jobs = Vec::new();
+    for credits in [1, 2, 3] {
+        jobs.push(start_busy(&daemon, credits, 2).await);
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let refs: Vec<&Busy> = jobs.iter().collect();
+    let (points, got) = tokio::task::block_in_place(|| errors(&refs, Duration::from_secs(10)));
+    eprintln!("shares 1:2:3 measured {got:?}, error {points:?} points");
+    for (i, p) in points.iter().enumerate() {
+        assert!(*p <= 1.0, "job {i} is {p:.2} points off its share: {got:?}");
+    }
+    for j in jobs {
+        stop(j).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn figure_4_live_with_closed_loop_control() {
+    if !can_run("shares") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let parent = format!("rexecd-test-{}-figure4", std::process::id());
+    let daemon = Daemon::start_with_config(parent.clone(), &node_config(&parent, "closed"));
+    let interval = Duration::from_secs(
+        std::env::var("REXEC_FIGURE4_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(10),
+    );
+    let settle = Duration::from_secs(3);
+    let mut present: Vec<Option<Busy>> = Vec::new();
+    let mut worst: f64 = 0.0;
+    let mut failures = Vec::new();
+    let bids = [40, 30, 20, 10];
+    // A1..D1: arrivals; then A2..D2: departures in the same order.
+    for step in 0..7 {
+        if step < 4 {
+            present.push(Some(start_busy(&daemon, bids[step], 1).await));
+        } else if let Some(job) = present[step - 4].take() {
+            stop(job).await;
+        }
+        if step == 0 {
+            continue; // A alone: nothing to divide
+        }
+        tokio::time::sleep(settle).await;
+        let live: Vec<&Busy> = present.iter().flatten().collect();
+        let (points, got) = tokio::task::block_in_place(|| errors(&live, interval - settle));
+        let want = model(2, &live);
+        eprintln!("interval {step}: model {want:?} measured {got:?} error {points:?}");
+        for p in &points {
+            worst = worst.max(*p);
+        }
+        if points.iter().any(|p| *p > 1.5) {
+            failures.push(format!("interval {step}: model {want:?} measured {got:?}"));
+        }
+    }
+    for job in present.into_iter().flatten() {
+        stop(job).await;
+    }
+    if !failures.is_empty() {
+        let log = daemon.log();
+        let steps: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("share control"))
+            .collect();
+        let tail = &steps[steps.len().saturating_sub(30)..];
+        panic!(
+            "worst {worst:.2} points: {failures:#?}\nlast controller steps:\n{}",
+            tail.join("\n")
+        );
+    }
+}
