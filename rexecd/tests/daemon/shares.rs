@@ -6,7 +6,6 @@
 //! node: other work on this shared machine takes CPU from all of them, which is not the
 //! market's to divide, and without it the two measures are the same.
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use proto::node::{FromNode, Signal, ToNode};
@@ -15,7 +14,7 @@ use stride::{Bid, Claim};
 use crate::util::{Client, Daemon, can_run, cpu_dir, launch};
 
 /// Share tests measure CPU: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A running CPU-bound job of `threads` busy processes.
 struct Busy {
@@ -151,7 +150,7 @@ async fn three_two_thread_jobs_bidding_1_2_3_get_a_sixth_two_sixths_and_three_si
     if !can_run("shares") {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
     let parent = format!("rexecd-test-{}-shares123", std::process::id());
     let daemon = Daemon::start_with_config(parent.clone(), &node_config(&parent, "closed"));
     let mut jobs = Vec::new();
@@ -175,7 +174,7 @@ async fn figure_4_live_with_closed_loop_control() {
     if !can_run("shares") {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = SERIAL.lock().await;
     let parent = format!("rexecd-test-{}-figure4", std::process::id());
     let daemon = Daemon::start_with_config(parent.clone(), &node_config(&parent, "closed"));
     let interval = Duration::from_secs(
