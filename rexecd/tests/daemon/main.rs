@@ -11,5 +11,4 @@ mod heartbeat;
 mod joblog;
 mod launch;
 mod limits;
-mod shares;
 mod util;

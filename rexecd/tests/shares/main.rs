@@ -5,6 +5,13 @@
 //! Shares are compared as fractions of the CPU the jobs received together, scaled to the
 //! node: other work on this shared machine takes CPU from all of them, which is not the
 //! market's to divide, and without it the two measures are the same.
+//!
+//! A test binary of its own, so that no other test runs beside these (they measure CPU),
+//! and they run one at a time. It shares the daemon tests' helpers.
+
+#[allow(dead_code)]
+#[path = "../daemon/util/mod.rs"]
+mod util;
 
 use std::time::{Duration, Instant};
 
@@ -135,11 +142,13 @@ fn errors(jobs: &[&Busy], window: Duration) -> (Vec<f64>, Vec<f64>) {
     (points, got)
 }
 
-async fn stop(mut job: Busy) {
+/// Kills a job; returns what it was charged (its `Exit`).
+async fn stop(mut job: Busy) -> i64 {
     job.client.send(ToNode::Signal(Signal::Kill)).await;
     loop {
         match job.client.recv().await {
-            Some(FromNode::Exit(_)) | None => break,
+            Some(FromNode::Exit(exit)) => return exit.charged,
+            None => panic!("the node closed the session without Exit"),
             _ => {}
         }
     }
@@ -188,15 +197,26 @@ async fn figure_4_live_with_closed_loop_control() {
     let mut worst: f64 = 0.0;
     let mut failures = Vec::new();
     let bids = [40, 30, 20, 10];
+    // When each job arrived and left, and what its Exit said it was charged.
+    let mut arrived = [None::<Instant>; 4];
+    let mut left = [None::<Instant>; 4];
+    let mut charged = [0i64; 4];
     // A1..D1: arrivals; then A2..D2: departures in the same order.
-    for step in 0..7 {
+    for step in 0..8 {
         if step < 4 {
             present.push(Some(start_busy(&daemon, bids[step], 1).await));
+            arrived[step] = Some(Instant::now());
         } else if let Some(job) = present[step - 4].take() {
-            stop(job).await;
+            left[step - 4] = Some(Instant::now());
+            charged[step - 4] = stop(job).await;
         }
         if step == 0 {
-            continue; // A alone: nothing to divide
+            // A alone runs free: nothing to divide.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            continue;
+        }
+        if step == 7 {
+            break;
         }
         tokio::time::sleep(settle).await;
         let live: Vec<&Busy> = present.iter().flatten().collect();
@@ -210,8 +230,34 @@ async fn figure_4_live_with_closed_loop_control() {
             failures.push(format!("interval {step}: model {want:?} measured {got:?}"));
         }
     }
-    for job in present.into_iter().flatten() {
-        stop(job).await;
+    // The ledger side: under `contention` a job pays its bid while three or more of the
+    // single-threaded jobs compete for the two CPUs, and nothing otherwise.
+    let mut events: Vec<Instant> = arrived.iter().chain(&left).flatten().copied().collect();
+    events.sort();
+    let tick = Duration::from_millis(500);
+    for j in 0..4 {
+        let (a, l) = (arrived[j].unwrap(), left[j].unwrap());
+        let mut owed = 0.0;
+        for w in events.windows(2) {
+            let (from, to) = (w[0], w[1]);
+            let here = |k: usize| arrived[k].unwrap() <= from && left[k].unwrap() >= to;
+            if from >= a && to <= l && (0..4).filter(|&k| here(k)).count() >= 3 {
+                owed += f64::from(bids[j]) * 1e6 * to.duration_since(from).as_secs_f64() / 60.0;
+            }
+        }
+        // One metering tick at each end of the paid stretch, and the test's own view of
+        // when a job started or stopped (a launch or kill takes a moment).
+        let slack = f64::from(bids[j]) * 1e6 * (2.0 * tick.as_secs_f64() + 0.5) / 60.0;
+        eprintln!(
+            "job {j}: charged {} predicted {owed:.0} (slack {slack:.0})",
+            charged[j]
+        );
+        assert!(
+            (charged[j] as f64 - owed).abs() <= slack,
+            "job {j} bidding {} was charged {} micro-credits; the model says {owed:.0}",
+            bids[j],
+            charged[j]
+        );
     }
     if !failures.is_empty() {
         let log = daemon.log();
