@@ -42,6 +42,14 @@ pub enum MarketError {
     /// The debit journal could not be opened.
     #[error("{0}")]
     Journal(#[from] ledger_client::journal::JournalError),
+    /// The journal's directory could not be created.
+    #[error("cannot create the debit journal's directory {dir}: {source}")]
+    JournalDir {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
 }
 
 enum Request {
@@ -133,6 +141,7 @@ impl Market {
         let ledger = cfg.ledger.clone().zip(connector);
         let (debits, settlements) = match &ledger {
             Some((l, connector)) => {
+                ensure_journal_dir(&l.journal)?;
                 let mut dc =
                     DebitClientConfig::new(l.journal.clone(), l.address.clone(), connector.clone());
                 dc.server_name = l.server_name.clone();
@@ -513,6 +522,26 @@ impl Market {
         }
         !newly.is_empty()
     }
+}
+
+/// Creates the journal's directory (mode 0700: the journal names users and what they
+/// were charged) when it does not exist yet.
+fn ensure_journal_dir(journal: &std::path::Path) -> Result<(), MarketError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let Some(dir) = journal.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| MarketError::JournalDir {
+            dir: dir.to_path_buf(),
+            source,
+        })
 }
 
 async fn recv<T>(rx: &mut Option<mpsc::UnboundedReceiver<T>>) -> Option<T> {
