@@ -56,6 +56,10 @@ pub struct Flags {
     /// accountd's address (host:port), the `[market]` table's `accountd`.
     #[arg(long, value_name = "ADDR")]
     pub accountd: Option<String>,
+    /// The debit journal (the `[market]` table's `journal`): charges wait there until
+    /// accountd has them. One per rexecd.
+    #[arg(long, value_name = "PATH")]
+    pub journal: Option<PathBuf>,
     /// After binding, write the bound address to PATH (atomically), for scripts and tests.
     #[arg(long, value_name = "PATH")]
     pub ready_file: Option<PathBuf>,
