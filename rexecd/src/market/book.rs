@@ -188,6 +188,11 @@ impl Book {
         self.ranks.get(key)
     }
 
+    /// Bumped on every arrival, departure, re-bid and change of credit.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// Number of ranks.
     pub fn len(&self) -> usize {
         self.ranks.len()

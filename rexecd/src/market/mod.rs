@@ -376,11 +376,13 @@ impl Market {
         let mut ticker = tokio::time::interval(self.cfg.meter_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut written: HashMap<u64, u64> = HashMap::new();
+        let mut seen = self.book().generation();
         loop {
             tokio::select! {
                 _ = ticker.tick() => {
                     self.tick().await;
                     self.apply_weights(&mut written).await;
+                    seen = self.book().generation();
                 }
                 req = requests.recv() => {
                     let mut acks = Vec::new();
@@ -402,6 +404,15 @@ impl Market {
                     }
                     if stop {
                         return;
+                    }
+                    // The market changed: meter up to now, so that the next tick, a
+                    // whole interval later, measures the new market alone and the
+                    // controller starts correcting one tick sooner.
+                    if self.book().generation() != seen {
+                        self.tick().await;
+                        ticker.reset();
+                        self.apply_weights(&mut written).await;
+                        seen = self.book().generation();
                     }
                 }
                 Some(s) = recv(&mut settlements) => {
