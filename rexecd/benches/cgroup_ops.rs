@@ -64,12 +64,16 @@ fn main() {
         let w = range.min + u64::from(i) % (range.max - range.min);
         jobs.set_weight(u64::from(i) % JOBS, w).unwrap();
     });
-    per_op("re-weight 8 jobs (weights_for_tickets + set_weight)", 1_000, |i| {
-        let tickets: Vec<u64> = (0..JOBS).map(|id| id * 7 + u64::from(i)).collect();
-        for (id, w) in (0..JOBS).zip(weights_for_tickets(&tickets, range)) {
-            jobs.set_weight(id, w).unwrap();
-        }
-    });
+    per_op(
+        "re-weight 8 jobs (weights_for_tickets + set_weight)",
+        1_000,
+        |i| {
+            let tickets: Vec<u64> = (0..JOBS).map(|id| id * 7 + u64::from(i)).collect();
+            for (id, w) in (0..JOBS).zip(weights_for_tickets(&tickets, range)) {
+                jobs.set_weight(id, w).unwrap();
+            }
+        },
+    );
     per_op("sample (usage + runnable, 4 threads)", 5_000, |i| {
         jobs.sample(u64::from(i) % JOBS).unwrap();
     });
