@@ -1,5 +1,6 @@
 //! Credit amounts as text: parsing decimal credits typed by people into `i64`
-//! micro-credits and printing micro-credits back with fixed precision.
+//! micro-credits (with [`stride::parse_credits`], the parser every binary uses)
+//! and printing micro-credits back with fixed precision.
 //!
 //! No floating point is involved anywhere: `"1.5"` becomes `1_500_000`
 //! exactly, more than six decimals is an error rather than a silent rounding,
@@ -10,22 +11,11 @@ use proto::account::MICROS_PER_CREDIT;
 /// Digits after the decimal point in a printed amount.
 pub const DECIMALS: usize = 6;
 
-/// Why a text is not an amount.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum AmountError {
-    /// Empty or not a decimal number.
-    #[error("`{0}` is not an amount: write credits like 12, -3 or 0.25")]
-    NotANumber(String),
-    /// More than six digits after the point.
-    #[error("`{0}` has more than 6 decimals: credits are counted in millionths")]
-    TooPrecise(String),
-    /// Does not fit in an i64 of micro-credits.
-    #[error("`{0}` is too large an amount")]
-    TooLarge(String),
-}
+/// Why a text is not an amount (stride's error: one parser for every binary).
+pub type AmountError = stride::CreditsError;
 
-/// Parses decimal credits (`"12"`, `"-0.5"`, `"+3.000001"`) into micro-credits.
+/// Parses decimal credits (`"12"`, `"-0.5"`, `"+3.000001"`) into micro-credits: the
+/// parser bids and every other amount go through too ([`stride::parse_credits`]).
 ///
 /// ```
 /// use accountd::amount::parse_credits;
@@ -33,45 +23,7 @@ pub enum AmountError {
 /// assert_eq!(parse_credits("-0.000001"), Ok(-1));
 /// assert!(parse_credits("1.0000001").is_err());
 /// ```
-pub fn parse_credits(text: &str) -> Result<i64, AmountError> {
-    let t = text.trim();
-    let (negative, body) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
-    let (whole, frac) = match body.split_once('.') {
-        Some((w, f)) => (w, f),
-        None => (body, ""),
-    };
-    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if (whole.is_empty() && frac.is_empty()) || !digits(whole) || !digits(frac) {
-        return Err(AmountError::NotANumber(text.to_string()));
-    }
-    if body.ends_with('.') && frac.is_empty() && whole.is_empty() {
-        return Err(AmountError::NotANumber(text.to_string()));
-    }
-    if frac.len() > DECIMALS {
-        return Err(AmountError::TooPrecise(text.to_string()));
-    }
-    let too_large = || AmountError::TooLarge(text.to_string());
-    let mut micros: i64 = 0;
-    for b in whole.bytes() {
-        micros = micros
-            .checked_mul(10)
-            .and_then(|m| m.checked_add(i64::from(b - b'0')))
-            .ok_or_else(too_large)?;
-    }
-    micros = micros
-        .checked_mul(MICROS_PER_CREDIT)
-        .ok_or_else(too_large)?;
-    let mut frac_micros: i64 = 0;
-    for (i, b) in frac.bytes().enumerate() {
-        frac_micros += i64::from(b - b'0') * 10i64.pow((DECIMALS - 1 - i) as u32);
-    }
-    micros = micros.checked_add(frac_micros).ok_or_else(too_large)?;
-    Ok(if negative { -micros } else { micros })
-}
+pub use stride::parse_credits;
 
 /// Prints micro-credits as credits with exactly six decimals.
 ///
@@ -122,6 +74,24 @@ mod tests {
             parse_credits("99999999999999999999999"),
             Err(AmountError::TooLarge(_))
         ));
+    }
+
+    #[test]
+    fn amounts_and_bids_are_read_by_one_parser() {
+        // What accountctl accepts as an amount, rexec accepts as a bid, and the
+        // other way round; errors quote the text as the user wrote it.
+        for text in ["0", "12", " 2.5 ", ".5", "7.", "10.000001", "-0", "+3"] {
+            let bid: stride::Bid = text.parse().unwrap();
+            assert_eq!(parse_credits(text), Ok(bid.micros_per_minute()), "{text:?}");
+        }
+        for text in ["", ".", "1e3", "1,5", "0.0000001", "99999999999999", "--1"] {
+            assert!(parse_credits(text).is_err(), "{text:?}");
+            assert!(text.parse::<stride::Bid>().is_err(), "{text:?}");
+        }
+        assert_eq!(
+            parse_credits(" 1,5").unwrap_err().to_string(),
+            "` 1,5` is not an amount: write credits like 12, -3 or 0.25"
+        );
     }
 
     #[test]

@@ -54,9 +54,9 @@ struct Args {
     /// Most simultaneous connections [default: 1024].
     #[arg(long)]
     max_connections: Option<usize>,
-    /// Seconds before a silent connection is closed [default: 300].
-    #[arg(long)]
-    idle_timeout: Option<u64>,
+    /// How long a silent connection is kept, e.g. 300 (seconds), 5m or 1.5s [default: 300].
+    #[arg(long, value_parser = proto::duration::parse_duration)]
+    idle_timeout: Option<Duration>,
 }
 
 fn resolve(args: Args) -> Result<(ServerConfig, String, Option<PathBuf>), ConfigError> {
@@ -116,11 +116,9 @@ fn resolve(args: Args) -> Result<(ServerConfig, String, Option<PathBuf>), Config
             .max_connections
             .or(file.limits.max_connections)
             .unwrap_or(1024),
-        idle_timeout: Duration::from_secs(
-            args.idle_timeout
-                .or(file.limits.idle_timeout_secs)
-                .unwrap_or(300),
-        ),
+        idle_timeout: args.idle_timeout.unwrap_or(Duration::from_secs(
+            file.limits.idle_timeout_secs.unwrap_or(300),
+        )),
         max_frame: proto::DEFAULT_MAX_FRAME,
     };
     let listen = args

@@ -19,7 +19,8 @@ pub fn now_us() -> i64 {
 pub struct TimeError(pub String);
 
 /// Parses `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM[:SS]Z` (space also accepted for `T`,
-/// `Z` optional, always UTC) or `@SECONDS` into UTC microseconds.
+/// `Z` optional, always UTC) or `@SECONDS` into UTC microseconds. The calendar
+/// (month lengths, leap years) is the `time` crate's.
 ///
 /// ```
 /// use accountd::time::parse_time;
@@ -39,12 +40,12 @@ pub fn parse_time(text: &str) -> Result<i64, TimeError> {
         None => (t, None),
     };
     let mut d = date.splitn(3, '-');
-    let num = |s: Option<&str>, lo: i64, hi: i64| -> Result<i64, TimeError> {
+    let num = |s: Option<&str>, lo: u16, hi: u16| -> Result<u16, TimeError> {
         let s = s.ok_or_else(err)?;
         if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) || s.len() > 4 {
             return Err(err());
         }
-        let v: i64 = s.parse().map_err(|_| err())?;
+        let v: u16 = s.parse().map_err(|_| err())?;
         if v < lo || v > hi { Err(err()) } else { Ok(v) }
     };
     let (y, m, day) = (
@@ -52,24 +53,27 @@ pub fn parse_time(text: &str) -> Result<i64, TimeError> {
         num(d.next(), 1, 12)?,
         num(d.next(), 1, 31)?,
     );
-    if day > days_in_month(y, m) {
-        return Err(err());
-    }
-    let mut secs = days_from_civil(y, m, day) * 86_400;
+    let month = time::Month::try_from(m as u8).map_err(|_| err())?;
+    let date = time::Date::from_calendar_date(i32::from(y), month, day as u8).map_err(|_| err())?;
+    let mut clock_time = time::Time::MIDNIGHT;
     if let Some(c) = clock {
         let mut parts = c.splitn(3, ':');
         let h = num(parts.next(), 0, 23)?;
         let mi = num(parts.next(), 0, 59)?;
         let s = match parts.next() {
-            Some(s) => num(Some(s), 0, 60)?,
+            Some(s) => num(Some(s), 0, 59)?,
             None => 0,
         };
-        secs += h * 3600 + mi * 60 + s;
+        clock_time = time::Time::from_hms(h as u8, mi as u8, s as u8).map_err(|_| err())?;
     }
+    let secs = time::PrimitiveDateTime::new(date, clock_time)
+        .assume_utc()
+        .unix_timestamp();
     Ok(secs * 1_000_000)
 }
 
-/// Prints UTC microseconds as `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
+/// Prints UTC microseconds as `YYYY-MM-DDTHH:MM:SS.ffffffZ` (as `@SECONDS.ffffff`
+/// outside the years the calendar covers, which no ledger time reaches).
 ///
 /// ```
 /// use accountd::time::format_time;
@@ -78,55 +82,18 @@ pub fn parse_time(text: &str) -> Result<i64, TimeError> {
 pub fn format_time(us: i64) -> String {
     let secs = us.div_euclid(1_000_000);
     let frac = us.rem_euclid(1_000_000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{frac:06}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
+    match time::OffsetDateTime::from_unix_timestamp(secs) {
+        Ok(t) => format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{frac:06}Z",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        ),
+        Err(_) => format!("@{secs}.{frac:06}"),
     }
-}
-
-// Howard Hinnant's days_from_civil / civil_from_days (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (
-        if m <= 2 {
-            yoe + era * 400 + 1
-        } else {
-            yoe + era * 400
-        },
-        m,
-        d,
-    )
 }
 
 #[cfg(test)]
@@ -164,6 +131,33 @@ mod tests {
     }
 
     #[test]
+    fn times_print_as_gnu_date_prints_them() {
+        // An independent calendar: GNU date, not the code under test.
+        for secs in [
+            0i64,
+            951_782_400,
+            951_868_799,
+            1_795_352_700,
+            4_102_444_800,
+            253_402_300_799,
+        ] {
+            let out = std::process::Command::new("date")
+                .args([
+                    "-u",
+                    "-d",
+                    &format!("@{secs}"),
+                    "+%Y-%m-%dT%H:%M:%S.000000Z",
+                ])
+                .output()
+                .unwrap();
+            let want = String::from_utf8(out.stdout).unwrap();
+            assert_eq!(format_time(secs * 1_000_000), want.trim_end(), "{secs}");
+            assert_eq!(parse_time(&want.trim_end()[..19]), Ok(secs * 1_000_000));
+        }
+        assert_eq!(format_time(i64::MAX), "@9223372036854.775807");
+    }
+
+    #[test]
     fn rejects_nonsense() {
         for bad in [
             "",
@@ -177,6 +171,7 @@ mod tests {
             "2026-02-31",
             "2026-04-31",
             "2100-02-29",
+            "2026-01-01T12:00:60",
         ] {
             assert!(parse_time(bad).is_err(), "{bad}");
         }

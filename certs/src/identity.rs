@@ -1,8 +1,9 @@
 //! Who is on the other end. A [`Role`] and a name are carried inside every certificate the
 //! cluster CA signs, as exactly one URI subject alternative name `rexec:ROLE:NAME`; since
 //! the CA signs it, nobody can claim a role or name the CA did not grant. This module owns
-//! that encoding, reading it back from a verified certificate, and the small
-//! authorisation helpers services use on the resulting [`PeerIdentity`].
+//! that encoding, reading it back from a verified certificate, and two small
+//! authorisation helpers for a [`PeerIdentity`] (rexecd and accountd check roles in their
+//! own code today; see `docs/SECURITY.md`).
 
 use std::fmt;
 use std::str::FromStr;

@@ -53,6 +53,21 @@ fn unix_now() -> i64 {
     .unwrap()
 }
 
+/// Seconds since the epoch in `show`'s format (`Nov  3 09:05:00 2026 +00:00`), as
+/// GNU `date -u` writes it: a check of the printed times that shares no code with them.
+fn utc_by_date(secs: i64) -> String {
+    let out = Command::new("date")
+        .args(["-u", "-d", &format!("@{secs}"), "+%b %e %H:%M:%S %Y +00:00"])
+        .env("LC_ALL", "C")
+        .output()
+        .expect("run date");
+    assert!(out.status.success(), "date: {out:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .trim_end()
+        .to_string()
+}
+
 /// Every file under `dir` with its contents, to show that a refusal wrote nothing.
 fn snapshot(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     let mut files: Vec<_> = fs::read_dir(dir)
@@ -280,10 +295,23 @@ fn days_sets_the_validity_shown_and_absurd_values_are_refused() {
 
         let pem = out.join(format!("{}-{}.pem", what[0], what[1]));
         let show = ok(&["show", pem.to_str().unwrap()]);
-        // `show` prints exactly the signed certificate's fields, times included.
         let info = certs::CertInfo::load(&pem).unwrap();
-        assert_eq!(show, format!("{info}\n"));
         let (not_before, not_after) = (info.not_before, info.not_after);
+        // `show` prints the signed times, as `date` (not our code) writes them in UTC.
+        let line = |label: &str| {
+            show.lines()
+                .find(|l| l.starts_with(label))
+                .unwrap_or_else(|| panic!("no {label:?} line in\n{show}"))
+                .to_string()
+        };
+        assert_eq!(
+            line("not before:"),
+            format!("not before:  {}", utc_by_date(not_before))
+        );
+        assert_eq!(
+            line("not after:"),
+            format!("not after:   {} (valid now)", utc_by_date(not_after))
+        );
         // Valid from BACKDATE before issue to exactly `days` days after it.
         assert!(
             (before - backdate - slack..=after - backdate + slack).contains(&not_before),

@@ -13,6 +13,7 @@
 //! - [`announce`]: the multicast announcement datagram of nodes, selectors
 //!   and the account service.
 //! - [`account`]: messages to and from the account service (accountd).
+//! - [`duration`]: the one parser of durations people write (`5s`, `1.5s`, `250ms`).
 //!
 //! # Compatibility
 //!
@@ -57,6 +58,7 @@
 pub mod account;
 pub mod announce;
 pub mod chunk;
+pub mod duration;
 pub mod frame;
 pub mod limits;
 pub mod node;

@@ -43,25 +43,39 @@ impl Rng {
     }
 }
 
+/// The environment variable that pins the seed, to replay a failure.
+const SEED_VAR: &str = "PROTO_FUZZ_SEED";
+
+/// The seed: `PROTO_FUZZ_SEED` when set, else one from the clock; printed either way
+/// (the harness shows it with the failure). A malformed value is an error, not a
+/// silent fall back to a fresh seed: a replay that ran other inputs would prove nothing.
 fn seed() -> u64 {
-    let seed = std::env::var("PROTO_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default();
-            t.as_nanos() as u64
-        });
-    eprintln!("fuzz seed: {seed} (replay with PROTO_FUZZ_SEED={seed})");
+    let seed = seed_from(std::env::var(SEED_VAR).ok()).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("fuzz seed: {seed} (replay with {SEED_VAR}={seed})");
     seed
 }
 
+/// The seed `value` (the variable's text, if set) names, else a fresh one.
+fn seed_from(value: Option<String>) -> Result<u64, String> {
+    match value {
+        Some(text) => text.trim().parse().map_err(|_| {
+            format!("{SEED_VAR}={text:?} is not a seed; use the number a failed run printed")
+        }),
+        None => Ok(std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as u64),
+    }
+}
+
 fn rounds() -> usize {
-    std::env::var("PROTO_FUZZ_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000_000)
+    match std::env::var("PROTO_FUZZ_ROUNDS") {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("PROTO_FUZZ_ROUNDS={text:?} is not a number of inputs")),
+        Err(_) => 1_000_000,
+    }
 }
 
 /// Valid values drawn from the proptest strategies, reproducibly from `seed`.
@@ -334,4 +348,33 @@ fn frame_reader_survives_mutated_streams() {
     }
     eprintln!("{n} streams: {frames_read} frames decoded, {streams_ok} streams ended cleanly");
     assert!(streams_ok > 0 && streams_ok < n);
+}
+
+#[test]
+fn a_seed_from_the_environment_replays_the_same_inputs() {
+    assert_eq!(seed_from(Some("12345".into())), Ok(12345));
+    assert_eq!(seed_from(Some(" 7 ".into())), Ok(7));
+    let e = seed_from(Some("0x1f".into())).unwrap_err();
+    assert!(e.contains("PROTO_FUZZ_SEED") && e.contains("0x1f"), "{e}");
+    assert!(seed_from(Some(String::new())).is_err());
+    assert!(seed_from(None).is_ok());
+
+    // The same seed gives the same pool and the same mutations: a replay is exact.
+    let inputs = |seed: u64| {
+        let mut rng = Rng::new(seed);
+        let bodies: Vec<Vec<u8>> = pool(common::to_node(), seed, 50)
+            .iter()
+            .map(|m| postcard::to_stdvec(m).unwrap())
+            .collect();
+        (0..200)
+            .map(|_| {
+                let mut input = bodies[rng.below(bodies.len())].clone();
+                let other = &bodies[rng.below(bodies.len())];
+                mutate(&mut rng, &mut input, other);
+                input
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(inputs(42), inputs(42));
+    assert_ne!(inputs(42), inputs(43));
 }

@@ -1,5 +1,5 @@
-//! Heartbeat timing: the interval and timeout (`REXEC_HEARTBEAT_TIMEOUT`),
-//! duration parsing and printing, and [`Pause`], which keeps a client that
+//! Heartbeat timing: the interval and timeout (`REXEC_HEARTBEAT_TIMEOUT`, read
+//! with [`proto::duration`]), printing durations, and [`Pause`], which keeps a client that
 //! stopped itself (Ctrl-Z) from blaming the nodes for the silence it caused.
 //!
 //! While the client is stopped it reads nothing, so on resume every node
@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use proto::duration::parse_duration;
 use tokio::time::Instant;
 
 /// How often the client sends a heartbeat.
@@ -23,44 +24,17 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The environment variable that overrides [`DEFAULT_TIMEOUT`].
 pub const TIMEOUT_VAR: &str = "REXEC_HEARTBEAT_TIMEOUT";
 
-/// A duration such as `5s`, `500ms`, `2m` or a bare number of seconds.
-///
-/// ```
-/// use std::time::Duration;
-/// use rexec::clock::parse_duration;
-/// assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
-/// assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-/// assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-/// assert!(parse_duration("0s").is_err());
-/// assert!(parse_duration("soon").is_err());
-/// ```
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let (digits, unit_ms) = if let Some(d) = t.strip_suffix("ms") {
-        (d, 1)
-    } else if let Some(d) = t.strip_suffix('s') {
-        (d, 1000)
-    } else if let Some(d) = t.strip_suffix('m') {
-        (d, 60_000)
-    } else {
-        (t, 1000)
-    };
-    let n: u64 = digits
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration; write it like 5s or 500ms"))?;
-    let ms = n
-        .checked_mul(unit_ms)
-        .filter(|&ms| ms > 0 && ms <= 86_400_000)
-        .ok_or_else(|| format!("{text:?} is out of range; use 1ms to 24h"))?;
-    Ok(Duration::from_millis(ms))
-}
-
 /// The heartbeat timeout from the environment, or the default.
 pub fn timeout_from_env() -> Result<Duration, String> {
-    match std::env::var(TIMEOUT_VAR) {
-        Ok(v) => parse_duration(&v).map_err(|e| format!("{TIMEOUT_VAR}: {e}")),
-        Err(_) => Ok(DEFAULT_TIMEOUT),
+    timeout_from(std::env::var(TIMEOUT_VAR).ok())
+}
+
+/// The heartbeat timeout `value` (the variable's text, if set) names, read by the
+/// parser every rexec binary uses ([`proto::duration::parse_duration`]).
+fn timeout_from(value: Option<String>) -> Result<Duration, String> {
+    match value {
+        Some(v) => parse_duration(&v).map_err(|e| format!("{TIMEOUT_VAR}={v:?}: {e}")),
+        None => Ok(DEFAULT_TIMEOUT),
     }
 }
 
@@ -118,6 +92,19 @@ impl Pause {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_heartbeat_timeout_takes_what_rexecd_takes() {
+        // One parser for every binary: rexecd's --heartbeat-timeout takes decimals.
+        let from = |v: &str| timeout_from(Some(v.to_string()));
+        assert_eq!(from("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(from("0.25m"), Ok(Duration::from_secs(15)));
+        assert_eq!(from("2"), Ok(Duration::from_secs(2)));
+        let e = from("soon").unwrap_err();
+        assert!(e.starts_with("REXEC_HEARTBEAT_TIMEOUT=\"soon\": "), "{e}");
+        assert!(from("0s").is_err());
+        assert_eq!(timeout_from(None), Ok(DEFAULT_TIMEOUT));
+    }
 
     #[test]
     fn show_is_short() {

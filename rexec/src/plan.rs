@@ -197,23 +197,16 @@ impl JobSpec {
     }
 }
 
-/// A fresh random job id: 8 bytes of `/dev/urandom`, or the clock mixed with
-/// the process id if that cannot be read. Never 0.
+/// A fresh random job id from the operating system's generator (`getrandom`), or
+/// the clock mixed with the process id if that fails. Never 0.
 pub fn new_job_id() -> JobId {
-    use std::io::Read;
-    let mut bytes = [0u8; 8];
-    let random = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .is_ok();
-    let mut id = u64::from_le_bytes(bytes);
-    if !random {
+    let id = getrandom::u64().unwrap_or_else(|_| {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
-        id = nanos.rotate_left(17)
-            ^ u64::from(std::process::id()).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
+        nanos.rotate_left(17) ^ u64::from(std::process::id()).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    });
     JobId(id.max(1))
 }
 

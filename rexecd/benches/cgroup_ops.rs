@@ -5,7 +5,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use rexecd::cgroup::{JobCgroups, ParentName};
+use rexecd::cgroup::{JobCgroups, ParentName, weights_for_tickets};
 use rexecd::spawn::{JobCommand, JobUser, SpawnPolicy};
 
 const JOBS: u64 = 8;
@@ -64,10 +64,16 @@ fn main() {
         let w = range.min + u64::from(i) % (range.max - range.min);
         jobs.set_weight(u64::from(i) % JOBS, w).unwrap();
     });
-    per_op("apply_tickets (8 jobs re-bid)", 1_000, |i| {
-        let tickets: Vec<(u64, u64)> = (0..JOBS).map(|id| (id, id * 7 + u64::from(i))).collect();
-        jobs.apply_tickets(&tickets).unwrap();
-    });
+    per_op(
+        "re-weight 8 jobs (weights_for_tickets + set_weight)",
+        1_000,
+        |i| {
+            let tickets: Vec<u64> = (0..JOBS).map(|id| id * 7 + u64::from(i)).collect();
+            for (id, w) in (0..JOBS).zip(weights_for_tickets(&tickets, range)) {
+                jobs.set_weight(id, w).unwrap();
+            }
+        },
+    );
     per_op("sample (usage + runnable, 4 threads)", 5_000, |i| {
         jobs.sample(u64::from(i) % JOBS).unwrap();
     });
@@ -129,7 +135,13 @@ fn proportional_split(jobs: &JobCgroups, root: &JobUser) {
             burners.push(child);
         }
     }
-    let weights = jobs.apply_tickets(&[(a, 3), (b, 1)]).unwrap();
+    let weights: Vec<(u64, u64)> = [a, b]
+        .into_iter()
+        .zip(weights_for_tickets(&[3, 1], jobs.weight_range()))
+        .collect();
+    for &(id, w) in &weights {
+        jobs.set_weight(id, w).unwrap();
+    }
     std::thread::sleep(Duration::from_millis(300));
     let (a0, b0) = (jobs.usage(a).unwrap(), jobs.usage(b).unwrap());
     let window = Duration::from_secs(2);

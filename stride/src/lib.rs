@@ -41,7 +41,10 @@ pub use charge::{
     Job, Meter, Overflow, Policy, UnknownPolicy, charge_for, charge_rates, charging_applies,
     interval_charges, is_contended,
 };
-pub use money::{Bid, BidError, MICROS_PER_CREDIT, MicroCredits, NANOS_PER_MINUTE, format_credits};
+pub use money::{
+    Bid, BidError, CreditsError, MICROS_PER_CREDIT, MicroCredits, NANOS_PER_MINUTE, format_credits,
+    parse_credits,
+};
 pub use price::{Quote, node_price, quote};
 pub use sched::{
     ClientId, ClientView, Departed, MAX_CLIENT_TICKETS, MAX_CLIENTS, STRIDE1, SchedError, Scheduler,

@@ -1,4 +1,6 @@
 //! Money and time units: micro-credits, bids in micro-credits per minute, and their parsing.
+//! [`parse_credits`] is the one parser of credits people write, used by every binary
+//! (bids, `max_rate`, accountctl's amounts, accountd's limits).
 //!
 //! Every amount of money in the market is an `i64` count of micro-credits (one credit is
 //! [`MICROS_PER_CREDIT`] micro-credits); no float ever touches money. A [`Bid`] is a rate,
@@ -18,6 +20,59 @@ pub const NANOS_PER_MINUTE: u64 = 60_000_000_000;
 
 /// Decimal places a bid written in credits may carry (micro-credit resolution).
 const DECIMALS: usize = 6;
+
+/// Why a text is not an amount of credits; each message quotes the text as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CreditsError {
+    /// Empty or not a decimal number.
+    #[error("`{0}` is not an amount: write credits like 12, -3 or 0.25")]
+    NotANumber(String),
+    /// More than six digits after the point.
+    #[error("`{0}` has more than 6 decimals: credits are counted in millionths")]
+    TooPrecise(String),
+    /// Does not fit in an i64 of micro-credits.
+    #[error("`{0}` is too large an amount")]
+    TooLarge(String),
+}
+
+/// Parses decimal credits (`"12"`, `"-0.5"`, `"+3.000001"`, `".5"`, `"7."`) into
+/// micro-credits, exactly (no floating point): more than six decimals is an error
+/// rather than a rounding, and overflow is refused.
+///
+/// ```
+/// use stride::parse_credits;
+/// assert_eq!(parse_credits("1.5"), Ok(1_500_000));
+/// assert_eq!(parse_credits("-0.000001"), Ok(-1));
+/// assert!(parse_credits("1.0000001").is_err());
+/// ```
+pub fn parse_credits(text: &str) -> Result<MicroCredits, CreditsError> {
+    let s = text.trim();
+    let (negative, s) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
+    let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && frac.is_empty()) || !digits(whole) || !digits(frac) {
+        return Err(CreditsError::NotANumber(text.to_owned()));
+    }
+    if frac.len() > DECIMALS {
+        return Err(CreditsError::TooPrecise(text.to_owned()));
+    }
+    let too_large = || CreditsError::TooLarge(text.to_owned());
+    let mut micros: i64 = 0;
+    for b in whole.bytes().chain(frac.bytes()) {
+        micros = micros
+            .checked_mul(10)
+            .and_then(|m| m.checked_add(i64::from(b - b'0')))
+            .ok_or_else(too_large)?;
+    }
+    for _ in frac.len()..DECIMALS {
+        micros = micros.checked_mul(10).ok_or_else(too_large)?;
+    }
+    Ok(if negative { -micros } else { micros })
+}
 
 /// Why a bid was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -101,38 +156,12 @@ impl TryFrom<i64> for Bid {
 impl FromStr for Bid {
     type Err = BidError;
     fn from_str(text: &str) -> Result<Bid, BidError> {
-        let s = text.trim();
-        let malformed = || BidError::Malformed(text.to_owned());
-        let (negative, s) = match s.strip_prefix('-') {
-            Some(rest) => (true, rest),
-            None => (false, s.strip_prefix('+').unwrap_or(s)),
-        };
-        let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
-        if whole.is_empty() && frac.is_empty() {
-            return Err(malformed());
-        }
-        let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
-        if !digits(whole) || !digits(frac) {
-            return Err(malformed());
-        }
-        if frac.len() > DECIMALS {
-            return Err(BidError::TooPrecise(text.to_owned()));
-        }
-        let too_large = || BidError::TooLarge(text.to_owned());
-        let mut micros: i64 = 0;
-        for b in whole.bytes().chain(frac.bytes()) {
-            micros = micros
-                .checked_mul(10)
-                .and_then(|m| m.checked_add(i64::from(b - b'0')))
-                .ok_or_else(too_large)?;
-        }
-        for _ in frac.len()..DECIMALS {
-            micros = micros.checked_mul(10).ok_or_else(too_large)?;
-        }
-        if negative && micros != 0 {
-            return Err(BidError::Negative(-micros));
-        }
-        Ok(Bid(micros))
+        let micros = parse_credits(text).map_err(|e| match e {
+            CreditsError::TooPrecise(t) => BidError::TooPrecise(t),
+            CreditsError::TooLarge(t) => BidError::TooLarge(t),
+            CreditsError::NotANumber(t) => BidError::Malformed(t),
+        })?;
+        Bid::new(micros)
     }
 }
 

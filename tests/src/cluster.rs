@@ -10,7 +10,6 @@
 
 use std::fs;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -22,8 +21,8 @@ use crate::node::{Node, spawn_node};
 use crate::procs;
 use crate::rexec::Rexec;
 
-/// The Unix user the scenarios' jobs run as.
-pub const TEST_USER: &str = "rexectest";
+/// The Unix user the scenarios' jobs run as (one definition for every suite).
+pub const TEST_USER: &str = testhost::user::TEST_USER;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -84,35 +83,22 @@ pub fn shared_bin(name: &str) -> PathBuf {
     dest
 }
 
-/// Make sure the test user exists (create it if not).
-///
-/// Other test binaries (rexecd's) create the same user and may run at the
-/// same time: a `useradd` that fails because another one holds the account
-/// files' lock, or created the user first, is tried again until the user
-/// exists.
-pub fn ensure_test_user() {
-    let exists = || {
-        nix::unistd::User::from_name(TEST_USER)
-            .ok()
-            .flatten()
-            .is_some()
+/// True when the scenarios can run here (root and a cpu controller); else fails the
+/// test, or skips it under `REXEC_TESTS_ALLOW_SKIP=1`: the rule every suite shares
+/// ([`testhost::can_run`]). Every scenario starts with
+/// `if !can_run("name") { return; }`.
+pub fn can_run(test: &str) -> bool {
+    let cpu = || {
+        rexecd::cgroup::detect::detect()
+            .map(drop)
+            .map_err(|e| e.to_string())
     };
-    let mut last = String::new();
-    for _ in 0..50 {
-        if exists() {
-            return;
-        }
-        let out = Command::new("useradd")
-            .args(["--create-home", "--shell", "/bin/sh", TEST_USER])
-            .output()
-            .expect("cannot run useradd");
-        if out.status.success() {
-            return;
-        }
-        last = String::from_utf8_lossy(&out.stderr).into_owned();
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(exists(), "useradd {TEST_USER} failed: {last}");
+    testhost::can_run(test, cpu)
+}
+
+/// Make sure the test user exists as every suite defines it ([`testhost::user`]).
+pub fn ensure_test_user() {
+    testhost::user::test_user();
 }
 
 /// Options for [`Cluster::start_with`].
@@ -169,6 +155,12 @@ impl Cluster {
 
     /// Start a cluster.
     pub fn start_with(options: ClusterOptions) -> Cluster {
+        assert!(
+            testhost::is_root(),
+            "a cluster needs root: begin the test with `if !can_run(NAME) {{ return; }}`, \
+             so that {}=1 can skip it",
+            testhost::ALLOW_SKIP_VAR
+        );
         let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         ensure_test_user();
         procs::sweep_dead_test_parents();

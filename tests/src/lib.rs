@@ -35,6 +35,8 @@ pub mod proxy;
 pub mod pty;
 pub mod rexec;
 
+pub use cluster::can_run;
+
 use std::time::{Duration, Instant};
 
 /// Poll `cond` every 10 ms until it holds or `limit` passes; returns how

@@ -194,10 +194,12 @@ async fn shutdown_is_prompt_while_accountd_hangs() {
     );
 }
 
-// A node process killed with SIGKILL while it is writing charges: the parent
-// test re-runs this test binary as the node (see `node_child_streams_debits`),
-// reads which charges the child reported as journalled, kills it, and replays
-// its journal with a new DebitClient.
+// A node process killed with SIGKILL while it is writing charges: the test
+// re-runs itself (this test binary, only this test) as the node, with
+// `ACCOUNTD_IT_CHILD_JOURNAL` set, which makes that run the child (see
+// `node_child_streams_debits`); it reads which charges the child reported as
+// journalled, kills it, and replays its journal with a new DebitClient. The
+// child is not a test of its own: it cannot be run, and pass, alone.
 
 /// Set (to the journal path) only in the child process.
 const CHILD_JOURNAL: &str = "ACCOUNTD_IT_CHILD_JOURNAL";
@@ -227,13 +229,9 @@ fn child_amount(seq: u64) -> i64 {
 }
 
 /// The child: a node streaming debits as fast as its journal takes them, and
-/// printing each sequence number once the charge is durably journalled. Does
-/// nothing (and passes) unless the parent set `ACCOUNTD_IT_CHILD_JOURNAL`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn node_child_streams_debits() {
-    let Some(journal) = std::env::var_os(CHILD_JOURNAL) else {
-        return;
-    };
+/// printing each sequence number once the charge is durably journalled. It never
+/// returns: the parent kills it, and a stream that ends first fails it.
+async fn node_child_streams_debits(journal: std::ffi::OsString) {
     let var = |name: &str| std::env::var_os(name).unwrap_or_else(|| panic!("{name} is not set"));
     let tls = certs::TlsPaths {
         ca: var(CHILD_CA).into(),
@@ -259,8 +257,8 @@ async fn node_child_streams_debits() {
         // One write per line (stdout is line-buffered), after the fsync.
         println!("{JOURNALLED}{seq}");
     }
-    // The parent fails the test if the stream ends before the kill.
     c.wait_settled(Duration::from_secs(600)).await;
+    panic!("the child node streamed all {CHILD_STREAM} debits before the parent killed it");
 }
 
 /// Kills the child process if the test fails before it does.
@@ -295,6 +293,9 @@ async fn a_node_killed_while_journalling_settles_every_journalled_debit_exactly_
     use std::io::BufRead;
     use std::os::unix::process::ExitStatusExt;
 
+    if let Some(journal) = std::env::var_os(CHILD_JOURNAL) {
+        return node_child_streams_debits(journal).await;
+    }
     let started = std::time::Instant::now();
     let d = Accountd::start();
     d.admin(&["create", "alice", "--initial", "1000"]).ok();
@@ -302,7 +303,7 @@ async fn a_node_killed_while_journalling_settles_every_journalled_debit_exactly_
     let journal = d.dir.path().join("killed-node.journal");
     let tls = d.tls(Role::Node, CHILD_NODE);
     let child_name = format!(
-        "{}::node_child_streams_debits",
+        "{}::a_node_killed_while_journalling_settles_every_journalled_debit_exactly_once",
         module_path!().split_once("::").map_or("", |(_, m)| m)
     );
     let child_log = d.dir.path().join("child.stderr");

@@ -110,8 +110,10 @@ fn v1_weights_usage_threads_and_freezer_files() {
         jobs.set_weight(3, 1),
         Err(CgroupError::WeightOutOfRange { min: 2, .. })
     ));
-    let written = jobs.apply_tickets(&[(3, 10), (4, 40)]).unwrap();
-    assert_eq!(written, vec![(3, 65_536), (4, 262_144)]);
+    let weights = weights_for_tickets(&[10, 40], jobs.weight_range());
+    assert_eq!(weights, vec![65_536, 262_144]);
+    jobs.set_weight(4, weights[1]).unwrap();
+    assert_eq!(jobs.weight(4).unwrap(), 262_144);
 
     put(&job("cpuacct", "cpuacct.usage"), "not a number\n");
     let err = jobs.usage(3).unwrap_err().to_string();

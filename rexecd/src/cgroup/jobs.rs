@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::error::{CgroupError, Result};
 use super::{
     AnyCgroup, CgroupBackend, CgroupJoin, CgroupVersion, Hierarchy, ParentName, WeightRange,
-    detect, procstat, weights_for_tickets,
+    detect, procstat,
 };
 use crate::sys::ProcessId;
 
@@ -107,25 +107,6 @@ impl JobCgroups {
     /// Reads one job's kernel weight back.
     pub fn weight(&self, id: u64) -> Result<u64> {
         self.backend.weight(id)
-    }
-
-    /// Maps `(job, tickets)` pairs to weights with [`weights_for_tickets`] and writes
-    /// them all. Every job is attempted; the first error (if any) is returned after.
-    /// On success returns the `(job, weight)` pairs written.
-    pub fn apply_tickets(&self, tickets: &[(u64, u64)]) -> Result<Vec<(u64, u64)>> {
-        let counts: Vec<u64> = tickets.iter().map(|&(_, t)| t).collect();
-        let weights = weights_for_tickets(&counts, self.weight_range());
-        let mut first_error = None;
-        let mut written = Vec::with_capacity(tickets.len());
-        for (&(id, _), &weight) in tickets.iter().zip(&weights) {
-            match self.backend.set_weight(id, weight) {
-                Ok(()) => written.push((id, weight)),
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        first_error.map_or(Ok(written), Err)
     }
 
     /// Total CPU time the job has used.

@@ -21,7 +21,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use stride::{Bid, Policy};
 
-use super::{ConfigError, parse_duration};
+use proto::duration::parse_duration;
+
+use super::ConfigError;
 
 /// Default metering tick.
 pub const DEFAULT_METER_INTERVAL: Duration = Duration::from_secs(1);
@@ -165,7 +167,7 @@ impl MarketConfig {
         let d = MarketConfig::default();
         let duration = |key, value: Option<String>, default| match value {
             None => Ok(default),
-            Some(text) => parse_duration(&text).map_err(|reason| invalid(key, text, reason)),
+            Some(text) => parse_duration(&text).map_err(|e| invalid(key, text, e)),
         };
         let ledger = accountd_flag.or(file.accountd).map(|address| LedgerConfig {
             address,

@@ -45,6 +45,7 @@ pub mod market;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use proto::duration::parse_duration;
 use serde::Deserialize;
 
 pub use flags::Flags;
@@ -236,10 +237,10 @@ impl Config {
             |key, flag: &Option<String>, file: Option<String>, default| match flag.clone().or(file)
             {
                 None => Ok(default),
-                Some(text) => parse_duration(&text).map_err(|reason| ConfigError::Invalid {
+                Some(text) => parse_duration(&text).map_err(|e| ConfigError::Invalid {
                     key,
                     value: text,
-                    reason,
+                    reason: e.to_string(),
                 }),
             };
         let heartbeat_timeout = duration(
@@ -321,88 +322,6 @@ impl Config {
         };
         Config::resolve(file, flags)
     }
-}
-
-/// The longest duration [`parse_duration`] accepts: one day.
-pub const MAX_DURATION: Duration = Duration::from_secs(86_400);
-
-/// Parses a positive duration: a number with unit `ms`, `s` or `m`, or a bare number of
-/// seconds (`"5s"`, `"250ms"`, `"1.5"`). Decimals are exact (integer arithmetic, no
-/// floats) and must come out as whole milliseconds; zero, negative numbers, exponents
-/// and anything over a day ([`MAX_DURATION`]) are refused.
-///
-/// ```
-/// use std::time::Duration;
-/// use rexecd::config::parse_duration;
-/// assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-/// assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-/// assert!(parse_duration("0s").is_err());
-/// assert!(parse_duration("-1").is_err());
-/// assert!(parse_duration("1e-300s").is_err());
-/// ```
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    // Milliseconds per unit.
-    let (number, unit_ms): (&str, u64) = if let Some(n) = text.strip_suffix("ms") {
-        (n, 1)
-    } else if let Some(n) = text.strip_suffix('s') {
-        (n, 1_000)
-    } else if let Some(n) = text.strip_suffix('m') {
-        (n, 60_000)
-    } else {
-        (text, 1_000)
-    };
-    let number = number.trim();
-    let bad = |why: &str| {
-        format!("{why}; use a positive number with unit ms, s or m, such as 5s, 1.5s or 250ms")
-    };
-    let (whole, fraction) = match number.split_once('.') {
-        Some((w, f)) => (w, f),
-        None => (number, ""),
-    };
-    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() && fraction.is_empty() {
-        return Err(bad("no number"));
-    }
-    if !digits(whole) || !digits(fraction) || (number.contains('.') && fraction.is_empty()) {
-        return Err(bad(
-            "not a plain decimal number (no sign, exponent or other characters)",
-        ));
-    }
-    const MAX_MS: u64 = MAX_DURATION.as_secs() * 1_000;
-    let too_long = || bad("longer than one day");
-    // Leading zeros cannot overflow anything; strip them before the length check.
-    let whole = whole.trim_start_matches('0');
-    if whole.len() > 12 {
-        return Err(too_long());
-    }
-    let whole: u64 = if whole.is_empty() {
-        0
-    } else {
-        whole.parse().map_err(|_| too_long())?
-    };
-    let mut millis = whole.checked_mul(unit_ms).ok_or_else(too_long)?;
-    // The fraction, in units of 10^-len; it must come out as whole milliseconds.
-    let fraction = fraction.trim_end_matches('0');
-    if !fraction.is_empty() {
-        if fraction.len() > 6 {
-            return Err(bad("more decimals than whole milliseconds allow"));
-        }
-        let scale = 10u64.pow(fraction.len() as u32);
-        let part: u64 = fraction.parse().map_err(|_| bad("bad decimals"))?;
-        let numerator = part * unit_ms;
-        if !numerator.is_multiple_of(scale) {
-            return Err(bad("not a whole number of milliseconds"));
-        }
-        millis = millis.checked_add(numerator / scale).ok_or_else(too_long)?;
-    }
-    if millis == 0 {
-        return Err(bad("zero is not a valid duration"));
-    }
-    if millis > MAX_MS {
-        return Err(too_long());
-    }
-    Ok(Duration::from_millis(millis))
 }
 
 #[cfg(test)]

@@ -4,7 +4,9 @@
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
-use rexecd::cgroup::{AnyCgroup, CgroupBackend, CgroupVersion, JobCgroups, ParentName};
+use rexecd::cgroup::{
+    AnyCgroup, CgroupBackend, CgroupVersion, JobCgroups, ParentName, weights_for_tickets,
+};
 use rexecd::sys::ProcessId;
 
 use crate::util::{TestParent, can_run, eventually, is_dead, start_in, stat_field};
@@ -78,22 +80,20 @@ fn tickets_become_kernel_weights_proportionally() {
     for id in [1, 2, 3] {
         jobs.create_job(id).unwrap();
     }
-    let written = jobs.apply_tickets(&[(1, 300), (2, 100), (3, 0)]).unwrap();
+    let weights = weights_for_tickets(&[300, 100, 0], jobs.weight_range());
     let max = jobs.weight_range().max;
     let min = jobs.weight_range().min;
-    assert_eq!(
-        written,
-        vec![(1, max), (2, (max * 100 + 150) / 300), (3, min)]
-    );
-    for (id, w) in written {
-        assert_eq!(jobs.weight(id).unwrap(), w);
+    assert_eq!(weights, vec![max, (max * 100 + 150) / 300, min]);
+    for (id, &w) in [1, 2, 3].iter().zip(&weights) {
+        jobs.set_weight(*id, w).unwrap();
     }
-    // A job that vanished does not stop the others from being written.
+    for (id, &w) in [1, 2, 3].iter().zip(&weights) {
+        assert_eq!(jobs.weight(*id).unwrap(), w);
+    }
+    // A job that vanished cannot take a weight, and the error names it.
     jobs.destroy(3).unwrap();
-    let err = jobs.apply_tickets(&[(3, 5), (1, 5), (2, 10)]).unwrap_err();
+    let err = jobs.set_weight(3, max).unwrap_err();
     assert!(err.to_string().contains("job-3"), "{err}");
-    assert_eq!(jobs.weight(2).unwrap(), max);
-    assert_eq!(jobs.weight(1).unwrap(), max / 2);
 }
 
 /// A job's daemon that called setsid and double-forked is reparented away from rexecd,

@@ -1,39 +1,27 @@
 //! Helpers for the real-kernel tests: skip checks, a test-unique parent cgroup that is
 //! torn down even when a test fails, a root launcher, and the unprivileged test user.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use rexecd::cgroup::{JobCgroups, ParentName};
 use rexecd::spawn::{JobCommand, JobUser, SpawnPolicy};
-use rexecd::sys::{self, ProcessId};
+use rexecd::sys::ProcessId;
 
-/// The test user's name; created if missing.
-pub const TEST_USER: &str = "rexectest";
-/// A supplementary group the test user is put in.
-pub const TEST_GROUP: &str = "rexectestaux";
+/// The test user's name (see [`test_user`]).
+pub const TEST_USER: &str = testhost::user::TEST_USER;
 
-/// True when the test can run; otherwise prints the reason.
+/// True when the test can run here (root and a cpu controller); else fails the test,
+/// or skips it under `REXEC_TESTS_ALLOW_SKIP=1` (the rule every suite shares,
+/// [`testhost::can_run`]).
 pub fn can_run(test: &str) -> bool {
-    if !sys::effective_user().is_root() {
-        return cannot_run(test, "needs root");
-    }
-    if let Err(e) = rexecd::cgroup::detect::detect() {
-        return cannot_run(test, &e.to_string());
-    }
-    true
-}
-
-/// What to do when a test cannot run here: fail, unless `REXEC_TESTS_ALLOW_SKIP=1`
-/// says a skip is wanted (a developer without root). A silent skip in CI would
-/// pass without testing anything.
-fn cannot_run(test: &str, why: &str) -> bool {
-    if std::env::var_os("REXEC_TESTS_ALLOW_SKIP").is_some_and(|v| v == "1") {
-        eprintln!("skipping {test}: {why}");
-        return false;
-    }
-    panic!("{test} cannot run here: {why} (set REXEC_TESTS_ALLOW_SKIP=1 to skip it)");
+    let cpu = || {
+        rexecd::cgroup::detect::detect()
+            .map(drop)
+            .map_err(|e| e.to_string())
+    };
+    testhost::can_run(test, cpu)
 }
 
 /// A parent cgroup unique to this test process and tag; on drop every job under it is
@@ -117,46 +105,13 @@ pub fn stat_field(stat: &str, n: usize) -> i64 {
         .unwrap()
 }
 
-/// The unprivileged test user (with a supplementary group and an existing home),
-/// created on first use.
+/// The unprivileged test user (with a supplementary group and an existing home), as
+/// every suite defines it ([`testhost::user`]), created or brought to that on first use.
 pub fn test_user() -> &'static JobUser {
     static USER: OnceLock<JobUser> = OnceLock::new();
     USER.get_or_init(|| {
-        let run = |args: &[&str]| {
-            let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-            (
-                out.status.success(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
-        };
-        if sys::lookup_user(TEST_USER).unwrap().is_none() {
-            let (ok, err) = run(&[
-                "useradd",
-                "--system",
-                "--user-group",
-                "--no-create-home",
-                "--home-dir",
-                "/var/lib/rexectest",
-                "--shell",
-                "/usr/sbin/nologin",
-                TEST_USER,
-            ]);
-            assert!(
-                ok || sys::lookup_user(TEST_USER).unwrap().is_some(),
-                "useradd: {err}"
-            );
-        }
-        let (ok, err) = run(&["groupadd", "-f", "--system", TEST_GROUP]);
-        assert!(ok, "groupadd: {err}");
-        let (ok, err) = run(&["usermod", "-a", "-G", TEST_GROUP, TEST_USER]);
-        assert!(ok, "usermod: {err}");
-        let user = JobUser::resolve(TEST_USER, SpawnPolicy::default()).unwrap();
-        let home = user.home();
-        if !home.exists() {
-            std::fs::create_dir_all(home).unwrap();
-            std::os::unix::fs::chown(home, Some(user.uid().0), Some(user.gid().0)).unwrap();
-        }
-        user
+        testhost::user::test_user();
+        JobUser::resolve(TEST_USER, SpawnPolicy::default()).unwrap()
     })
 }
 

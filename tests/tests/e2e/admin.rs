@@ -8,6 +8,9 @@ use rexec_tests::wait_until;
 
 #[test]
 fn jobs_lists_a_running_job_and_kill_ends_it() {
+    if !rexec_tests::can_run("jobs_lists_a_running_job_and_kill_ends_it") {
+        return;
+    }
     let cluster = Cluster::start(2);
     let client = cluster
         .rexec()
@@ -63,6 +66,9 @@ fn jobs_lists_a_running_job_and_kill_ends_it() {
 
 #[test]
 fn a_program_called_jobs_runs_after_double_dash() {
+    if !rexec_tests::can_run("a_program_called_jobs_runs_after_double_dash") {
+        return;
+    }
     let cluster = Cluster::start(1);
     let out = cluster.rexec().args(["--", "jobs"]).run();
     // There is no program called jobs on the node: the launch is what fails.

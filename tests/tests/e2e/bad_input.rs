@@ -20,6 +20,9 @@ fn one_clear_line(stderr: &str) {
 
 #[test]
 fn bad_bids_and_unknown_nodes_are_refused_before_anything_starts() {
+    if !rexec_tests::can_run("bad_bids_and_unknown_nodes_are_refused_before_anything_starts") {
+        return;
+    }
     let cluster = Cluster::start(1);
     // The harness's client configuration sets max_rate = "100".
     for rate in ["-1", "NaN", "2,5", "1e3", "0.0000001", "100.5"] {
@@ -38,6 +41,9 @@ fn bad_bids_and_unknown_nodes_are_refused_before_anything_starts() {
 
 #[test]
 fn a_node_certificate_cannot_launch_jobs() {
+    if !rexec_tests::can_run("a_node_certificate_cannot_launch_jobs") {
+        return;
+    }
     let cluster = Cluster::start(1);
     let config = cluster.client_config(Role::Node, "n1");
     let out = cluster.rexec().config(&config).args(["sleep", "100"]).run();
@@ -49,6 +55,9 @@ fn a_node_certificate_cannot_launch_jobs() {
 
 #[test]
 fn a_missing_program_is_reported_by_every_node_and_nothing_runs() {
+    if !rexec_tests::can_run("a_missing_program_is_reported_by_every_node_and_nothing_runs") {
+        return;
+    }
     let cluster = Cluster::start(2);
     let out = cluster
         .rexec()
@@ -133,6 +142,9 @@ fn error_messages(frames: &[FromNode]) -> Vec<String> {
 
 #[test]
 fn a_malformed_frame_gets_an_error_and_ends_the_job() {
+    if !rexec_tests::can_run("a_malformed_frame_gets_an_error_and_ends_the_job") {
+        return;
+    }
     let cluster = Cluster::start(1);
     // A Stdin message (tag 3) whose length varint never ends.
     let frames = launch_then_send(
@@ -149,6 +161,9 @@ fn a_malformed_frame_gets_an_error_and_ends_the_job() {
 
 #[test]
 fn a_frame_over_the_limit_gets_an_error_and_ends_the_job() {
+    if !rexec_tests::can_run("a_frame_over_the_limit_gets_an_error_and_ends_the_job") {
+        return;
+    }
     let cluster = Cluster::start(1);
     // Declares a 16 MiB body; the limit is 1 MiB.
     let frames = launch_then_send(&cluster, &[1, 0, 0, 0]);
@@ -166,6 +181,9 @@ fn a_frame_over_the_limit_gets_an_error_and_ends_the_job() {
 
 #[test]
 fn a_node_answering_under_another_name_is_refused() {
+    if !rexec_tests::can_run("a_node_answering_under_another_name_is_refused") {
+        return;
+    }
     // The configuration sends n1's traffic to n2: its certificate names n2.
     let cluster = Cluster::start(2);
     let config = cluster.client_config_via("n1", cluster.node("n2").addr);

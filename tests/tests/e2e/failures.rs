@@ -64,6 +64,9 @@ fn assert_nothing_left(cluster: &Cluster, except: &[u32], within: Duration, what
 
 #[test]
 fn a_rank_killed_by_a_signal_aborts_the_others_with_status_128_plus_n() {
+    if !rexec_tests::can_run("a_rank_killed_by_a_signal_aborts_the_others_with_status_128_plus_n") {
+        return;
+    }
     let cluster = Cluster::start(2);
     let script = "if [ $REXEC_RANK = 1 ]; then sleep 0.3; kill -KILL $$; else sleep 1000; fi";
     let out = cluster
@@ -82,6 +85,9 @@ fn a_rank_killed_by_a_signal_aborts_the_others_with_status_128_plus_n() {
 
 #[test]
 fn kill_on_bad_exit_aborts_on_a_non_zero_exit() {
+    if !rexec_tests::can_run("kill_on_bad_exit_aborts_on_a_non_zero_exit") {
+        return;
+    }
     let cluster = Cluster::start(2);
     let script = "if [ $REXEC_RANK = 1 ]; then exit 3; else sleep 1000; fi";
     let out = cluster
@@ -100,6 +106,11 @@ fn kill_on_bad_exit_aborts_on_a_non_zero_exit() {
 
 #[test]
 fn a_killed_client_makes_every_node_kill_the_job_within_the_heartbeat_timeout() {
+    if !rexec_tests::can_run(
+        "a_killed_client_makes_every_node_kill_the_job_within_the_heartbeat_timeout",
+    ) {
+        return;
+    }
     let cluster = Cluster::start(2);
     let client = cluster
         .rexec()
@@ -121,6 +132,9 @@ fn a_killed_client_makes_every_node_kill_the_job_within_the_heartbeat_timeout() 
 
 #[test]
 fn a_silent_client_is_declared_dead_by_the_nodes() {
+    if !rexec_tests::can_run("a_silent_client_is_declared_dead_by_the_nodes") {
+        return;
+    }
     // SIGSTOP (unlike Ctrl-Z) leaves the connection open and the client mute:
     // only the nodes' heartbeat timeout (2s here) can end the job.
     let cluster = Cluster::start(2);
@@ -143,6 +157,11 @@ fn a_silent_client_is_declared_dead_by_the_nodes() {
 
 #[test]
 fn a_killed_rexecd_makes_the_client_abort_the_other_ranks_and_name_the_node() {
+    if !rexec_tests::can_run(
+        "a_killed_rexecd_makes_the_client_abort_the_other_ranks_and_name_the_node",
+    ) {
+        return;
+    }
     let mut cluster = Cluster::start(2);
     let client = spawn_two_ranks(&cluster);
     cluster.crash("n2");
@@ -162,6 +181,9 @@ fn a_killed_rexecd_makes_the_client_abort_the_other_ranks_and_name_the_node() {
 
 #[test]
 fn a_silent_node_is_declared_dead_by_the_client() {
+    if !rexec_tests::can_run("a_silent_node_is_declared_dead_by_the_client") {
+        return;
+    }
     // A stopped rexecd keeps its connection open but says nothing: only the
     // client's heartbeat timeout (2s here) can tell it from a slow node.
     let cluster = Cluster::start(2);
@@ -192,6 +214,9 @@ fn a_silent_node_is_declared_dead_by_the_client() {
 
 #[test]
 fn a_rexecd_restarted_after_a_crash_removes_the_leftovers() {
+    if !rexec_tests::can_run("a_rexecd_restarted_after_a_crash_removes_the_leftovers") {
+        return;
+    }
     let mut cluster = Cluster::start(1);
     let script = "setsid sh -c 'sleep 1000 &'; sleep 1000";
     let client = cluster.rexec().args(["sh", "-c", script]).spawn();

@@ -14,6 +14,9 @@ use rexec_tests::wait_until;
 
 #[test]
 fn sigint_reaches_the_remote_programs_handler() {
+    if !rexec_tests::can_run("sigint_reaches_the_remote_programs_handler") {
+        return;
+    }
     let cluster = Cluster::start(1);
     let script =
         "trap 'echo got-int; exit 3' INT; read go; echo ready; while :; do sleep 0.1; done";
@@ -31,6 +34,9 @@ fn sigint_reaches_the_remote_programs_handler() {
 
 #[test]
 fn a_double_sigint_leaves_nothing_of_the_job_within_one_second() {
+    if !rexec_tests::can_run("a_double_sigint_leaves_nothing_of_the_job_within_one_second") {
+        return;
+    }
     let cluster = Cluster::start(2);
     // Each rank survives the first SIGINT, and leaves a grandchild that called
     // setsid and double-forked (reparented to init) plus a plain orphan.
@@ -117,11 +123,17 @@ fn a_double_sigint_leaves_nothing_of_the_job_within_one_second() {
 
 #[test]
 fn hup_quit_usr1_usr2_and_term_are_forwarded() {
+    if !rexec_tests::can_run("hup_quit_usr1_usr2_and_term_are_forwarded") {
+        return;
+    }
     forwarded_signals_reach_the_handlers(&Cluster::start(2));
 }
 
 #[test]
 fn signals_rexecd_inherited_as_ignored_are_not_ignored_by_the_job() {
+    if !rexec_tests::can_run("signals_rexecd_inherited_as_ignored_are_not_ignored_by_the_job") {
+        return;
+    }
     // rexecd started under nohup (or by anything that ignores signals) must
     // not pass that on: a shell cannot even trap a signal ignored at its start.
     let cluster = Cluster::start_with(ClusterOptions {

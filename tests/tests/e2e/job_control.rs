@@ -12,6 +12,9 @@ use rexec_tests::wait_until;
 
 #[test]
 fn ctrl_z_and_fg_stop_and_resume_the_remote_ranks() {
+    if !rexec_tests::can_run("ctrl_z_and_fg_stop_and_resume_the_remote_ranks") {
+        return;
+    }
     let cluster = Cluster::start(2);
     // The line read from stdin holds `ready` back until the client's launch
     // phase is over (it passes stdin on only then), so SIGTSTP reaches the
@@ -80,6 +83,10 @@ fn ctrl_z_and_fg_stop_and_resume_the_remote_ranks() {
 
 #[test]
 fn a_ctrl_z_during_the_launch_stops_the_job_once_every_rank_has_started() {
+    if !rexec_tests::can_run("a_ctrl_z_during_the_launch_stops_the_job_once_every_rank_has_started")
+    {
+        return;
+    }
     // n2 answers 3 s late, so rank 0 runs (and prints) while the client is
     // still launching rank 1. A Ctrl-Z then is kept for the run phase (it was
     // dropped): the whole job stops as soon as rank 1 is up.

@@ -10,6 +10,9 @@ use rexec_tests::proxy::DelayProxy;
 
 #[test]
 fn exit_codes_propagate_and_the_first_failure_wins() {
+    if !rexec_tests::can_run("exit_codes_propagate_and_the_first_failure_wins") {
+        return;
+    }
     let cluster = Cluster::start(2);
     let out = cluster.rexec().args(["sh", "-c", "exit 7"]).run();
     assert_eq!(out.code, Some(7), "{out:?}");
@@ -45,6 +48,9 @@ fn exit_codes_propagate_and_the_first_failure_wins() {
 
 #[test]
 fn environment_working_directory_and_rank_variables_arrive() {
+    if !rexec_tests::can_run("environment_working_directory_and_rank_variables_arrive") {
+        return;
+    }
     let cluster = Cluster::start(2);
     let dir = tempfile::Builder::new()
         .prefix("rexec-cwd-")
@@ -79,6 +85,9 @@ fn environment_working_directory_and_rank_variables_arrive() {
 
 #[test]
 fn the_program_runs_as_the_certificates_user() {
+    if !rexec_tests::can_run("the_program_runs_as_the_certificates_user") {
+        return;
+    }
     let cluster = Cluster::start(1);
     let out = cluster.rexec().args(["id", "-un"]).run();
     assert_eq!(out.code, Some(0), "{out:?}");
@@ -87,6 +96,9 @@ fn the_program_runs_as_the_certificates_user() {
 
 #[test]
 fn a_root_certificate_is_refused_and_nothing_runs() {
+    if !rexec_tests::can_run("a_root_certificate_is_refused_and_nothing_runs") {
+        return;
+    }
     let cluster = Cluster::start(1);
     let config = cluster.client_config(Role::User, "root");
     let out = cluster.rexec().config(&config).args(["sleep", "100"]).run();
@@ -100,6 +112,9 @@ fn a_root_certificate_is_refused_and_nothing_runs() {
 
 #[test]
 fn an_unknown_user_is_refused() {
+    if !rexec_tests::can_run("an_unknown_user_is_refused") {
+        return;
+    }
     let cluster = Cluster::start(1);
     let config = cluster.client_config(Role::User, "nosuchuser42");
     let out = cluster.rexec().config(&config).args(["sleep", "100"]).run();
@@ -113,6 +128,10 @@ fn an_unknown_user_is_refused() {
 
 #[test]
 fn a_slow_launch_on_one_node_does_not_starve_the_ranks_already_running() {
+    if !rexec_tests::can_run("a_slow_launch_on_one_node_does_not_starve_the_ranks_already_running")
+    {
+        return;
+    }
     // n2 answers 3s late, past both heartbeat timeouts (2s): rank 0 on n1,
     // started at once, must be kept alive by heartbeats meanwhile.
     let cluster = Cluster::start(2);

@@ -12,5 +12,6 @@ mod interrupt;
 mod job_control;
 mod launch;
 mod revocation;
+mod skip;
 mod streams;
 mod terminal;

@@ -12,6 +12,11 @@ use rexec_tests::cluster::{Cluster, TEST_USER};
 
 #[test]
 fn sighup_makes_rexecd_refuse_a_revoked_user_without_touching_running_jobs() {
+    if !rexec_tests::can_run(
+        "sighup_makes_rexecd_refuse_a_revoked_user_without_touching_running_jobs",
+    ) {
+        return;
+    }
     let cluster = Cluster::start(1);
     // The user's client keeps no CRL of its own, as one that has not heard of
     // the revocation: the node's verdict is what is tested.

@@ -17,6 +17,9 @@ fn testgen() -> String {
 
 #[test]
 fn stdout_and_stderr_are_byte_exact() {
+    if !rexec_tests::can_run("stdout_and_stderr_are_byte_exact") {
+        return;
+    }
     let cluster = Cluster::start(1);
     let script = format!("{0} 11 300001 && {0} 12 99999 >&2", testgen());
     let out = cluster.rexec().args(["sh", "-c", &script]).run();
@@ -30,6 +33,9 @@ fn stdout_and_stderr_are_byte_exact() {
 
 #[test]
 fn one_gib_of_binary_output_arrives_intact() {
+    if !rexec_tests::can_run("one_gib_of_binary_output_arrives_intact") {
+        return;
+    }
     const GIB: u64 = 1 << 30;
     let cluster = Cluster::start(1);
     let check = Arc::new(Mutex::new(Verifier::new(42)));
@@ -53,6 +59,9 @@ fn one_gib_of_binary_output_arrives_intact() {
 
 #[test]
 fn a_slow_reader_of_stdout_is_not_taken_for_a_dead_client() {
+    if !rexec_tests::can_run("a_slow_reader_of_stdout_is_not_taken_for_a_dead_client") {
+        return;
+    }
     // Whoever reads rexec's stdout stops for twice the heartbeat timeouts (2s):
     // output waits, heartbeats keep flowing both ways, nothing is lost.
     let cluster = Cluster::start(1);
@@ -88,6 +97,9 @@ fn cksum(data: &[u8]) -> String {
 
 #[test]
 fn stdin_reaches_every_rank() {
+    if !rexec_tests::can_run("stdin_reaches_every_rank") {
+        return;
+    }
     let cluster = Cluster::start(2);
     let data = pattern::stream(5, 3 * 1024 * 1024 + 17);
     let out = cluster
@@ -104,6 +116,9 @@ fn stdin_reaches_every_rank() {
 
 #[test]
 fn with_stdin_0_only_rank_0_reads_input() {
+    if !rexec_tests::can_run("with_stdin_0_only_rank_0_reads_input") {
+        return;
+    }
     let cluster = Cluster::start(2);
     let data = b"only for rank zero\n".repeat(1000);
     let out = cluster
@@ -132,6 +147,9 @@ fn with_stdin_0_only_rank_0_reads_input() {
 
 #[test]
 fn rank_0_gets_a_terminal_with_t() {
+    if !rexec_tests::can_run("rank_0_gets_a_terminal_with_t") {
+        return;
+    }
     let cluster = Cluster::start(2);
     let script = "if test -t 0 && test -t 1; then echo tty-$REXEC_RANK; else echo pipe-$REXEC_RANK; fi; stty size 2>/dev/null || true";
     let out = cluster
@@ -150,6 +168,9 @@ fn rank_0_gets_a_terminal_with_t() {
 
 #[test]
 fn a_closed_stdout_ends_the_job_quietly_as_sigpipe_would() {
+    if !rexec_tests::can_run("a_closed_stdout_ends_the_job_quietly_as_sigpipe_would") {
+        return;
+    }
     let cluster = Cluster::start(1);
     let line = format!(
         "set -o pipefail; {} yes | head -n 2",

@@ -9,6 +9,9 @@ use rexec_tests::cluster::Cluster;
 
 #[test]
 fn t_shows_rank_0_the_terminal_size_and_its_changes() {
+    if !rexec_tests::can_run("t_shows_rank_0_the_terminal_size_and_its_changes") {
+        return;
+    }
     let cluster = Cluster::start(1);
     let script = "trap 'echo size $(stty size)' WINCH; echo size $(stty size); \
                   while :; do sleep 0.05; done";
@@ -32,6 +35,9 @@ fn t_shows_rank_0_the_terminal_size_and_its_changes() {
 
 #[test]
 fn ctrl_c_typed_under_t_reaches_the_remote_program() {
+    if !rexec_tests::can_run("ctrl_c_typed_under_t_reaches_the_remote_program") {
+        return;
+    }
     let cluster = Cluster::start(1);
     let script = "trap 'echo got-int; exit 5' INT; echo ready; while :; do sleep 0.05; done";
     let mut term = cluster
@@ -53,6 +59,9 @@ fn ctrl_c_typed_under_t_reaches_the_remote_program() {
 
 #[test]
 fn the_terminal_is_restored_when_a_failure_aborts_the_job() {
+    if !rexec_tests::can_run("the_terminal_is_restored_when_a_failure_aborts_the_job") {
+        return;
+    }
     use rexec_tests::wait_until;
 
     let cluster = Cluster::start(2);
@@ -88,6 +97,9 @@ fn the_terminal_is_restored_when_a_failure_aborts_the_job() {
 
 #[test]
 fn ctrl_z_under_t_gives_the_terminal_back_while_stopped() {
+    if !rexec_tests::can_run("ctrl_z_under_t_gives_the_terminal_back_while_stopped") {
+        return;
+    }
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     use rexec_tests::procs::state;

@@ -10,7 +10,6 @@ pub use client::{Client, Outcome};
 pub use daemon::Daemon;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -19,60 +18,28 @@ use certs::testing::TestPki;
 use proto::node::{JobId, Launch};
 use rexecd::cgroup::Hierarchy;
 
-/// The unprivileged Unix user jobs run as (created by the kernel tests' helper too).
-pub const USER: &str = "rexectest";
+/// The unprivileged Unix user jobs run as (one definition for every suite: `testhost`).
+pub const USER: &str = testhost::user::TEST_USER;
 /// The node name of every test daemon.
 pub const NODE: &str = "n1";
 
 /// How long a test waits for anything that should happen promptly.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 
-/// True when these tests can run here (root and a cpu controller); else says why.
+/// True when these tests can run here (root and a cpu controller); else fails the test,
+/// or skips it under `REXEC_TESTS_ALLOW_SKIP=1` (the rule every suite shares,
+/// [`testhost::can_run`]). Makes sure the test user exists.
 pub fn can_run(test: &str) -> bool {
-    if !rexecd::sys::effective_user().is_root() {
-        return cannot_run(test, "needs root");
-    }
-    if let Err(e) = rexecd::cgroup::detect::detect() {
-        return cannot_run(test, &e.to_string());
-    }
-    ensure_user();
-    true
-}
-
-/// What to do when a test cannot run here: fail, unless `REXEC_TESTS_ALLOW_SKIP=1`
-/// says a skip is wanted (a developer without root). A silent skip in CI would
-/// pass without testing anything.
-fn cannot_run(test: &str, why: &str) -> bool {
-    if std::env::var_os("REXEC_TESTS_ALLOW_SKIP").is_some_and(|v| v == "1") {
-        eprintln!("skipping {test}: {why}");
+    let cpu = || {
+        rexecd::cgroup::detect::detect()
+            .map(drop)
+            .map_err(|e| e.to_string())
+    };
+    if !testhost::can_run(test, cpu) {
         return false;
     }
-    panic!("{test} cannot run here: {why} (set REXEC_TESTS_ALLOW_SKIP=1 to skip it)");
-}
-
-/// Creates the test user if it is missing.
-fn ensure_user() {
-    static DONE: OnceLock<()> = OnceLock::new();
-    DONE.get_or_init(|| {
-        if rexecd::sys::lookup_user(USER).unwrap().is_none() {
-            let out = Command::new("useradd")
-                .args(["--system", "--user-group", "--no-create-home"])
-                .args([
-                    "--home-dir",
-                    "/var/lib/rexectest",
-                    "--shell",
-                    "/bin/sh",
-                    USER,
-                ])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success() || rexecd::sys::lookup_user(USER).unwrap().is_some(),
-                "useradd: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    });
+    testhost::user::test_user();
+    true
 }
 
 /// The PKI every test shares.

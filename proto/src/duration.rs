@@ -1,0 +1,170 @@
+//! Durations as people write them in flags, config files and environment
+//! variables (`5s`, `250ms`, `1.5s`, `2m`, a bare number of seconds): the one
+//! parser every rexec binary uses, so a value one program accepts the others
+//! accept too.
+//!
+//! Decimals are exact (integer arithmetic, no floats) and must come out as whole
+//! milliseconds; zero, signs, exponents and anything over a day are refused.
+
+use std::time::Duration;
+
+/// The longest duration [`parse_duration`] accepts: one day.
+pub const MAX_DURATION: Duration = Duration::from_secs(86_400);
+
+/// Why a text is not a duration; the message ends by saying how to write one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{why}; use a positive number with unit ms, s or m, such as 5s, 1.5s or 250ms")]
+pub struct DurationError {
+    why: &'static str,
+}
+
+impl DurationError {
+    fn new(why: &'static str) -> Self {
+        DurationError { why }
+    }
+}
+
+/// Parses a positive duration: a number with unit `ms`, `s` or `m`, or a bare number of
+/// seconds (`"5s"`, `"250ms"`, `"1.5"`). Decimals are exact (integer arithmetic, no
+/// floats) and must come out as whole milliseconds; zero, negative numbers, exponents
+/// and anything over a day ([`MAX_DURATION`]) are refused.
+///
+/// ```
+/// use std::time::Duration;
+/// use proto::duration::parse_duration;
+/// assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+/// assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+/// assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+/// assert!(parse_duration("0s").is_err());
+/// assert!(parse_duration("-1").is_err());
+/// assert!(parse_duration("1e-300s").is_err());
+/// ```
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+    let bad = DurationError::new;
+    let text = text.trim();
+    // Milliseconds per unit.
+    let (number, unit_ms): (&str, u64) = if let Some(n) = text.strip_suffix("ms") {
+        (n, 1)
+    } else if let Some(n) = text.strip_suffix('s') {
+        (n, 1_000)
+    } else if let Some(n) = text.strip_suffix('m') {
+        (n, 60_000)
+    } else {
+        (text, 1_000)
+    };
+    let number = number.trim();
+    let (whole, fraction) = match number.split_once('.') {
+        Some((w, f)) => (w, f),
+        None => (number, ""),
+    };
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() && fraction.is_empty() {
+        return Err(bad("no number"));
+    }
+    if !digits(whole) || !digits(fraction) || (number.contains('.') && fraction.is_empty()) {
+        return Err(bad(
+            "not a plain decimal number (no sign, exponent or other characters)",
+        ));
+    }
+    const MAX_MS: u64 = MAX_DURATION.as_secs() * 1_000;
+    let too_long = || bad("longer than one day");
+    // Leading zeros cannot overflow anything; strip them before the length check.
+    let whole = whole.trim_start_matches('0');
+    if whole.len() > 12 {
+        return Err(too_long());
+    }
+    let whole: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| too_long())?
+    };
+    let mut millis = whole.checked_mul(unit_ms).ok_or_else(too_long)?;
+    // The fraction, in units of 10^-len; it must come out as whole milliseconds.
+    let fraction = fraction.trim_end_matches('0');
+    if !fraction.is_empty() {
+        if fraction.len() > 6 {
+            return Err(bad("more decimals than whole milliseconds allow"));
+        }
+        let scale = 10u64.pow(fraction.len() as u32);
+        let part: u64 = fraction.parse().map_err(|_| bad("bad decimals"))?;
+        let numerator = part * unit_ms;
+        if !numerator.is_multiple_of(scale) {
+            return Err(bad("not a whole number of milliseconds"));
+        }
+        millis = millis.checked_add(numerator / scale).ok_or_else(too_long)?;
+    }
+    if millis == 0 {
+        return Err(bad("zero is not a valid duration"));
+    }
+    if millis > MAX_MS {
+        return Err(too_long());
+    }
+    Ok(Duration::from_millis(millis))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_exactly_with_integers() {
+        let ok = |t: &str| parse_duration(t).unwrap_or_else(|e| panic!("{t}: {e}"));
+        assert_eq!(ok("5s"), Duration::from_secs(5));
+        assert_eq!(ok("250ms"), Duration::from_millis(250));
+        assert_eq!(ok("2m"), Duration::from_secs(120));
+        assert_eq!(ok("3"), Duration::from_secs(3));
+        assert_eq!(ok("1.5s"), Duration::from_millis(1500));
+        assert_eq!(ok(" 0.001s "), Duration::from_millis(1));
+        assert_eq!(ok(".5s"), Duration::from_millis(500));
+        assert_eq!(ok("0.25m"), Duration::from_secs(15));
+        assert_eq!(ok("1.500s"), Duration::from_millis(1500));
+        assert_eq!(ok("007s"), Duration::from_secs(7));
+        assert_eq!(ok("1440m"), Duration::from_secs(86_400));
+        assert_eq!(ok("86400s"), MAX_DURATION);
+    }
+
+    #[test]
+    fn zero_durations_are_refused() {
+        for text in ["0s", "0", "0ms", "0.0s", "0.0001s", "0.0004s"] {
+            let e = parse_duration(text).unwrap_err().to_string();
+            assert!(e.contains("ms, s or m"), "{text}: {e}");
+        }
+        assert!(
+            parse_duration("0s")
+                .unwrap_err()
+                .to_string()
+                .contains("zero")
+        );
+    }
+
+    #[test]
+    fn exponents_signs_and_junk_are_refused() {
+        for text in [
+            "1e-300s", "1e3", "1E2s", "-1", "-1s", "+1s", "inf", "NaN", "s", "", "1.", "1..5s",
+            "1.5ms", "1 s 2", "0x10s", "1h", "1,5s", "soon",
+        ] {
+            assert!(parse_duration(text).is_err(), "{text:?} was accepted");
+        }
+        assert!(
+            parse_duration("1e-300s")
+                .unwrap_err()
+                .to_string()
+                .contains("exponent")
+        );
+    }
+
+    #[test]
+    fn durations_over_a_day_are_refused() {
+        for text in [
+            "86401s",
+            "1441m",
+            "86400001ms",
+            "86400.001s",
+            "99999999999999999999999999s",
+            "18446744073709551616ms",
+        ] {
+            let e = parse_duration(text).unwrap_err().to_string();
+            assert!(e.contains("longer than one day"), "{text}: {e}");
+        }
+    }
+}
