@@ -3,6 +3,7 @@
 //! library client, the node's debit client, and the real `accountctl`.
 
 mod config;
+mod conflict;
 mod crash;
 mod errors;
 mod journal;
