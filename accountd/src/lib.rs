@@ -5,7 +5,8 @@
 //! - Server: [`server`] (TLS accept, dispatch, graceful shutdown), [`authz`]
 //!   (which certificate role may do what), [`store`] (the SQLite ledger:
 //!   schema, writes, queries, audit, and the group-committing writer thread),
-//!   [`config`] (the TOML file).
+//!   [`refusals`] (the bounded audit trail of refused requests, and cutting
+//!   off a peer that keeps sending them), [`config`] (the TOML file).
 //! - Node side: [`debit`] (the debit client: journal first, then delivery
 //!   with retries) and [`journal`] (the append-only file of unsettled charges).
 //! - Clients: [`client`] (one TLS connection, request/response calls) and
@@ -30,6 +31,7 @@ pub mod config;
 pub mod ctl;
 pub mod debit;
 pub mod journal;
+pub mod refusals;
 pub mod server;
 pub mod store;
 pub mod time;

@@ -27,6 +27,8 @@ async fn a_report_too_large_for_one_frame_is_refused_with_advice() {
         max_connections: 16,
         idle_timeout: Duration::from_secs(30),
         max_frame: 2048,
+        max_request: proto::limits::MAX_ACCOUNT_REQUEST,
+        peers: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
