@@ -6,6 +6,7 @@ mod config;
 mod conflict;
 mod crash;
 mod errors;
+mod garbage;
 mod journal;
 mod ledger;
 mod limits;
