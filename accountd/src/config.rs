@@ -243,6 +243,26 @@ mod tests {
     }
 
     #[test]
+    fn per_peer_caps_default_below_the_global_limit_and_zero_is_refused() {
+        let d = crate::server::PeerLimits::default();
+        assert!(d.per_identity < d.per_address && d.per_address < 1024);
+        let l = Limits {
+            max_connections_per_identity: Some(0),
+            ..Limits::default()
+        };
+        let e = l.peer_limits(PeerFlags::default()).unwrap_err();
+        assert!(
+            e.to_string().contains("max_connections_per_identity"),
+            "{e}"
+        );
+        let flags = PeerFlags {
+            per_address: Some(9),
+            ..PeerFlags::default()
+        };
+        assert_eq!(Limits::default().peer_limits(flags).unwrap().per_address, 9);
+    }
+
+    #[test]
     fn unknown_keys_are_errors_on_one_line() {
         let e = FileConfig::parse(Path::new("x.toml"), "listne = \"a\"\n").unwrap_err();
         let text = e.to_string();

@@ -10,6 +10,7 @@ mod garbage;
 mod journal;
 mod ledger;
 mod limits;
+mod peers;
 mod reload;
 mod roles;
 mod support;

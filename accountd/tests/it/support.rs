@@ -377,15 +377,30 @@ impl Accountd {
         name: &str,
         source: std::net::Ipv4Addr,
     ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        self.try_tls_from(role, name, source)
+            .await
+            .unwrap_or_else(|e| panic!("cannot connect to accountd from {source}: {e}"))
+    }
+
+    /// [`Accountd::tls_from`], or why the connection or handshake failed.
+    pub async fn try_tls_from(
+        &self,
+        role: Role,
+        name: &str,
+        source: std::net::Ipv4Addr,
+    ) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket
             .bind(std::net::SocketAddr::from((source, 0)))
             .unwrap();
-        let tcp = socket.connect(self.addr.parse().unwrap()).await.unwrap();
+        let tcp = socket
+            .connect(self.addr.parse().unwrap())
+            .await
+            .map_err(|e| e.to_string())?;
         let (tls, _) = certs::connect(&self.connector(role, name), tcp, Role::Service, "accountd")
             .await
-            .unwrap();
-        tls
+            .map_err(|e| e.to_string())?;
+        Ok(tls)
     }
 }
 
