@@ -112,14 +112,12 @@ async fn request_limit_in_force(d: &Accountd) -> usize {
         Ok(_) => proto::DEFAULT_MAX_FRAME - 1,
         Err(e) => {
             assert_eq!(e.code, ErrorCode::Malformed, "{e}");
-            let limit = e
-                .message
+            e.message
                 .split("larger than the limit of ")
                 .nth(1)
                 .and_then(|rest| rest.split(' ').next())
                 .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("no limit in {e}"));
-            limit
+                .unwrap_or_else(|| panic!("no limit in {e}"))
         }
     }
 }
