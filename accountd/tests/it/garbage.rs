@@ -119,7 +119,7 @@ async fn ten_thousand_malformed_frames_grow_the_ledger_by_under_1_mb_and_debits_
         during.len()
     );
     assert!(
-        during_median <= quiet_median * 5 + Duration::from_millis(20),
+        during_median <= quiet_median * 5 + Duration::from_millis(50),
         "debits slowed from {quiet_median:?} to {during_median:?} during the flood"
     );
     // The trail is complete: a few rows one by one, the rest summed up once the
