@@ -439,5 +439,8 @@ impl Connection {
         for row in decision.write {
             self.store.record_refusal(row).await;
         }
+        // A refusal costs the peer a turn: a connection streaming garbage lets
+        // every other connection's request go first.
+        tokio::task::yield_now().await;
     }
 }

@@ -94,6 +94,7 @@ async fn ten_thousand_malformed_frames_grow_the_ledger_by_under_1_mb_and_debits_
     // while the node debits, for what it costs the node (the debits' own
     // commits grow the WAL, so they are kept out of the first measure).
     let size_before = ledger_bytes(&d.db);
+    let flooding_since = Instant::now();
     let answered = flood(&d, FRAMES).await.await.unwrap();
     assert_eq!(answered, FRAMES, "every malformed frame was answered");
     let grown = ledger_bytes(&d.db).saturating_sub(size_before);
@@ -135,7 +136,14 @@ async fn ten_thousand_malformed_frames_grow_the_ledger_by_under_1_mb_and_debits_
         2 * FRAMES as i64,
         "refusals accounted for: {rows:?}"
     );
-    assert!(rows.0 <= 2 * (16 + 1), "{} rows for two floods", rows.0);
+    // At most 16 rows one by one and one summary per 2 s window (the floods may
+    // span several windows on a slow machine): bounded by time, not by frames.
+    let windows = flooding_since.elapsed().as_secs() / 2 + 2;
+    assert!(
+        rows.0 as u64 <= windows * (16 + 1),
+        "{} rows for two floods over {windows} windows",
+        rows.0
+    );
     let summary: String = d
         .db()
         .query_row(
@@ -154,7 +162,7 @@ async fn ten_thousand_malformed_frames_grow_the_ledger_by_under_1_mb_and_debits_
 
 #[tokio::test]
 async fn a_peer_that_keeps_sending_garbage_is_cut_off_and_others_are_not() {
-    let d = Accountd::start_with(&["--max-refusals", "20", "--refusal-window", "3"]);
+    let d = Accountd::start_with(&["--max-refusals", "20", "--refusal-window", "8"]);
     d.admin(&["create", "alice", "--initial", "10"]).ok();
     let tls = d.tls_from(Role::User, "mallory", Ipv4Addr::LOCALHOST).await;
     let mut f = Framed::new(tls, DEFAULT_MAX_FRAME);
@@ -208,7 +216,7 @@ async fn a_peer_that_keeps_sending_garbage_is_cut_off_and_others_are_not() {
     assert_eq!(cut, 1);
 
     // After the window it is served again.
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let tls = d.tls_from(Role::User, "mallory", Ipv4Addr::LOCALHOST).await;
         let mut f = Framed::new(tls, DEFAULT_MAX_FRAME);
