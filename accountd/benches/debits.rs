@@ -51,6 +51,8 @@ async fn measure(pki: &TestPki, conns: u64, max_batch: usize) -> Result_ {
         max_connections: 1024,
         idle_timeout: Duration::from_secs(60),
         max_frame: proto::DEFAULT_MAX_FRAME,
+        max_request: proto::limits::MAX_ACCOUNT_REQUEST,
+        peers: Default::default(),
     };
     let server = Server::open(cfg).expect("open server");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -16,6 +16,11 @@
 //! max_batch = 1024          # writes per group commit (1 = no batching)
 //! max_connections = 1024
 //! idle_timeout_secs = 300
+//! max_connections_per_address = 256   # TLS handshakes included
+//! max_connections_per_identity = 64   # one certificate
+//! refusals_recorded = 16    # refused requests of one peer recorded one by one per window
+//! max_refusals = 64         # refused requests of one peer per window before it is cut off
+//! refusal_window_secs = 60  # the window, and how long a cut-off lasts
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -62,6 +67,77 @@ pub struct Limits {
     pub max_connections: Option<usize>,
     /// Seconds a connection may stay silent.
     pub idle_timeout_secs: Option<u64>,
+    /// Concurrent connections from one remote address.
+    pub max_connections_per_address: Option<usize>,
+    /// Concurrent connections of one certificate identity.
+    pub max_connections_per_identity: Option<usize>,
+    /// Refused requests of one peer recorded one row each per window.
+    pub refusals_recorded: Option<u32>,
+    /// Refused requests of one peer per window before it is cut off.
+    pub max_refusals: Option<u32>,
+    /// Seconds of the refusal window (and of a cut-off).
+    pub refusal_window_secs: Option<u64>,
+}
+
+/// Per-peer settings given as flags (each overrides the file's key).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PeerFlags {
+    /// `--max-connections-per-address`.
+    pub per_address: Option<usize>,
+    /// `--max-connections-per-identity`.
+    pub per_identity: Option<usize>,
+    /// `--refusals-recorded`.
+    pub refusals_recorded: Option<u32>,
+    /// `--max-refusals`.
+    pub max_refusals: Option<u32>,
+    /// `--refusal-window` (seconds).
+    pub refusal_window_secs: Option<u64>,
+}
+
+impl Limits {
+    /// The per-peer limits: flags over the file over the defaults, each checked.
+    pub fn peer_limits(&self, flags: PeerFlags) -> Result<crate::server::PeerLimits, ConfigError> {
+        let d = crate::server::PeerLimits::default();
+        let positive = |what: &'static str, v: u64| {
+            if v == 0 {
+                return Err(ConfigError::Invalid {
+                    what,
+                    message: "must be at least 1".into(),
+                });
+            }
+            Ok(v)
+        };
+        let per_address = flags
+            .per_address
+            .or(self.max_connections_per_address)
+            .unwrap_or(d.per_address);
+        positive("max_connections_per_address", per_address as u64)?;
+        let per_identity = flags
+            .per_identity
+            .or(self.max_connections_per_identity)
+            .unwrap_or(d.per_identity);
+        positive("max_connections_per_identity", per_identity as u64)?;
+        let window = flags
+            .refusal_window_secs
+            .or(self.refusal_window_secs)
+            .unwrap_or(d.refusals.window.as_secs());
+        positive("refusal_window_secs", window)?;
+        Ok(crate::server::PeerLimits {
+            per_address,
+            per_identity,
+            refusals: crate::refusals::RefusalPolicy {
+                recorded: flags
+                    .refusals_recorded
+                    .or(self.refusals_recorded)
+                    .unwrap_or(d.refusals.recorded),
+                max_refused: flags
+                    .max_refusals
+                    .or(self.max_refusals)
+                    .unwrap_or(d.refusals.max_refused),
+                window: std::time::Duration::from_secs(window),
+            },
+        })
+    }
 }
 
 /// Why the configuration is unusable.
@@ -134,6 +210,8 @@ mod tests {
         let c = FileConfig::parse(Path::new("example"), &example).unwrap();
         assert_eq!(c.limits.max_batch, Some(1024));
         assert_eq!(c.crl.as_deref(), Some(Path::new("/etc/rexec/crl.pem")));
+        let peers = c.limits.peer_limits(PeerFlags::default()).unwrap();
+        assert_eq!(peers, crate::server::PeerLimits::default());
     }
 
     #[test]
@@ -162,6 +240,26 @@ mod tests {
         assert_eq!(c.cert, Some(PathBuf::from("/abs/u.pem")));
         assert_eq!(c.key, Some(dir.path().join("keys/u.key")));
         assert_eq!(c.crl, None);
+    }
+
+    #[test]
+    fn per_peer_caps_default_below_the_global_limit_and_zero_is_refused() {
+        let d = crate::server::PeerLimits::default();
+        assert!(d.per_identity < d.per_address && d.per_address < 1024);
+        let l = Limits {
+            max_connections_per_identity: Some(0),
+            ..Limits::default()
+        };
+        let e = l.peer_limits(PeerFlags::default()).unwrap_err();
+        assert!(
+            e.to_string().contains("max_connections_per_identity"),
+            "{e}"
+        );
+        let flags = PeerFlags {
+            per_address: Some(9),
+            ..PeerFlags::default()
+        };
+        assert_eq!(Limits::default().peer_limits(flags).unwrap().per_address, 9);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! - Server: [`server`] (TLS accept, dispatch, graceful shutdown), [`authz`]
 //!   (which certificate role may do what), [`store`] (the SQLite ledger:
 //!   schema, writes, queries, audit, and the group-committing writer thread),
-//!   [`config`] (the TOML file).
+//!   [`refusals`] (the bounded audit trail of refused requests, and cutting
+//!   off a peer that keeps sending them), [`config`] (the TOML file).
 //! - Node side and clients live in the `ledger-client` crate (so rexecd links
 //!   neither this server nor SQLite) and are re-exported here: [`debit`] (the
 //!   debit client: journal first, then delivery with retries), [`journal`] (the
@@ -29,6 +30,7 @@ pub mod amount;
 pub mod authz;
 pub mod config;
 pub mod ctl;
+pub mod refusals;
 pub mod server;
 pub mod store;
 pub mod time;

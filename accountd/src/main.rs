@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use accountd::config::{ConfigError, DEFAULT_LISTEN, DEFAULT_MAX_ENTRY, FileConfig};
+use accountd::config::{ConfigError, DEFAULT_LISTEN, DEFAULT_MAX_ENTRY, FileConfig, PeerFlags};
 use accountd::server::{Server, ServerConfig};
 use accountd::store::StoreConfig;
 use anyhow::Context;
@@ -57,6 +57,21 @@ struct Args {
     /// How long a silent connection is kept, e.g. 300 (seconds), 5m or 1.5s [default: 300].
     #[arg(long, value_parser = proto::duration::parse_duration)]
     idle_timeout: Option<Duration>,
+    /// Most simultaneous connections from one address, handshakes included [default: 256].
+    #[arg(long)]
+    max_connections_per_address: Option<usize>,
+    /// Most simultaneous connections of one certificate [default: 64].
+    #[arg(long)]
+    max_connections_per_identity: Option<usize>,
+    /// Refused requests of one peer recorded one by one per window [default: 16].
+    #[arg(long)]
+    refusals_recorded: Option<u32>,
+    /// Refused requests of one peer per window before it is cut off [default: 64].
+    #[arg(long)]
+    max_refusals: Option<u32>,
+    /// Seconds of the refusal window, and of a cut-off [default: 60].
+    #[arg(long)]
+    refusal_window: Option<u64>,
 }
 
 fn resolve(args: Args) -> Result<(ServerConfig, String, Option<PathBuf>), ConfigError> {
@@ -79,6 +94,13 @@ fn resolve(args: Args) -> Result<(ServerConfig, String, Option<PathBuf>), Config
             .ok_or(ConfigError::Missing("private key (--key)"))?,
         crl: args.crl.or(file.crl),
     };
+    let peers = file.limits.peer_limits(PeerFlags {
+        per_address: args.max_connections_per_address,
+        per_identity: args.max_connections_per_identity,
+        refusals_recorded: args.refusals_recorded,
+        max_refusals: args.max_refusals,
+        refusal_window_secs: args.refusal_window,
+    })?;
     let max_entry_text = args
         .max_entry
         .or(file.limits.max_entry)
@@ -120,6 +142,8 @@ fn resolve(args: Args) -> Result<(ServerConfig, String, Option<PathBuf>), Config
             file.limits.idle_timeout_secs.unwrap_or(300),
         )),
         max_frame: proto::DEFAULT_MAX_FRAME,
+        max_request: proto::limits::MAX_ACCOUNT_REQUEST,
+        peers,
     };
     let listen = args
         .listen

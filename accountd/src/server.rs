@@ -3,16 +3,27 @@
 //! caller's role ([`crate::authz`]) and hands it to the [`Store`]. One task
 //! per connection, requests on a connection answered in order.
 //!
+//! Limits on what one peer can take: at most `max_connections` connections in
+//! all, [`PeerLimits::per_address`] from one remote address (counted from
+//! accept, so unfinished handshakes count) and [`PeerLimits::per_identity`]
+//! for one certificate (counted after the handshake); requests are read with
+//! their own small frame limit, [`ServerConfig::max_request`] (answers may use
+//! the full `max_frame`), so a connection buffers at most that much. Refused
+//! requests are recorded and counted per peer by a [`RefusalBook`]: a bounded
+//! number of rows per window, and a peer that keeps sending garbage is cut off.
+//!
 //! Shutdown: when the shutdown future completes the server stops accepting,
-//! lets every connection finish the request it is serving, closes them, and
-//! closes the store (which commits what is queued and checkpoints the WAL).
+//! lets every connection finish the request it is serving, closes them, writes
+//! the pending refusal summaries, and closes the store (which commits what is
+//! queued and checkpoints the WAL).
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use certs::ReloadableAcceptor;
-use certs::{PeerIdentity, TlsPaths};
+use certs::{ConnectionCaps, PeerIdentity, ReloadableAcceptor, TlsPaths};
 use proto::account::{
     ACCOUNT_PROTOCOL_VERSION, AccountError, AccountReply, AccountRequest, AccountResponse,
     ErrorCode, Identity,
@@ -25,7 +36,40 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::authz::{Route, actor, authorize};
-use crate::store::{Refusal, Store, StoreConfig, StoreError};
+use crate::refusals::{RefusalBook, RefusalPolicy};
+use crate::store::{Store, StoreConfig, StoreError};
+
+/// Default most connections from one remote address.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
+/// Default most connections of one certificate identity.
+pub const DEFAULT_MAX_CONNECTIONS_PER_IDENTITY: usize = 64;
+
+/// How often windows of refusal counts are closed (their summaries written).
+const REFUSAL_TICK: Duration = Duration::from_secs(1);
+
+/// At most one warning per this interval about connections closed at a cap.
+const CAP_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// What one peer may take, below the global connection limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerLimits {
+    /// Most connections from one remote address (TLS handshakes included).
+    pub per_address: usize,
+    /// Most connections of one certificate identity.
+    pub per_identity: usize,
+    /// How refused requests are recorded, and when a peer is cut off.
+    pub refusals: RefusalPolicy,
+}
+
+impl Default for PeerLimits {
+    fn default() -> Self {
+        PeerLimits {
+            per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+            per_identity: DEFAULT_MAX_CONNECTIONS_PER_IDENTITY,
+            refusals: RefusalPolicy::default(),
+        }
+    }
+}
 
 /// Everything the server needs, resolved from the config file and flags.
 #[derive(Debug, Clone)]
@@ -38,8 +82,12 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// A connection silent this long is closed.
     pub idle_timeout: Duration,
-    /// Largest frame accepted.
+    /// Largest frame sent (answers).
     pub max_frame: usize,
+    /// Largest frame accepted (requests; [`proto::limits::MAX_ACCOUNT_REQUEST`]).
+    pub max_request: usize,
+    /// Per-peer caps and the refusal policy.
+    pub peers: PeerLimits,
 }
 
 /// Why the server could not start.
@@ -59,6 +107,29 @@ pub struct Server {
     tls: Arc<ReloadableAcceptor>,
     store: Arc<Store>,
     cfg: ServerConfig,
+}
+
+/// Rate-limits the warning about connections closed at a cap.
+#[derive(Debug, Default)]
+struct CapLog {
+    last: Option<tokio::time::Instant>,
+    unlogged: u64,
+}
+
+impl CapLog {
+    fn closed(&mut self, addr: SocketAddr, why: &str) {
+        self.unlogged += 1;
+        let now = tokio::time::Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < CAP_LOG_INTERVAL)
+        {
+            return;
+        }
+        tracing::warn!(%addr, closed = self.unlogged, "{why}; closing new connections at once");
+        self.last = Some(now);
+        self.unlogged = 0;
+    }
 }
 
 /// Opens the server and serves `listener` until `shutdown` completes.
@@ -89,7 +160,15 @@ impl Server {
     pub async fn run(self, listener: TcpListener, shutdown: impl Future) {
         let (stop_tx, stop_rx) = watch::channel(false);
         let limit = Arc::new(Semaphore::new(self.cfg.max_connections.max(1)));
+        let caps = ConnectionCaps::new(self.cfg.peers.per_address, self.cfg.peers.per_identity);
+        let book = Arc::new(RefusalBook::new(self.cfg.peers.refusals));
+        let mut log = CapLog::default();
         let mut tasks = JoinSet::new();
+        tasks.spawn(close_refusal_windows(
+            book.clone(),
+            self.store.clone(),
+            stop_rx.clone(),
+        ));
         tokio::pin!(shutdown);
         loop {
             let accepted = tokio::select! {
@@ -106,8 +185,15 @@ impl Server {
             };
             while tasks.try_join_next().is_some() {}
             let Ok(permit) = limit.clone().try_acquire_owned() else {
-                tracing::warn!(%addr, "connection limit reached; closing new connection");
+                log.closed(addr, "connection limit reached (max_connections)");
                 continue;
+            };
+            let address_slot = match caps.admit_address(addr.ip()) {
+                Ok(slot) => slot,
+                Err(e) => {
+                    log.closed(addr, &e.to_string());
+                    continue;
+                }
             };
             let _ = tcp.set_nodelay(true);
             let conn = Connection {
@@ -116,9 +202,14 @@ impl Server {
                 stop: stop_rx.clone(),
                 idle: self.cfg.idle_timeout,
                 max_frame: self.cfg.max_frame,
+                max_request: self.cfg.max_request,
+                caps: caps.clone(),
+                book: book.clone(),
+                cut_off: AtomicBool::new(false),
             };
             tasks.spawn(async move {
                 conn.serve(tcp, addr.to_string()).await;
+                drop(address_slot);
                 drop(permit);
             });
         }
@@ -133,6 +224,9 @@ impl Server {
             tracing::warn!("some connections did not finish in 10 s; closing them");
             tasks.shutdown().await;
         }
+        for summary in book.drain() {
+            self.store.record_refusal(summary).await;
+        }
         match Arc::try_unwrap(self.store) {
             Ok(store) => {
                 let _ = tokio::task::spawn_blocking(move || store.close()).await;
@@ -143,12 +237,46 @@ impl Server {
     }
 }
 
+/// Every [`REFUSAL_TICK`], writes the summaries of refusal windows that ended.
+async fn close_refusal_windows(
+    book: Arc<RefusalBook>,
+    store: Arc<Store>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(REFUSAL_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        for summary in book.tick(tokio::time::Instant::now()) {
+            tracing::warn!(peer = %format_args!("{} {}", summary.role, summary.name),
+                count = summary.count, "refused requests summarised: {}", summary.message);
+            store.record_refusal(summary).await;
+        }
+    }
+}
+
 struct Connection {
     acceptor: TlsAcceptor,
     store: Arc<Store>,
     stop: watch::Receiver<bool>,
     idle: Duration,
     max_frame: usize,
+    max_request: usize,
+    caps: Arc<ConnectionCaps>,
+    book: Arc<RefusalBook>,
+    /// Set when the peer has been cut off: answer, then close.
+    cut_off: AtomicBool,
+}
+
+/// The answer to a connection turned away before its first request.
+fn turned_away(message: String) -> AccountResponse {
+    AccountResponse {
+        id: 0,
+        result: Err(AccountError::new(ErrorCode::Unavailable, message)),
+    }
 }
 
 impl Connection {
@@ -161,8 +289,21 @@ impl Connection {
             }
         };
         tracing::debug!(%addr, %peer, "connected");
-        let mut framed = Framed::new(stream, self.max_frame);
+        let mut framed = Framed::with_limits(stream, self.max_request, self.max_frame);
+        let _identity_slot = match self.caps.admit_identity(&peer) {
+            Ok(slot) => slot,
+            Err(e) => {
+                tracing::debug!(%addr, %peer, "{e}");
+                let _ = framed.send(&turned_away(e.to_string())).await;
+                let _ = framed.get_mut().shutdown().await;
+                return;
+            }
+        };
         loop {
+            if let Some(message) = self.cut_off_message(&peer) {
+                let _ = framed.send(&turned_away(message)).await;
+                break;
+            }
             let next = tokio::select! {
                 r = tokio::time::timeout(self.idle, framed.recv::<AccountRequest>()) => r,
                 _ = self.stop.changed() => break,
@@ -189,7 +330,7 @@ impl Connection {
                             result: Err(err),
                         })
                         .await;
-                    if e.is_recoverable() {
+                    if e.is_recoverable() && !self.cut_off.load(Ordering::Relaxed) {
                         continue;
                     }
                     break;
@@ -226,8 +367,21 @@ impl Connection {
                     break;
                 }
             }
+            if self.cut_off.load(Ordering::Relaxed) {
+                break;
+            }
         }
         let _ = framed.get_mut().shutdown().await;
+    }
+
+    /// Why `peer` is not served now, when it has been cut off.
+    fn cut_off_message(&self, peer: &PeerIdentity) -> Option<String> {
+        let now = tokio::time::Instant::now();
+        let until = self.book.cut_off_until(peer, now)?;
+        Some(format!(
+            "{peer} is cut off for another {} s after too many refused requests; fix the client, then retry",
+            until.duration_since(now).as_secs() + 1
+        ))
     }
 
     async fn handle(
@@ -268,16 +422,25 @@ impl Connection {
         result
     }
 
+    /// Counts a refusal of `peer`, records it as the [`RefusalBook`] decides
+    /// (committed before the answer goes out), and marks the connection for
+    /// closing when the peer is now cut off.
     async fn refuse(&self, peer: &PeerIdentity, op: &str, err: &AccountError) {
-        tracing::warn!(%peer, op, code = ?err.code, "refused: {err}");
-        self.store
-            .record_refusal(Refusal {
-                role: peer.role.to_string(),
-                name: peer.name.clone(),
-                op: op.to_string(),
-                code: err.code,
-                message: err.message.clone(),
-            })
-            .await;
+        let now = tokio::time::Instant::now();
+        let decision = self.book.refused(peer, op, err.code, &err.message, now);
+        if decision.write.iter().any(|r| r.count == 1 && r.op == op) {
+            tracing::warn!(%peer, op, code = ?err.code, "refused: {err}");
+        } else {
+            tracing::debug!(%peer, op, code = ?err.code, "refused (counted, not recorded one by one): {err}");
+        }
+        if decision.cut_off && !self.cut_off.swap(true, Ordering::Relaxed) {
+            tracing::warn!(%peer, "peer cut off after too many refused requests");
+        }
+        for row in decision.write {
+            self.store.record_refusal(row).await;
+        }
+        // A refusal costs the peer a turn: a connection streaming garbage lets
+        // every other connection's request go first.
+        tokio::task::yield_now().await;
     }
 }

@@ -17,6 +17,7 @@
 //! - `inspect`: [`CertInfo`] and [`CrlInfo`], what `rexec-certs show` prints.
 //! - `files`: PEM loading, key permission checks, atomic writes.
 //! - `error`: [`CertError`], [`AuthError`].
+//! - `caps`: [`ConnectionCaps`], per-address and per-identity connection caps for the daemons.
 //! - [`testing`]: [`testing::TestPki`], a temporary CA for tests.
 //!
 //! ```
@@ -33,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 mod ca;
+mod caps;
 mod config;
 mod crl;
 mod error;
@@ -45,6 +47,7 @@ mod stream;
 pub mod testing;
 
 pub use ca::{BACKDATE, CA_CERT_FILE, CA_DAYS, CA_KEY_FILE, CRL_FILE, Ca, Issued, MAX_DAYS};
+pub use caps::{AddressSlot, CapExceeded, ConnectionCaps, IdentitySlot};
 pub use config::{TlsPaths, client_config, crypto_provider, peer_identity, server_config};
 pub use crl::{CRL_DAYS, CRL_STATE_FILE, CrlState, RevokedEntry};
 pub use error::{AuthError, CertError};
@@ -54,6 +57,6 @@ pub use inspect::{CertInfo, CrlInfo, fingerprint};
 pub use names::{MAX_NAME_LEN, check_name, check_plain_name};
 pub use reload::{ReloadableAcceptor, reload_on_sighup};
 pub use stream::{
-    HANDSHAKE_TIMEOUT, PeerAddr, accept, acceptor, connect, connector, explain,
+    HANDSHAKE_TIMEOUT, LazyBufReader, PeerAddr, accept, acceptor, connect, connector, explain,
     explain_certificate_error, explain_error, explain_io, handshake_error,
 };

@@ -10,16 +10,22 @@
 //! (rustls reads its transport 4 KiB at a time, and a larger read buffer saves system
 //! calls when data streams in). [`PeerAddr`] names the remote end in error messages.
 //!
+//! [`LazyBufReader`] is such a read buffer that is allocated only when asked for, so a
+//! server can give each connection a large buffer once its handshake has succeeded
+//! without paying for it on every connection that never finishes one.
+//!
 //! In TLS 1.3 the client finishes its half of the handshake before the server has judged
 //! the client's certificate, so a client the server refuses sees `connect` succeed and its
 //! first read fail with the server's alert. The server side always knows at `accept`.
 
 use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use rustls::pki_types::ServerName;
 use rustls::{AlertDescription, CertificateError};
-use tokio::io::{AsyncRead, AsyncWrite, BufReader, BufStream, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader, BufStream, BufWriter, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector, client, server};
 
@@ -87,6 +93,125 @@ impl<S: PeerAddr + AsyncWrite> PeerAddr for BufWriter<S> {
 impl<S: PeerAddr + AsyncRead + AsyncWrite> PeerAddr for BufStream<S> {
     fn peer_label(&self) -> String {
         self.get_ref().peer_label()
+    }
+}
+
+/// A read buffer that costs nothing until [`LazyBufReader::buffer`] turns it on: reads
+/// go straight to the transport until then, and are served from one buffer of the
+/// chosen size after (writes always go straight through).
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use tokio::io::AsyncReadExt;
+/// let mut r = certs::LazyBufReader::new(&b"hello world"[..]);
+/// assert_eq!(r.capacity(), 0);
+/// let mut first = [0u8; 5];
+/// r.read_exact(&mut first).await.unwrap();
+/// r.buffer(64 * 1024);
+/// let mut rest = String::new();
+/// r.read_to_string(&mut rest).await.unwrap();
+/// assert_eq!((&first[..], rest.as_str()), (&b"hello"[..], " world"));
+/// # });
+/// ```
+#[derive(Debug)]
+pub struct LazyBufReader<S> {
+    inner: S,
+    /// Empty until the first buffered read; then `capacity` bytes.
+    buf: Vec<u8>,
+    pos: usize,
+    filled: usize,
+    capacity: usize,
+}
+
+impl<S> LazyBufReader<S> {
+    /// Wraps `inner` without a buffer.
+    pub fn new(inner: S) -> Self {
+        LazyBufReader {
+            inner,
+            buf: Vec::new(),
+            pos: 0,
+            filled: 0,
+            capacity: 0,
+        }
+    }
+
+    /// Reads through a buffer of `capacity` bytes from now on (allocated at the next
+    /// read that needs it). Bytes already buffered are kept.
+    pub fn buffer(&mut self, capacity: usize) {
+        self.capacity = self.capacity.max(capacity);
+    }
+
+    /// The buffer size in force (0: unbuffered).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The wrapped transport.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for LazyBufReader<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        dst: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.pos == this.filled {
+            // Nothing buffered: unbuffered, or a read as large as the buffer, goes direct.
+            if this.capacity == 0 || dst.remaining() >= this.capacity {
+                return Pin::new(&mut this.inner).poll_read(cx, dst);
+            }
+            if this.buf.len() < this.capacity {
+                this.buf = vec![0; this.capacity];
+            }
+            let mut into = ReadBuf::new(&mut this.buf);
+            ready!(Pin::new(&mut this.inner).poll_read(cx, &mut into))?;
+            this.filled = into.filled().len();
+            this.pos = 0;
+        }
+        let n = dst.remaining().min(this.filled - this.pos);
+        dst.put_slice(&this.buf[this.pos..this.pos + n]);
+        this.pos += n;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for LazyBufReader<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, data)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+impl<S: PeerAddr> PeerAddr for LazyBufReader<S> {
+    fn peer_label(&self) -> String {
+        self.inner.peer_label()
     }
 }
 

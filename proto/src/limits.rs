@@ -34,6 +34,13 @@ pub const MAX_ENV: usize = 8_192;
 /// Most entries in one job list; a node with more ranks lists the first ones.
 pub const MAX_JOBS: usize = 4_096;
 
+/// Largest body of one request to accountd. No valid request comes near it
+/// (names are at most 64 bytes and a reason 500, so the largest is well under
+/// 1 KiB); accountd reads requests with this limit, so a connection can make it
+/// buffer at most this much, while its answers (history pages, reports) may
+/// still use the full [`crate::DEFAULT_MAX_FRAME`].
+pub const MAX_ACCOUNT_REQUEST: usize = 16 * 1024;
+
 /// Most bytes reserved up front for a sequence before its elements arrive.
 const PREALLOC_BYTES: usize = 4096;
 

@@ -10,11 +10,17 @@
 //! At most `max_connections` connections are open at once (a connection holds its slot
 //! from accept, through the TLS handshake, to the end of its session); one over the
 //! limit is accepted and closed at once, so the accept loop never stalls and a flood of
-//! idle handshakes cannot exhaust memory or file descriptors.
+//! idle handshakes cannot exhaust memory or file descriptors. Below that, one remote
+//! address holds at most `max_connections_per_address` (counted from accept, so
+//! unfinished handshakes count) and one certificate at most
+//! `max_connections_per_identity` (counted after the handshake; one over is answered
+//! `Busy` and closed), so no single client or user can take every slot.
 //!
-//! Each accepted connection is read through a [`READ_BUFFER`]-sized buffer before TLS:
-//! rustls asks its transport for 4 KiB at a time, and serving those reads from one
-//! larger read saves system calls when a client streams stdin in.
+//! Once its handshake has succeeded, a connection is read through a
+//! [`READ_BUFFER`]-sized buffer under TLS: rustls asks its transport for 4 KiB at a
+//! time, and serving those reads from one larger read saves system calls when a client
+//! streams stdin in. The buffer is not allocated before ([`certs::LazyBufReader`]), so a
+//! connection that never authenticates costs a few KiB, not 256.
 //!
 //! The TLS configuration is a [`ReloadableAcceptor`]: each handshake uses the current
 //! one, and the binary reloads it on SIGHUP, so a revoked certificate is refused from
@@ -28,8 +34,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use certs::ReloadableAcceptor;
-use tokio::io::BufReader;
+use certs::{ConnectionCaps, LazyBufReader, ReloadableAcceptor};
+use proto::Framed;
+use proto::node::{ErrorCode, ErrorReply, FromNode};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
@@ -41,8 +49,9 @@ use crate::registry::Registry;
 use crate::session::{self, Shared};
 
 /// Bytes read from a client's socket at a time (as the `rexec` client reads a node's).
-/// Every open connection holds one such buffer, so at the connection limit they take
-/// at most `max_connections` times this much memory.
+/// Every authenticated connection holds one such buffer, so they take at most
+/// `max_connections` times this much memory, and one user at most
+/// `max_connections_per_identity` times.
 pub const READ_BUFFER: usize = 256 * 1024;
 
 /// How long sessions get to wind down at shutdown before they are cut off.
@@ -62,7 +71,7 @@ struct Refusals {
 }
 
 impl Refusals {
-    fn refused(&mut self, remote: std::net::SocketAddr, limit: usize) {
+    fn refused(&mut self, remote: std::net::SocketAddr, why: &str) {
         self.unlogged += 1;
         let now = tokio::time::Instant::now();
         if self
@@ -71,8 +80,8 @@ impl Refusals {
         {
             return;
         }
-        tracing::warn!(%remote, limit, refused = self.unlogged,
-            "connection limit reached (max_connections); closing new connections at once");
+        tracing::warn!(%remote, refused = self.unlogged,
+            "{why}; closing new connections at once");
         self.last_logged = Some(now);
         self.unlogged = 0;
     }
@@ -175,6 +184,10 @@ impl Server {
         let mut sessions = JoinSet::new();
         let limit = shared.config.max_connections;
         let slots = Arc::new(Semaphore::new(limit));
+        let caps = ConnectionCaps::new(
+            shared.config.max_connections_per_address,
+            shared.config.max_connections_per_identity,
+        );
         let mut refusals = Refusals::default();
         tokio::pin!(shutdown);
         if let Ok(addr) = listener.local_addr() {
@@ -187,25 +200,43 @@ impl Server {
                     Ok((tcp, remote)) => {
                         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
                             drop(tcp);
-                            refusals.refused(remote, limit);
+                            refusals.refused(remote, &format!(
+                                "connection limit reached (max_connections = {limit})"));
                             continue;
+                        };
+                        let address_slot = match caps.admit_address(remote.ip()) {
+                            Ok(s) => s,
+                            Err(e) => {
+                                drop(tcp);
+                                refusals.refused(remote, &e.to_string());
+                                continue;
+                            }
                         };
                         let _ = tcp.set_nodelay(true);
                         let shared = Arc::clone(&shared);
                         let acceptor = self.tls.current();
+                        let caps = Arc::clone(&caps);
                         sessions.spawn(async move {
-                            let _slot = slot;
+                            let _slots = (slot, address_slot);
                             let remote = remote.to_string();
                             let mut stop = shared.stop.clone();
-                            let buffered = BufReader::with_capacity(READ_BUFFER, tcp);
                             let handshake = tokio::select! {
-                                done = certs::accept(&acceptor, buffered) => done,
+                                done = certs::accept(&acceptor, LazyBufReader::new(tcp)) => done,
                                 _ = stop.wait_for(|s| *s) => return,
                             };
-                            match handshake {
-                                Ok((stream, peer)) => session::serve(shared, stream, peer, remote).await,
-                                Err(e) => tracing::info!(%remote, error = %e, "TLS handshake failed"),
-                            }
+                            let (mut stream, peer) = match handshake {
+                                Ok(x) => x,
+                                Err(e) => {
+                                    tracing::info!(%remote, error = %e, "TLS handshake failed");
+                                    return;
+                                }
+                            };
+                            let _identity_slot = match caps.admit_identity(&peer) {
+                                Ok(s) => s,
+                                Err(e) => return turn_away(stream, &remote, e.to_string()).await,
+                            };
+                            stream.get_mut().0.buffer(READ_BUFFER);
+                            session::serve(shared, stream, peer, remote).await;
                         });
                     }
                     Err(e) => {
@@ -255,6 +286,21 @@ impl Server {
         }
         self.market.shutdown(SETTLE_GRACE).await;
     }
+}
+
+/// Answers an authenticated connection over its identity's cap with `Busy`, and closes it.
+async fn turn_away<S>(stream: S, remote: &str, message: String)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    tracing::info!(%remote, "{message}");
+    let mut framed = Framed::new(stream, proto::DEFAULT_MAX_FRAME);
+    let reply = FromNode::Error(ErrorReply::new(ErrorCode::Busy, message));
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        let _ = framed.send(&reply).await;
+        let _ = framed.get_mut().shutdown().await;
+    })
+    .await;
 }
 
 /// Prepares a server and serves `listener` until `shutdown` completes.

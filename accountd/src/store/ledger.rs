@@ -10,8 +10,10 @@
 //! [`ErrorCode::Storage`]. The group commit relies on this.
 //!
 //! Idempotency: debits and refunds carry a key; a repeat with the same key and
-//! content returns the first receipt (marked `duplicate`) and writes nothing;
-//! a repeat with different content is a [`ErrorCode::KeyConflict`].
+//! content (every field the entry stores: user, amount, rank, interval, CPU
+//! time, reason) returns the first receipt (marked `duplicate`) and writes
+//! nothing; a repeat that differs in any of them is a
+//! [`ErrorCode::KeyConflict`] naming the fields that differ.
 //!
 //! Unknown users: a debit for a user without an account is refused with
 //! [`ErrorCode::UnknownUser`] — nodes must not run paid jobs for people the
@@ -80,36 +82,93 @@ pub fn balance_of(conn: &Connection, user: &str) -> Result<Option<i64>, AccountE
         .map_err(storage)
 }
 
-/// Checks a repeat of a key: `Some(receipt)` when the key was used with the
-/// same user and amount, a conflict when with different ones, `None` if new.
+/// What a charge stores beyond its key, compared field by field on a repeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ChargeContent {
+    user: String,
+    amount: i64,
+    rank: Option<i64>,
+    interval: (Option<i64>, Option<i64>),
+    cpu_us: Option<i64>,
+    reason: Option<String>,
+}
+
+impl ChargeContent {
+    /// The fields that differ from `other`, by name, for the conflict message.
+    fn differences(&self, other: &ChargeContent) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.user != other.user {
+            out.push("user");
+        }
+        if self.amount != other.amount {
+            out.push("amount");
+        }
+        if self.rank != other.rank {
+            out.push("rank");
+        }
+        if self.interval != other.interval {
+            out.push("interval");
+        }
+        if self.cpu_us != other.cpu_us {
+            out.push("cpu time");
+        }
+        if self.reason != other.reason {
+            out.push("reason");
+        }
+        out
+    }
+}
+
+/// Checks a repeat of a key: `Some(receipt)` when the key was used with exactly
+/// the same content (every stored field: user, amount, rank, interval, CPU time,
+/// reason), a [`ErrorCode::KeyConflict`] naming the fields that differ when not,
+/// `None` if the key is new.
 fn existing_charge(
     conn: &Connection,
     idem: &str,
-    user: &str,
-    amount: i64,
+    new: &ChargeContent,
 ) -> Result<Option<ChargeReceipt>, AccountError> {
-    let row: Option<(i64, String, i64, i64)> = conn
-        .prepare_cached("SELECT id, user, amount, balance_after FROM entries WHERE idem_key = ?1")
+    let row: Option<(i64, i64, ChargeContent)> = conn
+        .prepare_cached(
+            "SELECT id, balance_after, user, amount, rank, interval_start_us, interval_end_us,
+                    cpu_us, reason
+             FROM entries WHERE idem_key = ?1",
+        )
         .and_then(|mut s| {
-            s.query_row([idem], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-                .optional()
+            s.query_row([idem], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    ChargeContent {
+                        user: r.get(2)?,
+                        amount: r.get(3)?,
+                        rank: r.get(4)?,
+                        interval: (r.get(5)?, r.get(6)?),
+                        cpu_us: r.get(7)?,
+                        reason: r.get(8)?,
+                    },
+                ))
+            })
+            .optional()
         })
         .map_err(storage)?;
-    let Some((entry_id, old_user, old_amount, balance_after)) = row else {
+    let Some((entry_id, balance_after, old)) = row else {
         return Ok(None);
     };
-    if old_user != user || old_amount != amount {
+    let differ = old.differences(new);
+    if !differ.is_empty() {
         return Err(AccountError::new(
             ErrorCode::KeyConflict,
             format!(
-                "key {idem} was already used for a different charge (entry {entry_id}); use a new sequence number"
+                "key {idem} was already used for a different charge (entry {entry_id}; {} differ); use a new sequence number",
+                differ.join(", ")
             ),
         ));
     }
-    let balance_now = balance_of(conn, user)?.unwrap_or(balance_after);
+    let balance_now = balance_of(conn, &old.user)?.unwrap_or(balance_after);
     Ok(Some(ChargeReceipt {
         entry_id,
-        amount,
+        amount: old.amount,
         balance_after,
         balance_now,
         duplicate: true,
@@ -199,7 +258,15 @@ pub fn debit(
     );
     let cpu = to_i64("cpu time", d.cpu_us)?;
     let idem = key_text(EntryKind::Debit, &d.key);
-    if let Some(r) = existing_charge(conn, &idem, &d.user, -d.amount)? {
+    let content = ChargeContent {
+        user: d.user.clone(),
+        amount: -d.amount,
+        rank: Some(i64::from(d.rank)),
+        interval: (Some(interval.0), Some(interval.1)),
+        cpu_us: Some(cpu),
+        reason: None,
+    };
+    if let Some(r) = existing_charge(conn, &idem, &content)? {
         return Ok(r);
     }
     let (entry_id, after) = append(
@@ -239,7 +306,15 @@ pub fn refund(
     check_positive(r.amount, max)?;
     check_reason(&r.reason)?;
     let idem = key_text(EntryKind::Refund, &r.key);
-    if let Some(rc) = existing_charge(conn, &idem, &r.user, r.amount)? {
+    let content = ChargeContent {
+        user: r.user.clone(),
+        amount: r.amount,
+        rank: None,
+        interval: (None, None),
+        cpu_us: None,
+        reason: Some(r.reason.clone()),
+    };
+    if let Some(rc) = existing_charge(conn, &idem, &content)? {
         return Ok(rc);
     }
     let (lo, hi) = job_prefix_range(&r.key.node, &r.key.job);

@@ -2,8 +2,9 @@
 //! journal, `synchronous=FULL` (a committed transaction survives power loss),
 //! an append-only `entries` table guarded by triggers, `accounts` holding the
 //! running balance updated in the same transaction as each entry, a unique
-//! index on idempotency keys, and a `refusals` table recording every refused
-//! request.
+//! index on idempotency keys, and a `refusals` table, the audit trail of
+//! refused requests (one row per request up to a budget per peer, then one
+//! summary row with a `count`; see [`crate::refusals`]).
 //!
 //! Indexes are few on purpose: each one adds scattered page writes to every
 //! group commit. `entries_idem` (unique keys, and per-job sums through the
@@ -61,9 +62,24 @@ CREATE TABLE IF NOT EXISTS refusals(
     name TEXT NOT NULL,
     op TEXT NOT NULL,
     code TEXT NOT NULL,
-    message TEXT NOT NULL
+    message TEXT NOT NULL,
+    count INTEGER NOT NULL DEFAULT 1
 );
 ";
+
+/// Brings a ledger written before `refusals.count` existed up to date: the
+/// column is added with its default (every older row stands for one request).
+/// Additive, so the schema version is unchanged and an older accountd can still
+/// open the file (its rows get the default).
+fn add_refusal_count(conn: &Connection) -> rusqlite::Result<()> {
+    let has_count: bool = conn
+        .prepare("SELECT 1 FROM pragma_table_info('refusals') WHERE name = 'count'")?
+        .exists([])?;
+    if !has_count {
+        conn.execute_batch("ALTER TABLE refusals ADD COLUMN count INTEGER NOT NULL DEFAULT 1;")?;
+    }
+    Ok(())
+}
 
 /// Mode of a new ledger: every user's balance and history is in it, and users
 /// may read only their own (through accountd). SQLite gives the `-wal` and
@@ -148,6 +164,7 @@ pub fn open_writer(path: &Path, create: bool) -> Result<Connection, StoreError> 
         return Err(StoreError::NotALedger { path: p });
     }
     conn.execute_batch(SCHEMA).map_err(|e| classify(&p, e))?;
+    add_refusal_count(&conn).map_err(|e| classify(&p, e))?;
     let version: Option<String> = conn
         .query_row(
             "SELECT value FROM meta WHERE key='schema_version'",

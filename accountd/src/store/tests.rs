@@ -544,3 +544,28 @@ fn a_new_ledger_and_its_wal_are_readable_by_the_owner_only() {
         assert_eq!(mode & 0o077, 0, "{name} has mode {:o}", mode & 0o777);
     }
 }
+
+#[test]
+fn a_ledger_from_before_refusal_counts_gets_the_column_and_keeps_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let conn = schema::open_writer(&path, true).unwrap();
+    // The table as it was: no `count`.
+    conn.execute_batch(
+        "DROP TABLE refusals;
+         CREATE TABLE refusals(id INTEGER PRIMARY KEY, at_us INTEGER NOT NULL,
+             role TEXT NOT NULL, name TEXT NOT NULL, op TEXT NOT NULL,
+             code TEXT NOT NULL, message TEXT NOT NULL);
+         INSERT INTO refusals(at_us, role, name, op, code, message)
+             VALUES (1, 'user', 'alice', 'audit', 'Forbidden', 'no');",
+    )
+    .unwrap();
+    drop(conn);
+    let conn = schema::open_writer(&path, false).unwrap();
+    let (rows, total): (i64, i64) = conn
+        .query_row("SELECT COUNT(*), SUM(count) FROM refusals", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!((rows, total), (1, 1));
+}

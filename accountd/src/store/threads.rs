@@ -25,8 +25,10 @@ pub struct StoreConfig {
     pub max_entry: i64,
 }
 
-/// A refused request, kept in the `refusals` table.
-#[derive(Debug, Clone)]
+/// Refused requests, kept as one row of the `refusals` table: one request
+/// (`count` 1), or a summary of `count` requests from one peer that were not
+/// recorded one by one (see [`crate::refusals`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     /// Role of the caller.
     pub role: String,
@@ -36,8 +38,10 @@ pub struct Refusal {
     pub op: String,
     /// The error code given.
     pub code: ErrorCode,
-    /// The message given.
+    /// The message given (for a summary: what it sums up, and the last message).
     pub message: String,
+    /// How many refused requests the row stands for.
+    pub count: u64,
 }
 
 enum WriteJob {
@@ -257,10 +261,20 @@ fn apply(
         WriteJob::Op { actor, op, .. } => (actor.as_str(), op),
         WriteJob::Refusal { refusal: r, .. } => {
             conn.prepare_cached(
-                "INSERT INTO refusals(at_us, role, name, op, code, message) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO refusals(at_us, role, name, op, code, message, count)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )
             .and_then(|mut s| {
-                s.execute(rusqlite::params![now, r.role, r.name, r.op, format!("{:?}", r.code), r.message])
+                let count = i64::try_from(r.count).unwrap_or(i64::MAX);
+                s.execute(rusqlite::params![
+                    now,
+                    r.role,
+                    r.name,
+                    r.op,
+                    format!("{:?}", r.code),
+                    r.message,
+                    count
+                ])
             })
             .map_err(ledger::storage)?;
             return Ok(AccountReply::Report(Vec::new()));

@@ -3,11 +3,14 @@
 //! library client, the node's debit client, and the real `accountctl`.
 
 mod config;
+mod conflict;
 mod crash;
 mod errors;
+mod garbage;
 mod journal;
 mod ledger;
 mod limits;
+mod peers;
 mod reload;
 mod roles;
 mod support;

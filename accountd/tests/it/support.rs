@@ -357,3 +357,60 @@ pub fn unused_port() -> tokio::net::TcpSocket {
     socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
     socket
 }
+
+/// Resident memory of process `pid`, in KiB (`VmRSS` of `/proc/PID/status`).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status"))
+}
+
+impl Accountd {
+    /// A raw TLS stream to accountd as (role, name), from the loopback address
+    /// `source` (any 127.x.y.z works on Linux, so tests can be several clients).
+    pub async fn tls_from(
+        &self,
+        role: Role,
+        name: &str,
+        source: std::net::Ipv4Addr,
+    ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        self.try_tls_from(role, name, source)
+            .await
+            .unwrap_or_else(|e| panic!("cannot connect to accountd from {source}: {e}"))
+    }
+
+    /// [`Accountd::tls_from`], or why the connection or handshake failed.
+    pub async fn try_tls_from(
+        &self,
+        role: Role,
+        name: &str,
+        source: std::net::Ipv4Addr,
+    ) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket
+            .bind(std::net::SocketAddr::from((source, 0)))
+            .unwrap();
+        let tcp = socket
+            .connect(self.addr.parse().unwrap())
+            .await
+            .map_err(|e| e.to_string())?;
+        let (tls, _) = certs::connect(&self.connector(role, name), tcp, Role::Service, "accountd")
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(tls)
+    }
+}
+
+/// One request frame whose body is exactly `body_len` bytes: a `WhoAmI`
+/// request with id `id`, then padding (bytes after the value are ignored).
+pub fn padded_whoami(id: u64, body_len: usize) -> Vec<u8> {
+    let mut frame =
+        proto::encode_frame(&AccountRequest::new(id, AccountOp::WhoAmI), usize::MAX).unwrap();
+    assert!(frame.len() - 4 <= body_len);
+    frame.resize(4 + body_len, 0);
+    frame[..4].copy_from_slice(&u32::try_from(body_len).unwrap().to_be_bytes());
+    frame
+}

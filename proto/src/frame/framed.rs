@@ -25,21 +25,47 @@ pub struct Framed<S> {
     stream: S,
     read: ReadState,
     write_buf: Vec<u8>,
+    /// Largest body sent (the read limit is in `read`).
+    write_max: usize,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Framed<S> {
     /// Wrap `stream` with the same body limit in both directions.
     pub fn new(stream: S, max_frame: usize) -> Self {
+        Framed::with_limits(stream, max_frame, max_frame)
+    }
+
+    /// Wrap `stream` with one body limit for frames received and another for
+    /// frames sent: a server whose requests are small but whose answers may be
+    /// large reads with a small limit, so a peer cannot make it buffer a large
+    /// request.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let (a, b) = tokio::io::duplex(4096);
+    /// let mut server = proto::Framed::with_limits(a, 16, 1024);
+    /// let mut client = proto::Framed::new(b, 1024);
+    /// server.send(&"an answer longer than sixteen bytes").await.unwrap();
+    /// assert!(client.recv::<String>().await.unwrap().is_some());
+    /// client.send(&"a request longer than sixteen bytes").await.unwrap();
+    /// assert!(matches!(
+    ///     server.recv::<String>().await,
+    ///     Err(proto::FrameError::TooLarge { max: 16, .. })
+    /// ));
+    /// # });
+    /// ```
+    pub fn with_limits(stream: S, max_recv: usize, max_send: usize) -> Self {
         Framed {
             stream,
-            read: ReadState::new(max_frame),
+            read: ReadState::new(max_recv),
             write_buf: Vec::new(),
+            write_max: max_send,
         }
     }
 
     /// Encode `msg`, write it as one frame and flush. Not cancel-safe.
     pub async fn send<T: Serialize + ?Sized>(&mut self, msg: &T) -> Result<(), FrameError> {
-        encode_frame_into(msg, self.read.max, &mut self.write_buf)?;
+        encode_frame_into(msg, self.write_max, &mut self.write_buf)?;
         self.stream.write_all(&self.write_buf).await?;
         self.stream.flush().await?;
         if self.write_buf.capacity() > KEEP_BUF {
@@ -56,7 +82,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Framed<S> {
     /// Split into a reader and a writer (with `tokio::io::split`), keeping any
     /// bytes already received.
     pub fn into_split(self) -> (FrameReader<ReadHalf<S>>, FrameWriter<WriteHalf<S>>) {
-        let max = self.read.max;
+        let max = self.write_max;
         let (r, w) = tokio::io::split(self.stream);
         (
             FrameReader::from_state(r, self.read),
@@ -76,8 +102,13 @@ impl<S> Framed<S> {
         &mut self.stream
     }
 
-    /// The body length limit in force.
+    /// The body length limit in force for frames received.
     pub fn max_frame(&self) -> usize {
         self.read.max
+    }
+
+    /// The body length limit in force for frames sent.
+    pub fn max_send(&self) -> usize {
+        super::clamp_limit(self.write_max)
     }
 }

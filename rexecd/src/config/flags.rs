@@ -63,4 +63,11 @@ pub struct Flags {
     /// After binding, write the bound address to PATH (atomically), for scripts and tests.
     #[arg(long, value_name = "PATH")]
     pub ready_file: Option<PathBuf>,
+    /// Most connections open at once from one address, TLS handshakes included
+    /// (default 512).
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_address: Option<usize>,
+    /// Most connections open at once of one certificate (default 256).
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_identity: Option<usize>,
 }

@@ -21,6 +21,8 @@
 //! max_frame = 1048576              # largest frame accepted, in bytes
 //! max_connections = 1024           # open connections (handshakes included); more are closed at once
 //! max_ranks_per_user = 256         # ranks one user may run here at a time
+//! max_connections_per_address = 512   # open connections from one address (handshakes included)
+//! max_connections_per_identity = 256  # open connections of one certificate
 //!
 //! [market]                         # metering, charging and bid checks: see `market`
 //! accountd = "10.0.0.9:7071"
@@ -67,6 +69,10 @@ pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// Default limit on the ranks one user may run at a time.
 pub const DEFAULT_MAX_RANKS_PER_USER: usize = 256;
+/// Default limit on open connections from one remote address.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 512;
+/// Default limit on open connections of one certificate identity.
+pub const DEFAULT_MAX_CONNECTIONS_PER_IDENTITY: usize = 256;
 
 /// Why the configuration could not be loaded. Each message is one line naming the file
 /// or key and saying what to fix.
@@ -145,6 +151,10 @@ pub struct FileConfig {
     pub max_ranks_per_user: Option<usize>,
     /// The `[market]` table.
     pub market: Option<market::MarketFile>,
+    /// Most connections from one remote address.
+    pub max_connections_per_address: Option<usize>,
+    /// Most connections of one certificate identity.
+    pub max_connections_per_identity: Option<usize>,
 }
 
 impl FileConfig {
@@ -193,6 +203,12 @@ pub struct Config {
     pub max_ranks_per_user: usize,
     /// Metering, charging and bid checks.
     pub market: MarketConfig,
+    /// Most connections open at once from one remote address (TLS handshakes
+    /// included); more are closed at once.
+    pub max_connections_per_address: usize,
+    /// Most connections open at once of one certificate identity; more are answered
+    /// with `Busy` after the handshake and closed.
+    pub max_connections_per_identity: usize,
 }
 
 impl Config {
@@ -286,8 +302,23 @@ impl Config {
             file.max_ranks_per_user,
             DEFAULT_MAX_RANKS_PER_USER,
         )?;
-        let market =
-            MarketConfig::resolve(file.market.unwrap_or_default(), flags.accountd.clone())?;
+        let mut market_file = file.market.unwrap_or_default();
+        if let Some(journal) = &flags.journal {
+            market_file.journal = Some(journal.clone());
+        }
+        let market = MarketConfig::resolve(market_file, flags.accountd.clone())?;
+        let max_connections_per_address = limit(
+            "max_connections_per_address",
+            flags.max_connections_per_address,
+            file.max_connections_per_address,
+            DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+        )?;
+        let max_connections_per_identity = limit(
+            "max_connections_per_identity",
+            flags.max_connections_per_identity,
+            file.max_connections_per_identity,
+            DEFAULT_MAX_CONNECTIONS_PER_IDENTITY,
+        )?;
         let allowed_users = flags.allowed_users.clone().or(file.allowed_users);
         let env = match file.env_deny {
             Some(patterns) => EnvPolicy::new(patterns),
@@ -311,6 +342,8 @@ impl Config {
             max_connections,
             max_ranks_per_user,
             market,
+            max_connections_per_address,
+            max_connections_per_identity,
         })
     }
 

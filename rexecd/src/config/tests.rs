@@ -141,3 +141,23 @@ fn the_example_config_in_deploy_resolves() {
     assert_eq!(config.heartbeat_timeout, Duration::from_secs(5));
     assert!(config.tls.crl.is_some());
 }
+
+#[test]
+fn market_flags_override_the_market_table() {
+    let text = format!(
+        "{BASE}\n[market]\naccountd = \"10.0.0.9:7071\"\njournal = \"/file/j\"\npolicy = \"paper\"\n"
+    );
+    let flags = Flags {
+        accountd: Some("127.0.0.1:9".into()),
+        journal: Some("/flag/j".into()),
+        ..Flags::default()
+    };
+    let c = Config::resolve(file(&text), &flags).unwrap();
+    let ledger = c.market.ledger.unwrap();
+    assert_eq!(ledger.address, "127.0.0.1:9");
+    assert_eq!(ledger.journal, std::path::PathBuf::from("/flag/j"));
+    assert_eq!(c.market.policy, stride::Policy::Paper);
+    // Without the table the node meters but charges nobody.
+    let bare = Config::resolve(file(BASE), &Flags::default()).unwrap();
+    assert_eq!(bare.market.ledger, None);
+}
