@@ -167,6 +167,7 @@ pub fn from_node() -> impl Strategy<Value = FromNode> {
         (vec(job_info(), 0..4), any::<bool>())
             .prop_map(|(jobs, truncated)| FromNode::Jobs(JobList { jobs, truncated })),
         (job_id(), any::<u32>()).prop_map(|(job, ranks)| FromNode::Killed(Killed { job, ranks })),
+        any::<u64>().prop_map(|bytes| FromNode::StdinTaken(StdinTaken { bytes })),
     ]
 }
 
