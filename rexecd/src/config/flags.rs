@@ -56,4 +56,11 @@ pub struct Flags {
     /// After binding, write the bound address to PATH (atomically), for scripts and tests.
     #[arg(long, value_name = "PATH")]
     pub ready_file: Option<PathBuf>,
+    /// How long a client stopped by Ctrl-Z keeps its job (e.g. 60m).
+    #[arg(long, value_name = "DURATION")]
+    pub stopped_client_limit: Option<String>,
+    /// TCP_USER_TIMEOUT of client connections (e.g. 5m): a client that acknowledges
+    /// nothing for this long is dropped.
+    #[arg(long, value_name = "DURATION")]
+    pub tcp_user_timeout: Option<String>,
 }
