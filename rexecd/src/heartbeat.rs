@@ -98,9 +98,6 @@ impl Liveness {
     /// ```
     /// use std::time::Duration;
     /// use tokio::time::Instant;
-
-/// How long a client stopped by Ctrl-Z keeps its job unless configured otherwise.
-pub const DEFAULT_STOP_LIMIT: Duration = Duration::from_secs(3600);
     /// use rexecd::heartbeat::Liveness;
     /// let start = Instant::now();
     /// let mut live = Liveness::new(Duration::from_secs(5), start);

@@ -137,7 +137,12 @@ pub(super) async fn run<S>(
                     tokio::spawn(pump::feed_stdin(stdin, None, stdin_rx, taken_tx));
                 }
                 None => {
-                    tokio::spawn(pump::feed_stdin(tokio::io::sink(), None, stdin_rx, taken_tx));
+                    tokio::spawn(pump::feed_stdin(
+                        tokio::io::sink(),
+                        None,
+                        stdin_rx,
+                        taken_tx,
+                    ));
                 }
             }
             (

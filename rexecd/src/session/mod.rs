@@ -70,9 +70,11 @@ where
     // A session may last as long as its job: TCP itself must notice a client machine
     // that dies while the heartbeat clock is suspended (see `crate::heartbeat`).
     let config = &shared.config;
-    if let Err(e) =
-        crate::sys::net::set_liveness(stream.tcp(), config.heartbeat_interval, config.tcp_user_timeout)
-    {
+    if let Err(e) = crate::sys::net::set_liveness(
+        stream.tcp(),
+        config.heartbeat_interval,
+        config.tcp_user_timeout,
+    ) {
         tracing::warn!(%peer, %remote, error = %e, "cannot set TCP keepalive on the connection");
     }
     let (mut reader, mut writer) = Framed::new(stream, shared.config.max_frame).into_split();
