@@ -12,5 +12,6 @@ mod interrupt;
 mod job_control;
 mod launch;
 mod revocation;
+mod stdin_full;
 mod streams;
 mod terminal;
