@@ -7,6 +7,7 @@ mod admin;
 mod auth;
 mod cleanup;
 mod cli;
+mod hardening;
 mod heartbeat;
 mod joblog;
 mod launch;
