@@ -287,7 +287,11 @@ fn a_job_has_no_new_privileges_by_default() {
         no_new_privs: false,
         ..JobLimits::default()
     };
-    assert_eq!(euid(allowed), "0", "the set-user-id copy does not work here");
+    assert_eq!(
+        euid(allowed),
+        "0",
+        "the set-user-id copy does not work here"
+    );
 }
 
 #[test]
