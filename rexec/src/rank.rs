@@ -392,3 +392,21 @@ async fn read_loop(
     let _ = output.send(Out::RankDone(rank)).await;
     let _ = events.send(event);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stdin_window_holds_at_most_a_window_in_flight() {
+        let w = STDIN_WINDOW as u64;
+        let chunk = CHUNK_SIZE as u64;
+        assert!(window_open(0, 0));
+        assert!(window_open(w - chunk, 0));
+        assert!(!window_open(w - chunk + 1, 0));
+        // What the node counts back opens it again.
+        assert!(window_open(w, chunk));
+        // A count that runs ahead of what was sent (a confused node) does not underflow.
+        assert!(window_open(0, w));
+    }
+}

@@ -12,4 +12,5 @@ mod heartbeat;
 mod joblog;
 mod launch;
 mod limits;
+mod stdin_window;
 mod util;
