@@ -292,13 +292,7 @@ struct RankInfo {
 
 /// Why a rank's connection was lost while its job ran, in one line.
 fn lost(e: &FrameError) -> String {
-    let why = match e {
-        FrameError::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-            "the node closed it without ending the job (rexecd or its machine stopped?)".to_string()
-        }
-        other => explain_frame(other),
-    };
-    format!("lost connection while the job ran: {why}")
+    format!("lost connection while the job ran: {}", explain_frame(e))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -408,5 +402,22 @@ mod tests {
         assert!(window_open(w, chunk));
         // A count that runs ahead of what was sent (a confused node) does not underflow.
         assert!(window_open(0, w));
+    }
+
+    /// Regression: a node that died mid-job was said to have closed the
+    /// connection "during the handshake".
+    #[test]
+    fn a_connection_lost_mid_job_is_named_so() {
+        let eof = FrameError::Io(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "peer closed connection without sending TLS close_notify",
+        ));
+        let text = lost(&eof);
+        assert!(
+            text.starts_with("lost connection while the job ran: "),
+            "{text}"
+        );
+        assert!(!text.contains("handshake"), "{text}");
+        assert!(text.contains("the node closed it"), "{text}");
     }
 }

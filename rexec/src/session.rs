@@ -103,9 +103,15 @@ impl SessionError {
     }
 }
 
-/// One line for a frame error: TLS alerts are explained by `certs`.
+/// One line for a frame error after the TLS handshake: TLS alerts are
+/// explained by `certs`; a connection that just ends was closed by the node
+/// (or its machine) without ending the session.
 pub fn explain_frame(e: &FrameError) -> String {
     match e {
+        FrameError::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            "the node closed it without ending the session (did rexecd or its machine stop?)"
+                .to_string()
+        }
         FrameError::Io(io) => certs::explain_io(io),
         other => other.to_string(),
     }
