@@ -163,7 +163,6 @@ pub fn spawn(
     }
 }
 
-type Writer = proto::FrameWriter<tokio::io::WriteHalf<crate::session::Tls>>;
 type Reader = proto::FrameReader<tokio::io::ReadHalf<crate::session::Tls>>;
 
 /// How the writer resets its connection: a descriptor of the socket (to set
@@ -189,8 +188,8 @@ fn window_open(sent: u64, taken: u64) -> bool {
     sent.saturating_sub(taken) + CHUNK_SIZE as u64 <= STDIN_WINDOW as u64
 }
 
-async fn write_loop(
-    mut writer: Writer,
+async fn write_loop<W: tokio::io::AsyncWrite + Unpin>(
+    mut writer: proto::FrameWriter<W>,
     mut control: mpsc::UnboundedReceiver<Control>,
     mut stdin: mpsc::Receiver<ToNode>,
     mut taken: watch::Receiver<u64>,
@@ -402,6 +401,40 @@ mod tests {
         assert!(window_open(w, chunk));
         // A count that runs ahead of what was sent (a confused node) does not underflow.
         assert!(window_open(0, w));
+    }
+
+    /// The kill gets through a node that takes nothing: the connection is
+    /// reset when the `Signal(Kill)` cannot be written in time.
+    #[tokio::test]
+    async fn a_kill_stuck_behind_a_full_socket_resets_the_connection() {
+        // A peer that never reads: 4 KiB of buffer, then every write waits.
+        let (ours, _theirs) = tokio::io::duplex(4096);
+        let writer = proto::FrameWriter::new(ours, proto::DEFAULT_MAX_FRAME);
+        let (control_tx, control_rx) = mpsc::unbounded_channel();
+        let (stdin_tx, stdin_rx) = mpsc::channel(STDIN_QUEUE);
+        let (_taken_tx, taken_rx) = watch::channel(0u64);
+        let (reset_tx, reset_rx) = oneshot::channel();
+        let reset = Reset {
+            socket: None,
+            tell: reset_tx,
+        };
+        let task = tokio::spawn(write_loop(writer, control_rx, stdin_rx, taken_rx, reset));
+        let chunk = proto::Chunk(vec![b'x'; CHUNK_SIZE]);
+        stdin_tx.send(ToNode::Stdin(chunk)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let asked = Instant::now();
+        control_tx
+            .send(Control::Send(ToNode::Signal(Signal::Kill)))
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(10), reset_rx)
+            .await
+            .expect("no reset")
+            .expect("the writer ended without a reset");
+        assert!(asked.elapsed() >= KILL_PATIENCE, "{:?}", asked.elapsed());
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .unwrap()
+            .unwrap();
     }
 
     /// Regression: a node that died mid-job was said to have closed the
