@@ -30,7 +30,7 @@ proptest! {
     }
 
     #[test]
-    fn a_tag_no_build_knows_decodes_as_unknown(tag in 11u16.., payload in proptest::collection::vec(any::<u8>(), 0..50)) {
+    fn a_tag_no_build_knows_decodes_as_unknown(tag in 13u16.., payload in proptest::collection::vec(any::<u8>(), 0..50)) {
         // What a newer peer would send: its tag, then a payload of its own.
         let body = postcard::to_stdvec(&(tag, payload)).unwrap();
         prop_assert_eq!(postcard::from_bytes::<ToNode>(&body).unwrap(), ToNode::Unknown { tag });
@@ -136,12 +136,16 @@ fn wire_layout_is_pinned() {
             vec![10, 3, 2],
         ),
         (
+            FromNode::StdinTaken(StdinTaken { bytes: 300 }),
+            vec![11, 0xac, 0x02],
+        ),
+        (
             FromNode::Rebidded(Rebidded {
                 job: JobId(3),
                 ranks: 2,
                 bid: -1,
             }),
-            vec![11, 3, 2, 1],
+            vec![12, 3, 2, 1],
         ),
     ];
     for (m, bytes) in cases {

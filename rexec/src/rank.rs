@@ -7,17 +7,29 @@
 //! reader so that heartbeats keep flowing while output is held up by a slow
 //! reader of the client's stdout.
 //!
+//! Stdin is flow-controlled: the writer keeps at most
+//! [`STDIN_WINDOW`] bytes sent but not yet reported taken by the node
+//! (`StdinTaken`, which the reader passes on), so a job that does not read its
+//! stdin holds back the client's input, never its signals or heartbeats: the
+//! node reads on to them. Should the socket still be full when the
+//! coordinator asks for `Signal(Kill)` (a node that stopped reading), the
+//! writer gives it [`KILL_PATIENCE`] and then resets the connection, which
+//! the node takes as its client gone and kills the job.
+//!
 //! The reader passes output to the output thread and reports the end of the
 //! rank to the coordinator as a [`RankEvent`]: its `Exit`, or a failure (an
-//! `Error` from the node, the connection lost, or silence longer than the
-//! heartbeat timeout; time spent waiting for the output thread does not
-//! count as silence).
+//! `Error` from the node, the connection lost while the job ran, or silence
+//! longer than the heartbeat timeout; time spent waiting for the output
+//! thread does not count as silence).
 
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
-use proto::node::{Exit, FromNode, Heartbeat, Signal, ToNode};
-use tokio::sync::{mpsc, oneshot};
+use proto::FrameError;
+use proto::node::{CHUNK_SIZE, Exit, FromNode, Heartbeat, STDIN_WINDOW, Signal, ToNode};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior, sleep_until};
 
@@ -27,6 +39,10 @@ use crate::session::{Session, explain_frame};
 
 /// Stdin chunks queued per rank.
 pub const STDIN_QUEUE: usize = 16;
+
+/// How long a `Signal(Kill)` may wait behind a write the node does not take
+/// before the connection is reset instead.
+pub const KILL_PATIENCE: Duration = Duration::from_millis(300);
 
 /// A control message for a rank's writer.
 #[derive(Debug)]
@@ -99,18 +115,44 @@ pub fn spawn(
         node,
         timeout,
     } = session;
+    // A second descriptor of the socket, to reset the connection without the
+    // halves (see `write_loop`); it does not keep the connection open, as the
+    // reset happens while both halves are still alive.
+    let socket = framed
+        .get_ref()
+        .get_ref()
+        .0
+        .get_ref()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok();
     let (reader, writer) = framed.into_split();
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let (stdin_tx, stdin_rx) = mpsc::channel(STDIN_QUEUE);
-    tokio::spawn(write_loop(writer, control_rx, stdin_rx));
+    let (taken_tx, taken_rx) = watch::channel(0u64);
+    let (reset_tx, reset_rx) = oneshot::channel();
+    tokio::spawn(write_loop(
+        writer,
+        control_rx,
+        stdin_rx,
+        taken_rx,
+        Reset {
+            socket,
+            tell: reset_tx,
+        },
+    ));
     let reader = tokio::spawn(read_loop(
         reader,
-        rank,
-        node.clone(),
-        timeout,
+        RankInfo {
+            rank,
+            node: node.clone(),
+            timeout,
+        },
         output,
         events,
         pause,
+        taken_tx,
+        reset_rx,
     ));
     RankLink {
         rank,
@@ -121,63 +163,167 @@ pub fn spawn(
     }
 }
 
-type Writer = proto::FrameWriter<tokio::io::WriteHalf<crate::session::Tls>>;
 type Reader = proto::FrameReader<tokio::io::ReadHalf<crate::session::Tls>>;
 
-async fn write_loop(
-    mut writer: Writer,
+/// How the writer resets its connection: a descriptor of the socket (to set
+/// `SO_LINGER` 0, so that closing it sends RST) and the reader to tell.
+struct Reset {
+    socket: Option<OwnedFd>,
+    tell: oneshot::Sender<()>,
+}
+
+impl Reset {
+    /// Make the connection's close a reset, and have the reader drop its half.
+    fn now(self) {
+        if let Some(socket) = &self.socket {
+            let _ = socket2::SockRef::from(socket).set_linger(Some(Duration::ZERO));
+        }
+        let _ = self.tell.send(());
+    }
+}
+
+/// Whether one more chunk fits the stdin window, given the bytes sent and
+/// the node's last count of bytes taken.
+fn window_open(sent: u64, taken: u64) -> bool {
+    sent.saturating_sub(taken) + CHUNK_SIZE as u64 <= STDIN_WINDOW as u64
+}
+
+async fn write_loop<W: tokio::io::AsyncWrite + Unpin>(
+    mut writer: proto::FrameWriter<W>,
     mut control: mpsc::UnboundedReceiver<Control>,
     mut stdin: mpsc::Receiver<ToNode>,
+    mut taken: watch::Receiver<u64>,
+    reset: Reset,
 ) {
     let mut ticker = tokio::time::interval(HEARTBEAT_INTERVAL);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     ticker.tick().await;
     let mut seq = 0u64;
     let mut stdin_open = true;
+    let mut taken_open = true;
+    let mut sent = 0u64;
+    // Control messages that arrived while a write was under way, oldest first.
+    let mut held: VecDeque<Control> = VecDeque::new();
+    let mut control_open = true;
     loop {
-        let msg = tokio::select! {
-            biased;
-            c = control.recv() => match c {
-                Some(Control::Send(msg)) => msg,
-                Some(Control::Flush(ack)) => {
-                    let _ = ack.send(());
+        let room = window_open(sent, *taken.borrow());
+        let next = match held.pop_front() {
+            Some(c) => Some(c),
+            None => tokio::select! {
+                biased;
+                c = control.recv(), if control_open => match c {
+                    Some(c) => Some(c),
+                    None => break,
+                },
+                m = stdin.recv(), if stdin_open && room => match m {
+                    Some(msg) => Some(Control::Send(msg)),
+                    None => {
+                        stdin_open = false;
+                        continue;
+                    }
+                },
+                changed = taken.changed(), if taken_open => {
+                    taken_open = changed.is_ok();
                     continue;
                 }
-                None => break,
-            },
-            m = stdin.recv(), if stdin_open => match m {
-                Some(msg) => msg,
-                None => {
-                    stdin_open = false;
-                    continue;
+                _ = ticker.tick() => {
+                    seq += 1;
+                    Some(Control::Send(ToNode::Heartbeat(Heartbeat { seq: seq - 1 })))
                 }
             },
-            _ = ticker.tick() => {
-                seq += 1;
-                ToNode::Heartbeat(Heartbeat { seq: seq - 1 })
+        };
+        let msg = match next {
+            Some(Control::Send(msg)) => msg,
+            Some(Control::Flush(ack)) => {
+                let _ = ack.send(());
+                continue;
+            }
+            None => continue,
+        };
+        if let ToNode::Stdin(chunk) = &msg {
+            sent += chunk.len() as u64;
+        }
+        let killing = matches!(msg, ToNode::Signal(Signal::Kill));
+        let mut give_up = killing.then(|| Instant::now() + KILL_PATIENCE);
+        let send = writer.send(&msg);
+        tokio::pin!(send);
+        let result = loop {
+            tokio::select! {
+                biased;
+                r = &mut send => break Some(r),
+                _ = sleep_until(give_up.unwrap_or_else(Instant::now)), if give_up.is_some() => break None,
+                c = control.recv(), if control_open => match c {
+                    Some(c) => {
+                        if give_up.is_none()
+                            && matches!(c, Control::Send(ToNode::Signal(Signal::Kill)))
+                        {
+                            give_up = Some(Instant::now() + KILL_PATIENCE);
+                        }
+                        held.push_back(c);
+                    }
+                    None => control_open = false,
+                },
             }
         };
-        if writer.send(&msg).await.is_err() {
+        match result {
+            Some(Ok(())) => {}
             // The reader sees the broken connection and reports it.
+            Some(Err(_)) => break,
+            None => {
+                // The node takes nothing, and the job must go: reset the
+                // connection, which the node sees whatever it is reading.
+                reset.now();
+                return;
+            }
+        }
+        if !control_open && held.is_empty() {
             break;
         }
     }
 }
 
-async fn read_loop(
-    mut reader: Reader,
+/// Who a reader reports for.
+struct RankInfo {
     rank: u32,
     node: String,
     timeout: Duration,
+}
+
+/// Why a rank's connection was lost while its job ran, in one line.
+fn lost(e: &FrameError) -> String {
+    format!("lost connection while the job ran: {}", explain_frame(e))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn read_loop(
+    mut reader: Reader,
+    info: RankInfo,
     output: mpsc::Sender<Out>,
     events: mpsc::UnboundedSender<RankEvent>,
     pause: Arc<Pause>,
+    taken: watch::Sender<u64>,
+    mut reset: oneshot::Receiver<()>,
 ) {
+    let RankInfo {
+        rank,
+        node,
+        timeout,
+    } = info;
     let failed = |why: String| RankEvent::Failed { rank, why };
     let mut deadline = Instant::now() + timeout;
+    let mut reset_open = true;
     let event = loop {
         let frame = tokio::select! {
             biased;
+            r = &mut reset, if reset_open => {
+                if r.is_ok() {
+                    break failed(
+                        "killed: the node took no input, so the connection was reset".into(),
+                    );
+                }
+                reset_open = false;
+                continue;
+            }
             f = reader.recv::<FromNode>() => f,
             _ = sleep_until(deadline) => {
                 match pause.excuse(Instant::now(), timeout) {
@@ -202,6 +348,15 @@ async fn read_loop(
                 let _ = output.send(data(Stream::Err, c.into_vec())).await;
             }
             Ok(Some(FromNode::Heartbeat(_))) => {}
+            Ok(Some(FromNode::StdinTaken(t))) => {
+                taken.send_if_modified(|v| {
+                    let newer = t.bytes > *v;
+                    if newer {
+                        *v = t.bytes;
+                    }
+                    newer
+                });
+            }
             Ok(Some(FromNode::Notice(n))) => {
                 let _ = output
                     .send(Out::Message(format!(
@@ -217,11 +372,85 @@ async fn read_loop(
                 what = what.chars().take(60).collect();
                 break failed(format!("protocol error: unexpected {what}"));
             }
-            Ok(None) => break failed("lost connection: the node closed it".into()),
-            Err(e) => break failed(format!("lost connection: {}", explain_frame(&e))),
+            Ok(None) => {
+                break failed(
+                    "lost connection while the job ran: the node closed it without ending the job"
+                        .into(),
+                );
+            }
+            Err(e) => break failed(lost(&e)),
         }
         deadline = Instant::now() + timeout;
     };
     let _ = output.send(Out::RankDone(rank)).await;
     let _ = events.send(event);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stdin_window_holds_at_most_a_window_in_flight() {
+        let w = STDIN_WINDOW as u64;
+        let chunk = CHUNK_SIZE as u64;
+        assert!(window_open(0, 0));
+        assert!(window_open(w - chunk, 0));
+        assert!(!window_open(w - chunk + 1, 0));
+        // What the node counts back opens it again.
+        assert!(window_open(w, chunk));
+        // A count that runs ahead of what was sent (a confused node) does not underflow.
+        assert!(window_open(0, w));
+    }
+
+    /// The kill gets through a node that takes nothing: the connection is
+    /// reset when the `Signal(Kill)` cannot be written in time.
+    #[tokio::test]
+    async fn a_kill_stuck_behind_a_full_socket_resets_the_connection() {
+        // A peer that never reads: 4 KiB of buffer, then every write waits.
+        let (ours, _theirs) = tokio::io::duplex(4096);
+        let writer = proto::FrameWriter::new(ours, proto::DEFAULT_MAX_FRAME);
+        let (control_tx, control_rx) = mpsc::unbounded_channel();
+        let (stdin_tx, stdin_rx) = mpsc::channel(STDIN_QUEUE);
+        let (_taken_tx, taken_rx) = watch::channel(0u64);
+        let (reset_tx, reset_rx) = oneshot::channel();
+        let reset = Reset {
+            socket: None,
+            tell: reset_tx,
+        };
+        let task = tokio::spawn(write_loop(writer, control_rx, stdin_rx, taken_rx, reset));
+        let chunk = proto::Chunk(vec![b'x'; CHUNK_SIZE]);
+        stdin_tx.send(ToNode::Stdin(chunk)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let asked = Instant::now();
+        control_tx
+            .send(Control::Send(ToNode::Signal(Signal::Kill)))
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(10), reset_rx)
+            .await
+            .expect("no reset")
+            .expect("the writer ended without a reset");
+        assert!(asked.elapsed() >= KILL_PATIENCE, "{:?}", asked.elapsed());
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
+    /// Regression: a node that died mid-job was said to have closed the
+    /// connection "during the handshake".
+    #[test]
+    fn a_connection_lost_mid_job_is_named_so() {
+        let eof = FrameError::Io(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "peer closed connection without sending TLS close_notify",
+        ));
+        let text = lost(&eof);
+        assert!(
+            text.starts_with("lost connection while the job ran: "),
+            "{text}"
+        );
+        assert!(!text.contains("handshake"), "{text}");
+        assert!(text.contains("the node closed it"), "{text}");
+    }
 }

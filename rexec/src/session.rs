@@ -103,9 +103,15 @@ impl SessionError {
     }
 }
 
-/// One line for a frame error: TLS alerts are explained by `certs`.
+/// One line for a frame error after the TLS handshake: TLS alerts are
+/// explained by `certs`; a connection that just ends was closed by the node
+/// (or its machine) without ending the session.
 pub fn explain_frame(e: &FrameError) -> String {
     match e {
+        FrameError::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            "the node closed it without ending the session (did rexecd or its machine stop?)"
+                .to_string()
+        }
         FrameError::Io(io) => certs::explain_io(io),
         other => other.to_string(),
     }
@@ -160,6 +166,9 @@ impl Session {
         })?;
         // Small frames (signals, keystrokes) should not wait for Nagle.
         let _ = tcp.set_nodelay(true);
+        // A session lasts as long as its job: TCP must give up on a node
+        // machine that vanished even while this client is stopped (Ctrl-Z).
+        let _ = set_liveness(&tcp, timeout);
         let buffered = BufReader::with_capacity(READ_BUFFER, tcp);
         let (stream, _) = certs::connect(connector, buffered, Role::Node, node)
             .await
@@ -231,7 +240,47 @@ impl Session {
     }
 }
 
+/// TCP keepalive (probes every heartbeat interval once the connection is
+/// idle) and `TCP_USER_TIMEOUT` of twice the heartbeat timeout: data the node
+/// does not acknowledge for that long ends the connection.
+pub fn set_liveness(tcp: &TcpStream, timeout: Duration) -> std::io::Result<()> {
+    let sock = socket2::SockRef::from(tcp);
+    let user_timeout = timeout * 2;
+    let step = crate::clock::HEARTBEAT_INTERVAL;
+    let probes = (user_timeout.as_secs() / step.as_secs().max(1)).clamp(1, 127) as u32;
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(step)
+        .with_interval(step)
+        .with_retries(probes);
+    sock.set_tcp_keepalive(&keepalive)?;
+    sock.set_tcp_user_timeout(Some(user_timeout))
+}
+
 fn unexpected(expected: &'static str, got: &FromNode) -> SessionError {
     let got = format!("{got:?}").chars().take(80).collect();
     SessionError::Unexpected { expected, got }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_session_socket_gets_keepalive_and_a_user_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let tcp = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        set_liveness(&tcp, Duration::from_secs(5)).unwrap();
+        let sock = socket2::SockRef::from(&tcp);
+        assert!(sock.keepalive().unwrap());
+        assert_eq!(
+            sock.tcp_keepalive_interval().unwrap(),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            sock.tcp_user_timeout().unwrap(),
+            Some(Duration::from_secs(10))
+        );
+    }
 }

@@ -2,13 +2,17 @@
 //! life; a client silent for longer than the configured timeout is dead and its job is
 //! destroyed. Two exceptions suspend the timeout:
 //!
-//! - from the client's `Signal(Tstp)` until its `Signal(Cont)`: a client stopping itself
-//!   for Ctrl-Z sends nothing while it is stopped (its TCP connection still reports it if
-//!   it is killed). Other frames in between do not end this suspension: a heartbeat the
-//!   client queued just before it stopped must not restart the clock while it is stopped;
-//! - while rexecd itself stops reading because the job's stdin is full, until the next
-//!   frame: the client is evidently alive, its frames are just queued behind the stdin
-//!   data.
+//! - from the client's `Signal(Tstp)` until its `Signal(Cont)`, for at most the
+//!   configured stop limit (`stopped_client_limit`): a client stopping itself for Ctrl-Z
+//!   sends nothing while it is stopped (its TCP connection still reports it if it is
+//!   killed, and TCP keepalive and `TCP_USER_TIMEOUT` if its machine dies). Other frames
+//!   in between do not end this suspension: a heartbeat the client queued just before it
+//!   stopped must not restart the clock while it is stopped. A client stopped for longer
+//!   than the limit counts as gone;
+//! - while rexecd itself stops reading because a client ignored the stdin window (sent
+//!   more than `proto::node::STDIN_WINDOW` the job has not taken), until the next frame:
+//!   its frames are queued behind that stdin. A client that keeps to the window is
+//!   always read, so its heartbeats count.
 //!
 //! rexecd sends its own `Heartbeat { seq }` every interval; [`Liveness::next_seq`]
 //! numbers them.
@@ -17,26 +21,39 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+/// How long a client stopped by Ctrl-Z keeps its job unless configured otherwise.
+pub const DEFAULT_STOP_LIMIT: Duration = Duration::from_secs(3600);
+
 /// Tracks when a client was last heard from.
 #[derive(Debug, Clone)]
 pub struct Liveness {
     last_frame: Instant,
     timeout: Duration,
     suspended: bool,
-    stopped: bool,
+    /// Since when the client is stopped (Ctrl-Z), if it is.
+    stopped: Option<Instant>,
+    stop_limit: Duration,
     seq: u64,
 }
 
 impl Liveness {
-    /// Starts counting from `now`.
+    /// Starts counting from `now`; a stopped client is trusted for [`DEFAULT_STOP_LIMIT`]
+    /// (see [`Self::with_stop_limit`]).
     pub fn new(timeout: Duration, now: Instant) -> Liveness {
         Liveness {
             last_frame: now,
             timeout,
             suspended: false,
-            stopped: false,
+            stopped: None,
+            stop_limit: DEFAULT_STOP_LIMIT,
             seq: 0,
         }
+    }
+
+    /// How long a client stopped by Ctrl-Z keeps its job.
+    pub fn with_stop_limit(mut self, limit: Duration) -> Liveness {
+        self.stop_limit = limit;
+        self
     }
 
     /// A frame arrived: the client is alive and a suspension for a full stdin ends
@@ -51,16 +68,28 @@ impl Liveness {
         self.suspended = true;
     }
 
-    /// The client sent `Signal(Tstp)`: it is about to stop itself, so the timeout is
-    /// suspended until [`Self::client_resumed`].
-    pub fn client_stopped(&mut self) {
-        self.stopped = true;
+    /// The client sent `Signal(Tstp)` at `now`: it is about to stop itself, so the
+    /// timeout is suspended until [`Self::client_resumed`], for at most the stop limit
+    /// (a repeated `Tstp` does not extend it).
+    pub fn client_stopped(&mut self, now: Instant) {
+        self.stopped.get_or_insert(now);
     }
 
     /// The client sent `Signal(Cont)`: it runs again, and the clock restarts at `now`.
     pub fn client_resumed(&mut self, now: Instant) {
-        self.stopped = false;
+        self.stopped = None;
         self.last_frame = now;
+    }
+
+    /// True when the client has been stopped (Ctrl-Z) for longer than the stop limit.
+    pub fn stopped_too_long(&self, now: Instant) -> bool {
+        self.stopped
+            .is_some_and(|since| now.saturating_duration_since(since) > self.stop_limit)
+    }
+
+    /// The configured stop limit.
+    pub fn stop_limit(&self) -> Duration {
+        self.stop_limit
     }
 
     /// True when the client has been silent for longer than the timeout and no
@@ -78,9 +107,10 @@ impl Liveness {
     /// assert!(!live.is_dead(start + Duration::from_secs(60)));
     /// ```
     pub fn is_dead(&self, now: Instant) -> bool {
-        !self.suspended
-            && !self.stopped
-            && now.saturating_duration_since(self.last_frame) > self.timeout
+        if self.stopped.is_some() {
+            return self.stopped_too_long(now);
+        }
+        !self.suspended && now.saturating_duration_since(self.last_frame) > self.timeout
     }
 
     /// The configured timeout.
@@ -123,11 +153,25 @@ mod tests {
     fn a_stopped_client_stays_alive_through_late_frames_until_it_resumes() {
         let t0 = Instant::now();
         let mut live = Liveness::new(Duration::from_secs(2), t0);
-        live.client_stopped();
+        live.client_stopped(t0);
         live.saw_frame(t0 + Duration::from_millis(5));
         assert!(!live.is_dead(t0 + Duration::from_secs(60)));
         live.client_resumed(t0 + Duration::from_secs(60));
         assert!(!live.is_dead(t0 + Duration::from_secs(62)));
         assert!(live.is_dead(t0 + Duration::from_millis(62_001)));
+    }
+
+    /// Regression: a client stopped by Ctrl-Z was trusted forever.
+    #[test]
+    fn a_stopped_client_is_trusted_for_the_stop_limit_only() {
+        let t0 = Instant::now();
+        let mut live =
+            Liveness::new(Duration::from_secs(2), t0).with_stop_limit(Duration::from_secs(30));
+        live.client_stopped(t0);
+        live.client_stopped(t0 + Duration::from_secs(20));
+        assert!(!live.is_dead(t0 + Duration::from_secs(30)));
+        assert!(live.is_dead(t0 + Duration::from_millis(30_001)));
+        live.client_resumed(t0 + Duration::from_secs(31));
+        assert!(!live.is_dead(t0 + Duration::from_secs(33)));
     }
 }

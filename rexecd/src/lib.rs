@@ -37,8 +37,11 @@
 //! (so its pid is the process group signals go to), or, with a terminal, a new session
 //! with the pseudo-terminal as controlling terminal. Signals from the client go to that
 //! process group, except `KILL`, which destroys the whole cgroup. `TSTP` suspends the
-//! heartbeat timeout until the next frame arrives (a client stopped by Ctrl-Z sends
-//! nothing). A rank ends when its first process exits: the rest of its cgroup is killed,
+//! heartbeat timeout until `CONT` (a client stopped by Ctrl-Z sends nothing), for at
+//! most `stopped_client_limit`. Stdin is flow-controlled (`StdinTaken`, at most
+//! `STDIN_WINDOW` in flight), so rexecd keeps reading the session whatever the job does
+//! with its input. Client connections carry TCP keepalive and `TCP_USER_TIMEOUT`. A
+//! rank ends when its first process exits: the rest of its cgroup is killed,
 //! output drained, then exactly one `Exit` is sent with the cgroup's CPU time. A closed
 //! connection, missed heartbeats, a malformed or oversized frame, an admin kill or
 //! rexecd's shutdown destroy the cgroup; at start-up rexecd destroys every job cgroup an
@@ -55,7 +58,10 @@
 //! - Under a terminal, `StdinEnd` is delivered as the terminal's EOF character (Ctrl-D)
 //!   rather than by closing the terminal (which would hang the job up).
 //! - Besides `TSTP`, the heartbeat timeout is also suspended while rexecd itself stops
-//!   reading the client because the job's stdin queue is full.
+//!   reading a client that ignores the stdin window (more than `STDIN_WINDOW` sent and
+//!   not yet taken by the job); a client that keeps to the window is always read.
+//! - Job processes start with `PR_SET_NO_NEW_PRIVS` (unless `no_new_privs = false`),
+//!   the configured `umask` (default 022) and `[rlimits]` (see [`sys::child`]).
 //! - After its cgroup is gone a rank's last frames (`Exit`) wait for the client under
 //!   the same liveness rules, so a client stopped by Ctrl-Z still gets them on `fg`.
 //! - A session of admin requests may carry several `ListJobs`/`Kill` requests, each

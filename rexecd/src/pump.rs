@@ -11,8 +11,10 @@
 //! makes it wait, it also makes the job wait on a full pipe instead of growing
 //! rexecd's memory.
 //!
-//! [`feed_stdin`] writes the client's stdin chunks to the job and closes its stdin on
-//! `StdinEnd`.
+//! [`feed_stdin`] writes the client's stdin chunks to the job, counts what it wrote
+//! (for the session's `StdinTaken` reports) and closes the job's stdin on `StdinEnd`.
+//! How much stdin it may hold is bounded by the protocol's window
+//! (`proto::node::STDIN_WINDOW`), which the session enforces.
 
 use std::io;
 use std::os::fd::AsFd;
@@ -27,9 +29,6 @@ use tokio::time::Instant;
 
 /// Frames the session may queue for the output task before it waits.
 pub const OUT_QUEUE: usize = 32;
-/// Stdin chunks queued for the job before rexecd stops reading the client (a chunk is
-/// at most one frame, so this bounds the memory a client's stdin can take).
-pub const STDIN_QUEUE: usize = 16;
 /// Pipe capacity asked for the job's stdout and stderr (fewer, larger reads).
 pub const PIPE_SIZE: i32 = 1 << 20;
 /// Bytes read from the job's output per system call (sent as several chunks): fewer,
@@ -190,14 +189,23 @@ async fn sleep_until(deadline: Option<Instant>) {
 /// Writes stdin chunks to the job. On [`StdinMsg::End`] it closes the pipe, or, for a
 /// terminal (`eof_byte` set), writes the terminal's end-of-file character. When the job
 /// stops reading (closed pipe), further input is discarded, as a local pipe would.
+/// `taken` counts the bytes of every chunk written or discarded.
 pub async fn feed_stdin<W: AsyncWrite + Unpin>(
     sink: W,
     eof_byte: Option<u8>,
-    mut input: mpsc::Receiver<StdinMsg>,
+    mut input: mpsc::UnboundedReceiver<StdinMsg>,
+    taken: tokio::sync::watch::Sender<u64>,
 ) {
     let mut sink = Some(sink);
     while let Some(msg) = input.recv().await {
-        let Some(w) = sink.as_mut() else { continue };
+        let len = match &msg {
+            StdinMsg::Data(chunk) => chunk.len() as u64,
+            StdinMsg::End => 0,
+        };
+        let Some(w) = sink.as_mut() else {
+            taken.send_modify(|t| *t += len);
+            continue;
+        };
         let result = match msg {
             StdinMsg::Data(chunk) => w.write_all(&chunk).await,
             StdinMsg::End => match eof_byte {
@@ -213,6 +221,7 @@ pub async fn feed_stdin<W: AsyncWrite + Unpin>(
             tracing::debug!(error = %e, "job stopped reading stdin; discarding the rest");
             sink = None;
         }
+        taken.send_modify(|t| *t += len);
     }
 }
 

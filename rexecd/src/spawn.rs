@@ -5,9 +5,10 @@
 //! fork, refusing unknown users and (unless allowed) uid 0. [`JobCommand`] collects the
 //! program, arguments, the exact environment, the wished working directory and the
 //! session mode, and [`JobCommand::build`] turns them into a `std::process::Command`
-//! whose `pre_exec` hook (see [`crate::sys::child`]) joins the cgroup, drops privileges
-//! (setgroups, setgid, setuid) and changes directory (falling back to the user's home,
-//! then `/`). The caller sets stdio and spawns it, with std or, after
+//! whose `pre_exec` hook (see [`crate::sys::child`]) joins the cgroup, applies the
+//! node's [`JobLimits`] (resource limits and umask, then `PR_SET_NO_NEW_PRIVS` after the
+//! privileges are dropped), drops privileges (setgroups, setgid, setuid) and changes
+//! directory (falling back to the user's home, then `/`). The caller sets stdio and spawns it, with std or, after
 //! `tokio::process::Command::from(command)`, with tokio. [`JobCommand::build_reporting`]
 //! also returns a [`DirReport`] that says, after the spawn, which directory the child
 //! actually entered (judged by the child itself, as the user, so ACLs, mounts and
@@ -22,6 +23,7 @@ use std::process::Command;
 use nix::errno::Errno;
 
 use crate::cgroup::CgroupJoin;
+pub use crate::sys::child::ChildLimits as JobLimits;
 pub use crate::sys::child::SessionMode;
 use crate::sys::child::{self, ChildSetup};
 use crate::sys::{self, GroupId, UnixUser, UserId};
@@ -162,6 +164,7 @@ pub struct JobCommand {
     env: Vec<(OsString, OsString)>,
     cwd: Option<PathBuf>,
     session: SessionMode,
+    limits: JobLimits,
 }
 
 impl JobCommand {
@@ -174,7 +177,15 @@ impl JobCommand {
             env: Vec::new(),
             cwd: None,
             session: SessionMode::Inherit,
+            limits: JobLimits::default(),
         }
+    }
+
+    /// The hardening the child applies (default: no new privileges, umask 022, the
+    /// resource limits inherited from rexecd).
+    pub fn limits(mut self, limits: JobLimits) -> JobCommand {
+        self.limits = limits;
+        self
     }
 
     /// Adds one argument.
@@ -282,7 +293,8 @@ impl JobCommand {
             user.groups(),
             dirs,
             self.session,
-        );
+        )
+        .limits(self.limits.clone());
         let setup = match report {
             Some(pipe) => setup.report_dir_to(pipe),
             None => setup,

@@ -23,6 +23,7 @@ type Sink = Box<dyn FnMut(&[u8]) + Send>;
 pub struct Rexec {
     cmd: Command,
     stdin: Option<Vec<u8>>,
+    stdin_file: Option<std::fs::File>,
 }
 
 /// How a `rexec` run ended and what it printed.
@@ -81,7 +82,11 @@ impl Rexec {
         ] {
             cmd.env_remove(var);
         }
-        Rexec { cmd, stdin: None }
+        Rexec {
+            cmd,
+            stdin: None,
+            stdin_file: None,
+        }
     }
 
     /// Add arguments (options, then the program and its arguments).
@@ -118,6 +123,15 @@ impl Rexec {
         self
     }
 
+    /// Give the client this file as stdin, for example `/dev/zero` for input
+    /// that never ends.
+    pub fn stdin_file(mut self, path: &Path) -> Rexec {
+        let file = std::fs::File::open(path)
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
+        self.stdin_file = Some(file);
+        self
+    }
+
     /// The command as built so far.
     pub(crate) fn command(&self) -> &Command {
         &self.cmd
@@ -148,7 +162,9 @@ impl Rexec {
     }
 
     fn spawn_inner(mut self, mut sink: Sink, out: Arc<Mutex<Vec<u8>>>) -> Running {
-        let stdin = if self.stdin.is_some() {
+        let stdin = if let Some(file) = self.stdin_file.take() {
+            Stdio::from(file)
+        } else if self.stdin.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()

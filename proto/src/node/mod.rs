@@ -14,7 +14,10 @@
 //! 2. Either a job: [`ToNode::Launch`], answered by [`FromNode::Started`] or
 //!    [`FromNode::Error`]; then stdin, signals and window sizes flow to the
 //!    node, stdout, stderr and notices flow back, heartbeats both ways, and the
-//!    node ends with [`FromNode::Exit`].
+//!    node ends with [`FromNode::Exit`]. Stdin is flow-controlled: the node
+//!    counts what it passed on to the job in [`FromNode::StdinTaken`], and the
+//!    client keeps at most [`STDIN_WINDOW`] bytes sent but not yet counted, so the
+//!    node can always read on to the signals and heartbeats behind the stdin.
 //! 3. Or an admin request: [`ToNode::ListJobs`] (answered by
 //!    [`FromNode::Jobs`]), [`ToNode::Kill`] (answered by [`FromNode::Killed`])
 //!    or [`ToNode::Rebid`] (answered by [`FromNode::Rebidded`]).
@@ -40,18 +43,21 @@ pub use admin::{JobInfo, JobList, Kill, Killed, Rebid, Rebidded};
 pub use exit::{Exit, ExitStatus};
 pub use launch::{JobId, Launch, LaunchError, ParseJobIdError, Started, WindowSize};
 pub use signal::{ParseSignalError, Signal};
-pub use status::{ErrorCode, ErrorReply, Heartbeat, Notice, NoticeKind};
+pub use status::{ErrorCode, ErrorReply, Heartbeat, Notice, NoticeKind, STDIN_WINDOW, StdinTaken};
 
 pub use crate::chunk::{CHUNK_SIZE, Chunk};
 
 use serde::{Deserialize, Serialize};
 
-/// Newest node protocol version this build speaks. Version 2 added the market
-/// fields of [`JobInfo`] and [`JobList`] and the `Rebid` request.
+/// Newest node protocol version this build speaks. Version 2 added stdin flow
+/// control ([`FromNode::StdinTaken`], [`STDIN_WINDOW`]), the market fields of
+/// [`JobInfo`] and [`JobList`], and the `Rebid` request.
 pub const PROTOCOL_VERSION: u16 = 2;
 
-/// Oldest node protocol version this build still speaks (version 1's job list
-/// has another layout).
+/// Oldest node protocol version this build still speaks: a version 1 client
+/// sends stdin without limit, which a node can only stop by no longer reading
+/// the session (and then it misses the client's signals and its going away);
+/// and version 1's job list has another layout.
 pub const MIN_PROTOCOL_VERSION: u16 = 2;
 
 crate::tagged::tagged_enum! {
@@ -104,8 +110,10 @@ crate::tagged::tagged_enum! {
         9 => Jobs(JobList),
         /// Answer to `Kill`.
         10 => Killed(Killed),
+        /// How much stdin the node has passed on to the job (flow control).
+        11 => StdinTaken(StdinTaken),
         /// Answer to `Rebid`.
-        11 => Rebidded(Rebidded),
+        12 => Rebidded(Rebidded),
     }
 }
 

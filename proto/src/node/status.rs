@@ -14,6 +14,21 @@ pub struct Heartbeat {
     pub seq: u64,
 }
 
+/// Stdin bytes in flight a client may have per rank: sent in `Stdin` chunks
+/// but not yet counted by a [`StdinTaken`]. A node holds at most this much of
+/// a job's stdin, and never has to stop reading a session for it.
+pub const STDIN_WINDOW: usize = 1 << 20;
+
+/// The node has passed `bytes` bytes of stdin on to the job since it started
+/// (the sum of every `Stdin` chunk written). Sent at least every half
+/// [`STDIN_WINDOW`] of progress, so a client that waits for it at a full
+/// window is always answered while the job reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StdinTaken {
+    /// Total bytes written to the job's stdin so far.
+    pub bytes: u64,
+}
+
 code_enum! {
     /// What a [`Notice`] is about.
     pub enum NoticeKind {

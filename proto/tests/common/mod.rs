@@ -188,6 +188,7 @@ pub fn from_node() -> impl Strategy<Value = FromNode> {
         (job_id(), any::<u32>()).prop_map(|(job, ranks)| FromNode::Killed(Killed { job, ranks })),
         (job_id(), any::<u32>(), any::<i64>())
             .prop_map(|(job, ranks, bid)| FromNode::Rebidded(Rebidded { job, ranks, bid })),
+        any::<u64>().prop_map(|bytes| FromNode::StdinTaken(StdinTaken { bytes })),
     ]
 }
 

@@ -70,4 +70,11 @@ pub struct Flags {
     /// Most connections open at once of one certificate (default 256).
     #[arg(long, value_name = "N")]
     pub max_connections_per_identity: Option<usize>,
+    /// How long a client stopped by Ctrl-Z keeps its job (e.g. 60m).
+    #[arg(long, value_name = "DURATION")]
+    pub stopped_client_limit: Option<String>,
+    /// TCP_USER_TIMEOUT of client connections (e.g. 5m): a client that acknowledges
+    /// nothing for this long is dropped.
+    #[arg(long, value_name = "DURATION")]
+    pub tcp_user_timeout: Option<String>,
 }

@@ -23,9 +23,16 @@
 //! max_ranks_per_user = 256         # ranks one user may run here at a time
 //! max_connections_per_address = 512   # open connections from one address (handshakes included)
 //! max_connections_per_identity = 256  # open connections of one certificate
+//! stopped_client_limit = "60m"     # how long a client stopped by Ctrl-Z keeps its job
+//! tcp_user_timeout = "5m"          # TCP_USER_TIMEOUT (and keepalive bound) of client connections
+//! no_new_privs = true              # PR_SET_NO_NEW_PRIVS for job processes
+//! umask = "022"                    # umask of job processes
 //!
 //! [market]                         # metering, charging and bid checks: see `market`
 //! accountd = "10.0.0.9:7071"
+//! [rlimits]                        # resource limits of job processes (default: rexecd's own)
+//! nofile = 4096                    # soft and hard; or [soft, hard]; or "unlimited"
+//! core = 0
 //! ```
 //!
 //! ```
@@ -42,6 +49,7 @@
 //! ```
 
 mod flags;
+pub mod job;
 pub mod market;
 
 use std::path::{Path, PathBuf};
@@ -64,6 +72,9 @@ pub const DEFAULT_CGROUP_PARENT: &str = "rexec";
 pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default heartbeat interval.
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Default `TCP_USER_TIMEOUT` of client connections.
+pub const DEFAULT_TCP_USER_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Default limit on open connections.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
@@ -155,6 +166,16 @@ pub struct FileConfig {
     pub max_connections_per_address: Option<usize>,
     /// Most connections of one certificate identity.
     pub max_connections_per_identity: Option<usize>,
+    /// How long a client stopped by Ctrl-Z keeps its job, e.g. "60m".
+    pub stopped_client_limit: Option<String>,
+    /// TCP_USER_TIMEOUT of client connections, e.g. "5m".
+    pub tcp_user_timeout: Option<String>,
+    /// Set PR_SET_NO_NEW_PRIVS for job processes (default true).
+    pub no_new_privs: Option<bool>,
+    /// Umask of job processes, octal (default "022").
+    pub umask: Option<String>,
+    /// Resource limits of job processes, by name (`nofile`, `core`, ...).
+    pub rlimits: Option<std::collections::BTreeMap<String, job::RlimitValue>>,
 }
 
 impl FileConfig {
@@ -209,6 +230,12 @@ pub struct Config {
     /// Most connections open at once of one certificate identity; more are answered
     /// with `Busy` after the handshake and closed.
     pub max_connections_per_identity: usize,
+    /// How long a client stopped by Ctrl-Z keeps its job.
+    pub stopped_client_limit: Duration,
+    /// `TCP_USER_TIMEOUT` of client connections (and the bound of their keepalive).
+    pub tcp_user_timeout: Duration,
+    /// No new privileges, umask and resource limits of job processes.
+    pub job_limits: crate::spawn::JobLimits,
 }
 
 impl Config {
@@ -324,6 +351,19 @@ impl Config {
             Some(patterns) => EnvPolicy::new(patterns),
             None => EnvPolicy::default(),
         };
+        let stopped_client_limit = duration(
+            "stopped_client_limit",
+            &flags.stopped_client_limit,
+            file.stopped_client_limit,
+            crate::heartbeat::DEFAULT_STOP_LIMIT,
+        )?;
+        let tcp_user_timeout = duration(
+            "tcp_user_timeout",
+            &flags.tcp_user_timeout,
+            file.tcp_user_timeout,
+            DEFAULT_TCP_USER_TIMEOUT,
+        )?;
+        let job_limits = job::job_limits(file.no_new_privs, file.umask, file.rlimits)?;
         Ok(Config {
             name,
             listen: flags
@@ -344,6 +384,9 @@ impl Config {
             market,
             max_connections_per_address,
             max_connections_per_identity,
+            stopped_client_limit,
+            tcp_user_timeout,
+            job_limits,
         })
     }
 

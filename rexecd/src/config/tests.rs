@@ -161,3 +161,38 @@ fn market_flags_override_the_market_table() {
     let bare = Config::resolve(file(BASE), &Flags::default()).unwrap();
     assert_eq!(bare.market.ledger, None);
 }
+
+#[test]
+fn job_hardening_and_client_bounds_have_safe_defaults_and_refuse_bad_values() {
+    let base = "name = \"n1\"\ncert = \"/c\"\nkey = \"/k\"\nca = \"/ca\"\n";
+    let resolve = |extra: &str| {
+        let file: FileConfig = toml::from_str(&format!("{base}{extra}")).unwrap();
+        Config::resolve(file, &Flags::default())
+    };
+    let config = resolve("").unwrap();
+    assert!(config.job_limits.no_new_privs);
+    assert_eq!(config.job_limits.umask, 0o022);
+    assert!(config.job_limits.rlimits.is_empty());
+    assert_eq!(config.stopped_client_limit, Duration::from_secs(3600));
+    assert_eq!(config.tcp_user_timeout, Duration::from_secs(300));
+
+    let config = resolve(
+        "stopped_client_limit = \"90s\"\nno_new_privs = false\n[rlimits]\nnproc = \"unlimited\"\n",
+    )
+    .unwrap();
+    assert_eq!(config.stopped_client_limit, Duration::from_secs(90));
+    assert!(!config.job_limits.no_new_privs);
+    assert_eq!(config.job_limits.rlimits[0].1, nix::libc::RLIM_INFINITY);
+
+    for (extra, key) in [
+        ("umask = \"0999\"\n", "umask"),
+        ("umask = \"rw\"\n", "umask"),
+        ("[rlimits]\nfiles = 10\n", "rlimits"),
+        ("[rlimits]\nnofile = [20, 10]\n", "rlimits"),
+        ("[rlimits]\nnofile = \"lots\"\n", "rlimits"),
+        ("tcp_user_timeout = \"0s\"\n", "tcp_user_timeout"),
+    ] {
+        let e = resolve(extra).unwrap_err();
+        assert!(e.to_string().contains(key), "{extra}: {e}");
+    }
+}

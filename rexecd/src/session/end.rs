@@ -100,7 +100,6 @@ impl Running<'_> {
             .unwrap_or(0);
         self.job.slot = None;
         self.stdin = None;
-        self.pending = None;
         let user = self.job.user.name().to_string();
         let (job, rank) = (self.job.job, self.job.rank);
         let cpu_seconds = self.cpu.as_secs_f64();
@@ -162,7 +161,7 @@ impl Running<'_> {
                     Ok(Some(msg)) => {
                         self.live.saw_frame(Instant::now());
                         match msg {
-                            ToNode::Signal(Signal::Tstp) => self.live.client_stopped(),
+                            ToNode::Signal(Signal::Tstp) => self.live.client_stopped(Instant::now()),
                             ToNode::Signal(Signal::Cont) => self.live.client_resumed(Instant::now()),
                             _ => {}
                         }

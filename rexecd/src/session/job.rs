@@ -2,18 +2,25 @@
 //! the job, has its output streamed back (by [`crate::pump::output`]), exchanges
 //! heartbeats, and watches for the events that end the rank (see `end` for how a rank
 //! ends and is cleaned up).
+//!
+//! Stdin is flow-controlled (`proto::node::STDIN_WINDOW`): the loop hands every chunk to
+//! the stdin task at once and keeps reading the client, so a signal, a heartbeat or the
+//! connection closing behind the stdin is seen whatever the job does with its input.
+//! The stdin task counts what it wrote, and the loop reports that count
+//! (`StdinTaken`) each half window. Only a client that ignores the window (more than a
+//! window in flight) is no longer read until the job takes enough.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use proto::node::{
-    ErrorCode, ErrorReply, FromNode, Heartbeat, JobId, Launch, Notice, NoticeKind, Signal, Started,
-    ToNode,
+    ErrorCode, ErrorReply, FromNode, Heartbeat, JobId, Launch, Notice, NoticeKind, STDIN_WINDOW,
+    Signal, Started, StdinTaken, ToNode,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::process::Child;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::end::End;
@@ -27,6 +34,10 @@ use crate::sys::{self, ProcessId};
 
 /// The terminal's end-of-file character (VEOF, Ctrl-D), sent for `StdinEnd` under `-t`.
 const TERMINAL_EOF: u8 = 0x04;
+
+/// Progress of the job's stdin after which rexecd reports it (`StdinTaken`): half the
+/// window, so a client waiting at a full window always hears back while the job reads.
+const ACK_STEP: u64 = (STDIN_WINDOW / 2) as u64;
 
 /// A spawned rank, before its session loop runs.
 #[derive(Debug)]
@@ -74,8 +85,16 @@ pub(super) struct Running<'a> {
     pub(super) shared: &'a Shared,
     pub(super) job: Job,
     pub(super) out: mpsc::Sender<Out>,
-    pub(super) stdin: Option<mpsc::Sender<StdinMsg>>,
-    pub(super) pending: Option<StdinMsg>,
+    pub(super) stdin: Option<mpsc::UnboundedSender<StdinMsg>>,
+    /// Stdin bytes received from the client.
+    pub(super) received: u64,
+    /// Stdin bytes the stdin task has written to the job (or discarded after the job
+    /// closed its stdin).
+    pub(super) taken: watch::Receiver<u64>,
+    /// The last count reported to the client.
+    pub(super) acked: u64,
+    /// The stdin task has ended (no more counts will come).
+    pub(super) stdin_done: bool,
     pub(super) live: Liveness,
     pub(super) cpu: Duration,
     pub(super) killed: bool,
@@ -100,19 +119,31 @@ pub(super) async fn run<S>(
     tracing::info!(user = %job.user.name(), job = %job.job, rank = job.rank, pid,
         program = %job.program, cgroup = job.cgroup, "job started");
 
-    let (stdin_tx, stdin_rx) = mpsc::channel(pump::STDIN_QUEUE);
+    let (stdin_tx, stdin_rx) = mpsc::unbounded_channel();
+    let (taken_tx, taken_rx) = watch::channel(0u64);
     let (stdout, stderr): (Option<Source>, Option<Source>) = match &job.pty {
         Some(master) => {
             tokio::spawn(pump::feed_stdin(
                 master.clone(),
                 Some(TERMINAL_EOF),
                 stdin_rx,
+                taken_tx,
             ));
             (Some(Box::pin(master.clone())), None)
         }
         None => {
-            if let Some(stdin) = job.child.stdin.take() {
-                tokio::spawn(pump::feed_stdin(stdin, None, stdin_rx));
+            match job.child.stdin.take() {
+                Some(stdin) => {
+                    tokio::spawn(pump::feed_stdin(stdin, None, stdin_rx, taken_tx));
+                }
+                None => {
+                    tokio::spawn(pump::feed_stdin(
+                        tokio::io::sink(),
+                        None,
+                        stdin_rx,
+                        taken_tx,
+                    ));
+                }
             }
             (
                 job.child.stdout.take().map(|s| Box::pin(s) as Source),
@@ -129,8 +160,12 @@ pub(super) async fn run<S>(
         job,
         out,
         stdin: Some(stdin_tx),
-        pending: None,
-        live: Liveness::new(config.heartbeat_timeout, Instant::now()),
+        received: 0,
+        taken: taken_rx,
+        acked: 0,
+        stdin_done: false,
+        live: Liveness::new(config.heartbeat_timeout, Instant::now())
+            .with_stop_limit(config.stopped_client_limit),
         cpu: Duration::ZERO,
         killed: false,
     };
@@ -145,10 +180,10 @@ pub(super) async fn run<S>(
     let mut stopping = false;
 
     let end = loop {
-        let stdin = state.stdin.clone();
+        let flooded = state.flooded();
         tokio::select! {
             status = state.job.child.wait() => break End::Exited(status),
-            frame = reader.recv::<ToNode>(), if state.pending.is_none() => {
+            frame = reader.recv::<ToNode>(), if !flooded => {
                 state.live.saw_frame(Instant::now());
                 match frame {
                     Ok(Some(msg)) => {
@@ -163,18 +198,32 @@ pub(super) async fn run<S>(
                     },
                 }
             }
-            permit = reserve(stdin), if state.pending.is_some() => {
-                if let (Some(permit), Some(msg)) = (permit, state.pending.take()) {
-                    permit.send(msg);
+            changed = state.taken.changed(), if !state.stdin_done => {
+                if changed.is_err() {
+                    // The stdin task has ended: its input is closed, nothing more comes.
+                    state.stdin_done = true;
                 }
-                state.live.saw_frame(Instant::now());
+                state.report_taken();
+                if flooded && !state.flooded() {
+                    // Reading again: the client is evidently alive, its frames were
+                    // just queued behind its stdin.
+                    state.live.saw_frame(Instant::now());
+                }
             }
             _ = beat.tick() => {
                 let seq = state.live.next_seq();
                 let _ = state.out.try_send(Out::Frame(FromNode::Heartbeat(Heartbeat { seq })));
+                state.report_taken();
             }
             _ = check.tick() => {
-                if state.live.is_dead(Instant::now()) {
+                let now = Instant::now();
+                if state.live.stopped_too_long(now) {
+                    let secs = state.live.stop_limit().as_secs_f64();
+                    break End::ClientGone(format!(
+                        "the client stayed stopped (Ctrl-Z) for more than stopped_client_limit ({secs}s)"
+                    ));
+                }
+                if state.live.is_dead(now) {
                     let secs = state.live.timeout().as_secs_f64();
                     break End::ClientGone(format!("missed heartbeats for {secs}s"));
                 }
@@ -201,11 +250,6 @@ async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
 }
 
-/// Waits for room in the stdin queue (`None` when there is no queue any more).
-async fn reserve(stdin: Option<mpsc::Sender<StdinMsg>>) -> Option<mpsc::OwnedPermit<StdinMsg>> {
-    stdin?.reserve_owned().await.ok()
-}
-
 impl Running<'_> {
     /// Handles one frame from the client; `Some` ends the loop.
     async fn on_frame(&mut self, msg: ToNode) -> Option<End> {
@@ -215,13 +259,11 @@ impl Running<'_> {
                 self.queue_stdin(StdinMsg::End);
                 // Later stdin has nowhere to go; dropping the sender ends the stdin task
                 // once it has written everything queued.
-                if self.pending.is_none() {
-                    self.stdin = None;
-                }
+                self.stdin = None;
             }
             ToNode::Signal(signal) => {
                 match signal {
-                    Signal::Tstp => self.live.client_stopped(),
+                    Signal::Tstp => self.live.client_stopped(Instant::now()),
                     Signal::Cont => self.live.client_resumed(Instant::now()),
                     _ => {}
                 }
@@ -259,15 +301,40 @@ impl Running<'_> {
         })));
     }
 
+    /// Hands stdin to the stdin task; the window bounds how much it holds.
     fn queue_stdin(&mut self, msg: StdinMsg) {
         let Some(tx) = &self.stdin else { return };
-        match tx.try_send(msg) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(msg)) => {
-                self.pending = Some(msg);
-                self.live.suspend();
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => self.stdin = None,
+        let len = match &msg {
+            StdinMsg::Data(chunk) => chunk.len() as u64,
+            StdinMsg::End => 0,
+        };
+        if tx.send(msg).is_err() {
+            self.stdin = None;
+            return;
+        }
+        self.received += len;
+        if self.flooded() {
+            // A client that ignores the window is read no further until the job has
+            // taken enough; it cannot send heartbeats meanwhile.
+            self.live.suspend();
+        }
+    }
+
+    /// True when the client has more than a window of stdin in flight (it ignores
+    /// `StdinTaken`): the loop then stops reading it, as the only way to hold it back.
+    fn flooded(&self) -> bool {
+        self.received.saturating_sub(*self.taken.borrow()) > STDIN_WINDOW as u64
+    }
+
+    /// Tells the client how much stdin the job has taken, each half window.
+    fn report_taken(&mut self) {
+        let taken = *self.taken.borrow();
+        if taken.saturating_sub(self.acked) < ACK_STEP {
+            return;
+        }
+        let msg = FromNode::StdinTaken(StdinTaken { bytes: taken });
+        if self.out.try_send(Out::Frame(msg)).is_ok() {
+            self.acked = taken;
         }
     }
 

@@ -176,7 +176,8 @@ async fn spawn(
     let mut command = JobCommand::new(program)
         .args(&request.argv[1..])
         .envs(config.env.job_env(&request.env, user))
-        .session(mode);
+        .session(mode)
+        .limits(config.job_limits.clone());
     if let Some(cwd) = &request.cwd {
         command = command.cwd(cwd);
     }

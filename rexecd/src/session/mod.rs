@@ -50,11 +50,33 @@ enum Incoming {
     Failed(FrameError),
 }
 
+/// A session's stream that can name its TCP socket, for the liveness options.
+pub trait ClientSocket {
+    /// The TCP connection under the stream.
+    fn tcp(&self) -> &tokio::net::TcpStream;
+}
+
+impl ClientSocket for tokio_rustls::server::TlsStream<certs::LazyBufReader<tokio::net::TcpStream>> {
+    fn tcp(&self) -> &tokio::net::TcpStream {
+        self.get_ref().0.get_ref()
+    }
+}
+
 /// Runs one session over an authenticated stream.
 pub async fn serve<S>(shared: Arc<Shared>, stream: S, peer: PeerIdentity, remote: String)
 where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: AsyncRead + AsyncWrite + ClientSocket + Unpin + Send + 'static,
 {
+    // A session may last as long as its job: TCP itself must notice a client machine
+    // that dies while the heartbeat clock is suspended (see `crate::heartbeat`).
+    let config = &shared.config;
+    if let Err(e) = crate::sys::net::set_liveness(
+        stream.tcp(),
+        config.heartbeat_interval,
+        config.tcp_user_timeout,
+    ) {
+        tracing::warn!(%peer, %remote, error = %e, "cannot set TCP keepalive on the connection");
+    }
     let (mut reader, mut writer) = Framed::new(stream, shared.config.max_frame).into_split();
     let mut stop = shared.stop.clone();
     let wait = shared.config.heartbeat_timeout;

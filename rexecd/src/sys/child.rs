@@ -8,10 +8,14 @@
 //! ignored (under `nohup`, say) is not ignored by the job too (a shell cannot even trap
 //! a signal that was ignored when it started), (1) writes `0` to every `cgroup.procs` file, so the child is in the job cgroup before
 //! any user code runs, (2) optionally starts a new session (and takes its standard input
-//! as controlling terminal), (3) drops privileges with `setgroups`, `setgid`, `setuid` in
-//! that order, and (4) changes to the first working directory it can enter and, when
-//! asked to, reports which one as a single byte (its index) on a pipe. No step
-//! allocates, takes a lock or touches a Rust-level global.
+//! as controlling terminal), (3) applies the node's resource limits (`setrlimit`, while
+//! still privileged, so hard limits may also be raised) and its umask, (4) drops
+//! privileges with `setgroups`, `setgid`, `setuid` in that order, (5) sets
+//! `PR_SET_NO_NEW_PRIVS` unless the node allows new privileges, so no set-user-id
+//! program or file capability can give the job more than its user has, and (6) changes
+//! to the first working directory it can enter and, when asked to, reports which one
+//! as a single byte (its index) on a pipe. No step allocates, takes a lock or touches a
+//! Rust-level global.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -48,6 +52,28 @@ pub struct ChildSetup {
     dirs: Vec<CString>,
     session: SessionMode,
     report: Option<OwnedFd>,
+    limits: ChildLimits,
+}
+
+/// The hardening a child applies to itself before `exec` (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildLimits {
+    /// Set `PR_SET_NO_NEW_PRIVS`.
+    pub no_new_privs: bool,
+    /// The file mode creation mask, e.g. `0o022`.
+    pub umask: u32,
+    /// Resource limits: (resource, soft, hard).
+    pub rlimits: Vec<(nix::sys::resource::Resource, u64, u64)>,
+}
+
+impl Default for ChildLimits {
+    fn default() -> Self {
+        ChildLimits {
+            no_new_privs: true,
+            umask: 0o022,
+            rlimits: Vec::new(),
+        }
+    }
 }
 
 impl ChildSetup {
@@ -70,7 +96,14 @@ impl ChildSetup {
             dirs,
             session,
             report: None,
+            limits: ChildLimits::default(),
         }
+    }
+
+    /// The hardening to apply (default: [`ChildLimits::default`]).
+    pub fn limits(mut self, limits: ChildLimits) -> ChildSetup {
+        self.limits = limits;
+        self
     }
 
     /// After changing directory, the child writes the index (one byte) of the directory
@@ -105,9 +138,16 @@ impl ChildSetup {
                 set_controlling_tty(nix::libc::STDIN_FILENO)?;
             }
         }
+        for &(resource, soft, hard) in &self.limits.rlimits {
+            nix::sys::resource::setrlimit(resource, soft, hard)?;
+        }
+        nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(self.limits.umask));
         unistd::setgroups(&self.groups)?;
         unistd::setgid(self.gid)?;
         unistd::setuid(self.uid)?;
+        if self.limits.no_new_privs {
+            nix::sys::prctl::set_no_new_privs()?;
+        }
         let mut last = Errno::ENOENT;
         for (index, dir) in self.dirs.iter().enumerate() {
             match unistd::chdir(dir.as_c_str()) {
@@ -180,7 +220,8 @@ fn set_controlling_tty(fd: i32) -> io::Result<()> {
 pub fn install_pre_exec(command: &mut Command, setup: ChildSetup) {
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe operations are allowed. `ChildSetup::run` only calls rt_sigaction, write,
-    // setsid, ioctl, setgroups, setgid, setuid, chdir and write on buffers and descriptors that
+    // setsid, ioctl, setrlimit, umask, setgroups, setgid, setuid, prctl, chdir and write on
+    // buffers and descriptors that
     // were allocated and opened before the fork; it allocates nothing (io::Error from an
     // errno is a plain integer) and takes no locks.
     unsafe {

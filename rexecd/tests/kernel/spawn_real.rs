@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output, Stdio};
 
 use rexecd::spawn::SessionMode;
-use rexecd::spawn::{JobCommand, JobUser, SpawnError, SpawnPolicy};
+use rexecd::spawn::{JobCommand, JobLimits, JobUser, SpawnError, SpawnPolicy};
 
 use crate::util::{TestParent, can_run, cpu_cgroup_line, stat_field, test_user};
 
@@ -238,4 +238,81 @@ fn tokio_command_from_the_built_command_keeps_the_pre_exec_hook() {
     let text = String::from_utf8(out.stdout).unwrap();
     let line = cpu_cgroup_line(&text).unwrap();
     assert!(line.ends_with(&format!("/{}/job-1", t.name)), "{line}");
+}
+
+/// The job's `/proc/self/status` and `/proc/self/limits`, whitespace collapsed.
+fn settings_of(t: &TestParent, limits: Option<JobLimits>) -> String {
+    let mut command = JobCommand::new("/bin/sh").args([
+        "-c",
+        "grep -E '^(Umask|NoNewPrivs):' /proc/self/status; \
+         grep -E 'Max (open files|core file size)' /proc/self/limits",
+    ]);
+    if let Some(limits) = limits {
+        command = command.limits(limits);
+    }
+    let cmd = command.build(test_user(), t.jobs.join(1).unwrap()).unwrap();
+    stdout(&output(cmd))
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn a_job_has_no_new_privileges_by_default() {
+    if !can_run("a_job_has_no_new_privileges_by_default") {
+        return;
+    }
+    let t = TestParent::new("spawn-nnp");
+    t.jobs.create_job(1).unwrap();
+    let got = settings_of(&t, None);
+    assert!(got.contains("NoNewPrivs: 1"), "{got}");
+    assert!(got.contains("Umask: 0022"), "{got}");
+    // A set-user-id-root copy of `id` runs with the job's uid, not root's; the same
+    // program with new privileges allowed shows that the copy does work as set-user-id.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let id = dir.path().join("id");
+    std::fs::copy("/usr/bin/id", &id).unwrap();
+    std::fs::set_permissions(&id, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let euid = |limits: JobLimits| {
+        let cmd = JobCommand::new(&id)
+            .arg("-u")
+            .limits(limits)
+            .build(test_user(), t.jobs.join(1).unwrap())
+            .unwrap();
+        stdout(&output(cmd)).trim().to_string()
+    };
+    assert_eq!(euid(JobLimits::default()), test_user().uid().0.to_string());
+    let allowed = JobLimits {
+        no_new_privs: false,
+        ..JobLimits::default()
+    };
+    assert_eq!(
+        euid(allowed),
+        "0",
+        "the set-user-id copy does not work here"
+    );
+}
+
+#[test]
+fn the_configured_umask_rlimits_and_no_new_privs_setting_apply() {
+    if !can_run("the_configured_umask_rlimits_and_no_new_privs_setting_apply") {
+        return;
+    }
+    use nix::sys::resource::Resource;
+    let t = TestParent::new("spawn-limits");
+    t.jobs.create_job(1).unwrap();
+    let limits = JobLimits {
+        no_new_privs: false,
+        umask: 0o077,
+        rlimits: vec![
+            (Resource::RLIMIT_NOFILE, 123, 456),
+            (Resource::RLIMIT_CORE, 0, 0),
+        ],
+    };
+    let got = settings_of(&t, Some(limits));
+    assert!(got.contains("NoNewPrivs: 0"), "{got}");
+    assert!(got.contains("Umask: 0077"), "{got}");
+    assert!(got.contains("Max open files 123 456 files"), "{got}");
+    assert!(got.contains("Max core file size 0 0 bytes"), "{got}");
 }

@@ -13,5 +13,6 @@ mod job_control;
 mod launch;
 mod revocation;
 mod skip;
+mod stdin_full;
 mod streams;
 mod terminal;

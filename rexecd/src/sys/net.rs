@@ -1,0 +1,49 @@
+//! TCP liveness options of a long-lived client connection: keepalive probes while it
+//! is idle and `TCP_USER_TIMEOUT`, so a client machine that dies (or vanishes from the
+//! network) while its job is stopped, or while rexecd waits on it, is noticed within a
+//! bound instead of the kernel's retransmission limit (about 15 minutes) or never.
+
+use std::io;
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+use socket2::{SockRef, TcpKeepalive};
+
+/// Sets keepalive (first probe after `interval` of idleness, then every `interval`,
+/// as many probes as fit in `user_timeout`) and `TCP_USER_TIMEOUT` = `user_timeout` (data
+/// unacknowledged, or a receive window held shut, that long aborts the connection).
+pub fn set_liveness(
+    socket: &impl AsFd,
+    interval: Duration,
+    user_timeout: Duration,
+) -> io::Result<()> {
+    let sock = SockRef::from(socket);
+    let step = interval.max(Duration::from_secs(1));
+    let probes = (user_timeout.as_secs() / step.as_secs()).clamp(1, 127) as u32;
+    let keepalive = TcpKeepalive::new()
+        .with_time(step)
+        .with_interval(step)
+        .with_retries(probes);
+    sock.set_tcp_keepalive(&keepalive)?;
+    sock.set_tcp_user_timeout(Some(user_timeout))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_socket_gets_keepalive_and_the_user_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        set_liveness(&stream, Duration::from_secs(2), Duration::from_secs(90)).unwrap();
+        let sock = SockRef::from(&stream);
+        assert!(sock.keepalive().unwrap());
+        assert_eq!(sock.tcp_keepalive_time().unwrap(), Duration::from_secs(2));
+        assert_eq!(sock.tcp_keepalive_retries().unwrap(), 45);
+        assert_eq!(
+            sock.tcp_user_timeout().unwrap(),
+            Some(Duration::from_secs(90))
+        );
+    }
+}
