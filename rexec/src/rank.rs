@@ -7,7 +7,9 @@
 //! reader so that heartbeats keep flowing while output is held up by a slow
 //! reader of the client's stdout.
 //!
-//! The reader passes output to the output thread and reports the end of the
+//! The reader passes output to the output thread (notices too, except a
+//! credit notice the user has already read from another rank, see
+//! [`crate::bill`]) and reports the end of the
 //! rank to the coordinator as a [`RankEvent`]: its `Exit`, or a failure (an
 //! `Error` from the node, the connection lost, or silence longer than the
 //! heartbeat timeout; time spent waiting for the output thread does not
@@ -21,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior, sleep_until};
 
+use crate::bill::CreditNotices;
 use crate::clock::{HEARTBEAT_INTERVAL, Pause};
 use crate::output::{Out, Stream};
 use crate::session::{Session, explain_frame};
@@ -93,6 +96,7 @@ pub fn spawn(
     output: mpsc::Sender<Out>,
     events: mpsc::UnboundedSender<RankEvent>,
     pause: Arc<Pause>,
+    notices: Arc<CreditNotices>,
 ) -> RankLink {
     let Session {
         framed,
@@ -111,6 +115,7 @@ pub fn spawn(
         output,
         events,
         pause,
+        notices,
     ));
     RankLink {
         rank,
@@ -172,6 +177,7 @@ async fn read_loop(
     output: mpsc::Sender<Out>,
     events: mpsc::UnboundedSender<RankEvent>,
     pause: Arc<Pause>,
+    notices: Arc<CreditNotices>,
 ) {
     let failed = |why: String| RankEvent::Failed { rank, why };
     let mut deadline = Instant::now() + timeout;
@@ -202,13 +208,15 @@ async fn read_loop(
                 let _ = output.send(data(Stream::Err, c.into_vec())).await;
             }
             Ok(Some(FromNode::Heartbeat(_))) => {}
+            Ok(Some(FromNode::Notice(n))) if !notices.admit(n.kind) => {}
             Ok(Some(FromNode::Notice(n))) => {
-                let _ = output
-                    .send(Out::Message(format!(
-                        "rexec: node {node} (rank {rank}): {}",
-                        n.text
-                    )))
-                    .await;
+                // A node that names itself already says where the news is from.
+                let line = if n.text.starts_with(&format!("node {node}:")) {
+                    format!("rexec: {}", n.text)
+                } else {
+                    format!("rexec: node {node} (rank {rank}): {}", n.text)
+                };
+                let _ = output.send(Out::Message(line)).await;
             }
             Ok(Some(FromNode::Exit(exit))) => break RankEvent::Exited { rank, exit },
             Ok(Some(FromNode::Error(e))) => break failed(e.message),
