@@ -107,11 +107,14 @@ pub fn spawn(
     let (control_tx, control_rx) = mpsc::unbounded_channel();
     let (stdin_tx, stdin_rx) = mpsc::channel(STDIN_QUEUE);
     tokio::spawn(write_loop(writer, control_rx, stdin_rx));
+    let peer = Peer {
+        rank,
+        node: node.clone(),
+        timeout,
+    };
     let reader = tokio::spawn(read_loop(
         reader,
-        rank,
-        node.clone(),
-        timeout,
+        peer,
         output,
         events,
         pause,
@@ -169,16 +172,26 @@ async fn write_loop(
     }
 }
 
-async fn read_loop(
-    mut reader: Reader,
+/// Which rank a reader serves, on which node, and how long that node may be silent.
+struct Peer {
     rank: u32,
     node: String,
     timeout: Duration,
+}
+
+async fn read_loop(
+    mut reader: Reader,
+    peer: Peer,
     output: mpsc::Sender<Out>,
     events: mpsc::UnboundedSender<RankEvent>,
     pause: Arc<Pause>,
     notices: Arc<CreditNotices>,
 ) {
+    let Peer {
+        rank,
+        node,
+        timeout,
+    } = peer;
     let failed = |why: String| RankEvent::Failed { rank, why };
     let mut deadline = Instant::now() + timeout;
     let event = loop {
