@@ -112,14 +112,7 @@ pub fn spawn(
         node: node.clone(),
         timeout,
     };
-    let reader = tokio::spawn(read_loop(
-        reader,
-        peer,
-        output,
-        events,
-        pause,
-        notices,
-    ));
+    let reader = tokio::spawn(read_loop(reader, peer, output, events, pause, notices));
     RankLink {
         rank,
         node,

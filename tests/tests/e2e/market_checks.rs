@@ -94,4 +94,21 @@ fn a_node_refuses_bids_over_its_max_rate_or_without_credit_and_runs_zero_bids() 
     assert_eq!(out.code, Some(0), "{out:?}");
     // Nothing was ever charged.
     assert_eq!(m.accountd.balance(TEST_USER), -2_500_000);
+
+    // `rexec bid` for a job that runs nowhere says so, and fails.
+    let job = "00000000000000ff";
+    let out = m.rexec().args(["bid", job, "0"]).run();
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(out.out(), format!("node n1: job {job} does not run here\n"));
+    assert!(
+        out.stderr.contains("is not running on the nodes asked"),
+        "{out:?}"
+    );
+    // A bid it cannot parse, or over the client's own max_rate, never leaves.
+    for rate in ["-1", "lots", "100.5"] {
+        let out = m.rexec().args(["bid", job, rate]).run();
+        assert_eq!(out.code, Some(2), "{rate}: {out:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{rate}: {out:?}");
+        assert!(out.stderr.starts_with("rexec: RATE "), "{rate}: {out:?}");
+    }
 }

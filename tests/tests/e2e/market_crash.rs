@@ -94,6 +94,10 @@ fn accountd_killed_during_metering_gets_every_charge_exactly_once() {
     std::thread::sleep(Duration::from_secs(2));
     let debits = m.debits_of(&job);
     keys_unique(&debits);
+    eprintln!(
+        "charged {total} micro-credits in {} debits, accountd down for 2.5 s of 8",
+        debits.len()
+    );
     assert_eq!(-debits.iter().map(|e| e.amount).sum::<i64>(), total);
     for b in &bills {
         let on_node: i64 = debits

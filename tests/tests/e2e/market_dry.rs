@@ -73,6 +73,7 @@ fn a_user_running_dry_drops_to_bid_zero_until_a_grant_and_a_rebid() {
     // Charges stop: the balance, at or below zero, stays put.
     let stopped = settled_balance(&m, Duration::from_secs(2)).expect("balance never settled");
     assert!(stopped <= 0, "dry with a balance of {stopped}");
+    eprintln!("charges stopped at a balance of {stopped} micro-credits");
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(m.accountd.balance(TEST_USER), stopped, "charged while dry");
     let charged_dry: i64 = rows_of(&m, &job).iter().map(|r| r.charged).sum();
