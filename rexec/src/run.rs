@@ -127,6 +127,7 @@ pub async fn run(args: RunArgs) -> i32 {
     if let Err(e) = input::start(args.stdin, links.iter().map(|l| l.stdin.clone()).collect()) {
         say(&format!("cannot read standard input: {e}"));
     }
+    let nodes = links.iter().map(|l| l.node.clone()).collect();
     let mut job = Job {
         done: vec![false; links.len()],
         links,
@@ -139,9 +140,8 @@ pub async fn run(args: RunArgs) -> i32 {
         kill_on_bad_exit: args.kill_on_bad_exit,
         pause,
         exits: Vec::new(),
-        nodes: Vec::new(),
+        nodes,
     };
-    job.nodes = job.links.iter().map(|l| l.node.clone()).collect();
     for sig in deferred {
         job.on_signal(sig).await;
     }
