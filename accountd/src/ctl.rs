@@ -164,6 +164,7 @@ fn entry_fields(e: &LedgerEntry) -> Vec<(&'static str, String, bool)> {
             true,
         ),
         ("cpu_us", opt(e.cpu_us.map(|c| c.to_string())), true),
+        ("cpu_s", opt(e.cpu_us.map(cpu_seconds)), true),
         ("actor", e.actor.clone(), false),
         ("reason", opt(e.reason.clone()), false),
     ]
@@ -234,25 +235,52 @@ fn render(rows: Vec<Vec<(&'static str, String, bool)>>, header: &[&str], fmt: Fo
     out
 }
 
-/// Renders ledger entries.
+/// Formats CPU microseconds as seconds with three decimals, truncated.
+///
+/// ```
+/// assert_eq!(accountd::ctl::cpu_seconds(1_234_567), "1.234");
+/// ```
+pub fn cpu_seconds(cpu_us: u64) -> String {
+    format!("{}.{:03}", cpu_us / 1_000_000, cpu_us / 1000 % 1000)
+}
+
+/// Columns of an entry the table leaves out: monotonic interval ends mean
+/// nothing to a reader, and the CPU time shows in seconds (`cpu_s`). JSON and
+/// CSV keep every column.
+const TABLE_HIDES: [&str; 3] = ["interval_start_us", "interval_end_us", "cpu_us"];
+
+/// The columns of an entry in format `fmt`.
+fn entry_columns(e: &LedgerEntry, fmt: Format) -> Vec<(&'static str, String, bool)> {
+    let mut row = entry_fields(e);
+    if fmt == Format::Table {
+        row.retain(|(k, _, _)| !TABLE_HIDES.contains(k));
+    }
+    row
+}
+
+/// Renders ledger entries: for each debit its node, job, rank and CPU time
+/// beside the amount and the balance after it.
 pub fn render_entries(entries: &[LedgerEntry], fmt: Format) -> String {
-    let rows: Vec<_> = entries.iter().map(entry_fields).collect();
+    let rows: Vec<_> = entries.iter().map(|e| entry_columns(e, fmt)).collect();
     let header: Vec<&str> = match rows.first() {
         Some(r) => r.iter().map(|c| c.0).collect(),
-        None => entry_fields(&LedgerEntry {
-            id: 0,
-            at_us: 0,
-            user: String::new(),
-            amount: 0,
-            kind: proto::account::EntryKind::Grant,
-            key: None,
-            rank: None,
-            interval: None,
-            cpu_us: None,
-            actor: String::new(),
-            reason: None,
-            balance_after: 0,
-        })
+        None => entry_columns(
+            &LedgerEntry {
+                id: 0,
+                at_us: 0,
+                user: String::new(),
+                amount: 0,
+                kind: proto::account::EntryKind::Grant,
+                key: None,
+                rank: None,
+                interval: None,
+                cpu_us: None,
+                actor: String::new(),
+                reason: None,
+                balance_after: 0,
+            },
+            fmt,
+        )
         .iter()
         .map(|c| c.0)
         .collect(),
@@ -327,6 +355,14 @@ mod tests {
     fn table_and_report() {
         let t = render_entries(&[entry()], Format::Table);
         assert_eq!(t.lines().count(), 2);
+        let header: Vec<&str> = t.lines().next().unwrap().split_whitespace().collect();
+        let row: Vec<&str> = t.lines().nth(1).unwrap().split_whitespace().collect();
+        let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+        assert_eq!(
+            (col("node"), col("job"), col("rank"), col("cpu_s")),
+            ("n1", "j,1", "0", "60.000")
+        );
+        assert!(!header.contains(&"cpu_us"), "{t}");
         let r = render_report(
             &[ReportRow {
                 key: "n1".into(),

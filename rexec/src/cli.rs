@@ -1,9 +1,9 @@
 //! The command line: the run form `rexec [OPTIONS] [--] PROG [ARGS...]` and
-//! the admin forms `rexec jobs` and `rexec kill JOBID`, and the rule that
-//! tells them apart.
+//! the admin forms `rexec jobs`, `rexec kill JOBID` and `rexec bid JOBID RATE`,
+//! and the rule that tells them apart.
 //!
 //! The rule: the first word that is neither an option nor an option's value
-//! decides. If it is exactly `jobs` or `kill` and no `--` came before it, the
+//! decides. If it is exactly `jobs`, `kill` or `bid` and no `--` came before it, the
 //! line is an admin command; otherwise it is the program to run, and every
 //! word after it belongs to the program. So a program called `jobs` runs with
 //! `rexec -- jobs` (or `rexec ./jobs`).
@@ -37,8 +37,9 @@ const RUN_AFTER_HELP: &str = "\
 Other forms:
   rexec jobs [--nodes A,B,...]              list your jobs (all jobs for an admin) on the nodes
   rexec kill JOBID [--nodes A,B,...] [-s SIG]  signal every rank of a job (default SIGKILL)
-The first word that is not an option decides: `jobs` or `kill` there means the admin form, unless
-`--` came before it. To run a program called jobs, write `rexec -- jobs`.
+  rexec bid JOBID RATE [--nodes A,B,...]    change a running job's bid on every node it runs on
+The first word that is not an option decides: `jobs`, `kill` or `bid` there means the admin form,
+unless `--` came before it. To run a program called jobs, write `rexec -- jobs`.
 
 Nodes: with --nodes, ranks go to the listed nodes in order (N defaults to the list length; with
 -n N the list is cycled or cut to N). Without --nodes, the first N nodes of the configuration file
@@ -60,7 +61,7 @@ killed by signal N); 255 when a node is lost or fails, 127 when the program cann
     name = "rexec",
     version,
     about = "Run a program on several cluster nodes as if it ran here",
-    override_usage = "rexec [OPTIONS] [--] PROG [ARGS...]\n       rexec jobs [--nodes A,B,...]\n       rexec kill JOBID [--nodes A,B,...] [-s SIG]",
+    override_usage = "rexec [OPTIONS] [--] PROG [ARGS...]\n       rexec jobs [--nodes A,B,...]\n       rexec kill JOBID [--nodes A,B,...] [-s SIG]\n       rexec bid JOBID RATE [--nodes A,B,...]",
     after_help = RUN_AFTER_HELP
 )]
 pub struct RunArgs {
@@ -88,6 +89,9 @@ pub struct RunArgs {
     /// Abort every rank as soon as one exits with a non-zero status.
     #[arg(long)]
     pub kill_on_bad_exit: bool,
+    /// At the end, print per node the CPU time the ranks used and the credits they were charged.
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
     /// Client configuration file.
     #[arg(long, value_name = "PATH", env = "REXEC_CONFIG")]
     pub config: Option<PathBuf>,
@@ -96,12 +100,12 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-/// `rexec jobs ...` and `rexec kill ...`.
+/// `rexec jobs ...`, `rexec kill ...` and `rexec bid ...`.
 #[derive(Debug, Parser)]
 #[command(
     name = "rexec",
     version,
-    about = "List or kill rexec jobs on the nodes"
+    about = "List, kill or re-bid rexec jobs on the nodes"
 )]
 pub struct AdminArgs {
     /// The admin command.
@@ -122,6 +126,21 @@ pub enum AdminCommand {
     Jobs,
     /// Signal every rank of a job on the nodes.
     Kill(KillArgs),
+    /// Change the bid of every rank of a running job on the nodes (checked as a
+    /// launch is: the node's max_rate and your balance).
+    Bid(BidArgs),
+}
+
+/// Arguments of `rexec bid`.
+#[derive(Debug, Args)]
+pub struct BidArgs {
+    /// The job id, as printed by `rexec jobs` (16 hex digits).
+    #[arg(value_name = "JOBID")]
+    pub job: String,
+    /// The new bid, credits per minute of CPU (decimal, e.g. 2 or 0.5; 0 runs on CPU nobody
+    /// else wants).
+    #[arg(value_name = "RATE", allow_hyphen_values = true)]
+    pub rate: String,
 }
 
 /// Arguments of `rexec kill`.
@@ -140,7 +159,7 @@ pub struct KillArgs {
 pub enum Invocation {
     /// Run a program.
     Run(RunArgs),
-    /// `jobs` or `kill`.
+    /// `jobs`, `kill` or `bid`.
     Admin(AdminArgs),
 }
 
@@ -187,7 +206,7 @@ pub fn is_admin(args: &[OsString]) -> bool {
             }
             continue;
         }
-        return w == "jobs" || w == "kill";
+        return w == "jobs" || w == "kill" || w == "bid";
     }
     false
 }
@@ -247,6 +266,15 @@ mod tests {
             panic!("not kill")
         };
         assert_eq!((k.job.as_str(), k.signal.as_str()), ("00ff", "TERM"));
+        let argv = ["rexec", "--nodes", "n2", "bid", "00ff", "2.5"];
+        let Invocation::Admin(a) = parse(argv.iter().map(OsString::from).collect()) else {
+            panic!("not admin");
+        };
+        let AdminCommand::Bid(b) = a.command else {
+            panic!("not bid")
+        };
+        assert_eq!((b.job.as_str(), b.rate.as_str()), ("00ff", "2.5"));
+        assert!(run("-v -- bid 1").verbose);
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub struct Spawner {
     pub events: mpsc::UnboundedSender<RankEvent>,
     /// The client's stop marks.
     pub pause: Arc<Pause>,
+    /// Which credit notices the user has seen.
+    pub notices: Arc<crate::bill::CreditNotices>,
 }
 
 /// How long other launches may still report after the first failure.
@@ -107,6 +109,7 @@ pub async fn launch_all(
                         spawner.output.clone(),
                         spawner.events.clone(),
                         spawner.pause.clone(),
+                        spawner.notices.clone(),
                     );
                     started[rank as usize] = Some(link);
                 }

@@ -4,7 +4,7 @@
 //! local program — and if anything fails, aborts it everywhere.
 //!
 //! Module map:
-//! - [`cli`]: the command line (run form, `jobs`, `kill`) and the rule that
+//! - [`cli`]: the command line (run form, `jobs`, `kill`, `bid`) and the rule that
 //!   tells them apart (`rexec -- jobs` runs a program called `jobs`).
 //! - [`config`]: the client configuration file and its errors.
 //! - [`plan`]: rank placement, job id, the `Launch` message of each rank.
@@ -18,7 +18,9 @@
 //! - [`signals`]: which signals are caught and how each is forwarded.
 //! - [`tty`]: raw mode and window size for `-t`, restored on every exit path.
 //! - [`clock`]: heartbeat interval and timeout, and excusing the client's own stops.
-//! - [`admin`]: `rexec jobs` and `rexec kill`.
+//! - [`admin`]: `rexec jobs`, `rexec kill` and `rexec bid`.
+//! - [`bill`]: what the job used and paid, per node (`rexec -v`), and the
+//!   credit notices shown once per job rather than once per rank.
 //! - [`sys`]: the one unsafe call (`TIOCGWINSZ`).
 //!
 //! # Behaviour in brief
@@ -51,6 +53,7 @@
 #![deny(missing_docs)]
 
 pub mod admin;
+pub mod bill;
 pub mod cli;
 pub mod clock;
 pub mod config;

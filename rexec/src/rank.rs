@@ -16,7 +16,9 @@
 //! writer gives it [`KILL_PATIENCE`] and then resets the connection, which
 //! the node takes as its client gone and kills the job.
 //!
-//! The reader passes output to the output thread and reports the end of the
+//! The reader passes output to the output thread (notices too, except a
+//! credit notice the user has already read from another rank, see
+//! [`crate::bill`]) and reports the end of the
 //! rank to the coordinator as a [`RankEvent`]: its `Exit`, or a failure (an
 //! `Error` from the node, the connection lost while the job ran, or silence
 //! longer than the heartbeat timeout; time spent waiting for the output
@@ -33,6 +35,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior, sleep_until};
 
+use crate::bill::CreditNotices;
 use crate::clock::{HEARTBEAT_INTERVAL, Pause};
 use crate::output::{Out, Stream};
 use crate::session::{Session, explain_frame};
@@ -109,6 +112,7 @@ pub fn spawn(
     output: mpsc::Sender<Out>,
     events: mpsc::UnboundedSender<RankEvent>,
     pause: Arc<Pause>,
+    notices: Arc<CreditNotices>,
 ) -> RankLink {
     let Session {
         framed,
@@ -151,6 +155,7 @@ pub fn spawn(
         output,
         events,
         pause,
+        notices,
         taken_tx,
         reset_rx,
     ));
@@ -301,6 +306,7 @@ async fn read_loop(
     output: mpsc::Sender<Out>,
     events: mpsc::UnboundedSender<RankEvent>,
     pause: Arc<Pause>,
+    notices: Arc<CreditNotices>,
     taken: watch::Sender<u64>,
     mut reset: oneshot::Receiver<()>,
 ) {
@@ -357,13 +363,15 @@ async fn read_loop(
                     newer
                 });
             }
+            Ok(Some(FromNode::Notice(n))) if !notices.admit(n.kind) => {}
             Ok(Some(FromNode::Notice(n))) => {
-                let _ = output
-                    .send(Out::Message(format!(
-                        "rexec: node {node} (rank {rank}): {}",
-                        n.text
-                    )))
-                    .await;
+                // A node that names itself already says where the news is from.
+                let line = if n.text.starts_with(&format!("node {node}:")) {
+                    format!("rexec: {}", n.text)
+                } else {
+                    format!("rexec: node {node} (rank {rank}): {}", n.text)
+                };
+                let _ = output.send(Out::Message(line)).await;
             }
             Ok(Some(FromNode::Exit(exit))) => break RankEvent::Exited { rank, exit },
             Ok(Some(FromNode::Error(e))) => break failed(e.message),

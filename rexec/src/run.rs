@@ -108,6 +108,7 @@ pub async fn run(args: RunArgs) -> i32 {
         output: output.sender(),
         events: ev_tx,
         pause: pause.clone(),
+        notices: Arc::new(crate::bill::CreditNotices::default()),
     };
     let launched =
         launch::launch_all(&connector, &spec, &ranks, timeout, &mut signals, spawner).await;
@@ -126,6 +127,7 @@ pub async fn run(args: RunArgs) -> i32 {
     if let Err(e) = input::start(args.stdin, links.iter().map(|l| l.stdin.clone()).collect()) {
         say(&format!("cannot read standard input: {e}"));
     }
+    let nodes = links.iter().map(|l| l.node.clone()).collect();
     let mut job = Job {
         done: vec![false; links.len()],
         links,
@@ -137,6 +139,8 @@ pub async fn run(args: RunArgs) -> i32 {
         tty: args.tty,
         kill_on_bad_exit: args.kill_on_bad_exit,
         pause,
+        exits: Vec::new(),
+        nodes,
     };
     for sig in deferred {
         job.on_signal(sig).await;
@@ -158,6 +162,12 @@ pub async fn run(args: RunArgs) -> i32 {
     } else {
         let _ = finish.await;
     }
+    if args.verbose {
+        let exits = job.exits.iter().map(|(r, e)| (job.node_of(*r), e.clone()));
+        for bill in crate::bill::per_node(exits) {
+            say(&bill.to_string());
+        }
+    }
     code
 }
 
@@ -175,6 +185,10 @@ struct Job {
     tty: bool,
     kill_on_bad_exit: bool,
     pause: Arc<Pause>,
+    /// The exits reported so far, by rank.
+    exits: Vec<(u32, proto::node::Exit)>,
+    /// Node names by rank (kept after the links are dropped).
+    nodes: Vec<String>,
 }
 
 impl Job {
@@ -202,11 +216,16 @@ impl Job {
         &self.links[rank as usize].node
     }
 
+    fn node_of(&self, rank: u32) -> &str {
+        self.nodes.get(rank as usize).map_or("?", String::as_str)
+    }
+
     fn on_rank(&mut self, ev: RankEvent) {
         match ev {
             RankEvent::Exited { rank, exit } => {
                 self.done[rank as usize] = true;
                 let status = exit.status;
+                self.exits.push((rank, exit));
                 if !status.success() {
                     self.first_bad.get_or_insert(status.shell_code());
                 }

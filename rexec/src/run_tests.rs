@@ -39,6 +39,8 @@ fn job(n: u32, kill_on_bad_exit: bool) -> (Job, Queues) {
         tty: false,
         kill_on_bad_exit,
         pause: Arc::new(Pause::new()),
+        exits: Vec::new(),
+        nodes: Vec::new(),
     };
     (job, queues)
 }

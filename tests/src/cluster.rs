@@ -155,6 +155,16 @@ impl Cluster {
 
     /// Start a cluster.
     pub fn start_with(options: ClusterOptions) -> Cluster {
+        Cluster::start_with_node_config(options, |_, _, _| None)
+    }
+
+    /// Start a cluster whose nodes read a config file: `node_config` gets the
+    /// PKI, the scratch directory and a node's name before that node starts,
+    /// and returns the file's text (or `None` for flags only).
+    pub fn start_with_node_config(
+        options: ClusterOptions,
+        mut node_config: impl FnMut(&TestPki, &std::path::Path, &str) -> Option<String>,
+    ) -> Cluster {
         assert!(
             testhost::is_root(),
             "a cluster needs root: begin the test with `if !can_run(NAME) {{ return; }}`, \
@@ -201,6 +211,11 @@ impl Cluster {
             ];
             if let Some(crl) = &tls.crl {
                 args.extend(["--crl".into(), crl.display().to_string()]);
+            }
+            if let Some(text) = node_config(&pki, dir.path(), &name) {
+                let path = dir.path().join(format!("{name}.toml"));
+                fs::write(&path, text).expect("cannot write the node config");
+                args.extend(["--config".into(), path.display().to_string()]);
             }
             let log = dir.path().join(format!("{name}.log"));
             let mut node = Node {

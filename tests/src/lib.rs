@@ -5,6 +5,8 @@
 //! Module map:
 //! - [`cluster`]: [`cluster::Cluster`], a PKI plus N daemons and a client
 //!   configuration; stops the daemons and checks cgroups on drop.
+//! - [`market`]: a real accountd, nodes configured to charge through it,
+//!   and reading balances, history, `rexec jobs` and `rexec -v` as users do.
 //! - [`node`]: one `rexecd` process: flags, log, ready file, start-up.
 //! - [`rexec`]: running the `rexec` binary and collecting what it prints.
 //! - [`procs`]: processes found by an environment mark, their states, and
@@ -28,6 +30,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cluster;
+pub mod market;
 pub mod node;
 pub mod pattern;
 pub mod procs;

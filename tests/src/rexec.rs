@@ -258,6 +258,19 @@ impl Running {
         }
     }
 
+    /// Wait until stderr contains `needle`; panics after `limit` with what arrived.
+    pub fn wait_for_stderr(&self, needle: &str, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while !self.stderr_now().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "rexec did not print {needle:?} on stderr within {limit:?}; stderr {:?}",
+                self.stderr_now()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Send `sig` to the client.
     pub fn signal(&self, sig: nix::sys::signal::Signal) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid as i32), sig);

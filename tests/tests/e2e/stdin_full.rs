@@ -52,6 +52,9 @@ fn assert_gone_within(cluster: &Cluster, except: &[u32], limit: Duration, what: 
 
 #[test]
 fn a_signal_reaches_a_job_whose_stdin_is_full() {
+    if !rexec_tests::can_run("a_signal_reaches_a_job_whose_stdin_is_full") {
+        return;
+    }
     let cluster = Cluster::start(2);
     let script = "trap 'echo int-$REXEC_RANK; exit 3' INT; echo ready-$REXEC_RANK; \
                   while :; do sleep 0.1; done";
@@ -68,6 +71,9 @@ fn a_signal_reaches_a_job_whose_stdin_is_full() {
 
 #[test]
 fn a_double_ctrl_c_leaves_nothing_of_a_job_whose_stdin_is_full() {
+    if !rexec_tests::can_run("a_double_ctrl_c_leaves_nothing_of_a_job_whose_stdin_is_full") {
+        return;
+    }
     let cluster = Cluster::start(2);
     // Both ranks ignore a first SIGINT, so only the abort can end them.
     let script = "trap '' INT; echo ready-$REXEC_RANK; exec sleep 1000";
@@ -91,6 +97,11 @@ fn a_double_ctrl_c_leaves_nothing_of_a_job_whose_stdin_is_full() {
 
 #[test]
 fn a_client_killed_by_sigkill_leaves_nothing_of_a_job_whose_stdin_is_full() {
+    if !rexec_tests::can_run(
+        "a_client_killed_by_sigkill_leaves_nothing_of_a_job_whose_stdin_is_full",
+    ) {
+        return;
+    }
     let cluster = Cluster::start(2);
     let script = "echo ready-$REXEC_RANK; exec sleep 1000";
     let mut client = spawn_flooded(&cluster, script);
@@ -107,6 +118,11 @@ fn a_client_killed_by_sigkill_leaves_nothing_of_a_job_whose_stdin_is_full() {
 
 #[test]
 fn losing_one_node_leaves_nothing_of_a_job_whose_stdin_is_full_on_the_other() {
+    if !rexec_tests::can_run(
+        "losing_one_node_leaves_nothing_of_a_job_whose_stdin_is_full_on_the_other",
+    ) {
+        return;
+    }
     let mut cluster = Cluster::start(2);
     let script = "echo ready-$REXEC_RANK; exec sleep 1000";
     let client = spawn_flooded(&cluster, script);

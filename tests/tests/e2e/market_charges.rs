@@ -1,0 +1,204 @@
+//! Who pays, and how much: two single-threaded CPU-bound jobs on a 2-CPU
+//! node do not compete, so under the `contention` policy they run free and
+//! under `paper` they pay their bids; a third job contends the node and all
+//! three pay. What each job paid (its `Exit.charged`, printed by `rexec -v`)
+//! equals its debits in the ledger, and is its bid times the time the rule
+//! applied. `rexec jobs` shows the market while they run.
+
+use std::time::Duration;
+
+use certs::Role;
+use rexec_tests::cluster::{ClusterOptions, TEST_USER};
+use rexec_tests::market::{Entry, MarketCluster, MarketOptions, NodeBill, parse_bills};
+use rexec_tests::rexec::Running;
+use rexec_tests::wait_until;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// One metering tick of the scenarios (their `meter_interval`).
+const TICK: f64 = 0.25;
+
+/// A single-threaded CPU-bound job of `secs` seconds at `rate` credits a
+/// minute on n1, printing its job id first.
+fn spin(m: &MarketCluster, rate: &str, secs: u32) -> Running {
+    let script = format!("$|=1; print \"$ENV{{REXEC_JOB}}\\n\"; $e=time+{secs}; 1 while time<$e");
+    m.rexec()
+        .args(["-v", "-r", rate, "--nodes", "n1", "perl", "-e", &script])
+        .spawn()
+}
+
+struct Done {
+    job: String,
+    bid: f64,
+    bill: NodeBill,
+}
+
+fn finish(client: Running, bid: f64) -> Done {
+    let out = client.wait(LIMIT);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let job = out.out().trim().to_string();
+    assert_eq!(job.len(), 16, "{out:?}");
+    let bills = parse_bills(&out.stderr);
+    assert_eq!(bills.len(), 1, "one -v line for n1: {out:?}");
+    assert_eq!(
+        (bills[0].node.as_str(), bills[0].ranks),
+        ("n1", 1),
+        "{out:?}"
+    );
+    let cpu: f64 = bills[0].cpu_s.parse().expect("cpu seconds");
+    assert!(cpu > 0.0, "{out:?}");
+    Done {
+        job,
+        bid,
+        bill: bills[0].clone(),
+    }
+}
+
+/// Waits until the ledger's debits of `d.job` add up to what its exit said.
+fn ledger_matches(m: &MarketCluster, d: &Done) -> Vec<Entry> {
+    let mut debits = Vec::new();
+    let matched = wait_until(LIMIT, || {
+        debits = m.debits_of(&d.job);
+        -debits.iter().map(|e| e.amount).sum::<i64>() == d.bill.charged
+    });
+    assert!(
+        matched.is_some(),
+        "ledger debits of {} {:?} do not add up to its Exit.charged {}",
+        d.job,
+        debits,
+        d.bill.charged
+    );
+    debits
+}
+
+/// Seconds of node time `d` paid for at its bid.
+fn paid_seconds(d: &Done) -> f64 {
+    d.bill.charged as f64 / 1e6 / d.bid * 60.0
+}
+
+fn market(policy: &'static str) -> MarketCluster {
+    MarketCluster::start(MarketOptions {
+        cluster: ClusterOptions {
+            nodes: 1,
+            ..ClusterOptions::default()
+        },
+        policy,
+        ..MarketOptions::default()
+    })
+}
+
+#[test]
+fn two_jobs_on_two_cpus_run_free_under_contention_and_a_third_makes_all_pay() {
+    if !rexec_tests::can_run(
+        "two_jobs_on_two_cpus_run_free_under_contention_and_a_third_makes_all_pay",
+    ) {
+        return;
+    }
+    let m = market("contention");
+    let a = spin(&m, "20", 5);
+    let b = spin(&m, "10", 5);
+    let (a, b) = (finish(a, 20.0), finish(b, 10.0));
+    for d in [&a, &b] {
+        assert_eq!(d.bill.charged, 0, "{} paid on an uncontended node", d.job);
+        assert!(m.debits_of(&d.job).is_empty(), "debits for {}", d.job);
+    }
+
+    let clients = [("30", 30.0), ("20", 20.0), ("10", 10.0)].map(|(r, bid)| (spin(&m, r, 10), bid));
+    // While all three run, `rexec jobs` shows the market: a contended node
+    // at a price of 60, and each rank's model share of the two CPUs.
+    let mut seen = None;
+    wait_until(LIMIT, || {
+        let (rows, nodes) = m.jobs();
+        let ok = rows.len() == 3 && nodes.first().is_some_and(|n| n.state == "contended");
+        if ok {
+            seen = Some((rows, nodes));
+        }
+        ok
+    });
+    let (rows, nodes) = seen.expect("the node never showed three contending jobs");
+    assert_eq!(
+        (nodes[0].cpus, nodes[0].price),
+        (2, 60_000_000),
+        "{nodes:?}"
+    );
+    for (bid, model) in [("30", 1.0), ("20", 0.667), ("10", 0.333)] {
+        let row = rows.iter().find(|r| r.bid == bid).expect("a row per bid");
+        let got: f64 = row.model_cpu.parse().expect("model share");
+        assert!(
+            (got - model).abs() < 0.01,
+            "bid {bid}: model {got}: {rows:?}"
+        );
+        let used: f64 = row.used_cpu.parse().expect("measured share");
+        assert!((0.0..=2.1).contains(&used), "{rows:?}");
+        assert_eq!(
+            (row.user.as_str(), row.program.as_str()),
+            (TEST_USER, "perl")
+        );
+    }
+
+    let done: Vec<Done> = clients.into_iter().map(|(c, bid)| finish(c, bid)).collect();
+    let secs: Vec<f64> = done.iter().map(paid_seconds).collect();
+    eprintln!("contended seconds paid for at bids 30, 20, 10: {secs:?}");
+    for (d, s) in done.iter().zip(&secs) {
+        assert!(d.bill.charged > 0, "{} paid nothing", d.job);
+        // Each paid its bid for the time all three ran: at most its life,
+        // at least its life less the others' start-up on a busy machine.
+        assert!(*s <= 10.0 + 2.0 * TICK && *s >= 5.0, "{}: {s} s", d.job);
+        ledger_matches(&m, d);
+    }
+    // All three paid for the same window, give or take a tick each.
+    let spread = secs.iter().cloned().fold(f64::MIN, f64::max)
+        - secs.iter().cloned().fold(f64::MAX, f64::min);
+    assert!(spread <= 4.0 * TICK, "paid seconds differ: {secs:?}");
+}
+
+#[test]
+fn under_the_paper_policy_two_jobs_pay_their_bids_and_history_shows_each_debit() {
+    if !rexec_tests::can_run(
+        "under_the_paper_policy_two_jobs_pay_their_bids_and_history_shows_each_debit",
+    ) {
+        return;
+    }
+    let m = market("paper");
+    let a = spin(&m, "20", 6);
+    let b = spin(&m, "10", 6);
+    let done = [finish(a, 20.0), finish(b, 10.0)];
+    let secs: Vec<f64> = done.iter().map(paid_seconds).collect();
+    eprintln!("seconds paid for at bids 20, 10: {secs:?}");
+    for (d, s) in done.iter().zip(&secs) {
+        assert!(*s <= 6.0 + 2.0 * TICK && *s >= 3.0, "{}: {s} s", d.job);
+        let debits = ledger_matches(&m, d);
+        assert!(debits.iter().all(|e| e.node == "n1" && e.rank == Some(0)));
+        let cpu_us: u64 = debits.iter().filter_map(|e| e.cpu_us).sum();
+        assert!(cpu_us > 0, "{debits:?}");
+    }
+    assert!((secs[0] - secs[1]).abs() <= 4.0 * TICK, "{secs:?}");
+
+    // The user's own history names, for each debit, its node, job, rank and CPU seconds.
+    let tls = m.pki.tls_paths(Role::User, TEST_USER);
+    let table = m.accountd.ctl(&tls, &["history"]);
+    let text = table.ok();
+    let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no {name} column: {text}"))
+    };
+    let (node, job, rank, cpu) = (col("node"), col("job"), col("rank"), col("cpu_s"));
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.contains(&done[0].job))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), m.debits_of(&done[0].job).len(), "{text}");
+    for r in rows {
+        assert_eq!(
+            (r[node], r[job], r[rank]),
+            ("n1", done[0].job.as_str(), "0"),
+            "{text}"
+        );
+        let secs: f64 = r[cpu].parse().expect("CPU seconds");
+        assert!((0.0..=10.0).contains(&secs), "{text}");
+    }
+}

@@ -1,0 +1,126 @@
+//! Running dry: when the ledger says a user's balance is gone, that user's
+//! ranks keep running at bid 0 on every node, the client says so once for
+//! the whole job, and nothing more is charged; after a grant, `rexec bid`
+//! restores the bid and the charges resume.
+
+use std::time::Duration;
+
+use rexec_tests::cluster::{ClusterOptions, TEST_USER};
+use rexec_tests::market::{JobRow, MarketCluster, MarketOptions};
+use rexec_tests::wait_until;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn rows_of(m: &MarketCluster, job: &str) -> Vec<JobRow> {
+    m.jobs().0.into_iter().filter(|r| r.job == job).collect()
+}
+
+/// Waits until two balance readings `gap` apart agree; returns the balance.
+fn settled_balance(m: &MarketCluster, gap: Duration) -> Option<i64> {
+    let mut last = m.accountd.balance(TEST_USER);
+    let mut found = None;
+    wait_until(LIMIT, || {
+        std::thread::sleep(gap);
+        let now = m.accountd.balance(TEST_USER);
+        let same = now == last;
+        last = now;
+        if same {
+            found = Some(now);
+        }
+        same
+    });
+    found
+}
+
+#[test]
+fn a_user_running_dry_drops_to_bid_zero_until_a_grant_and_a_rebid() {
+    if !rexec_tests::can_run("a_user_running_dry_drops_to_bid_zero_until_a_grant_and_a_rebid") {
+        return;
+    }
+    // Under the paper's policy every rank pays while another is present: four
+    // sleeping ranks at 60 credits a minute spend 4 credits a second.
+    let m = MarketCluster::start(MarketOptions {
+        cluster: ClusterOptions {
+            nodes: 2,
+            ..ClusterOptions::default()
+        },
+        policy: "paper",
+        initial: Some("1"),
+        ..MarketOptions::default()
+    });
+    let client = m
+        .rexec()
+        .args(["-r", "60", "--nodes", "n1,n1,n2,n2", "sleep", "1000"])
+        .spawn();
+    let mut job = String::new();
+    let dry = wait_until(LIMIT, || {
+        let rows: Vec<JobRow> = m.jobs().0;
+        if let Some(r) = rows.first() {
+            job = r.job.clone();
+        }
+        rows.len() == 4 && rows.iter().all(|r| r.bid == "60->0")
+    });
+    assert!(
+        dry.is_some(),
+        "the ranks never dropped to bid 0: {:?}\n{}",
+        m.jobs().0,
+        m.logs()
+    );
+
+    // One notice for four ranks on two nodes.
+    client.wait_for_stderr("out of credit", LIMIT);
+    std::thread::sleep(Duration::from_secs(1));
+    let notices = client.stderr_now().matches("out of credit").count();
+    assert_eq!(notices, 1, "{}", client.stderr_now());
+
+    // Charges stop: the balance, at or below zero, stays put.
+    let stopped = settled_balance(&m, Duration::from_secs(2)).expect("balance never settled");
+    assert!(stopped <= 0, "dry with a balance of {stopped}");
+    eprintln!("charges stopped at a balance of {stopped} micro-credits");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(m.accountd.balance(TEST_USER), stopped, "charged while dry");
+    let charged_dry: i64 = rows_of(&m, &job).iter().map(|r| r.charged).sum();
+
+    // Re-bidding without credit is refused by both nodes, each in one line.
+    let out = m.rexec().args(["bid", &job, "60"]).run();
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 2, "{out:?}");
+    for node in ["n1", "n2"] {
+        assert!(
+            out.stderr
+                .lines()
+                .any(|l| l.starts_with(&format!("rexec: node {node}: ")) && l.contains("balance")),
+            "{out:?}"
+        );
+    }
+
+    // A grant, then a re-bid, restore the bid on every rank.
+    m.accountd
+        .admin(&["grant", TEST_USER, "100", "--reason", "top-up"])
+        .ok();
+    let out = m.rexec().args(["bid", &job, "60"]).run();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    for node in ["n1", "n2"] {
+        let line = format!("node {node}: 2 rank(s) of job {job} now bid 60 credits per minute");
+        assert!(out.out().contains(&line), "{out:?}");
+    }
+    let rows = rows_of(&m, &job);
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert!(rows.iter().all(|r| r.bid == "60"), "{rows:?}");
+    client.wait_for_stderr("credit restored", LIMIT);
+    std::thread::sleep(Duration::from_secs(1));
+    let restored = client.stderr_now().matches("credit restored").count();
+    assert_eq!(restored, 1, "{}", client.stderr_now());
+
+    // And the charges resume.
+    let granted = stopped + 100_000_000;
+    let resumed = wait_until(LIMIT, || m.accountd.balance(TEST_USER) < granted);
+    assert!(resumed.is_some(), "nothing charged after the re-bid");
+    let charged_now: i64 = rows_of(&m, &job).iter().map(|r| r.charged).sum();
+    assert!(charged_now > charged_dry, "{charged_now} <= {charged_dry}");
+
+    let kill = m.rexec().args(["kill", &job]).run();
+    assert_eq!(kill.code, Some(0), "{kill:?}");
+    let out = client.wait(LIMIT);
+    assert_eq!(out.code, Some(137), "{out:?}");
+}
