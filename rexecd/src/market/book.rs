@@ -494,12 +494,12 @@ fn nanos(d: Duration) -> u64 {
 }
 
 /// The notice a rank gets when its owner runs dry on this node.
-pub fn dry_notice(node: &str, user: &str, balance: i64) -> Control {
+pub fn dry_notice(node: &str, user: &str, job: JobId, balance: i64) -> Control {
     Control::Notice(Notice {
         kind: NoticeKind::OutOfCredit,
         text: format!(
-            "node {node}: {user} is out of credit (balance {}); the job keeps running at bid 0 \
-             on CPU nobody else wants; after a grant, `rexec bid JOB RATE` restores the bid",
+            "node {node}: {user} is out of credit (balance {}); job {job} keeps running at bid 0 \
+             on CPU nobody else wants; after a grant, `rexec bid {job} RATE` restores the bid",
             stride::format_credits(balance)
         ),
     })

@@ -529,7 +529,7 @@ impl Market {
         let newly = self.book().run_dry(&user);
         for ((job, rank), control) in &newly {
             tracing::info!(%user, %job, rank, balance, "out of credit: the rank now bids 0");
-            let _ = control.try_send(book::dry_notice(&self.node, &user, balance));
+            let _ = control.try_send(book::dry_notice(&self.node, &user, *job, balance));
         }
         !newly.is_empty()
     }
