@@ -1,0 +1,439 @@
+//! The node table: every announcement datagram goes through
+//! [`NodeTable::ingest`], which keeps the newest announcement of each sender
+//! heard within the window (by default three of the sender's announcement
+//! periods) and drops, and counts by [`DropReason`], whatever is malformed,
+//! oversized, from a foreign cluster, stale (not newer than what is known,
+//! see [`Announcement::supersedes`]) or beyond the table's size limit. No
+//! bytes make it panic. Time is passed in; nothing here reads a clock.
+//!
+//! Nodes are kept apart from the other services (selectors, the account
+//! service), which are kept only so clients can find them.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proto::announce::{AnnounceError, Announcement, Kind, NodeStatus};
+
+use crate::profile::summary::Summary;
+
+/// Which cluster's announcements the table accepts; everything else is
+/// counted as [`DropReason::ForeignCluster`]. The announcement has no
+/// cluster field, so membership is by name suffix and by network.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterFilter {
+    /// Accept only senders whose name ends with this (e.g. `.lab.example`).
+    pub name_suffix: Option<String>,
+    /// When not empty, both the datagram's source address (when known) and
+    /// the announced address must lie in one of these networks.
+    pub networks: Vec<Network>,
+}
+
+/// An IP network: address and prefix length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Network {
+    /// Network address.
+    pub addr: IpAddr,
+    /// Prefix length in bits.
+    pub prefix: u8,
+}
+
+impl Network {
+    /// True when `ip` is in this network (never across address families).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        fn masked(a: u128, b: u128, bits: u32, prefix: u8) -> bool {
+            let p = (prefix as u32).min(bits);
+            p == 0 || (a ^ b) >> (bits - p) == 0
+        }
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(i)) => {
+                masked(u32::from(n) as u128, u32::from(i) as u128, 32, self.prefix)
+            }
+            (IpAddr::V6(n), IpAddr::V6(i)) => {
+                masked(u128::from(n), u128::from(i), 128, self.prefix)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl ClusterFilter {
+    fn admits(&self, a: &Announcement, source: Option<IpAddr>) -> bool {
+        if let Some(suffix) = &self.name_suffix
+            && !a.name.ends_with(suffix.as_str())
+        {
+            return false;
+        }
+        if self.networks.is_empty() {
+            return true;
+        }
+        let inside = |ip: IpAddr| self.networks.iter().any(|n| n.contains(ip));
+        inside(a.addr.ip()) && source.is_none_or(inside)
+    }
+}
+
+/// How the table behaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableConfig {
+    /// A sender is forgotten after this many of its periods without an
+    /// announcement.
+    pub window_periods: u32,
+    /// Longest period believed (a sender claiming more is aged as if it
+    /// announced this often), so a forged huge period cannot pin an entry.
+    pub max_period: Duration,
+    /// Most senders kept; a new sender beyond this is dropped.
+    pub max_entries: usize,
+    /// Which cluster to listen to.
+    pub cluster: ClusterFilter,
+}
+
+impl Default for TableConfig {
+    fn default() -> Self {
+        TableConfig {
+            window_periods: 3,
+            max_period: Duration::from_secs(30),
+            max_entries: 100_000,
+            cluster: ClusterFilter::default(),
+        }
+    }
+}
+
+/// Why a datagram was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DropReason {
+    /// Not a well-formed announcement (magic, version, encoding, fields).
+    Malformed,
+    /// Over the datagram size limit.
+    Oversized,
+    /// From a sender outside the configured cluster.
+    ForeignCluster,
+    /// Not newer than the announcement already held for that sender.
+    Stale,
+    /// A new sender while the table is full.
+    TableFull,
+}
+
+/// A dropped datagram: the reason, and the decoding error when there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    /// Why.
+    pub reason: DropReason,
+    /// The decoding error, for malformed and oversized datagrams.
+    pub error: Option<AnnounceError>,
+}
+
+/// What an accepted announcement did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accepted {
+    /// A sender not known (or forgotten) before.
+    New,
+    /// A newer announcement of a known sender.
+    Updated,
+}
+
+/// Counts of what the table did since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Announcements accepted.
+    pub accepted: u64,
+    /// Dropped as malformed.
+    pub malformed: u64,
+    /// Dropped as oversized.
+    pub oversized: u64,
+    /// Dropped as from a foreign cluster.
+    pub foreign_cluster: u64,
+    /// Dropped as stale.
+    pub stale: u64,
+    /// Dropped because the table was full.
+    pub table_full: u64,
+    /// Senders forgotten after their window.
+    pub forgotten: u64,
+}
+
+impl Counters {
+    /// All datagrams dropped.
+    pub fn dropped(&self) -> u64 {
+        self.malformed + self.oversized + self.foreign_cluster + self.stale + self.table_full
+    }
+
+    fn count(&mut self, r: DropReason) {
+        let c = match r {
+            DropReason::Malformed => &mut self.malformed,
+            DropReason::Oversized => &mut self.oversized,
+            DropReason::ForeignCluster => &mut self.foreign_cluster,
+            DropReason::Stale => &mut self.stale,
+            DropReason::TableFull => &mut self.table_full,
+        };
+        *c += 1;
+    }
+}
+
+/// One sender as known to the table.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Its newest announcement.
+    pub announcement: Announcement,
+    /// When that announcement arrived.
+    pub heard: Instant,
+    /// Where the datagram came from, when known.
+    pub source: Option<IpAddr>,
+    /// The node's availability summary, when one was given.
+    pub summary: Option<Arc<Summary>>,
+}
+
+impl Entry {
+    /// The node's market state (`None` for selectors and the account service).
+    pub fn status(&self) -> Option<&NodeStatus> {
+        match &self.announcement.kind {
+            Kind::Node(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Seconds since the announcement arrived.
+    pub fn age(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.heard)
+    }
+}
+
+/// Idle CPUs of a node as announced: its CPUs less the larger of its
+/// market jobs' runnable threads and its load average (rounded).
+pub fn idle_cpus(s: &NodeStatus) -> u32 {
+    let load = s.load_milli.saturating_add(500) / 1000;
+    s.cpus.saturating_sub(s.runnable.max(load))
+}
+
+/// The node table.
+#[derive(Debug, Clone)]
+pub struct NodeTable {
+    config: TableConfig,
+    nodes: HashMap<String, Entry>,
+    services: HashMap<(u8, String), Entry>,
+    counters: Counters,
+}
+
+fn service_tag(kind: &Kind) -> u8 {
+    match kind {
+        Kind::Node(_) => 0,
+        Kind::Selector => 1,
+        Kind::Account => 2,
+    }
+}
+
+impl NodeTable {
+    /// An empty table.
+    pub fn new(config: TableConfig) -> NodeTable {
+        NodeTable {
+            config,
+            nodes: HashMap::new(),
+            services: HashMap::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TableConfig {
+        &self.config
+    }
+
+    /// What was accepted and dropped so far.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// How long `entry` stays known after its last announcement.
+    pub fn window_of(&self, a: &Announcement) -> Duration {
+        Duration::from_millis(a.period_ms as u64).min(self.config.max_period)
+            * self.config.window_periods
+    }
+
+    fn live(&self, e: &Entry, now: Instant) -> bool {
+        e.age(now) <= self.window_of(&e.announcement)
+    }
+
+    /// Take one datagram received from `source` (when known) at `now`.
+    pub fn ingest(
+        &mut self,
+        datagram: &[u8],
+        source: Option<IpAddr>,
+        now: Instant,
+    ) -> Result<Accepted, Dropped> {
+        match Announcement::decode(datagram) {
+            Ok(a) => self.ingest_announcement(a, source, now),
+            Err(e) => {
+                let reason = match e {
+                    AnnounceError::Oversized { .. } => DropReason::Oversized,
+                    _ => DropReason::Malformed,
+                };
+                self.counters.count(reason);
+                Err(Dropped {
+                    reason,
+                    error: Some(e),
+                })
+            }
+        }
+    }
+
+    /// Take an announcement already decoded (and so validated).
+    pub fn ingest_announcement(
+        &mut self,
+        a: Announcement,
+        source: Option<IpAddr>,
+        now: Instant,
+    ) -> Result<Accepted, Dropped> {
+        let result = self.admit(a, source, now);
+        match &result {
+            Ok(_) => self.counters.accepted += 1,
+            Err(d) => self.counters.count(d.reason),
+        }
+        result
+    }
+
+    fn admit(
+        &mut self,
+        a: Announcement,
+        source: Option<IpAddr>,
+        now: Instant,
+    ) -> Result<Accepted, Dropped> {
+        let drop = |reason| {
+            Err(Dropped {
+                reason,
+                error: None,
+            })
+        };
+        if !self.config.cluster.admits(&a, source) {
+            return drop(DropReason::ForeignCluster);
+        }
+        let is_node = matches!(a.kind, Kind::Node(_));
+        let known = if is_node {
+            self.nodes.get(&a.name)
+        } else {
+            self.services.get(&(service_tag(&a.kind), a.name.clone()))
+        };
+        let accepted = match known {
+            Some(old) if self.live(old, now) => {
+                if !a.supersedes(&old.announcement) {
+                    return drop(DropReason::Stale);
+                }
+                Accepted::Updated
+            }
+            // Forgotten (window passed): a restart with a smaller
+            // incarnation is believed again.
+            Some(_) => Accepted::New,
+            None => {
+                if self.nodes.len() + self.services.len() >= self.config.max_entries {
+                    self.expire(now);
+                    if self.nodes.len() + self.services.len() >= self.config.max_entries {
+                        return drop(DropReason::TableFull);
+                    }
+                }
+                Accepted::New
+            }
+        };
+        if is_node {
+            match self.nodes.get_mut(&a.name) {
+                Some(e) => {
+                    // Keep the summary across updates of the same sender.
+                    e.announcement = a;
+                    e.heard = now;
+                    e.source = source;
+                }
+                None => {
+                    let e = Entry {
+                        announcement: a,
+                        heard: now,
+                        source,
+                        summary: None,
+                    };
+                    self.nodes.insert(e.announcement.name.clone(), e);
+                }
+            }
+        } else {
+            let key = (service_tag(&a.kind), a.name.clone());
+            let summary = None;
+            self.services.insert(
+                key,
+                Entry {
+                    announcement: a,
+                    heard: now,
+                    source,
+                    summary,
+                },
+            );
+        }
+        Ok(accepted)
+    }
+
+    /// Attach a node's availability summary (kept across its later
+    /// announcements). Returns false when the node is not known.
+    pub fn set_summary(&mut self, name: &str, summary: Arc<Summary>) -> bool {
+        match self.nodes.get_mut(name) {
+            Some(e) => {
+                e.summary = Some(summary);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forget every sender not heard within its window; returns how many.
+    /// Readers already ignore such senders, so calling this once a period
+    /// only bounds memory.
+    pub fn expire(&mut self, now: Instant) -> usize {
+        let before = self.nodes.len() + self.services.len();
+        let (window_periods, max_period) = (self.config.window_periods, self.config.max_period);
+        let live = |e: &Entry| {
+            e.age(now)
+                <= Duration::from_millis(e.announcement.period_ms as u64).min(max_period)
+                    * window_periods
+        };
+        self.nodes.retain(|_, e| live(e));
+        self.services.retain(|_, e| live(e));
+        let gone = before - self.nodes.len() - self.services.len();
+        self.counters.forgotten += gone as u64;
+        gone
+    }
+
+    /// Nodes heard within their window, in no particular order.
+    pub fn nodes(&self, now: Instant) -> impl Iterator<Item = &Entry> {
+        self.nodes.values().filter(move |e| self.live(e, now))
+    }
+
+    /// One node, if heard within its window.
+    pub fn node(&self, name: &str, now: Instant) -> Option<&Entry> {
+        self.nodes.get(name).filter(|e| self.live(e, now))
+    }
+
+    /// Selectors heard within their window.
+    pub fn selectors(&self, now: Instant) -> impl Iterator<Item = &Entry> {
+        self.services
+            .iter()
+            .filter(move |((t, _), e)| *t == 1 && self.live(e, now))
+            .map(|(_, e)| e)
+    }
+
+    /// Account services heard within their window.
+    pub fn account_services(&self, now: Instant) -> impl Iterator<Item = &Entry> {
+        self.services
+            .iter()
+            .filter(move |((t, _), e)| *t == 2 && self.live(e, now))
+            .map(|(_, e)| e)
+    }
+
+    /// Senders held (live or not yet expired).
+    pub fn len(&self) -> usize {
+        self.nodes.len() + self.services.len()
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The announced address of a live node.
+    pub fn addr_of(&self, name: &str, now: Instant) -> Option<SocketAddr> {
+        self.node(name, now).map(|e| e.announcement.addr)
+    }
+}
