@@ -3,7 +3,6 @@
 //! [`NodeTable::select`], which filters the live nodes and lets the policy
 //! rank them.
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -12,7 +11,7 @@ use proto::announce::NodeStatus;
 use crate::clock::Now;
 use crate::policy::{self, Candidate, Context, PolicyName};
 use crate::rng::RandomSource;
-use crate::table::{NodeTable, idle_cpus};
+use crate::table::NodeTable;
 
 /// Most nodes one request may ask for.
 pub const MAX_SELECT: usize = 4096;
@@ -135,21 +134,26 @@ impl NodeTable {
                 policy: request.policy,
             });
         }
-        let exclude: HashSet<&str> = request.exclude.iter().map(String::as_str).collect();
+        let mut excluded_at = Vec::new();
+        if !request.exclude.is_empty() {
+            excluded_at = vec![false; self.hot_len()];
+            for p in request.exclude.iter().filter_map(|n| self.position(n)) {
+                excluded_at[p] = true;
+            }
+        }
         let (mut known, mut priced_out, mut excluded) = (0, 0, 0);
-        let mut candidates = Vec::with_capacity(self.len());
-        for e in self.nodes(now.instant) {
-            let Some(status) = e.status() else { continue };
+        let mut candidates = Vec::with_capacity(self.hot_len());
+        for (position, hot) in self.hot(now.instant) {
             known += 1;
-            if request.max_price.is_some_and(|max| status.price > max) {
+            if request.max_price.is_some_and(|max| hot.price > max) {
                 priced_out += 1;
-            } else if exclude.contains(e.announcement.name.as_str()) {
+            } else if excluded_at.get(position).copied().unwrap_or(false) {
                 excluded += 1;
             } else {
                 candidates.push(Candidate {
-                    entry: e,
-                    status: *status,
-                    idle_cpus: idle_cpus(status),
+                    position,
+                    hot,
+                    key: [0; 2],
                     predicted: None,
                 });
             }
@@ -173,17 +177,18 @@ impl NodeTable {
         candidates.truncate(request.count);
         Ok(candidates
             .into_iter()
-            .map(|c| {
+            .filter_map(|c| {
                 let predicted = c.predicted.or_else(|| c.predict(week_secs, cpu_secs?));
-                Selected {
-                    name: c.entry.announcement.name.clone(),
-                    addr: c.entry.announcement.addr,
-                    status: c.status,
-                    idle_cpus: c.idle_cpus,
-                    speed: c.entry.summary.as_ref().map(|s| s.speed()),
+                let entry = self.entry(c.position);
+                Some(Selected {
+                    name: entry.announcement.name.clone(),
+                    addr: entry.announcement.addr,
+                    status: *entry.status()?,
+                    idle_cpus: c.hot.idle_cpus,
+                    speed: c.hot.summary.as_ref().map(|s| s.speed()),
                     predicted: predicted.map(Duration::from_secs_f64),
-                    age: c.entry.age(now.instant),
-                }
+                    age: entry.age(now.instant),
+                })
             })
             .collect())
     }

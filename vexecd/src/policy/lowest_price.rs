@@ -1,20 +1,17 @@
 //! `lowest-price`, the REXEC paper's policy: the cheapest nodes (lowest sum
-//! of competing bids), ties broken by more idle CPUs, then by name so the
-//! answer is the same from every selector.
+//! of competing bids), ties broken by more idle CPUs, then by a hash of the
+//! name so every selector gives the same answer.
 
-use super::{Candidate, Context, Policy, top_by};
+use super::{Candidate, Context, Policy, top_by_key};
 
 /// See the module documentation.
 pub struct LowestPrice;
 
 impl Policy for LowestPrice {
-    fn rank(&self, c: &mut Vec<Candidate<'_>>, count: usize, _: &mut Context<'_>) {
-        top_by(c, count, |a, b| {
-            a.status
-                .price
-                .cmp(&b.status.price)
-                .then(b.idle_cpus.cmp(&a.idle_cpus))
-                .then_with(|| a.name().cmp(b.name()))
-        });
+    fn rank(&self, c: &mut [Candidate<'_>], count: usize, _: &mut Context<'_>) {
+        for cand in c.iter_mut() {
+            cand.key = [cand.hot.price.max(0) as u64, cand.idle_then_name()];
+        }
+        top_by_key(c, count);
     }
 }

@@ -8,24 +8,21 @@ mod least_loaded;
 mod lowest_price;
 mod random;
 
-use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
-use proto::announce::NodeStatus;
-
 use crate::rng::RandomSource;
-use crate::table::Entry;
+use crate::table::Hot;
 
 /// A live, eligible node as a policy sees it.
 #[derive(Debug, Clone)]
 pub struct Candidate<'a> {
-    /// The table's entry.
-    pub entry: &'a Entry,
-    /// Its market state.
-    pub status: NodeStatus,
-    /// Idle CPUs derived from that state.
-    pub idle_cpus: u32,
+    /// Its position in the table.
+    pub position: usize,
+    /// What selection reads of it.
+    pub hot: &'a Hot,
+    /// Sort key a policy may fill (smaller is better; see [`top_by_key`]).
+    pub key: [u64; 2],
     /// Predicted completion in seconds, when a policy computed it.
     pub predicted: Option<f64>,
 }
@@ -34,17 +31,17 @@ impl Candidate<'_> {
     /// Predicted seconds to complete `cpu_secs` from `week_secs`, from the
     /// node's summary; `None` without a summary or when never idle.
     pub fn predict(&self, week_secs: f64, cpu_secs: f64) -> Option<f64> {
-        self.entry.summary.as_ref()?.predict(week_secs, cpu_secs)
+        self.hot.summary.as_ref()?.predict(week_secs, cpu_secs)
     }
 
-    /// The node's speed (1.0 when it gave no summary).
-    pub fn speed(&self) -> f64 {
-        self.entry.summary.as_ref().map_or(1.0, |s| s.speed())
+    /// Load per CPU as a fixed-point key (2^-32 resolution).
+    pub fn load_key(&self) -> u64 {
+        ((self.hot.load_milli as u64) << 32) / self.hot.cpus.max(1) as u64
     }
 
-    /// The node's name.
-    pub fn name(&self) -> &str {
-        &self.entry.announcement.name
+    /// More idle CPUs first, then the name hash: a secondary key.
+    pub fn idle_then_name(&self) -> u64 {
+        ((u32::MAX - self.hot.idle_cpus) as u64) << 32 | self.hot.name_hash >> 32
     }
 }
 
@@ -67,7 +64,7 @@ pub trait Policy: Sync {
 
     /// Reorder `candidates` (at least `count` of them) so the `count`
     /// picked come first, best first.
-    fn rank(&self, candidates: &mut Vec<Candidate<'_>>, count: usize, ctx: &mut Context<'_>);
+    fn rank(&self, candidates: &mut [Candidate<'_>], count: usize, ctx: &mut Context<'_>);
 }
 
 /// The policies by name.
@@ -135,20 +132,15 @@ pub fn for_name(name: PolicyName) -> &'static dyn Policy {
     }
 }
 
-/// Put the `count` smallest by `cmp` first, sorted; linear time to find
-/// them, then `count log count` to sort.
-pub fn top_by<T>(items: &mut [T], count: usize, mut cmp: impl FnMut(&T, &T) -> Ordering) {
+/// Put the `count` candidates with the smallest keys first, sorted: linear
+/// time to find them, then `count log count` to sort.
+pub fn top_by_key(items: &mut [Candidate<'_>], count: usize) {
     if count == 0 || items.is_empty() {
         return;
     }
     let count = count.min(items.len());
     if count < items.len() {
-        items.select_nth_unstable_by(count - 1, &mut cmp);
+        items.select_nth_unstable_by_key(count - 1, |c| c.key);
     }
-    items[..count].sort_unstable_by(cmp);
-}
-
-/// Load per CPU, compared exactly (`a.load / a.cpus` against `b.load / b.cpus`).
-pub fn by_load_per_cpu(a: &NodeStatus, b: &NodeStatus) -> Ordering {
-    (a.load_milli as u64 * b.cpus as u64).cmp(&(b.load_milli as u64 * a.cpus as u64))
+    items[..count].sort_unstable_by_key(|c| c.key);
 }

@@ -7,7 +7,7 @@ use super::{Candidate, Context, Policy};
 pub struct Random;
 
 impl Policy for Random {
-    fn rank(&self, c: &mut Vec<Candidate<'_>>, count: usize, ctx: &mut Context<'_>) {
+    fn rank(&self, c: &mut [Candidate<'_>], count: usize, ctx: &mut Context<'_>) {
         let n = c.len();
         for i in 0..count.min(n) {
             let j = i + ctx.rng.below(n - i);

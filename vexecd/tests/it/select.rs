@@ -221,3 +221,49 @@ fn bad_requests_are_clear_errors() {
         .unwrap_err();
     assert!(matches!(e, SelectError::NotEnoughNodes { known: 0, .. }));
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+    /// `history` passes over nodes by a bound; its picks must still be the
+    /// nodes with the earliest predictions (compared by predicted times, as
+    /// equal predictions may be ordered either way).
+    #[test]
+    fn history_picks_the_earliest_predictions_despite_pruning(
+        seed in 0u64..1000,
+        nodes in 20usize..300,
+        count in 1usize..12,
+        hours in 1u64..48,
+    ) {
+        use vexecd::rng::RandomSource;
+        let t0 = Instant::now();
+        let mut rng = SplitMix64::new(seed);
+        let mut table = NodeTable::new(TableConfig::default());
+        let mut summaries = Vec::new();
+        for i in 0..nodes {
+            let name = format!("n{i}");
+            table.ingest(&datagram(&node(&name, 0, status(1, 0, 0))), None, t0).unwrap();
+            if rng.below(10) == 0 {
+                continue; // no summary
+            }
+            let base = rng.unit();
+            let busy: Vec<f64> = (0..SLOTS).map(|_| (base + 0.3 * rng.unit()).min(1.0)).collect();
+            let s = Arc::new(Summary::from_busy(&busy, 0.5 + rng.unit()));
+            table.set_summary(&name, s.clone());
+            summaries.push(s);
+        }
+        let mut req = SelectRequest::new(count, PolicyName::History);
+        let cpu = hours as f64 * 3600.0;
+        req.expected_cpu = Some(Duration::from_secs_f64(cpu));
+        let at = now(t0);
+        let picked = table.select(&req, at, &mut SplitMix64::new(1)).unwrap();
+        let mut brute: Vec<f64> =
+            summaries.iter().filter_map(|s| s.predict(at.week_secs() as f64, cpu)).collect();
+        brute.sort_by(f64::total_cmp);
+        let got: Vec<f64> = picked.iter().filter_map(|p| p.predicted.map(|d| d.as_secs_f64())).collect();
+        for (g, b) in got.iter().zip(&brute) {
+            proptest::prop_assert!((g - b).abs() <= 1e-6 * b.max(1.0), "picked {got:?}, best {brute:?}");
+        }
+        proptest::prop_assert_eq!(got.len(), count.min(brute.len()));
+    }
+}

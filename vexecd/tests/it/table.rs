@@ -226,3 +226,47 @@ proptest! {
         prop_assert_eq!(table.counters().accepted + table.counters().dropped(), 1);
     }
 }
+
+#[test]
+fn expiring_some_nodes_keeps_the_others_findable_and_updatable() {
+    let t0 = Instant::now();
+    let mut table = NodeTable::new(TableConfig::default());
+    for i in 0..50u32 {
+        table
+            .ingest(
+                &datagram(&node(&format!("n{i}"), 0, status(1, i as i64, 0))),
+                None,
+                t0,
+            )
+            .unwrap();
+    }
+    // Odd nodes announce again later; even ones fall silent.
+    let t1 = t0 + Duration::from_secs(5);
+    for i in (1..50u32).step_by(2) {
+        table
+            .ingest(
+                &datagram(&node(&format!("n{i}"), 1, status(1, i as i64, 0))),
+                None,
+                t1,
+            )
+            .unwrap();
+    }
+    assert_eq!(table.expire(t0 + Duration::from_secs(8)), 25);
+    for i in 0..50u32 {
+        let e = table.node(&format!("n{i}"), t1);
+        assert_eq!(e.is_some(), i % 2 == 1, "n{i}");
+        if let Some(e) = e {
+            assert_eq!(
+                e.status().unwrap().price,
+                i as i64,
+                "n{i} kept its own record"
+            );
+        }
+    }
+    // An update after the shuffle lands on the right record.
+    table
+        .ingest(&datagram(&node("n7", 2, status(1, 700, 0))), None, t1)
+        .unwrap();
+    assert_eq!(table.node("n7", t1).unwrap().status().unwrap().price, 700);
+    assert_eq!(table.node("n9", t1).unwrap().status().unwrap().price, 9);
+}
