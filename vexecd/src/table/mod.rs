@@ -21,60 +21,11 @@ use proto::announce::{AnnounceError, Announcement, Kind, NodeStatus};
 
 use crate::profile::summary::Summary;
 
-/// Which cluster's announcements the table accepts; everything else is
-/// counted as [`DropReason::ForeignCluster`]. The announcement has no
-/// cluster field, so membership is by name suffix and by network.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClusterFilter {
-    /// Accept only senders whose name ends with this (e.g. `.lab.example`).
-    pub name_suffix: Option<String>,
-    /// When not empty, both the datagram's source address (when known) and
-    /// the announced address must lie in one of these networks.
-    pub networks: Vec<Network>,
-}
+mod cluster;
+mod counters;
 
-/// An IP network: address and prefix length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Network {
-    /// Network address.
-    pub addr: IpAddr,
-    /// Prefix length in bits.
-    pub prefix: u8,
-}
-
-impl Network {
-    /// True when `ip` is in this network (never across address families).
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        fn masked(a: u128, b: u128, bits: u32, prefix: u8) -> bool {
-            let p = (prefix as u32).min(bits);
-            p == 0 || (a ^ b) >> (bits - p) == 0
-        }
-        match (self.addr, ip) {
-            (IpAddr::V4(n), IpAddr::V4(i)) => {
-                masked(u32::from(n) as u128, u32::from(i) as u128, 32, self.prefix)
-            }
-            (IpAddr::V6(n), IpAddr::V6(i)) => {
-                masked(u128::from(n), u128::from(i), 128, self.prefix)
-            }
-            _ => false,
-        }
-    }
-}
-
-impl ClusterFilter {
-    fn admits(&self, a: &Announcement, source: Option<IpAddr>) -> bool {
-        if let Some(suffix) = &self.name_suffix
-            && !a.name.ends_with(suffix.as_str())
-        {
-            return false;
-        }
-        if self.networks.is_empty() {
-            return true;
-        }
-        let inside = |ip: IpAddr| self.networks.iter().any(|n| n.contains(ip));
-        inside(a.addr.ip()) && source.is_none_or(inside)
-    }
-}
+pub use cluster::{ClusterFilter, Network};
+pub use counters::{Accepted, Counters, DropReason, Dropped};
 
 /// How the table behaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,77 +50,6 @@ impl Default for TableConfig {
             max_entries: 100_000,
             cluster: ClusterFilter::default(),
         }
-    }
-}
-
-/// Why a datagram was dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum DropReason {
-    /// Not a well-formed announcement (magic, version, encoding, fields).
-    Malformed,
-    /// Over the datagram size limit.
-    Oversized,
-    /// From a sender outside the configured cluster.
-    ForeignCluster,
-    /// Not newer than the announcement already held for that sender.
-    Stale,
-    /// A new sender while the table is full.
-    TableFull,
-}
-
-/// A dropped datagram: the reason, and the decoding error when there is one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dropped {
-    /// Why.
-    pub reason: DropReason,
-    /// The decoding error, for malformed and oversized datagrams.
-    pub error: Option<AnnounceError>,
-}
-
-/// What an accepted announcement did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Accepted {
-    /// A sender not known (or forgotten) before.
-    New,
-    /// A newer announcement of a known sender.
-    Updated,
-}
-
-/// Counts of what the table did since it started.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counters {
-    /// Announcements accepted.
-    pub accepted: u64,
-    /// Dropped as malformed.
-    pub malformed: u64,
-    /// Dropped as oversized.
-    pub oversized: u64,
-    /// Dropped as from a foreign cluster.
-    pub foreign_cluster: u64,
-    /// Dropped as stale.
-    pub stale: u64,
-    /// Dropped because the table was full.
-    pub table_full: u64,
-    /// Senders forgotten after their window.
-    pub forgotten: u64,
-}
-
-impl Counters {
-    /// All datagrams dropped.
-    pub fn dropped(&self) -> u64 {
-        self.malformed + self.oversized + self.foreign_cluster + self.stale + self.table_full
-    }
-
-    fn count(&mut self, r: DropReason) {
-        let c = match r {
-            DropReason::Malformed => &mut self.malformed,
-            DropReason::Oversized => &mut self.oversized,
-            DropReason::ForeignCluster => &mut self.foreign_cluster,
-            DropReason::Stale => &mut self.stale,
-            DropReason::TableFull => &mut self.table_full,
-        };
-        *c += 1;
     }
 }
 
