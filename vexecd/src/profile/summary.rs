@@ -143,11 +143,37 @@ impl Summary {
     }
 
     /// Seconds into the week at which `y` idle units (0 < y <= week total)
-    /// have accumulated since the week's start.
-    fn time_of(&self, y: f64) -> f64 {
-        let h = self.cum[1..]
-            .partition_point(|&c| (c as f64) < y)
-            .min(HOURS - 1);
+    /// have accumulated since the week's start, searching from hour `from`
+    /// (where fewer than `y` have accumulated) by galloping, so a job ending
+    /// soon reads only the sums near now.
+    fn time_of(&self, y: f64, from: usize) -> f64 {
+        let done_by = |h: usize| self.cum[h + 1] as f64 >= y;
+        let mut lo = from.min(HOURS - 1);
+        let h = if done_by(lo) {
+            lo
+        } else {
+            let mut step = 1;
+            let mut hi = loop {
+                let probe = lo + step;
+                if probe >= HOURS - 1 {
+                    break HOURS - 1;
+                }
+                if done_by(probe) {
+                    break probe;
+                }
+                lo = probe;
+                step *= 2;
+            };
+            while hi - lo > 1 {
+                let mid = (lo + hi) / 2;
+                if done_by(mid) {
+                    hi = mid;
+                } else {
+                    lo = mid;
+                }
+            }
+            hi
+        };
         let mut acc = self.cum[h] as f64;
         for s in 6 * h..6 * h + 6 {
             let q = self.level(s) as f64;
@@ -184,12 +210,12 @@ impl Summary {
         }
         let target = self.units_before(s0 + 1) as f64 + (units - c0);
         if target <= total {
-            return Some(self.time_of(target) - t);
+            return Some(self.time_of(target, (s0 + 1) / 6) - t);
         }
         let beyond = target - total;
         let extra = ((beyond / total).ceil() - 1.0).max(0.0);
         let rem = (beyond - extra * total).clamp(f64::MIN_POSITIVE, total);
-        Some(week - t + extra * week + self.time_of(rem))
+        Some(week - t + extra * week + self.time_of(rem, 0))
     }
 }
 
@@ -233,6 +259,22 @@ mod tests {
         #[test]
         fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
             let _ = Summary::decode(&bytes);
+        }
+
+        #[test]
+        fn fast_prediction_matches_the_walk_for_short_jobs(
+            levels in proptest::collection::vec(0u8..=15, SLOTS),
+            start in 0.0..(WEEK_SECS as f64),
+            cpu in 1.0..30_000.0f64,
+        ) {
+            let busy: Vec<f64> = levels.iter().map(|&l| 1.0 - l as f64 / 15.0).collect();
+            let s = Summary::from_busy(&busy, 1.0);
+            let fast = s.predict(start, cpu);
+            let slow = walk(&s.busy_fractions(), SLOT_SECS as f64, start, cpu, 1.0);
+            match (fast, slow) {
+                (Some(f), Some(w)) => prop_assert!((f - w).abs() <= 1e-6 * w.max(1.0), "fast {f} walk {w}"),
+                (f, w) => prop_assert_eq!(f.is_some(), w.is_some()),
+            }
         }
 
         #[test]
