@@ -1,0 +1,53 @@
+//! vexecd, the selector: it listens to the announcements of nodes, keeps the
+//! ones heard recently, and answers "select N nodes by POLICY". This crate is
+//! the library a daemon wraps: nothing here touches a socket or reads a clock
+//! by itself; the caller feeds it datagrams and passes the time in.
+//!
+//! Module map:
+//! - [`clock`]: the time a caller passes in (monotonic instant and wall
+//!   position in the week).
+//! - [`table`]: the node table: ingests datagrams, drops and counts bad,
+//!   foreign and stale ones, forgets nodes not heard within the window.
+//! - [`select`]: the select request, its typed errors, and the ranking
+//!   entry point over the table.
+//! - [`policy`]: one trait, one small module per selection policy.
+//! - [`rng`]: the injectable, seedable random source of the `random` policy.
+//! - [`profile`]: the availability history after HP's Ring Leader: the weekly
+//!   profile of 1008 ten-minute slots, its file, its compact summary, and
+//!   the completion-time prediction.
+//! - [`sim`]: a synthetic week of desktop availability and the placement
+//!   simulation comparing policies by completion ratio.
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use proto::announce::{Announcement, Kind, NodeStatus};
+//! use vexecd::{clock::Now, select::SelectRequest, table::{NodeTable, TableConfig}, rng::SplitMix64};
+//!
+//! let mut table = NodeTable::new(TableConfig::default());
+//! let now = Now { instant: Instant::now(), unix_secs: 1_700_000_000 };
+//! for (i, price) in [(1, 5_000_000), (2, 1_000_000), (3, 3_000_000)] {
+//!     let a = Announcement {
+//!         name: format!("node{i}"),
+//!         addr: format!("10.0.0.{i}:7400").parse().unwrap(),
+//!         incarnation: 1, seq: 0, period_ms: 2000,
+//!         kind: Kind::Node(NodeStatus { cpus: 4, price, running_jobs: 1, runnable: 1, load_milli: 1000 }),
+//!     };
+//!     table.ingest(&a.encode().unwrap(), None, now.instant);
+//! }
+//! let picked = table
+//!     .select(&SelectRequest::new(2, "lowest-price".parse().unwrap()), now, &mut SplitMix64::new(7))
+//!     .unwrap();
+//! let names: Vec<_> = picked.iter().map(|n| n.name.as_str()).collect();
+//! assert_eq!(names, ["node2", "node3"]);
+//! ```
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod clock;
+pub mod policy;
+pub mod profile;
+pub mod rng;
+pub mod select;
+pub mod sim;
+pub mod table;

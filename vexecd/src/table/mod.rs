@@ -1,0 +1,411 @@
+//! The node table: every announcement datagram goes through
+//! [`NodeTable::ingest`], which keeps the newest announcement of each sender
+//! heard within the window (by default three of the sender's announcement
+//! periods) and drops, and counts by [`DropReason`], whatever is malformed,
+//! oversized, from a foreign cluster, stale (not newer than what is known,
+//! see [`Announcement::supersedes`]) or beyond the table's size limit. No
+//! bytes make it panic. Time is passed in; nothing here reads a clock.
+//!
+//! Nodes are kept apart from the other services (selectors, the account
+//! service), which are kept only so clients can find them. Nodes live in a
+//! dense array with a name index, and what selection reads of each (its
+//! [`Hot`] record) sits in a parallel array of small records, so a select
+//! over 10,000 nodes scans half a megabyte rather than chasing pointers.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proto::announce::{AnnounceError, Announcement, Kind, NodeStatus};
+
+use crate::profile::summary::Summary;
+
+mod cluster;
+mod counters;
+
+pub use cluster::{ClusterFilter, Network};
+pub use counters::{Accepted, Counters, DropReason, Dropped};
+
+/// How the table behaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableConfig {
+    /// A sender is forgotten after this many of its periods without an
+    /// announcement.
+    pub window_periods: u32,
+    /// Longest period believed (a sender claiming more is aged as if it
+    /// announced this often), so a forged huge period cannot pin an entry.
+    pub max_period: Duration,
+    /// Most senders kept; a new sender beyond this is dropped.
+    pub max_entries: usize,
+    /// Which cluster to listen to.
+    pub cluster: ClusterFilter,
+}
+
+impl Default for TableConfig {
+    fn default() -> Self {
+        TableConfig {
+            window_periods: 3,
+            max_period: Duration::from_secs(30),
+            max_entries: 100_000,
+            cluster: ClusterFilter::default(),
+        }
+    }
+}
+
+/// One sender as known to the table.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Its newest announcement.
+    pub announcement: Announcement,
+    /// When that announcement arrived.
+    pub heard: Instant,
+    /// Where the datagram came from, when known.
+    pub source: Option<IpAddr>,
+    /// The node's availability summary, when one was given.
+    pub summary: Option<Arc<Summary>>,
+}
+
+impl Entry {
+    /// The node's market state (`None` for selectors and the account service).
+    pub fn status(&self) -> Option<&NodeStatus> {
+        match &self.announcement.kind {
+            Kind::Node(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Seconds since the announcement arrived.
+    pub fn age(&self, now: Instant) -> Duration {
+        now.saturating_duration_since(self.heard)
+    }
+}
+
+/// Idle CPUs of a node as announced: its CPUs less the larger of its
+/// market jobs' runnable threads and its load average (rounded).
+pub fn idle_cpus(s: &NodeStatus) -> u32 {
+    let load = s.load_milli.saturating_add(500) / 1000;
+    s.cpus.saturating_sub(s.runnable.max(load))
+}
+
+/// What selection reads of a node, packed together.
+#[derive(Debug, Clone)]
+pub struct Hot {
+    /// Forgotten after this instant (last heard plus the window).
+    pub deadline: Instant,
+    /// Announced price.
+    pub price: i64,
+    /// Announced CPUs.
+    pub cpus: u32,
+    /// Announced load average times 1000.
+    pub load_milli: u32,
+    /// Idle CPUs derived from the announcement (see [`idle_cpus`]).
+    pub idle_cpus: u32,
+    /// Speed in thousandths (1000 without a summary).
+    pub speed_milli: u32,
+    /// A hash of the name: the last tie-break, the same on every selector.
+    pub name_hash: u64,
+    /// The availability summary, when given.
+    pub summary: Option<Arc<Summary>>,
+}
+
+fn name_hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The node table.
+#[derive(Debug, Clone)]
+pub struct NodeTable {
+    config: TableConfig,
+    index: HashMap<String, usize>,
+    entries: Vec<Entry>,
+    hot: Vec<Hot>,
+    services: HashMap<(u8, String), Entry>,
+    counters: Counters,
+}
+
+fn service_tag(kind: &Kind) -> u8 {
+    match kind {
+        Kind::Node(_) => 0,
+        Kind::Selector => 1,
+        Kind::Account => 2,
+    }
+}
+
+impl NodeTable {
+    /// An empty table.
+    pub fn new(config: TableConfig) -> NodeTable {
+        NodeTable {
+            config,
+            index: HashMap::new(),
+            entries: Vec::new(),
+            hot: Vec::new(),
+            services: HashMap::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TableConfig {
+        &self.config
+    }
+
+    /// What was accepted and dropped so far.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// How long a sender stays known after its announcement `a`.
+    pub fn window_of(&self, a: &Announcement) -> Duration {
+        Duration::from_millis(a.period_ms as u64).min(self.config.max_period)
+            * self.config.window_periods
+    }
+
+    fn live(&self, e: &Entry, now: Instant) -> bool {
+        e.age(now) <= self.window_of(&e.announcement)
+    }
+
+    /// Take one datagram received from `source` (when known) at `now`.
+    pub fn ingest(
+        &mut self,
+        datagram: &[u8],
+        source: Option<IpAddr>,
+        now: Instant,
+    ) -> Result<Accepted, Dropped> {
+        match Announcement::decode(datagram) {
+            Ok(a) => self.ingest_announcement(a, source, now),
+            Err(e) => {
+                let reason = match e {
+                    AnnounceError::Oversized { .. } => DropReason::Oversized,
+                    _ => DropReason::Malformed,
+                };
+                self.counters.count(reason);
+                Err(Dropped {
+                    reason,
+                    error: Some(e),
+                })
+            }
+        }
+    }
+
+    /// Take an announcement already decoded (and so validated).
+    pub fn ingest_announcement(
+        &mut self,
+        a: Announcement,
+        source: Option<IpAddr>,
+        now: Instant,
+    ) -> Result<Accepted, Dropped> {
+        let result = self.admit(a, source, now);
+        match &result {
+            Ok(_) => self.counters.accepted += 1,
+            Err(d) => self.counters.count(d.reason),
+        }
+        result
+    }
+
+    fn admit(
+        &mut self,
+        a: Announcement,
+        source: Option<IpAddr>,
+        now: Instant,
+    ) -> Result<Accepted, Dropped> {
+        let drop = |reason| {
+            Err(Dropped {
+                reason,
+                error: None,
+            })
+        };
+        if !self.config.cluster.admits(&a, source) {
+            return drop(DropReason::ForeignCluster);
+        }
+        let is_node = matches!(a.kind, Kind::Node(_));
+        let known = if is_node {
+            self.index.get(&a.name).map(|&i| &self.entries[i])
+        } else {
+            self.services.get(&(service_tag(&a.kind), a.name.clone()))
+        };
+        let accepted = match known {
+            Some(old) if self.live(old, now) => {
+                if !a.supersedes(&old.announcement) {
+                    return drop(DropReason::Stale);
+                }
+                Accepted::Updated
+            }
+            // Forgotten (window passed): a restart with a smaller
+            // incarnation is believed again.
+            Some(_) => Accepted::New,
+            None => {
+                if self.len() >= self.config.max_entries {
+                    self.expire(now);
+                    if self.len() >= self.config.max_entries {
+                        return drop(DropReason::TableFull);
+                    }
+                }
+                Accepted::New
+            }
+        };
+        let deadline = now + self.window_of(&a);
+        if let Kind::Node(status) = a.kind {
+            match self.index.get(&a.name) {
+                Some(&i) => {
+                    // The summary stays across updates of the same sender.
+                    let h = &mut self.hot[i];
+                    h.deadline = deadline;
+                    h.price = status.price;
+                    h.cpus = status.cpus;
+                    h.load_milli = status.load_milli;
+                    h.idle_cpus = idle_cpus(&status);
+                    let e = &mut self.entries[i];
+                    e.announcement = a;
+                    e.heard = now;
+                    e.source = source;
+                }
+                None => {
+                    self.index.insert(a.name.clone(), self.entries.len());
+                    self.hot.push(Hot {
+                        deadline,
+                        price: status.price,
+                        cpus: status.cpus,
+                        load_milli: status.load_milli,
+                        idle_cpus: idle_cpus(&status),
+                        speed_milli: 1000,
+                        name_hash: name_hash(&a.name),
+                        summary: None,
+                    });
+                    self.entries.push(Entry {
+                        announcement: a,
+                        heard: now,
+                        source,
+                        summary: None,
+                    });
+                }
+            }
+        } else {
+            let key = (service_tag(&a.kind), a.name.clone());
+            self.services.insert(
+                key,
+                Entry {
+                    announcement: a,
+                    heard: now,
+                    source,
+                    summary: None,
+                },
+            );
+        }
+        Ok(accepted)
+    }
+
+    /// Attach a node's availability summary (kept across its later
+    /// announcements). Returns false when the node is not known.
+    pub fn set_summary(&mut self, name: &str, summary: Arc<Summary>) -> bool {
+        match self.index.get(name) {
+            Some(&i) => {
+                self.hot[i].speed_milli = (summary.speed() * 1000.0).round() as u32;
+                self.hot[i].summary = Some(summary.clone());
+                self.entries[i].summary = Some(summary);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forget every sender not heard within its window; returns how many.
+    /// Readers already ignore such senders, so calling this once a period
+    /// only bounds memory.
+    pub fn expire(&mut self, now: Instant) -> usize {
+        let before = self.len();
+        let mut i = 0;
+        while i < self.hot.len() {
+            if self.hot[i].deadline >= now {
+                i += 1;
+                continue;
+            }
+            let gone = self.entries.swap_remove(i);
+            self.hot.swap_remove(i);
+            self.index.remove(&gone.announcement.name);
+            if let Some(moved) = self.entries.get(i) {
+                self.index.insert(moved.announcement.name.clone(), i);
+            }
+        }
+        let (window_periods, max_period) = (self.config.window_periods, self.config.max_period);
+        self.services.retain(|_, e| {
+            e.age(now)
+                <= Duration::from_millis(e.announcement.period_ms as u64).min(max_period)
+                    * window_periods
+        });
+        let gone = before - self.len();
+        self.counters.forgotten += gone as u64;
+        gone
+    }
+
+    /// Nodes heard within their window, in no particular order.
+    pub fn nodes(&self, now: Instant) -> impl Iterator<Item = &Entry> {
+        self.entries
+            .iter()
+            .zip(&self.hot)
+            .filter(move |(_, h)| h.deadline >= now)
+            .map(|(e, _)| e)
+    }
+
+    /// The selection records of live nodes, with their positions (for [`NodeTable::entry`]).
+    pub fn hot(&self, now: Instant) -> impl Iterator<Item = (usize, &Hot)> {
+        self.hot
+            .iter()
+            .enumerate()
+            .filter(move |(_, h)| h.deadline >= now)
+    }
+
+    /// Length of the node array (live or not yet expired).
+    pub(crate) fn hot_len(&self) -> usize {
+        self.hot.len()
+    }
+
+    /// The entry at a position given by [`NodeTable::hot`].
+    pub fn entry(&self, position: usize) -> &Entry {
+        &self.entries[position]
+    }
+
+    /// Position of a node, live or not.
+    pub(crate) fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
+    /// One node, if heard within its window.
+    pub fn node(&self, name: &str, now: Instant) -> Option<&Entry> {
+        let &i = self.index.get(name)?;
+        (self.hot[i].deadline >= now).then(|| &self.entries[i])
+    }
+
+    /// Selectors heard within their window.
+    pub fn selectors(&self, now: Instant) -> impl Iterator<Item = &Entry> {
+        self.services
+            .iter()
+            .filter(move |((t, _), e)| *t == 1 && self.live(e, now))
+            .map(|(_, e)| e)
+    }
+
+    /// Account services heard within their window.
+    pub fn account_services(&self, now: Instant) -> impl Iterator<Item = &Entry> {
+        self.services
+            .iter()
+            .filter(move |((t, _), e)| *t == 2 && self.live(e, now))
+            .map(|(_, e)| e)
+    }
+
+    /// Senders held (live or not yet expired).
+    pub fn len(&self) -> usize {
+        self.entries.len() + self.services.len()
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The announced address of a live node.
+    pub fn addr_of(&self, name: &str, now: Instant) -> Option<SocketAddr> {
+        self.node(name, now).map(|e| e.announcement.addr)
+    }
+}
