@@ -96,6 +96,13 @@ async fn a_client_within_the_window_is_heard_behind_stdin_the_job_does_not_read(
         d.log()
     );
     assert!(stdout.contains("got-int"), "{stdout:?}");
-    assert!(taken >= 3 << 20, "only {taken} bytes counted back");
+    // The job took 3 MiB (and the pipe holds a little more); rexecd reports its count
+    // each time it has grown by half a window, so the last half window it took may go
+    // unreported once the job stops reading.
+    let reported_at_least = (3u64 << 20) - (STDIN_WINDOW as u64 / 2);
+    assert!(
+        taken >= reported_at_least,
+        "only {taken} bytes counted back"
+    );
     reader.abort();
 }
