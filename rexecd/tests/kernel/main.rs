@@ -3,6 +3,9 @@
 //! controller; otherwise each test prints why it skips and passes.
 
 mod cgroup_real;
+mod initramfs;
 mod spawn_real;
 mod util;
 mod v2_core;
+mod v2_vm;
+mod vm;

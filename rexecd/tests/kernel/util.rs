@@ -28,7 +28,7 @@ pub fn can_run(test: &str) -> bool {
 /// What to do when a test cannot run here: fail, unless `REXEC_TESTS_ALLOW_SKIP=1`
 /// says a skip is wanted (a developer without root). A silent skip in CI would
 /// pass without testing anything.
-fn cannot_run(test: &str, why: &str) -> bool {
+pub fn cannot_run(test: &str, why: &str) -> bool {
     if std::env::var_os("REXEC_TESTS_ALLOW_SKIP").is_some_and(|v| v == "1") {
         eprintln!("skipping {test}: {why}");
         return false;
