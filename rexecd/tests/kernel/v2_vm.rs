@@ -5,6 +5,7 @@
 //! cleanup. Each test is `#[ignore]`d on the host and refuses to run outside the VM;
 //! `vm::v2_suite_passes_inside_a_real_cgroup2_kernel` runs them with `--include-ignored`.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -157,8 +158,7 @@ fn guest_cpu_weight_follows_bids_and_the_kernel_splits_by_it() {
         jobs.create_job(id).unwrap();
         jobs.set_weight(id, w).unwrap();
     }
-    let _low = start_in(jobs, 11, BURN);
-    let _high = start_in(jobs, 12, BURN);
+    let burners = [start_in(jobs, 11, BURN), start_in(jobs, 12, BURN)];
     // Let both start, then measure a window.
     std::thread::sleep(Duration::from_millis(500));
     let (l0, h0) = (jobs.usage(11).unwrap(), jobs.usage(12).unwrap());
@@ -169,6 +169,12 @@ fn guest_cpu_weight_follows_bids_and_the_kernel_splits_by_it() {
     eprintln!("bids 1:3 on one CPU: used {low:.3} s and {high:.3} s, ratio {ratio:.2}");
     assert!(low > 0.05, "the low bidder still runs: {low}");
     assert!((2.2..=4.0).contains(&ratio), "asked 3, got {ratio:.2}");
+    for id in [11, 12] {
+        jobs.destroy(id).unwrap();
+    }
+    for mut b in burners {
+        assert_eq!(b.wait().unwrap().signal(), Some(9));
+    }
 }
 
 #[test]
@@ -179,8 +185,7 @@ fn guest_usage_rises_for_a_busy_job_and_not_for_an_idle_one() {
     let jobs = &t.jobs;
     jobs.create_job(1).unwrap();
     jobs.create_job(2).unwrap();
-    let _busy = start_in(jobs, 1, BURN);
-    let _idle = start_in(jobs, 2, "exec sleep 600");
+    let children = [start_in(jobs, 1, BURN), start_in(jobs, 2, "exec sleep 600")];
     assert!(
         eventually(Duration::from_secs(10), || (jobs.procs(2).unwrap().len()
             == 1
@@ -213,6 +218,12 @@ fn guest_usage_rises_for_a_busy_job_and_not_for_an_idle_one() {
     assert_eq!((sample.runnable, sample.threads), (1, 1));
     assert!(sample.usage >= ours);
     assert_eq!(jobs.runnable(2).unwrap(), 0);
+    for id in [1, 2] {
+        jobs.destroy(id).unwrap();
+    }
+    for mut c in children {
+        assert_eq!(c.wait().unwrap().signal(), Some(9));
+    }
 }
 
 #[test]
@@ -250,7 +261,6 @@ fn guest_cgroup_kill_reaches_a_double_forked_daemon() {
 
     // The backend's kill alone (one write to cgroup.kill) takes the whole job.
     jobs.backend().kill_all(7).unwrap();
-    use std::os::unix::process::ExitStatusExt;
     assert_eq!(burner.wait().unwrap().signal(), Some(9));
     assert!(
         eventually(Duration::from_secs(10), || jobs

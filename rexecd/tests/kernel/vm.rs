@@ -62,7 +62,11 @@ impl Host {
 /// `REXEC_VM_KERNEL`, or the newest `/boot/vmlinuz-*` (Debian's linux-image-amd64).
 fn kernel() -> Result<PathBuf, String> {
     if let Some(k) = std::env::var_os("REXEC_VM_KERNEL") {
-        return Ok(PathBuf::from(k));
+        let k = PathBuf::from(k);
+        return match k.is_file() {
+            true => Ok(k),
+            false => Err(format!("REXEC_VM_KERNEL={} is not a file", k.display())),
+        };
     }
     let mut found: Vec<(Vec<u64>, PathBuf)> = std::fs::read_dir("/boot")
         .map_err(|e| format!("/boot: {e}"))?
