@@ -21,9 +21,11 @@ pub const IN_VM: &str = "REXEC_IN_VM";
 /// Where the VM's `/init` mounts cgroup2.
 const ROOT: &str = "/sys/fs/cgroup";
 
-/// Every test the VM runs, by its full libtest name: these v2-only tests and the
-/// generic real-cgroup tests, which on the VM meet v2 instead of this host's v1.
-pub const GUEST_TESTS: [&str; 11] = [
+/// Every test the VM runs, by its full libtest name: the real rexecd on v2, these
+/// v2-only tests, and the generic real-cgroup tests, which on the VM meet v2 instead
+/// of this host's v1.
+pub const GUEST_TESTS: [&str; 12] = [
+    "rexecd_vm::guest_rexecd_weights_bids_and_kills_an_escaped_grandchild_on_v2",
     "v2_vm::guest_detects_the_unified_layout_and_enables_cpu_for_jobs",
     "v2_vm::guest_cpu_weight_follows_bids_and_the_kernel_splits_by_it",
     "v2_vm::guest_usage_rises_for_a_busy_job_and_not_for_an_idle_one",
@@ -40,7 +42,7 @@ pub const GUEST_TESTS: [&str; 11] = [
 const BURN: &str = "while :; do :; done";
 
 /// Panics unless this process runs in the VM: these tests assume a v2-only kernel.
-fn in_vm() {
+pub fn in_vm() {
     assert!(
         std::env::var_os(IN_VM).is_some_and(|v| v == "1"),
         "this test runs only inside the VM (vm::v2_suite_passes_inside_a_real_cgroup2_kernel \

@@ -2,20 +2,23 @@
 //! `cpu` controller is on cgroup v1, so the v2 backend would otherwise never meet a
 //! kernel that offers `cpu` on cgroup2.
 //!
-//! The test packs this very test binary (`current_exe`), the shared libraries it loads
-//! and a static busybox into an initramfs, boots the host's Debian kernel with it under
-//! TCG emulation (KVM hangs when nested here) with one CPU and a serial console, and
-//! lets a tiny `/init` mount proc, sys, dev and cgroup2, run the binary on
-//! [`GUEST_TESTS`] with `REXEC_IN_VM=1`, print its exit status after a marker and
-//! power off. The host reads the console, fails with the whole log on anything but a
-//! clean pass of every listed test, and kills QEMU after a hard timeout.
+//! The test packs this very test binary (`current_exe`), the `rexecd` binary (both
+//! without debug sections), the shared libraries they load and a static busybox into
+//! an initramfs, boots the host's Debian kernel with it under TCG emulation (KVM hangs
+//! when nested here) with one CPU and a serial console, and lets a tiny `/init` mount
+//! proc, sys, dev and cgroup2, bring up loopback, run the binary on [`GUEST_TESTS`]
+//! with `REXEC_IN_VM=1`, print its exit status after a marker and power off. The host
+//! reads the console, fails with the whole log on anything but a clean pass of every
+//! listed test, and kills QEMU after a hard timeout.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::daemon_util::USER;
 use crate::initramfs::{Initramfs, shared_libraries};
 use crate::util::cannot_run;
 use crate::v2_vm::{GUEST_TESTS, IN_VM};
@@ -36,6 +39,7 @@ struct Host {
     qemu: PathBuf,
     kernel: PathBuf,
     busybox: PathBuf,
+    objcopy: PathBuf,
 }
 
 impl Host {
@@ -51,11 +55,31 @@ impl Host {
             .map(PathBuf::from)
             .find(|p| p.is_file())
             .ok_or("busybox not found (Debian package busybox-static)")?;
+        let objcopy = which("objcopy").ok_or("objcopy not found (Debian package binutils)")?;
         Ok(Host {
             qemu,
             kernel,
             busybox,
+            objcopy,
         })
+    }
+
+    /// A copy of `exe` in `dir` without debug sections: the debug builds are about
+    /// six times larger, too much for a quick boot (panics still name file and line).
+    fn strip_debug(&self, exe: &Path, dir: &Path) -> std::io::Result<PathBuf> {
+        let out = dir.join(exe.file_name().unwrap());
+        let status = Command::new(&self.objcopy)
+            .arg("--strip-debug")
+            .arg(exe)
+            .arg(&out)
+            .status()?;
+        if !status.success() {
+            return Err(std::io::Error::other(format!(
+                "objcopy --strip-debug {} failed: {status}",
+                exe.display()
+            )));
+        }
+        Ok(out)
     }
 }
 
@@ -109,6 +133,7 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
+ip link set lo up
 echo "{BOOT_MARKER} $(uname -r) cpus=$(nproc) controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
 cd /tmp
 env {IN_VM}=1 RUST_BACKTRACE=1 LD_LIBRARY_PATH={lib_dirs} \
@@ -121,7 +146,7 @@ poweroff -f
 
 /// Writes the initramfs: busybox, the test binary with its libraries, the users and
 /// groups the tests resolve, and `/init`.
-fn build_initramfs(host: &Host, out: &Path) -> std::io::Result<()> {
+fn build_initramfs(host: &Host, dir: &Path, out: &Path) -> std::io::Result<()> {
     let exe = std::env::current_exe()?;
     let mut cpio = Initramfs::create(out)?;
     for dir in [
@@ -137,8 +162,13 @@ fn build_initramfs(host: &Host, out: &Path) -> std::io::Result<()> {
         cpio.dir(dir)?;
     }
     cpio.copy("/bin/busybox", &host.busybox)?;
-    cpio.copy(GUEST_EXE, &exe)?;
+    cpio.copy(GUEST_EXE, &host.strip_debug(&exe, dir)?)?;
+    // rexecd where the daemon harness looks for it: the host path cargo built it at.
+    let rexecd = Path::new(env!("CARGO_BIN_EXE_rexecd"));
+    let path = rexecd.to_str().expect("UTF-8 target path");
+    cpio.copy(path, &host.strip_debug(rexecd, dir)?)?;
     let mut libs = shared_libraries(&exe)?;
+    libs.extend(shared_libraries(rexecd)?);
     libs.extend(shared_libraries(&host.busybox)?);
     libs.sort();
     libs.dedup();
@@ -151,8 +181,12 @@ fn build_initramfs(host: &Host, out: &Path) -> std::io::Result<()> {
             lib_dirs.push(dir);
         }
     }
-    cpio.file("/etc/passwd", 0o644, b"root:x:0:0:root:/root:/bin/sh\n")?;
-    cpio.file("/etc/group", 0o644, b"root:x:0:\n")?;
+    // root, and the unprivileged user the daemon harness runs jobs as.
+    let passwd =
+        format!("root:x:0:0:root:/root:/bin/sh\n{USER}:x:990:990::/var/lib/rexectest:/bin/sh\n");
+    cpio.file("/etc/passwd", 0o644, passwd.as_bytes())?;
+    let group = format!("root:x:0:\n{USER}:x:990:\n");
+    cpio.file("/etc/group", 0o644, group.as_bytes())?;
     cpio.file(
         "/etc/nsswitch.conf",
         0o644,
@@ -162,12 +196,12 @@ fn build_initramfs(host: &Host, out: &Path) -> std::io::Result<()> {
     cpio.finish()
 }
 
-/// The serial console, collected by a thread while QEMU runs.
-fn collect(child: &mut Child) -> Arc<Mutex<Vec<u8>>> {
+/// The serial console, collected by a thread while QEMU runs (it ends when QEMU does).
+fn collect(child: &mut Child) -> (Arc<Mutex<Vec<u8>>>, JoinHandle<()>) {
     let log = Arc::new(Mutex::new(Vec::new()));
     let mut stdout = child.stdout.take().unwrap();
     let sink = Arc::clone(&log);
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         let mut buf = [0u8; 8192];
         while let Ok(n) = stdout.read(&mut buf) {
             if n == 0 {
@@ -176,7 +210,7 @@ fn collect(child: &mut Child) -> Arc<Mutex<Vec<u8>>> {
             sink.lock().unwrap().extend_from_slice(&buf[..n]);
         }
     });
-    log
+    (log, reader)
 }
 
 /// Kills QEMU if the test panics while it runs.
@@ -207,7 +241,7 @@ fn v2_suite_passes_inside_a_real_cgroup2_kernel() {
     let dir = tempfile::tempdir().unwrap();
     let image = dir.path().join("initramfs.cpio");
     let started = Instant::now();
-    build_initramfs(&host, &image).unwrap();
+    build_initramfs(&host, dir.path(), &image).unwrap();
     let packed = started.elapsed();
 
     let mut child = Command::new(&host.qemu)
@@ -224,7 +258,7 @@ fn v2_suite_passes_inside_a_real_cgroup2_kernel() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", host.qemu.display()));
-    let log = collect(&mut child);
+    let (log, reader) = collect(&mut child);
     let mut vm = Vm(child);
     let status = loop {
         if let Some(status) = vm.0.try_wait().unwrap() {
@@ -241,12 +275,13 @@ fn v2_suite_passes_inside_a_real_cgroup2_kernel() {
         let _ = vm.0.stderr.take().unwrap().read_to_string(&mut stderr);
     }
     drop(vm);
-    // Let the reader thread drain what QEMU wrote last.
-    std::thread::sleep(Duration::from_millis(200));
+    // QEMU is gone: the reader has seen end of file once it drained the last output.
+    reader.join().unwrap();
     let console = String::from_utf8_lossy(&log.lock().unwrap()).replace('\r', "");
     let show = |why: &str| -> String {
         format!(
-            "{why}\nkernel {}, after {took:?}; QEMU stderr: {stderr}\n--- VM console ---\n{console}--- end of VM console ---",
+            "{why}\nkernel {}, after {took:?}; QEMU stderr: {stderr}\n\
+             --- VM console ---\n{console}--- end of VM console ---",
             host.kernel.display()
         )
     };
