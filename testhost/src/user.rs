@@ -70,7 +70,8 @@ pub fn test_user() -> &'static TestUser {
 /// Creates the account `spec` describes if it is missing, and brings an existing one
 /// to it (supplementary group, shell, an existing home owned by the user).
 pub fn ensure(spec: &UserSpec) -> Result<TestUser, String> {
-    run_retrying(&["groupadd", "-f", "--system", spec.group], || false)?;
+    let group_exists = || matches!(Group::from_name(spec.group), Ok(Some(_)));
+    run_retrying(&["groupadd", "-f", "--system", spec.group], group_exists)?;
     let exists = || matches!(lookup(spec.name), Ok(Some(_)));
     run_retrying(
         &[

@@ -9,6 +9,8 @@ use rexecd::cgroup::{JobCgroups, ParentName};
 use rexecd::spawn::{JobCommand, JobUser, SpawnPolicy};
 use rexecd::sys::ProcessId;
 
+pub use testhost::cannot_run;
+
 /// The test user's name (see [`test_user`]).
 pub const TEST_USER: &str = testhost::user::TEST_USER;
 
