@@ -15,6 +15,7 @@ mod market_charges;
 mod market_checks;
 mod market_crash;
 mod market_dry;
+mod market_figure4;
 mod revocation;
 mod skip;
 mod stdin_full;
