@@ -72,7 +72,13 @@
 //!   and when that is not the one asked for the client gets an `Info` notice right after
 //!   `Started` naming both.
 //! - At most `max_connections` connections are open at once (more are closed at once),
-//!   and a user runs at most `max_ranks_per_user` ranks (more are refused with `Busy`).
+//!   at most `max_connections_per_address` from one address (counted from accept, so
+//!   unfinished handshakes count) and `max_connections_per_identity` of one
+//!   certificate (answered `Busy` after the handshake); a user runs at most
+//!   `max_ranks_per_user` ranks (more are refused with `Busy`).
+//! - A launch or re-bid is refused before anything is created when its bid is above
+//!   the node's `max_rate`, or positive while the owner's balance is not (see
+//!   [`market`]); a rank's `Exit.charged` is what the market charged it.
 //! - On a lost client (EOF, TLS error, missed heartbeats) no `Exit` is sent; on a
 //!   protocol error the last frame is `Error`; at rexecd shutdown the client gets a
 //!   `ShuttingDown` notice and then `Exit` with SIGKILL.
