@@ -12,3 +12,4 @@ mod joblog;
 mod launch;
 mod limits;
 mod util;
+mod weights;
