@@ -33,7 +33,7 @@ struct Running {
 fn bid_for(round: u64, i: u64) -> i64 {
     let credits = match i {
         0 => 90 + (round * 3) % 10,
-        1 if round % 2 == 0 => 0,
+        1 if round.is_multiple_of(2) => 0,
         _ => (round * 37 + i * 11) % 89 + 1,
     };
     i64::try_from(credits).unwrap() * 1_000_000
