@@ -9,8 +9,8 @@
 //! from the job cgroups' CPU usage. Needs root and a cpu controller; says why and exits
 //! otherwise.
 //!
-//! `cargo bench -p rexecd --bench market` (about 6.5 minutes), or with `-- --quick`
-//! (about 2.5 minutes, shorter windows, fewer cases).
+//! `cargo bench -p rexecd --bench market` (about 6 minutes), or with `-- --quick`
+//! (about 3 minutes, shorter windows, fewer cases).
 //!
 //! Share errors are in points of the node (percent of the node's CPUs). Where other
 //! work on the machine takes CPU from the jobs, each job's measured share is taken
@@ -54,8 +54,10 @@ struct Plan {
     settle: Duration,
     /// A two-thread window.
     window: Duration,
-    /// One Figure 4 interval.
+    /// One Figure 4 interval where demand exceeds the CPUs.
     interval: Duration,
+    /// One Figure 4 interval where it does not (not scored).
+    uncontended: Duration,
     /// Measured part of an interval starts this long after its event.
     interval_skip: Duration,
     /// rexecd CPU measurement while metering 100 jobs.
@@ -69,6 +71,7 @@ impl Plan {
             settle: Duration::from_secs(3),
             window: Duration::from_secs(10),
             interval: Duration::from_secs(10),
+            uncontended: Duration::from_secs(5),
             interval_skip: Duration::from_secs(3),
             meter_window: Duration::from_secs(20),
         }
@@ -80,6 +83,7 @@ impl Plan {
             settle: Duration::from_secs(2),
             window: Duration::from_secs(4),
             interval: Duration::from_secs(5),
+            uncontended: Duration::from_secs(4),
             interval_skip: Duration::from_secs(2),
             meter_window: Duration::from_secs(10),
         }
@@ -489,7 +493,16 @@ impl<'a> Bench<'a> {
             let present: Vec<usize> = (0..live.len()).filter(|&k| live[k].is_some()).collect();
             let refs: Vec<&Job> = present.iter().map(|&k| live[k].as_ref().unwrap()).collect();
             let model = self.model(&refs);
-            let samples = self.record(&refs, plan.interval);
+            // Where demand is at most the CPUs the market has nothing to divide: each
+            // job should get all it can use, and what it gets depends on outside load
+            // only. Those intervals are shown, not scored, and kept short.
+            let contended = refs.iter().map(|j| j.threads).sum::<u32>() > self.cpus;
+            let length = if contended {
+                plan.interval
+            } else {
+                plan.uncontended
+            };
+            let samples = self.record(&refs, length);
             let from = index_at(&samples, samples[0].0 + plan.interval_skip);
             let (errors, got) = window_errors(&samples[from..], &model, self.cpus);
             let converged = convergence(&samples, &model, self.cpus);
@@ -502,11 +515,7 @@ impl<'a> Bench<'a> {
                  first within 1 point {}, held {:.0}%; jobs got {:.2} CPUs",
                 event.label,
                 next.label,
-                if refs.iter().map(|j| j.threads).sum::<u32>() > self.cpus {
-                    ' '
-                } else {
-                    '*'
-                },
+                if contended { ' ' } else { '*' },
                 names.join(","),
                 format!("{:?}", round2(&model)),
                 format!("{:?}", round2(&measured_cpus(&samples[from..], &model))),
@@ -516,10 +525,6 @@ impl<'a> Bench<'a> {
                 converged.held_percent(),
                 got
             );
-            // Where demand is at most the CPUs the market has nothing to divide: each
-            // job should get all it can use, and what it gets depends on outside load
-            // only. Those intervals are shown, not scored.
-            let contended = refs.iter().map(|j| j.threads).sum::<u32>() > self.cpus;
             if contended {
                 all_errors.extend(errors);
                 worst_convergence = worst_convergence.and(converged);
