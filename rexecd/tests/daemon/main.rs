@@ -14,3 +14,4 @@ mod launch;
 mod limits;
 mod stdin_window;
 mod util;
+mod weights;
