@@ -16,7 +16,10 @@ async fn a_client_within_the_window_is_heard_behind_stdin_the_job_does_not_read(
     if !can_run("stdin_window") {
         return;
     }
-    let d = Daemon::start("window", &["--heartbeat-timeout", "1s"]);
+    // A short heartbeat timeout, so that three of them pass with the window full; 2 s
+    // rather than 1 s, so a test process starved of CPU on a loaded machine is not
+    // taken for dead.
+    let d = Daemon::start("window", &["--heartbeat-timeout", "2s"]);
     let mut c = d.user().await;
     // The job takes 3 MiB, then never reads its stdin again.
     let script = "trap 'echo got-int; exit 7' INT; head -c 3145728 >/dev/null; \
@@ -80,7 +83,7 @@ async fn a_client_within_the_window_is_heard_behind_stdin_the_job_does_not_read(
         if stdout.contains("read-all") && full_since.is_none() {
             full_since = Some(Instant::now());
         }
-        if interrupted.is_none() && full_since.is_some_and(|t| t.elapsed() > Duration::from_secs(3))
+        if interrupted.is_none() && full_since.is_some_and(|t| t.elapsed() > Duration::from_secs(6))
         {
             assert!(sent - taken + CHUNK_SIZE as u64 > STDIN_WINDOW as u64);
             tx.send(&ToNode::Signal(Signal::Int)).await.unwrap();
