@@ -33,7 +33,7 @@ const COLORS: [&str; 8] = [
 
 fn fmt_num(v: f64) -> String {
     let a = v.abs();
-    if a != 0.0 && (a >= 1e5 || a < 1e-2) {
+    if a != 0.0 && !(1e-2..1e5).contains(&a) {
         format!("{v:.2e}")
     } else if a >= 100.0 || v.fract() == 0.0 {
         format!("{v:.0}")

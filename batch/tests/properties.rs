@@ -61,7 +61,7 @@ proptest! {
             if let Err(e) = check_schedule(&jobs, &res) {
                 return Err(TestCaseError::fail(format!("{name}: {e}")));
             }
-            if !matches!(*name, "vickrey" | "firstprice-preempt") {
+            if !matches!(*name, "vickrey" | "vickrey-strict" | "firstprice-preempt") {
                 prop_assert!(res.outcomes.iter().all(|o| o.preempted == 0), "{name} preempted");
             }
         }

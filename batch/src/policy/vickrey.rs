@@ -1,7 +1,8 @@
 //! Geweke's Vickrey scheduler: every job, running or queued, is ranked by its bid per
 //! processor per unit of time; the ranking is descended while the jobs fit; the first job
-//! that does not fit stops the descent and its bid is the price every running job pays
-//! (second price). Jobs above the line run (start or resume), running jobs below it are
+//! that does not fit sets the price every running job pays (second price); the
+//! descent stops there (Geweke's PBS scheduler, `fill: false`) or goes on running whatever
+//! still fits (`fill: true`, the default: run what fits). Jobs above the line run (start or resume), running jobs below it are
 //! suspended. Bids come from the jobs' utility functions, so they change with time and a
 //! job can be suspended and resumed several times.
 
@@ -11,7 +12,11 @@ use crate::utility::Micros;
 
 /// The Vickrey scheduler.
 #[derive(Debug, Clone, Copy)]
-pub struct Vickrey;
+pub struct Vickrey {
+    /// Keep descending past a job that does not fit (default); `false` is Geweke's
+    /// original stop at the first misfit.
+    pub fill: bool,
+}
 
 impl Policy for Vickrey {
     fn name(&self) -> String {
@@ -42,32 +47,40 @@ impl Policy for Vickrey {
             ));
         }
         // Highest bid first; among equal bids running jobs stay, then earlier arrivals.
-        all.sort_by(|a, b| {
+        all.sort_unstable_by(|a, b| {
             b.0.cmp(&a.0)
                 .then(b.4.cmp(&a.4))
                 .then(a.1.cmp(&b.1))
                 .then(a.2.cmp(&b.2))
         });
+        // Descend the ranking: a job runs if it fits in what is left. Geweke's scheduler
+        // stops at the first job that does not fit; with `fill` the descent goes on and
+        // smaller, lower bids use the processors that would otherwise idle. Either way the
+        // price is the bid of the highest-bidding job that cannot run.
         let mut left = snap.procs;
-        let mut cut = all.len();
-        for (k, &(_, _, _, w, _)) in all.iter().enumerate() {
-            if w > left {
-                cut = k;
+        let mut runs = vec![false; all.len()];
+        let mut price = None;
+        for (i, &(b, _, _, w, _)) in all.iter().enumerate() {
+            if w <= left {
+                left -= w;
+                runs[i] = true;
+            } else {
+                price.get_or_insert(b.max(0));
+                if !self.fill {
+                    break;
+                }
+            }
+            if left == 0 && price.is_some() {
                 break;
             }
-            left -= w;
         }
-        let price = if cut < all.len() {
-            all[cut].0.max(0)
-        } else {
-            0
-        };
+        let price = price.unwrap_or(0);
         let mut d = Decision {
             price: Some(price),
             ..Decision::default()
         };
         for (k, &(_, _, id, _, running)) in all.iter().enumerate() {
-            match (k < cut, running) {
+            match (runs[k], running) {
                 (true, false) => d.start.push(id),
                 (false, true) => d.suspend.push(id),
                 _ => {}

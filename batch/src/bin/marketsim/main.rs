@@ -140,6 +140,9 @@ enum Cmd {
         /// Write the Markdown report here.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Policies, comma-separated, or "all".
+        #[arg(long, default_value = "all")]
+        policies: String,
     },
 }
 
@@ -277,7 +280,8 @@ fn main() -> Result<()> {
             swf: path,
             load,
             out,
-        } => doc::bench(&path, load, out.as_deref())?,
+            policies: list,
+        } => doc::bench(&path, load, out.as_deref(), &policies(&list)?)?,
     }
     Ok(())
 }
