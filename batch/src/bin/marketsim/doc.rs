@@ -351,7 +351,7 @@ pub fn generate(out: &Path, swf: &Path, quick: bool) -> Result<()> {
         doc,
         "Workload: {} jobs on {} processors, widths 1 to {}, bursts of {}, 20% high bidders, delay tolerance {} lengths, seed {}. \
          FIFO here is plain first come, first served; the Vickrey scheduler ranks running and queued jobs by bid per processor-hour, \
-         runs the prefix that fits and charges every running job the bid of the first job that does not.\n",
+         runs what fits in that order (suspending running jobs that fall below the line, resuming them when they rise above it) and charges every running job the bid of the highest-bidding job that cannot run. `vickrey-strict` (Geweke's PBS scheduler, which stops at the first job that does not fit) is in the benchmark only.\n",
         gbase.jobs, gbase.procs, gbase.max_width, gbase.burst, gbase.tolerance, gbase.seed
     );
     let _ = writeln!(
@@ -415,7 +415,7 @@ pub fn generate(out: &Path, swf: &Path, quick: bool) -> Result<()> {
             title: "Mean delay by bid class".into(),
             x_label: "offered load".into(),
             y_label: "mean delay (s)".into(),
-            log_y: true,
+            log_y: false,
             series: vec![
                 mk("FIFO high", ser_fh),
                 mk("FIFO low", ser_fl),
