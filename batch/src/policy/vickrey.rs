@@ -6,6 +6,9 @@
 //! suspended. Bids come from the jobs' utility functions, so they change with time and a
 //! job can be suspended and resumed several times.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use super::{Decision, Policy, Snapshot};
 use crate::job::JobId;
 use crate::utility::Micros;
@@ -47,12 +50,12 @@ impl Policy for Vickrey {
             ));
         }
         // Highest bid first; among equal bids running jobs stay, then earlier arrivals.
-        all.sort_unstable_by(|a, b| {
-            b.0.cmp(&a.0)
-                .then(b.4.cmp(&a.4))
-                .then(a.1.cmp(&b.1))
-                .then(a.2.cmp(&b.2))
-        });
+        // A heap, not a sort: the descent usually ends long before the bottom of the queue.
+        let mut heap: BinaryHeap<(Micros, bool, Reverse<i64>, Reverse<JobId>, usize)> = all
+            .iter()
+            .enumerate()
+            .map(|(i, &(b, submit, id, _, running))| (b, running, Reverse(submit), Reverse(id), i))
+            .collect();
         // Descend the ranking: a job runs if it fits in what is left. Geweke's scheduler
         // stops at the first job that does not fit; with `fill` the descent goes on and
         // smaller, lower bids use the processors that would otherwise idle. Either way the
@@ -60,7 +63,8 @@ impl Policy for Vickrey {
         let mut left = snap.procs;
         let mut runs = vec![false; all.len()];
         let mut price = None;
-        for (i, &(b, _, _, w, _)) in all.iter().enumerate() {
+        while let Some((b, _, _, _, i)) = heap.pop() {
+            let w = all[i].3;
             if w <= left {
                 left -= w;
                 runs[i] = true;

@@ -336,117 +336,11 @@ pub fn generate(out: &Path, swf: &Path, quick: bool) -> Result<()> {
 
     // Geweke.
     eprintln!("geweke study ({:.0?} so far)", t0.elapsed());
-    let gbase = SynthConfig {
-        jobs: if quick { 500 } else { 2000 },
-        procs: 32,
-        burst: 8,
-        max_width: 4,
-        tolerance: 4.0,
-        seed: 1,
-        ..SynthConfig::default()
-    };
-    let loads = [0.5, 0.7, 0.8, 0.9, 1.0, 1.1];
     let _ = writeln!(doc, "## 3. The Vickrey economy (Geweke)\n");
-    let _ = writeln!(
-        doc,
-        "Workload: {} jobs on {} processors, widths 1 to {}, bursts of {}, 20% high bidders, delay tolerance {} lengths, seed {}. \
-         FIFO here is plain first come, first served; the Vickrey scheduler ranks running and queued jobs by bid per processor-hour, \
-         runs what fits in that order (suspending running jobs that fall below the line, resuming them when they rise above it) and charges every running job the bid of the highest-bidding job that cannot run. `vickrey-strict` (Geweke's PBS scheduler, which stops at the first job that does not fit) is in the benchmark only.\n",
-        gbase.jobs, gbase.procs, gbase.max_width, gbase.burst, gbase.tolerance, gbase.seed
-    );
-    let _ = writeln!(
-        doc,
-        "```\nmarketsim run --policy fifo,vickrey --jobs {} --max-width {} --burst {} --tolerance {} --load L\n```\n",
-        gbase.jobs, gbase.max_width, gbase.burst, gbase.tolerance
-    );
-    let _ = writeln!(
-        doc,
-        "| load | FIFO delay, high (s) | FIFO delay, low (s) | Vickrey delay, high (s) | Vickrey delay, low (s) | Vickrey mean price (credits/proc-h) | Vickrey suspensions |\n|---|---|---|---|---|---|---|"
-    );
-    let mut gcsv = String::from(
-        "load,fifo_delay_high,fifo_delay_low,vickrey_delay_high,vickrey_delay_low,vickrey_price,vickrey_suspensions\n",
-    );
-    let (mut hi_better, mut lo_worse, mut prices) = (0, 0, Vec::new());
-    let (mut ser_fh, mut ser_fl, mut ser_vh, mut ser_vl, mut ser_p) =
-        (vec![], vec![], vec![], vec![], vec![]);
-    for &l in &loads {
-        eprintln!("  load {l}");
-        let (f, v) = experiments::geweke(&gbase, l)?;
-        let d = |m: &Metrics, c: u8| {
-            m.delay_by_class
-                .iter()
-                .find(|x| x.0 == c)
-                .map(|x| x.2)
-                .unwrap_or(0.0)
-        };
-        let (fh, fl, vh, vl) = (d(&f, 0), d(&f, 1), d(&v, 0), d(&v, 1));
-        let p = v.price_mean.unwrap_or(0.0) / 1e6;
-        if vh < fh {
-            hi_better += 1;
-        }
-        if vl > fl {
-            lo_worse += 1;
-        }
-        prices.push(p);
-        let _ = writeln!(
-            doc,
-            "| {l} | {fh:.0} | {fl:.0} | {vh:.0} | {vl:.0} | {p:.3} | {} |",
-            v.preemptions
-        );
-        let _ = writeln!(
-            gcsv,
-            "{l},{fh:.1},{fl:.1},{vh:.1},{vl:.1},{p:.4},{}",
-            v.preemptions
-        );
-        ser_fh.push((l, fh));
-        ser_fl.push((l, fl));
-        ser_vh.push((l, vh));
-        ser_vl.push((l, vl));
-        ser_p.push((l, p));
-    }
-    write(&dir.join("geweke.csv"), &gcsv)?;
-    let mk = |name: &str, points: Vec<(f64, f64)>| Series {
-        name: name.into(),
-        points,
-    };
     write(
-        &dir.join("geweke-delay.svg"),
-        &Chart {
-            title: "Mean delay by bid class".into(),
-            x_label: "offered load".into(),
-            y_label: "mean delay (s)".into(),
-            log_y: false,
-            series: vec![
-                mk("FIFO high", ser_fh),
-                mk("FIFO low", ser_fl),
-                mk("Vickrey high", ser_vh),
-                mk("Vickrey low", ser_vl),
-            ],
-        }
-        .render(),
+        &dir.join("geweke.csv"),
+        &geweke_section(&mut doc, &dir, quick)?,
     )?;
-    write(
-        &dir.join("geweke-price.svg"),
-        &Chart {
-            title: "Vickrey price vs load".into(),
-            x_label: "offered load".into(),
-            y_label: "mean price (credits/proc-h)".into(),
-            log_y: false,
-            series: vec![mk("Vickrey price", ser_p)],
-        }
-        .render(),
-    )?;
-    let rising = prices.windows(2).filter(|w| w[1] >= w[0]).count();
-    let _ = writeln!(
-        doc,
-        "\n![delay](economics/geweke-delay.svg) ![price](economics/geweke-price.svg)\n\n\
-         Verdicts: high bidders wait less under Vickrey than under FIFO at {hi_better} of {n} loads; low bidders wait more at {lo_worse} of {n}; \
-         the price rises (or holds) at {rising} of {m} steps up in load, from {:.3} to {:.3} credits per processor-hour.\n",
-        prices.first().unwrap_or(&0.0),
-        prices.last().unwrap_or(&0.0),
-        n = loads.len(),
-        m = loads.len() - 1
-    );
     let _ = writeln!(doc, "{}", include_str!("geweke-discussion.md"));
     let _ = writeln!(doc, "---\nGenerated in {:.0?}.", t0.elapsed());
     write(&out.join("ECONOMICS.md"), &doc)?;
@@ -468,20 +362,21 @@ pub fn bench(swf: &Path, load: f64, out: Option<&Path>, names: &[String]) -> Res
     let (jobs, procs, compress) =
         experiments::trace_jobs(&trace, &st).context("preparing the trace")?;
     let mut md = String::new();
-    let _ = writeln!(md, "# Batch policy benchmarks\n");
+    let loadavg = std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into());
+    let _ = writeln!(md, "## batch: simulated jobs per second for each policy\n");
     let _ = writeln!(
         md,
-        "Generated by `cargo run --release -p batch --bin marketsim -- bench --swf {} --load {load} --out docs/BENCHMARKS.md`.\n\n\
+        "Command: `cargo run --release -p batch --bin marketsim -- bench --swf {}` (prints this section; \
+         `--out FILE` also writes it to FILE).\n\n\
          Workload: {} jobs of `{}` on {procs} processors, arrivals compressed {compress:.1} times (offered load {load}), Lee utility \
-         functions, exact estimates. Time is the whole simulation (every decision, the simulator's bookkeeping), best of 3, \
-         on the machine that generated this file ({} CPUs, shared). Targets: EASY, conservative, FIRSTPRICE and Vickrey under 0.1 s \
-         for the whole workload; the GA within its per-decision budget ({:?}).\n",
+         functions, exact estimates. Time is the whole simulation (every decision and the simulator's bookkeeping), best of 3 \
+         (GA: one run), with load average {loadavg} at the start (2 shared CPUs). Targets: EASY, conservative, FIRSTPRICE and \
+         Vickrey under 0.1 s for the whole workload; the GA within its per-decision budget ({:?}).\n",
         swf.display(),
         jobs.len(),
         swf.display(),
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
         st.ga.budget
     );
     let _ = writeln!(
@@ -544,4 +439,129 @@ pub fn bench(swf: &Path, load: f64, out: Option<&Path>, names: &[String]) -> Res
         write(o, &md)?;
     }
     Ok(())
+}
+
+/// Geweke's study for sequential and parallel jobs; returns the CSV.
+fn geweke_section(doc: &mut String, dir: &Path, quick: bool) -> Result<String> {
+    let mut gcsv = String::from(
+        "max_width,load,fifo_delay_high,fifo_delay_low,vickrey_delay_high,vickrey_delay_low,vickrey_price,vickrey_suspensions\n",
+    );
+    for width in [1u32, 4] {
+        let gbase = SynthConfig {
+            jobs: if quick { 500 } else { 2000 },
+            procs: 32,
+            burst: 8,
+            max_width: width,
+            tolerance: 4.0,
+            seed: 1,
+            ..SynthConfig::default()
+        };
+        let loads = [0.5, 0.7, 0.8, 0.9, 1.0, 1.1];
+        let _ = writeln!(
+            doc,
+            "### {}\n",
+            if width == 1 {
+                "Sequential jobs"
+            } else {
+                "Parallel jobs (1 to 4 processors)"
+            }
+        );
+        let _ = writeln!(
+            doc,
+            "Workload: {} jobs on {} processors, widths 1 to {}, bursts of {}, 20% high bidders, delay tolerance {} lengths, seed {}. \
+             FIFO here is plain first come, first served; the Vickrey scheduler ranks running and queued jobs by bid per processor-hour, \
+             runs what fits in that order (suspending running jobs that fall below the line, resuming them when they rise above it) and charges every running job the bid of the highest-bidding job that cannot run. `vickrey-strict` (Geweke's PBS scheduler, which stops at the first job that does not fit) is in the benchmark only.\n",
+            gbase.jobs, gbase.procs, gbase.max_width, gbase.burst, gbase.tolerance, gbase.seed
+        );
+        let _ = writeln!(
+            doc,
+            "```\nmarketsim run --policy fifo,vickrey --jobs {} --max-width {} --burst {} --tolerance {} --load L\n```\n",
+            gbase.jobs, gbase.max_width, gbase.burst, gbase.tolerance
+        );
+        let _ = writeln!(
+            doc,
+            "| load | FIFO delay, high (s) | FIFO delay, low (s) | Vickrey delay, high (s) | Vickrey delay, low (s) | Vickrey mean price (credits/proc-h) | Vickrey suspensions |\n|---|---|---|---|---|---|---|"
+        );
+        let (mut hi_better, mut lo_worse, mut prices) = (0, 0, Vec::new());
+        let (mut ser_fh, mut ser_fl, mut ser_vh, mut ser_vl, mut ser_p) =
+            (vec![], vec![], vec![], vec![], vec![]);
+        for &l in &loads {
+            eprintln!("  load {l}");
+            let (f, v) = experiments::geweke(&gbase, l)?;
+            let d = |m: &Metrics, c: u8| {
+                m.delay_by_class
+                    .iter()
+                    .find(|x| x.0 == c)
+                    .map(|x| x.2)
+                    .unwrap_or(0.0)
+            };
+            let (fh, fl, vh, vl) = (d(&f, 0), d(&f, 1), d(&v, 0), d(&v, 1));
+            let p = v.price_mean.unwrap_or(0.0) / 1e6;
+            if vh < fh {
+                hi_better += 1;
+            }
+            if vl > fl {
+                lo_worse += 1;
+            }
+            prices.push(p);
+            let _ = writeln!(
+                doc,
+                "| {l} | {fh:.0} | {fl:.0} | {vh:.0} | {vl:.0} | {p:.3} | {} |",
+                v.preemptions
+            );
+            let _ = writeln!(
+                gcsv,
+                "{width},{l},{fh:.1},{fl:.1},{vh:.1},{vl:.1},{p:.4},{}",
+                v.preemptions
+            );
+            ser_fh.push((l, fh));
+            ser_fl.push((l, fl));
+            ser_vh.push((l, vh));
+            ser_vl.push((l, vl));
+            ser_p.push((l, p));
+        }
+        let mk = |name: &str, points: Vec<(f64, f64)>| Series {
+            name: name.into(),
+            points,
+        };
+        write(
+            &dir.join(format!("geweke-delay-w{width}.svg")),
+            &Chart {
+                title: "Mean delay by bid class".into(),
+                x_label: "offered load".into(),
+                y_label: "mean delay (s)".into(),
+                log_y: false,
+                series: vec![
+                    mk("FIFO high", ser_fh),
+                    mk("FIFO low", ser_fl),
+                    mk("Vickrey high", ser_vh),
+                    mk("Vickrey low", ser_vl),
+                ],
+            }
+            .render(),
+        )?;
+        write(
+            &dir.join(format!("geweke-price-w{width}.svg")),
+            &Chart {
+                title: "Vickrey price vs load".into(),
+                x_label: "offered load".into(),
+                y_label: "mean price (credits/proc-h)".into(),
+                log_y: false,
+                series: vec![mk("Vickrey price", ser_p)],
+            }
+            .render(),
+        )?;
+        let rising = prices.windows(2).filter(|w| w[1] >= w[0]).count();
+        let _ = writeln!(
+            doc,
+            "\n![delay](economics/geweke-delay-w{width}.svg) ![price](economics/geweke-price-w{width}.svg)\n\n\
+             Verdicts: high bidders wait less under Vickrey than under FIFO at {hi_better} of {n} loads; low bidders wait more at {lo_worse} of {n}; \
+             the price rises (or holds) at {rising} of {m} steps up in load, from {:.3} to {:.3} credits per processor-hour.\n",
+            prices.first().unwrap_or(&0.0),
+            prices.last().unwrap_or(&0.0),
+            n = loads.len(),
+            m = loads.len() - 1
+        );
+    }
+    Ok(gcsv)
 }
