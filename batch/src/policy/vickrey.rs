@@ -13,6 +13,9 @@ use super::{Decision, Policy, Snapshot};
 use crate::job::JobId;
 use crate::utility::Micros;
 
+/// Heap key: bid, running, earlier arrival, lower id, then the index into the job list.
+type Rank = (Micros, bool, Reverse<i64>, Reverse<JobId>, usize);
+
 /// The Vickrey scheduler.
 #[derive(Debug, Clone, Copy)]
 pub struct Vickrey {
@@ -51,7 +54,7 @@ impl Policy for Vickrey {
         }
         // Highest bid first; among equal bids running jobs stay, then earlier arrivals.
         // A heap, not a sort: the descent usually ends long before the bottom of the queue.
-        let mut heap: BinaryHeap<(Micros, bool, Reverse<i64>, Reverse<JobId>, usize)> = all
+        let mut heap: BinaryHeap<Rank> = all
             .iter()
             .enumerate()
             .map(|(i, &(b, submit, id, _, running))| (b, running, Reverse(submit), Reverse(id), i))
