@@ -1,0 +1,7 @@
+//! The batch crate's integration tests, compiled as one binary.
+
+mod policies;
+mod properties;
+mod swf;
+mod utility;
+mod workloads;
