@@ -131,7 +131,9 @@ export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
-mount -t tmpfs tmpfs /tmp
+# /tmp stays on the initramfs (a writable tmpfs already): a build tree under /tmp,
+# where rexecd is packed at its host path, must stay visible.
+chmod 1777 /tmp
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 ip link set lo up
 echo "{BOOT_MARKER} $(uname -r) cpus=$(nproc) controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
