@@ -94,6 +94,8 @@ fn main() {
     );
 
     let a = Announcement {
+        cluster: proto::announce::DEFAULT_CLUSTER.into(),
+        summary: None,
         name: "node-017.cluster.example".into(),
         addr: "10.1.0.17:7400".parse().unwrap(),
         incarnation: 1_763_700_000_000_000,
@@ -105,6 +107,8 @@ fn main() {
             running_jobs: 5,
             runnable: 40,
             load_milli: 38_250,
+            idle_milli: 0,
+            free_mem_mib: 0,
         }),
     };
     let len = a.encode().unwrap().len();

@@ -15,15 +15,28 @@
 //! [`Announcement::supersedes`]. A layout change bumps the version byte;
 //! during a transition a sender may send both versions.
 //!
+//! Every announcement names its `cluster`, so two clusters may share a
+//! group and port (or a selector its unicast port) without mixing. A node
+//! may attach the compact summary of its weekly availability profile
+//! (`summary`, at most [`MAX_SUMMARY`] bytes, laid out by vexecd's
+//! `profile::summary`); this crate carries it as opaque bytes.
+//!
+//! Version history: 1 had no cluster, idle CPUs, free memory or summary.
+//!
 //! ```
 //! use proto::announce::*;
 //! let a = Announcement {
+//!     cluster: DEFAULT_CLUSTER.into(),
 //!     name: "node7".into(),
 //!     addr: "10.0.0.7:7400".parse().unwrap(),
 //!     incarnation: 1_700_000_000_000_000,
 //!     seq: 42,
 //!     period_ms: 1000,
-//!     kind: Kind::Node(NodeStatus { cpus: 8, price: 3_000_000, running_jobs: 2, runnable: 9, load_milli: 8_700 }),
+//!     kind: Kind::Node(NodeStatus {
+//!         cpus: 8, price: 3_000_000, running_jobs: 2, runnable: 9, load_milli: 8_700,
+//!         idle_milli: 0, free_mem_mib: 30_000,
+//!     }),
+//!     summary: None,
 //! };
 //! let datagram = a.encode().unwrap();
 //! assert!(datagram.len() <= MAX_DATAGRAM);
@@ -40,13 +53,22 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: [u8; 4] = *b"RXMA";
 
 /// Layout version this build writes and reads.
-pub const ANNOUNCE_VERSION: u8 = 1;
+pub const ANNOUNCE_VERSION: u8 = 2;
 
 /// Largest datagram sent or accepted, in bytes.
 pub const MAX_DATAGRAM: usize = 1200;
 
 /// Longest `name`, in bytes (a DNS name fits).
 pub const MAX_NAME: usize = 253;
+
+/// Longest `cluster`, in bytes.
+pub const MAX_CLUSTER: usize = 64;
+
+/// Cluster name used when none is configured.
+pub const DEFAULT_CLUSTER: &str = "rexec";
+
+/// Longest availability summary carried, in bytes.
+pub const MAX_SUMMARY: usize = 600;
 
 /// Suggested multicast group (organisation-local scope, RFC 2365).
 pub const DEFAULT_GROUP: Ipv4Addr = Ipv4Addr::new(239, 255, 77, 1);
@@ -59,6 +81,8 @@ const HEADER: usize = MAGIC.len() + 1;
 /// One announcement.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Announcement {
+    /// The cluster the sender belongs to (receivers ignore other clusters).
+    pub cluster: String,
     /// The sender's name, as in its certificate.
     pub name: String,
     /// TCP address where the sender accepts TLS connections. An IPv6
@@ -74,6 +98,8 @@ pub struct Announcement {
     pub period_ms: u32,
     /// What the sender is, with what only that kind reports.
     pub kind: Kind,
+    /// A node's availability summary (opaque here; only nodes send one).
+    pub summary: Option<Vec<u8>>,
 }
 
 /// What kind of service announces itself.
@@ -100,6 +126,11 @@ pub struct NodeStatus {
     pub runnable: u32,
     /// One-minute load average times 1000.
     pub load_milli: u32,
+    /// CPUs left idle over the last announcement period, times 1000
+    /// (measured by the node: its CPUs less the CPU time used by anything).
+    pub idle_milli: u32,
+    /// Memory available for new work, MiB.
+    pub free_mem_mib: u64,
 }
 
 /// Why a datagram is not a valid announcement (or an announcement cannot be sent).
@@ -150,6 +181,19 @@ fn bad(field: &'static str, reason: impl Into<String>) -> AnnounceError {
 impl Announcement {
     /// Check the fields are in range (also done by `encode` and `decode`).
     pub fn validate(&self) -> Result<(), AnnounceError> {
+        if self.cluster.is_empty() || self.cluster.len() > MAX_CLUSTER {
+            return Err(bad(
+                "cluster",
+                format!("length {} is not 1..={MAX_CLUSTER}", self.cluster.len()),
+            ));
+        }
+        if self
+            .cluster
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace())
+        {
+            return Err(bad("cluster", "contains whitespace or control characters"));
+        }
         if self.name.is_empty() || self.name.len() > MAX_NAME {
             return Err(bad(
                 "name",
@@ -178,6 +222,29 @@ impl Announcement {
             }
             if node.price < 0 {
                 return Err(bad("price", format!("{} is negative", node.price)));
+            }
+            if node.idle_milli > node.cpus.saturating_mul(1000) {
+                return Err(bad(
+                    "idle_milli",
+                    format!(
+                        "{} is more than the node's {} CPUs",
+                        node.idle_milli, node.cpus
+                    ),
+                ));
+            }
+        }
+        if let Some(summary) = &self.summary {
+            if !matches!(self.kind, Kind::Node(_)) {
+                return Err(bad("summary", "only a node has an availability summary"));
+            }
+            if summary.len() > MAX_SUMMARY {
+                return Err(bad(
+                    "summary",
+                    format!(
+                        "{} bytes is over the {MAX_SUMMARY}-byte limit",
+                        summary.len()
+                    ),
+                ));
             }
         }
         Ok(())

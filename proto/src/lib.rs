@@ -13,6 +13,7 @@
 //! - [`announce`]: the multicast announcement datagram of nodes, selectors
 //!   and the account service.
 //! - [`account`]: messages to and from the account service (accountd).
+//! - [`select`]: messages to and from the selector (vexecd).
 //! - [`duration`]: the one parser of durations people write (`5s`, `1.5s`, `250ms`).
 //!
 //! # Compatibility
@@ -62,6 +63,7 @@ pub mod duration;
 pub mod frame;
 pub mod limits;
 pub mod node;
+pub mod select;
 pub mod tagged;
 
 pub use chunk::Chunk;

@@ -107,3 +107,12 @@ where
 {
     bounded_vec::<D, T, MAX_JOBS>(d)
 }
+
+/// `deserialize_with` for a selector's node listing.
+pub(crate) fn listed<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    bounded_vec::<D, T, { crate::select::MAX_LISTED }>(d)
+}

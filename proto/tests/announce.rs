@@ -11,6 +11,8 @@ use proto::announce::*;
 
 fn node(name: &str) -> Announcement {
     Announcement {
+        cluster: proto::announce::DEFAULT_CLUSTER.into(),
+        summary: None,
         name: name.into(),
         addr: "127.0.0.1:7400".parse().unwrap(),
         incarnation: 5,
@@ -22,6 +24,8 @@ fn node(name: &str) -> Announcement {
             running_jobs: 0,
             runnable: 0,
             load_milli: 0,
+            idle_milli: 0,
+            free_mem_mib: 0,
         }),
     }
 }
@@ -31,7 +35,7 @@ proptest! {
     fn valid_announcements_round_trip(a in announcement()) {
         let d = a.encode().unwrap();
         prop_assert!(d.len() <= MAX_DATAGRAM);
-        prop_assert_eq!(&d[..5], b"RXMA\x01");
+        prop_assert_eq!(&d[..5], b"RXMA\x02");
         prop_assert_eq!(Announcement::decode(&d).unwrap(), a);
     }
 
@@ -54,12 +58,16 @@ fn the_largest_announcement_fits_the_limit() {
     a.incarnation = u64::MAX;
     a.seq = u64::MAX;
     a.period_ms = u32::MAX;
+    a.cluster = "c".repeat(MAX_CLUSTER);
+    a.summary = Some(vec![0xff; MAX_SUMMARY]);
     a.kind = Kind::Node(NodeStatus {
         cpus: u32::MAX,
         price: i64::MAX,
         running_jobs: u32::MAX,
         runnable: u32::MAX,
         load_milli: u32::MAX,
+        idle_milli: u32::MAX,
+        free_mem_mib: u64::MAX,
     });
     let d = a.encode().unwrap();
     assert!(d.len() <= MAX_DATAGRAM, "{} bytes", d.len());
@@ -87,10 +95,16 @@ fn wrong_magic_and_wrong_version_are_named() {
     assert_eq!(Announcement::decode(&wrong), Err(AnnounceError::WrongMagic));
     assert_eq!(Announcement::decode(b"X"), Err(AnnounceError::WrongMagic));
     let mut newer = d.clone();
-    newer[4] = 2;
+    newer[4] = 3;
     assert_eq!(
         Announcement::decode(&newer),
-        Err(AnnounceError::WrongVersion { got: 2 })
+        Err(AnnounceError::WrongVersion { got: 3 })
+    );
+    let mut older = d.clone();
+    older[4] = 1;
+    assert_eq!(
+        Announcement::decode(&older),
+        Err(AnnounceError::WrongVersion { got: 1 })
     );
     assert!(
         AnnounceError::WrongVersion { got: 2 }
@@ -128,6 +142,8 @@ fn fields_out_of_range_are_refused_on_both_sides() {
                     running_jobs: 0,
                     runnable: 0,
                     load_milli: 0,
+                    idle_milli: 0,
+                    free_mem_mib: 0,
                 }),
                 ..node("a")
             },
@@ -141,10 +157,63 @@ fn fields_out_of_range_are_refused_on_both_sides() {
                     running_jobs: 0,
                     runnable: 0,
                     load_milli: 0,
+                    idle_milli: 0,
+                    free_mem_mib: 0,
                 }),
                 ..node("a")
             },
             "price",
+        ),
+        (
+            Announcement {
+                kind: Kind::Node(NodeStatus {
+                    cpus: 2,
+                    price: 0,
+                    running_jobs: 0,
+                    runnable: 0,
+                    load_milli: 0,
+                    idle_milli: 2001,
+                    free_mem_mib: 0,
+                }),
+                ..node("a")
+            },
+            "idle_milli",
+        ),
+        (
+            Announcement {
+                cluster: String::new(),
+                ..node("a")
+            },
+            "cluster",
+        ),
+        (
+            Announcement {
+                cluster: "c".repeat(MAX_CLUSTER + 1),
+                ..node("a")
+            },
+            "cluster",
+        ),
+        (
+            Announcement {
+                cluster: "lab one".into(),
+                ..node("a")
+            },
+            "cluster",
+        ),
+        (
+            Announcement {
+                summary: Some(vec![0; MAX_SUMMARY + 1]),
+                ..node("a")
+            },
+            "summary",
+        ),
+        (
+            Announcement {
+                kind: Kind::Selector,
+                summary: Some(vec![0; 8]),
+                ..node("a")
+            },
+            "summary",
         ),
     ];
     for (a, field) in cases {
@@ -177,9 +246,10 @@ fn trailing_bytes_and_unknown_kinds_are_bad_fields() {
     }
     .encode()
     .unwrap();
-    let last = d.len() - 1;
-    assert_eq!(d[last], 2, "Account is kind 2");
-    d[last] = 3;
+    // The body ends with the kind (Account is 2) and an absent summary (0).
+    let kind_at = d.len() - 2;
+    assert_eq!(d[kind_at..], [2, 0], "Account is kind 2, no summary");
+    d[kind_at] = 3;
     assert!(matches!(
         Announcement::decode(&d),
         Err(AnnounceError::BadField { field: "body", .. })
@@ -216,4 +286,37 @@ fn ipv6_addresses_travel() {
         Announcement::decode(&a.encode().unwrap()).unwrap().addr,
         addr
     );
+}
+
+#[test]
+fn selector_requests_are_checked_before_use() {
+    use proto::select::*;
+    let ok = SelectorRequest::new(1, SelectorOp::Select(SelectQuery::new(4, "history")));
+    assert!(ok.check().is_ok());
+    let mut q = SelectQuery::new(MAX_SELECT + 1, "lowest-price");
+    let code = |q: &SelectQuery| {
+        SelectorRequest::new(2, SelectorOp::Select(q.clone()))
+            .check()
+            .unwrap_err()
+            .code
+    };
+    assert_eq!(code(&q), SelectorErrorCode::BadRequest);
+    q.count = 1;
+    q.max_price = Some(-1);
+    assert_eq!(code(&q), SelectorErrorCode::BadRequest);
+    q.max_price = None;
+    q.policy = "p".repeat(MAX_POLICY + 1);
+    assert_eq!(code(&q), SelectorErrorCode::BadRequest);
+    q.policy = "random".into();
+    q.exclude = vec!["n".repeat(MAX_NAME + 1)];
+    assert_eq!(code(&q), SelectorErrorCode::BadRequest);
+    let mut old = ok.clone();
+    old.version = 99;
+    assert_eq!(
+        old.check().unwrap_err().code,
+        SelectorErrorCode::IncompatibleVersion
+    );
+    // A round trip through the wire encoding keeps every field.
+    let bytes = postcard::to_stdvec(&ok).unwrap();
+    assert_eq!(postcard::from_bytes::<SelectorRequest>(&bytes).unwrap(), ok);
 }

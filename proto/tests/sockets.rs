@@ -83,6 +83,8 @@ async fn an_announcement_crosses_a_udp_socket() {
     let rx = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let tx = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let a = Announcement {
+        cluster: proto::announce::DEFAULT_CLUSTER.into(),
+        summary: None,
         name: "node-1".into(),
         addr: "127.0.0.1:7400".parse().unwrap(),
         incarnation: 1,
@@ -94,6 +96,8 @@ async fn an_announcement_crosses_a_udp_socket() {
             running_jobs: 1,
             runnable: 3,
             load_milli: 1500,
+            idle_milli: 0,
+            free_mem_mib: 0,
         }),
     };
     tx.send_to(&a.encode().unwrap(), rx.local_addr().unwrap())

@@ -41,6 +41,8 @@ fn announcement(i: usize, seq: u64, rng: &mut SplitMix64) -> Vec<u8> {
     let cpus = [1, 2, 4, 8, 16, 32][rng.below(6)];
     let load = rng.below(cpus as usize * 1500) as u32;
     Announcement {
+        cluster: proto::announce::DEFAULT_CLUSTER.into(),
+        summary: None,
         name: format!("node{i:05}.cluster.example"),
         addr: format!("10.{}.{}.{}:7400", i / 65536, (i / 256) % 256, i % 256)
             .parse()
@@ -54,6 +56,8 @@ fn announcement(i: usize, seq: u64, rng: &mut SplitMix64) -> Vec<u8> {
             running_jobs: rng.below(4) as u32,
             runnable: rng.below(cpus as usize + 2) as u32,
             load_milli: load,
+            idle_milli: cpus * 1000 - load.min(cpus * 1000),
+            free_mem_mib: 0,
         }),
     }
     .encode()

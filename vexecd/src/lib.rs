@@ -27,10 +27,12 @@
 //! let now = Now { instant: Instant::now(), unix_secs: 1_700_000_000 };
 //! for (i, price) in [(1, 5_000_000), (2, 1_000_000), (3, 3_000_000)] {
 //!     let a = Announcement {
+//!         cluster: proto::announce::DEFAULT_CLUSTER.into(),
+//!         summary: None,
 //!         name: format!("node{i}"),
 //!         addr: format!("10.0.0.{i}:7400").parse().unwrap(),
 //!         incarnation: 1, seq: 0, period_ms: 2000,
-//!         kind: Kind::Node(NodeStatus { cpus: 4, price, running_jobs: 1, runnable: 1, load_milli: 1000 }),
+//!         kind: Kind::Node(NodeStatus { cpus: 4, price, running_jobs: 1, runnable: 1, load_milli: 1000 , idle_milli: 4000, free_mem_mib: 8192 }),
 //!     };
 //!     table.ingest(&a.encode().unwrap(), None, now.instant);
 //! }

@@ -100,8 +100,8 @@ pub struct Selected {
     pub addr: SocketAddr,
     /// Its announced market state.
     pub status: NodeStatus,
-    /// Idle CPUs as derived from that state.
-    pub idle_cpus: u32,
+    /// Idle CPUs in thousandths, as derived from that state.
+    pub idle_milli: u32,
     /// Its speed, when it gave an availability summary.
     pub speed: Option<f64>,
     /// Predicted completion of the expected CPU length, when a length was
@@ -184,7 +184,7 @@ impl NodeTable {
                     name: entry.announcement.name.clone(),
                     addr: entry.announcement.addr,
                     status: *entry.status()?,
-                    idle_cpus: c.hot.idle_cpus,
+                    idle_milli: c.hot.idle_milli,
                     speed: c.hot.summary.as_ref().map(|s| s.speed()),
                     predicted: predicted.map(Duration::from_secs_f64),
                     age: entry.age(now.instant),

@@ -202,6 +202,8 @@ pub fn announcement() -> impl Strategy<Value = Announcement> {
                 running_jobs,
                 runnable,
                 load_milli,
+                idle_milli: 0,
+                free_mem_mib: 0,
             })
         },
     );
@@ -224,6 +226,8 @@ pub fn announcement() -> impl Strategy<Value = Announcement> {
     )
         .prop_map(
             |(name, addr, incarnation, seq, period_ms, kind)| Announcement {
+                cluster: proto::announce::DEFAULT_CLUSTER.into(),
+                summary: None,
                 name,
                 addr,
                 incarnation,

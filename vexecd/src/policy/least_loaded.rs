@@ -13,7 +13,7 @@ impl Policy for LeastLoaded {
             let h = cand.hot;
             let slow = u16::MAX - h.speed_milli.min(u16::MAX as u32) as u16;
             let tie =
-                ((u32::MAX - h.idle_cpus) as u64) << 32 | (slow as u64) << 16 | h.name_hash >> 48;
+                ((u32::MAX - h.idle_milli) as u64) << 32 | (slow as u64) << 16 | h.name_hash >> 48;
             cand.key = [cand.load_key(), tie];
         }
         top_by_key(c, count);

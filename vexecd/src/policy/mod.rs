@@ -41,7 +41,7 @@ impl Candidate<'_> {
 
     /// More idle CPUs first, then the name hash: a secondary key.
     pub fn idle_then_name(&self) -> u64 {
-        ((u32::MAX - self.hot.idle_cpus) as u64) << 32 | self.hot.name_hash >> 32
+        ((u32::MAX - self.hot.idle_milli) as u64) << 32 | self.hot.name_hash >> 32
     }
 }
 

@@ -97,6 +97,8 @@ pub fn place(cluster: &Cluster, jobs: &[Submission], policy: PolicyName, seed: u
                 exclude.push(h.name.clone());
             }
             let a = Announcement {
+                cluster: proto::announce::DEFAULT_CLUSTER.into(),
+                summary: None,
                 name: h.name.clone(),
                 addr: format!("10.0.{}.{}:7400", i / 250, 1 + i % 250)
                     .parse()
@@ -110,6 +112,12 @@ pub fn place(cluster: &Cluster, jobs: &[Submission], policy: PolicyName, seed: u
                     running_jobs: running as u32,
                     runnable: running as u32,
                     load_milli: (h.actual[slot] * 1000.0) as u32 + 1000 * running as u32,
+                    idle_milli: if !running {
+                        ((1.0 - h.actual[slot]).clamp(0.0, 1.0) * 1000.0) as u32
+                    } else {
+                        0
+                    },
+                    free_mem_mib: 0,
                 }),
             };
             let datagram = a.encode().expect("simulated announcement encodes");

@@ -1,16 +1,17 @@
-//! Cluster membership: which senders' announcements a table accepts. The
-//! announcement carries no cluster field, so membership is by name suffix
-//! and by network (of the datagram's source and of the announced address).
+//! Cluster membership: which senders' announcements a table accepts: those
+//! naming the table's cluster and, optionally, with a name suffix and within
+//! networks (of the datagram's source and of the announced address).
 
 use std::net::IpAddr;
 
 use proto::announce::Announcement;
 
 /// Which cluster's announcements the table accepts; everything else is
-/// counted as [`DropReason::ForeignCluster`]. The announcement has no
-/// cluster field, so membership is by name suffix and by network.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// counted as [`DropReason::ForeignCluster`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterFilter {
+    /// The cluster name announcements must carry.
+    pub cluster: String,
     /// Accept only senders whose name ends with this (e.g. `.lab.example`).
     pub name_suffix: Option<String>,
     /// When not empty, both the datagram's source address (when known) and
@@ -46,8 +47,21 @@ impl Network {
     }
 }
 
+impl Default for ClusterFilter {
+    fn default() -> Self {
+        ClusterFilter {
+            cluster: proto::announce::DEFAULT_CLUSTER.into(),
+            name_suffix: None,
+            networks: Vec::new(),
+        }
+    }
+}
+
 impl ClusterFilter {
     pub(crate) fn admits(&self, a: &Announcement, source: Option<IpAddr>) -> bool {
+        if a.cluster != self.cluster {
+            return false;
+        }
         if let Some(suffix) = &self.name_suffix
             && !a.name.ends_with(suffix.as_str())
         {

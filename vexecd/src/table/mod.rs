@@ -81,11 +81,16 @@ impl Entry {
     }
 }
 
-/// Idle CPUs of a node as announced: its CPUs less the larger of its
-/// market jobs' runnable threads and its load average (rounded).
-pub fn idle_cpus(s: &NodeStatus) -> u32 {
-    let load = s.load_milli.saturating_add(500) / 1000;
-    s.cpus.saturating_sub(s.runnable.max(load))
+/// Idle CPUs of a node as announced, in thousandths: the smaller of what
+/// it measured idle over its last period and its CPUs less the larger of its
+/// market jobs' runnable threads and its load average (so a node that has
+/// just taken work is not counted idle until its measurement catches up).
+pub fn idle_milli(s: &NodeStatus) -> u32 {
+    let demand = s.runnable.saturating_mul(1000).max(s.load_milli);
+    s.cpus
+        .saturating_mul(1000)
+        .saturating_sub(demand)
+        .min(s.idle_milli)
 }
 
 /// What selection reads of a node, packed together.
@@ -99,14 +104,18 @@ pub struct Hot {
     pub cpus: u32,
     /// Announced load average times 1000.
     pub load_milli: u32,
-    /// Idle CPUs derived from the announcement (see [`idle_cpus`]).
-    pub idle_cpus: u32,
+    /// Idle CPUs in thousandths (see [`idle_milli`]).
+    pub idle_milli: u32,
     /// Speed in thousandths (1000 without a summary).
     pub speed_milli: u32,
     /// A hash of the name: the last tie-break, the same on every selector.
     pub name_hash: u64,
     /// The availability summary, when given.
     pub summary: Option<Arc<Summary>>,
+}
+
+fn speed_milli(s: &Summary) -> u32 {
+    (s.speed() * 1000.0).round() as u32
 }
 
 fn name_hash(name: &str) -> u64 {
@@ -226,6 +235,24 @@ impl NodeTable {
         } else {
             self.services.get(&(service_tag(&a.kind), a.name.clone()))
         };
+        let summary = match (&a.summary, known) {
+            (None, _) => None,
+            (Some(raw), Some(old)) if old.announcement.summary.as_ref() == Some(raw) => {
+                old.summary.clone()
+            }
+            (Some(raw), _) => match Summary::decode(raw) {
+                Ok(s) => Some(Arc::new(s)),
+                Err(e) => {
+                    return Err(Dropped {
+                        reason: DropReason::Malformed,
+                        error: Some(AnnounceError::BadField {
+                            field: "summary",
+                            reason: e.to_string(),
+                        }),
+                    });
+                }
+            },
+        };
         let accepted = match known {
             Some(old) if self.live(old, now) => {
                 if !a.supersedes(&old.announcement) {
@@ -256,11 +283,22 @@ impl NodeTable {
                     h.price = status.price;
                     h.cpus = status.cpus;
                     h.load_milli = status.load_milli;
-                    h.idle_cpus = idle_cpus(&status);
+                    h.idle_milli = idle_milli(&status);
                     let e = &mut self.entries[i];
+                    // A node may leave its summary out of most
+                    // announcements: the last one given stays.
+                    let raw = e.announcement.summary.take();
                     e.announcement = a;
+                    if e.announcement.summary.is_none() {
+                        e.announcement.summary = raw;
+                    }
                     e.heard = now;
                     e.source = source;
+                    if let Some(s) = summary {
+                        h.speed_milli = speed_milli(&s);
+                        h.summary = Some(s.clone());
+                        e.summary = Some(s);
+                    }
                 }
                 None => {
                     self.index.insert(a.name.clone(), self.entries.len());
@@ -269,16 +307,16 @@ impl NodeTable {
                         price: status.price,
                         cpus: status.cpus,
                         load_milli: status.load_milli,
-                        idle_cpus: idle_cpus(&status),
-                        speed_milli: 1000,
+                        idle_milli: idle_milli(&status),
+                        speed_milli: summary.as_deref().map_or(1000, speed_milli),
                         name_hash: name_hash(&a.name),
-                        summary: None,
+                        summary: summary.clone(),
                     });
                     self.entries.push(Entry {
                         announcement: a,
                         heard: now,
                         source,
-                        summary: None,
+                        summary,
                     });
                 }
             }
@@ -302,7 +340,7 @@ impl NodeTable {
     pub fn set_summary(&mut self, name: &str, summary: Arc<Summary>) -> bool {
         match self.index.get(name) {
             Some(&i) => {
-                self.hot[i].speed_milli = (summary.speed() * 1000.0).round() as u32;
+                self.hot[i].speed_milli = speed_milli(&summary);
                 self.hot[i].summary = Some(summary.clone());
                 self.entries[i].summary = Some(summary);
                 true

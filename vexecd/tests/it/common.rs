@@ -7,6 +7,8 @@ use vexecd::clock::Now;
 
 pub fn node(name: &str, seq: u64, status: NodeStatus) -> Announcement {
     Announcement {
+        cluster: proto::announce::DEFAULT_CLUSTER.into(),
+        summary: None,
         name: name.into(),
         addr: "10.1.0.1:7400".parse().unwrap(),
         incarnation: 100,
@@ -23,6 +25,9 @@ pub fn status(cpus: u32, price: i64, load_milli: u32) -> NodeStatus {
         running_jobs: 0,
         runnable: 0,
         load_milli,
+        // Measured fully idle: the load and runnable threads decide.
+        idle_milli: cpus * 1000,
+        free_mem_mib: 0,
     }
 }
 

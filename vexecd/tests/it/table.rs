@@ -90,6 +90,7 @@ fn malformed_oversized_and_foreign_datagrams_are_counted_by_reason() {
             addr: "10.1.0.0".parse().unwrap(),
             prefix: 16,
         }],
+        ..ClusterFilter::default()
     };
     let mut table = NodeTable::new(TableConfig {
         cluster,
@@ -102,6 +103,10 @@ fn malformed_oversized_and_foreign_datagrams_are_counted_by_reason() {
     let foreign_name = datagram(&node("n1.other", 0, status(2, 0, 0)));
     let mut outside_addr = node("n2.lab", 0, status(2, 0, 0));
     outside_addr.addr = "192.0.2.1:7400".parse().unwrap();
+    let mut other_cluster = node("n3.lab", 0, status(2, 0, 0));
+    other_cluster.cluster = "another".into();
+    let mut bad_summary = node("n4.lab", 0, status(2, 0, 0));
+    bad_summary.summary = Some(vec![1, 2, 3]);
     let reasons = [
         (
             table.ingest(&foreign_name, inside, t0),
@@ -113,6 +118,10 @@ fn malformed_oversized_and_foreign_datagrams_are_counted_by_reason() {
         ),
         (
             table.ingest(&datagram(&outside_addr), inside, t0),
+            DropReason::ForeignCluster,
+        ),
+        (
+            table.ingest(&datagram(&other_cluster), inside, t0),
             DropReason::ForeignCluster,
         ),
         (
@@ -128,6 +137,10 @@ fn malformed_oversized_and_foreign_datagrams_are_counted_by_reason() {
             table.ingest(b"GET / HTTP/1.1\r\n", inside, t0),
             DropReason::Malformed,
         ),
+        (
+            table.ingest(&datagram(&bad_summary), inside, t0),
+            DropReason::Malformed,
+        ),
     ];
     for (i, (got, want)) in reasons.into_iter().enumerate() {
         assert_eq!(got.unwrap_err().reason, want, "datagram {i}");
@@ -135,7 +148,7 @@ fn malformed_oversized_and_foreign_datagrams_are_counted_by_reason() {
     let c = table.counters();
     assert_eq!(
         (c.accepted, c.foreign_cluster, c.oversized, c.malformed),
-        (1, 3, 1, 3)
+        (1, 4, 1, 4)
     );
     assert_eq!(table.nodes(t0).count(), 1);
 }
@@ -269,4 +282,29 @@ fn expiring_some_nodes_keeps_the_others_findable_and_updatable() {
         .unwrap();
     assert_eq!(table.node("n7", t1).unwrap().status().unwrap().price, 700);
     assert_eq!(table.node("n9", t1).unwrap().status().unwrap().price, 9);
+}
+
+#[test]
+fn a_summary_travels_in_the_announcement_and_stays_until_replaced() {
+    use vexecd::profile::SLOTS;
+    use vexecd::profile::summary::Summary;
+    let t0 = Instant::now();
+    let mut table = NodeTable::new(TableConfig::default());
+    let slow = Summary::from_busy(&[0.5; SLOTS], 0.5);
+    let mut a = node("n1", 0, status(2, 0, 0));
+    a.summary = Some(slow.encode());
+    table.ingest(&datagram(&a), None, t0).unwrap();
+    let held = |t: &NodeTable| t.node("n1", t0).unwrap().summary.clone();
+    assert_eq!(held(&table).as_deref(), Some(&slow));
+    // Later announcements without one keep it...
+    let b = node("n1", 1, status(2, 0, 0));
+    table.ingest(&datagram(&b), None, t0).unwrap();
+    assert_eq!(held(&table).as_deref(), Some(&slow));
+    // ...and a new one replaces it.
+    let fast = Summary::from_busy(&[0.0; SLOTS], 2.0);
+    let mut c = node("n1", 2, status(2, 0, 0));
+    c.summary = Some(fast.encode());
+    table.ingest(&datagram(&c), None, t0).unwrap();
+    assert_eq!(held(&table).as_deref(), Some(&fast));
+    assert_eq!(table.hot(t0).next().unwrap().1.speed_milli, 2000);
 }
