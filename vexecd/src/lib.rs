@@ -4,17 +4,15 @@
 //! by itself; the caller feeds it datagrams and passes the time in.
 //!
 //! Module map:
-//! - [`clock`]: the time a caller passes in (monotonic instant and wall
-//!   position in the week).
+//! - [`clock`] and [`profile`] (from the `discovery` crate, which nodes
+//!   share): the time a caller passes in, and the availability history after
+//!   HP's Ring Leader with its compact summary and completion prediction.
 //! - [`table`]: the node table: ingests datagrams, drops and counts bad,
 //!   foreign and stale ones, forgets nodes not heard within the window.
 //! - [`select`]: the select request, its typed errors, and the ranking
 //!   entry point over the table.
 //! - [`policy`]: one trait, one small module per selection policy.
 //! - [`rng`]: the injectable, seedable random source of the `random` policy.
-//! - [`profile`]: the availability history after HP's Ring Leader: the weekly
-//!   profile of 1008 ten-minute slots, its file, its compact summary, and
-//!   the completion-time prediction.
 //! - [`sim`]: a synthetic week of desktop availability and the placement
 //!   simulation comparing policies by completion ratio.
 //!
@@ -46,9 +44,9 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod clock;
+pub use discovery::{clock, profile};
+
 pub mod policy;
-pub mod profile;
 pub mod rng;
 pub mod select;
 pub mod sim;
