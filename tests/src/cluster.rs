@@ -113,6 +113,22 @@ pub struct ClusterOptions {
     /// Signals rexecd starts with ignored, as under `nohup` (a list for
     /// `env --ignore-signal`, e.g. `"HUP,USR1"`); empty for none.
     pub node_ignored_signals: &'static str,
+    /// Hosts in network namespaces: node `n<i>` runs on host `i - 1`, and
+    /// the client (and accountd, in a market) on the host after the last
+    /// node. `None`: everything on loopback.
+    pub net: Option<std::sync::Arc<crate::netns::Net>>,
+}
+
+impl ClusterOptions {
+    /// The host the client and the services run on, when on a [`crate::netns::Net`].
+    pub fn services_host(&self) -> Option<(String, std::net::Ipv4Addr)> {
+        let net = self.net.as_ref()?;
+        let h = net
+            .hosts
+            .get(self.nodes)
+            .expect("a net needs one host more than the cluster has nodes");
+        Some((h.ns.clone(), h.addr))
+    }
 }
 
 impl Default for ClusterOptions {
@@ -122,6 +138,7 @@ impl Default for ClusterOptions {
             node_heartbeat_timeout: "2s",
             client_heartbeat_timeout: "2s",
             node_ignored_signals: "",
+            net: None,
         }
     }
 }
@@ -191,11 +208,18 @@ impl Cluster {
             let tls = pki.tls_paths(Role::Node, &name);
             let cgroup_parent = format!("rexec-test-{unique}-{name}");
             let ready = dir.path().join(format!("{name}.ready"));
+            let host = options.net.as_ref().map(|net| {
+                let h = net.host(i - 1);
+                (h.ns.clone(), h.addr)
+            });
+            let listen = host
+                .as_ref()
+                .map_or("127.0.0.1:0".to_string(), |(_, addr)| format!("{addr}:0"));
             let mut args: Vec<String> = vec![
                 "--name".into(),
                 name.clone(),
                 "--listen".into(),
-                "127.0.0.1:0".into(),
+                listen,
                 "--ready-file".into(),
                 ready.display().to_string(),
                 "--cgroup-parent".into(),
@@ -224,6 +248,7 @@ impl Cluster {
                 cgroup_parent,
                 log,
                 child: None,
+                netns: host.map(|(ns, _)| ns),
                 args,
                 ignored_signals: options.node_ignored_signals,
             };

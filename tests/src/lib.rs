@@ -7,6 +7,7 @@
 //!   configuration; stops the daemons and checks cgroups on drop.
 //! - [`market`]: a real accountd, nodes configured to charge through it,
 //!   and reading balances, history, `rexec jobs` and `rexec -v` as users do.
+//! - [`netns`]: hosts in network namespaces on a bridge (multi-host tests).
 //! - [`node`]: one `rexecd` process: flags, log, ready file, start-up.
 //! - [`rexec`]: running the `rexec` binary and collecting what it prints.
 //! - [`procs`]: processes found by an environment mark, their states, and
@@ -31,6 +32,7 @@
 
 pub mod cluster;
 pub mod market;
+pub mod netns;
 pub mod node;
 pub mod pattern;
 pub mod procs;

@@ -12,7 +12,7 @@
 use std::fs;
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use certs::testing::TestPki;
@@ -91,7 +91,8 @@ impl MarketCluster {
     pub fn start(options: MarketOptions) -> MarketCluster {
         let mut accountd: Option<Accountd> = None;
         let cluster = Cluster::start_with_node_config(options.cluster.clone(), |pki, dir, name| {
-            let d = accountd.get_or_insert_with(|| Accountd::start(pki));
+            let d = accountd
+                .get_or_insert_with(|| Accountd::start_on(pki, options.cluster.services_host()));
             Some(node_config(&options, &d.addr, &journal_path(dir, name)))
         });
         let accountd = accountd.expect("the cluster has no nodes");
@@ -152,13 +153,23 @@ pub struct Accountd {
     service: TlsPaths,
     admin: TlsPaths,
     child: Option<Child>,
+    netns: Option<String>,
 }
 
 impl Accountd {
     /// Start on a fresh ledger.
     pub fn start(pki: &TestPki) -> Accountd {
+        Accountd::start_on(pki, None)
+    }
+
+    /// Start on a fresh ledger, in a host's network namespace (name and
+    /// address) when given.
+    pub fn start_on(pki: &TestPki, host: Option<(String, std::net::Ipv4Addr)>) -> Accountd {
         let mut d = Accountd {
-            addr: "127.0.0.1:0".into(),
+            addr: host
+                .as_ref()
+                .map_or("127.0.0.1:0".into(), |(_, a)| format!("{a}:0")),
+            netns: host.map(|(ns, _)| ns),
             dir: tempfile::Builder::new()
                 .prefix("rexec-e2e-accountd-")
                 .tempdir()
@@ -203,7 +214,7 @@ impl Accountd {
                 .append(true)
                 .open(self.log())
                 .expect("cannot open the accountd log");
-            let mut cmd = Command::new(bin("accountd"));
+            let mut cmd = crate::netns::command_in(self.netns.as_deref(), bin("accountd"));
             cmd.args(["--listen", &self.addr, "--database"])
                 .arg(self.dir.path().join("ledger.db"))
                 .arg("--ready-file")
@@ -262,7 +273,7 @@ impl Accountd {
 
     /// Run `accountctl` with the certificate of (`role`, `name`).
     pub fn ctl(&self, tls: &TlsPaths, args: &[&str]) -> Ctl {
-        let mut cmd = Command::new(bin("accountctl"));
+        let mut cmd = crate::netns::command_in(self.netns.as_deref(), bin("accountctl"));
         for v in [
             "ACCOUNTD_ADDR",
             "REXEC_CA",

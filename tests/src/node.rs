@@ -5,7 +5,7 @@
 use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// One rexecd.
@@ -20,6 +20,8 @@ pub struct Node {
     /// Its log (rexecd's stderr).
     pub log: PathBuf,
     pub(crate) child: Option<Child>,
+    /// The network namespace it runs in (see [`crate::netns`]).
+    pub(crate) netns: Option<String>,
     pub(crate) args: Vec<String>,
     pub(crate) ignored_signals: &'static str,
 }
@@ -40,15 +42,19 @@ pub(crate) fn spawn_node(rexecd: &Path, node: &mut Node, ready: &Path) {
         .open(&node.log)
         .expect("cannot open the node log");
     // `env` execs rexecd in place, so the child's pid is rexecd's.
-    let mut command = if node.ignored_signals.is_empty() {
-        Command::new(rexecd)
+    // `nsenter` and `env` exec what follows in place too.
+    let program: &std::ffi::OsStr = if node.ignored_signals.is_empty() {
+        rexecd.as_os_str()
     } else {
-        let mut env = Command::new("env");
-        env.arg(format!("--ignore-signal={}", node.ignored_signals))
+        "env".as_ref()
+    };
+    let mut command = crate::netns::command_in(node.netns.as_deref(), program);
+    if !node.ignored_signals.is_empty() {
+        command
+            .arg(format!("--ignore-signal={}", node.ignored_signals))
             .arg("--")
             .arg(rexecd);
-        env
-    };
+    }
     let mut child = command
         .args(&node.args)
         .env("RUST_LOG", "info")

@@ -64,7 +64,9 @@ impl Outcome {
 
 impl Rexec {
     pub(crate) fn new(cluster: &Cluster) -> Rexec {
-        let mut cmd = Command::new(bin("rexec"));
+        let host = cluster.options.services_host();
+        let mut cmd =
+            crate::netns::command_in(host.as_ref().map(|(ns, _)| ns.as_str()), bin("rexec"));
         cmd.env("REXEC_CONFIG", &cluster.config)
             .env(MARK_VAR, &cluster.mark)
             .env(

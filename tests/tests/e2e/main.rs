@@ -16,6 +16,7 @@ mod market_checks;
 mod market_crash;
 mod market_dry;
 mod market_figure4;
+mod multihost;
 mod revocation;
 mod skip;
 mod stdin_full;
