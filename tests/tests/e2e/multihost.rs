@@ -100,7 +100,10 @@ fn a_cut_link_aborts_everywhere_and_charges_land_once() {
         "the client names the lost node: {out:?}"
     );
     // Heartbeat timeout 2 s, heartbeats every second: allow for a loaded machine.
-    assert!(noticed < Duration::from_secs(6), "aborted after {noticed:?}");
+    assert!(
+        noticed < Duration::from_secs(6),
+        "aborted after {noticed:?}"
+    );
     let gone = wait_until(Duration::from_secs(10), || {
         m.marked(&[]).is_empty() && m.job_cgroups().is_empty()
     });
