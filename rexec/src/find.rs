@@ -259,7 +259,7 @@ mod tests {
             None
         );
         assert_eq!(
-            selector_in(&announcement("bad name", "rexec", Kind::Selector), "rexec"),
+            selector_in(&announcement("Bad_Name", "rexec", Kind::Selector), "rexec"),
             None
         );
         assert_eq!(selector_in(b"junk", "rexec"), None);

@@ -69,10 +69,6 @@ pub async fn run(args: RunArgs) -> i32 {
     let selecting = args.nodes.is_none()
         && config.nodes.is_empty()
         && (!config.selectors.is_empty() || config.discovery.is_some());
-    let wanted = match wanted(&args) {
-        Ok(w) => w,
-        Err(e) => return usage(e),
-    };
     let connector = match certs::connector(&config.tls) {
         Ok(c) => c,
         Err(e) => {
@@ -84,7 +80,20 @@ pub async fn run(args: RunArgs) -> i32 {
         }
     };
     let (ranks, opened) = if selecting {
-        if let Err(e) = JobSpec::from_process(&[], bid, args.command.clone(), None)
+        let wanted = match wanted(&args) {
+            Ok(w) => w,
+            Err(e) => return usage(e),
+        };
+        // Check what can be checked before asking anyone (the node names
+        // are not known yet; the full check follows the choice).
+        let placeholder = [crate::plan::RankTarget {
+            rank: 0,
+            node: crate::config::NodeEntry {
+                name: "node".into(),
+                addr: String::new(),
+            },
+        }];
+        if let Err(e) = JobSpec::from_process(&placeholder, bid, args.command.clone(), None)
             .launch(0)
             .validate()
         {

@@ -238,7 +238,7 @@ struct NoneAnswered<'a>(&'a [Attempt]);
 
 impl fmt::Display for NoneAnswered<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "no selector answered:")?;
+        write!(f, "no selector could answer:")?;
         for a in self.0 {
             write!(f, "\n  selector {} at {}: {}", a.name, a.addr, a.error)?;
         }
