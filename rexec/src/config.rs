@@ -369,6 +369,34 @@ mod tests {
     }
 
     #[test]
+    fn the_commented_selector_examples_in_deploy_load() {
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/etc/client.toml"
+        ));
+        let text = std::fs::read_to_string(path).unwrap();
+        let uncommented: String = text
+            .lines()
+            .map(|l| match l.strip_prefix("# ") {
+                Some(rest)
+                    if rest.starts_with('[')
+                        || rest.split_once(" = ").is_some_and(|(k, _)| {
+                            k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                        }) =>
+                {
+                    rest
+                }
+                _ => l,
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let c = Config::parse(path, &uncommented).unwrap();
+        let names: Vec<_> = c.selectors.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["vexecd1", "vexecd2"]);
+        assert_eq!(c.discovery.unwrap().port, 7477);
+    }
+
+    #[test]
     fn relative_paths_follow_the_file_and_crl_is_optional() {
         let c = parse(BASE).unwrap();
         assert_eq!(c.tls.ca, Path::new("/etc/rexec/ca.pem"));

@@ -191,12 +191,12 @@ async fn ask_inner(
         )));
     }
     let reply = response.result.map_err(AskError::Refused)?;
-    let expected = match (&request.op, &reply) {
+    let expected = matches!(
+        (&request.op, &reply),
         (SelectorOp::Select(_), SelectorReply::Selected(_))
-        | (SelectorOp::Nodes(_), SelectorReply::Nodes(_))
-        | (SelectorOp::Services, SelectorReply::Services(_)) => true,
-        _ => false,
-    };
+            | (SelectorOp::Nodes(_), SelectorReply::Nodes(_))
+            | (SelectorOp::Services, SelectorReply::Services(_))
+    );
     if !expected {
         let got: String = format!("{reply:?}").chars().take(60).collect();
         return Err(AskError::Protocol(format!("unexpected answer {got}")));

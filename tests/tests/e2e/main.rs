@@ -17,6 +17,7 @@ mod market_crash;
 mod market_dry;
 mod market_figure4;
 mod revocation;
+mod select;
 mod skip;
 mod stdin_full;
 mod streams;
