@@ -35,6 +35,10 @@ pub async fn run(args: &NodesArgs, config: Option<&std::path::Path>) -> i32 {
             }
         },
     };
+    if args.policy.as_deref() == Some("history") && expected_cpu_ms.is_none() {
+        say("--policy history needs --length, the job's expected CPU time (e.g. --length 20m)");
+        return USAGE;
+    }
     let connector = match certs::connector(&config.tls) {
         Ok(c) => c,
         Err(e) => {

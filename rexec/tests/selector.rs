@@ -441,6 +441,9 @@ async fn the_run_form_checks_its_selection_options_before_asking() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(expect), "{args:?}: {stderr}");
     }
+    let out = rexec(&config, &["nodes", "--policy", "history"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs --length"));
     assert!(
         good.requests().is_empty(),
         "nothing is asked of a bad request"
