@@ -29,6 +29,9 @@ use crate::session::{Session, SessionError};
 
 /// Run an admin command; returns the exit status.
 pub async fn run(args: AdminArgs) -> i32 {
+    if let AdminCommand::Nodes(n) = &args.command {
+        return crate::nodes::run(n, args.config.as_deref()).await;
+    }
     let config = match config_path(args.config.as_deref()).and_then(|p| Config::load(&p)) {
         Ok(c) => c,
         Err(e) => {
@@ -54,6 +57,7 @@ pub async fn run(args: AdminArgs) -> i32 {
         return crate::run::USAGE;
     }
     let request = match &args.command {
+        AdminCommand::Nodes(_) => unreachable!("`rexec nodes` returned above"),
         AdminCommand::Jobs => ToNode::ListJobs,
         AdminCommand::Kill(k) => {
             let job: JobId = match k.job.parse() {

@@ -1,9 +1,9 @@
 //! The command line: the run form `rexec [OPTIONS] [--] PROG [ARGS...]` and
-//! the admin forms `rexec jobs`, `rexec kill JOBID` and `rexec bid JOBID RATE`,
-//! and the rule that tells them apart.
+//! the admin forms `rexec jobs`, `rexec kill JOBID`, `rexec bid JOBID RATE`
+//! and `rexec nodes`, and the rule that tells them apart.
 //!
 //! The rule: the first word that is neither an option nor an option's value
-//! decides. If it is exactly `jobs`, `kill` or `bid` and no `--` came before it, the
+//! decides. If it is exactly `jobs`, `kill`, `bid` or `nodes` and no `--` came before it, the
 //! line is an admin command; otherwise it is the program to run, and every
 //! word after it belongs to the program. So a program called `jobs` runs with
 //! `rexec -- jobs` (or `rexec ./jobs`).
@@ -38,16 +38,23 @@ Other forms:
   rexec jobs [--nodes A,B,...]              list your jobs (all jobs for an admin) on the nodes
   rexec kill JOBID [--nodes A,B,...] [-s SIG]  signal every rank of a job (default SIGKILL)
   rexec bid JOBID RATE [--nodes A,B,...]    change a running job's bid on every node it runs on
-The first word that is not an option decides: `jobs`, `kill` or `bid` there means the admin form,
-unless `--` came before it. To run a program called jobs, write `rexec -- jobs`.
+  rexec nodes [--length DURATION] [--policy P]  list the nodes a selector knows
+The first word that is not an option decides: `jobs`, `kill`, `bid` or `nodes` there means the
+admin form, unless `--` came before it. To run a program called jobs, write `rexec -- jobs`.
 
 Nodes: with --nodes, ranks go to the listed nodes in order (N defaults to the list length; with
--n N the list is cycled or cut to N). Without --nodes, the first N nodes of the configuration file
-are used in file order, cycling if there are fewer than N (N defaults to 1).
+-n N the list is cycled or cut to N). Without --nodes, the first N nodes of the configuration's
+[nodes] table are used in file order, cycling if there are fewer than N (N defaults to 1).
+Without --nodes and [nodes], a selector (vexecd) chooses N distinct nodes by --policy (under
+--max-price): the selectors of the [selectors] table (name = \"host:port\", asked in file order),
+else those heard announcing on the group of the [discovery] table. A node that cannot be reached,
+refuses, or whose certificate names another node is replaced by the next candidate (3 times at
+most); -v says which selector answered and which nodes were chosen, and why.
 
 Configuration: --config PATH, else $REXEC_CONFIG, else $XDG_CONFIG_HOME/rexec/config.toml, else
 ~/.config/rexec/config.toml (TOML with ca, cert, key, optional crl and max_rate, and a [nodes]
-table of name = \"host:port\"; sections of other tools, such as [accountd], are left alone).
+table of name = \"host:port\", or a [selectors] table, or a [discovery] table; sections of other
+tools, such as [accountd], are left alone).
 REXEC_CA, REXEC_CERT, REXEC_KEY and REXEC_CRL override the file's keys of the same name.
 REXEC_HEARTBEAT_TIMEOUT (e.g. 5s, 500ms) sets how long a silent node is trusted (default 5s).
 
@@ -61,7 +68,7 @@ killed by signal N); 255 when a node is lost or fails, 127 when the program cann
     name = "rexec",
     version,
     about = "Run a program on several cluster nodes as if it ran here",
-    override_usage = "rexec [OPTIONS] [--] PROG [ARGS...]\n       rexec jobs [--nodes A,B,...]\n       rexec kill JOBID [--nodes A,B,...] [-s SIG]\n       rexec bid JOBID RATE [--nodes A,B,...]",
+    override_usage = "rexec [OPTIONS] [--] PROG [ARGS...]\n       rexec jobs [--nodes A,B,...]\n       rexec kill JOBID [--nodes A,B,...] [-s SIG]\n       rexec bid JOBID RATE [--nodes A,B,...]\n       rexec nodes [--length DURATION] [--policy P]",
     after_help = RUN_AFTER_HELP
 )]
 pub struct RunArgs {
@@ -75,6 +82,18 @@ pub struct RunArgs {
     /// Nodes to run on, in rank order; a node may appear more than once.
     #[arg(long, value_name = "A,B,...", value_delimiter = ',')]
     pub nodes: Option<Vec<String>>,
+    /// How a selector chooses nodes (without --nodes and [nodes]): lowest-price,
+    /// least-loaded, random or history (history needs --length).
+    #[arg(long, value_name = "POLICY", default_value = crate::select::DEFAULT_POLICY)]
+    pub policy: String,
+    /// Choose only nodes whose price is at most this many credits per minute
+    /// (decimal, like the bid).
+    #[arg(long = "max-price", value_name = "CREDITS")]
+    pub max_price: Option<String>,
+    /// The job's expected CPU time (e.g. 90s, 20m), for the history policy's
+    /// completion predictions.
+    #[arg(long, value_name = "DURATION")]
+    pub length: Option<String>,
     /// Prefix every output line with the rank that wrote it, as `[R] `.
     #[arg(short = 'l', long = "label")]
     pub label: bool,
@@ -89,7 +108,8 @@ pub struct RunArgs {
     /// Abort every rank as soon as one exits with a non-zero status.
     #[arg(long)]
     pub kill_on_bad_exit: bool,
-    /// At the end, print per node the CPU time the ranks used and the credits they were charged.
+    /// Say which selector answered and which nodes it chose, and why; at the end, print
+    /// per node the CPU time the ranks used and the credits they were charged.
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
     /// Client configuration file.
@@ -105,7 +125,7 @@ pub struct RunArgs {
 #[command(
     name = "rexec",
     version,
-    about = "List, kill or re-bid rexec jobs on the nodes"
+    about = "List, kill or re-bid rexec jobs on the nodes, or list the nodes a selector knows"
 )]
 pub struct AdminArgs {
     /// The admin command.
@@ -129,6 +149,23 @@ pub enum AdminCommand {
     /// Change the bid of every rank of a running job on the nodes (checked as a
     /// launch is: the node's max_rate and your balance).
     Bid(BidArgs),
+    /// List the nodes a selector knows: price, CPUs, idle CPUs, jobs, load,
+    /// predicted completion for --length and the age of the last announcement.
+    Nodes(NodesArgs),
+}
+
+/// Arguments of `rexec nodes`.
+#[derive(Debug, Args)]
+pub struct NodesArgs {
+    /// Predict each node's completion of a job of this CPU length (e.g. 90s, 20m).
+    #[arg(long, value_name = "DURATION")]
+    pub length: Option<String>,
+    /// List the nodes in the order this policy would choose them (default: by name).
+    #[arg(long, value_name = "POLICY")]
+    pub policy: Option<String>,
+    /// Say which selector answered.
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
 }
 
 /// Arguments of `rexec bid`.
@@ -159,12 +196,21 @@ pub struct KillArgs {
 pub enum Invocation {
     /// Run a program.
     Run(RunArgs),
-    /// `jobs`, `kill` or `bid`.
+    /// `jobs`, `kill`, `bid` or `nodes`.
     Admin(AdminArgs),
 }
 
 /// Long options of the run form that take a value in the next word.
-const LONG_WITH_VALUE: [&str; 5] = ["--rate", "--nranks", "--nodes", "--stdin", "--config"];
+const LONG_WITH_VALUE: [&str; 8] = [
+    "--rate",
+    "--nranks",
+    "--nodes",
+    "--stdin",
+    "--config",
+    "--policy",
+    "--max-price",
+    "--length",
+];
 /// Short options of the run form that take a value.
 const SHORT_WITH_VALUE: [char; 2] = ['r', 'n'];
 
@@ -206,7 +252,7 @@ pub fn is_admin(args: &[OsString]) -> bool {
             }
             continue;
         }
-        return w == "jobs" || w == "kill" || w == "bid";
+        return matches!(w, "jobs" | "kill" | "bid" | "nodes");
     }
     false
 }
@@ -284,5 +330,29 @@ mod tests {
         assert!(is_admin(&w("-ln4 jobs")));
         assert!(is_admin(&w("--rate=2 jobs")));
         assert!(!is_admin(&w("--rate jobs ls")));
+        assert!(!is_admin(&w("--policy nodes ls")));
+        assert!(is_admin(&w("--policy random nodes")));
+    }
+
+    #[test]
+    fn selection_options_and_the_nodes_form() {
+        let r = run("-r 1 -n 3 --policy history --max-price 0.5 --length 90s ./prog");
+        assert_eq!(r.policy, "history");
+        assert_eq!(r.max_price.as_deref(), Some("0.5"));
+        assert_eq!(r.length.as_deref(), Some("90s"));
+        assert_eq!(run("ls").policy, "lowest-price");
+        let argv = [
+            "rexec", "nodes", "--length", "20m", "--policy", "history", "-v",
+        ];
+        let Invocation::Admin(a) = parse(argv.iter().map(OsString::from).collect()) else {
+            panic!("not admin");
+        };
+        let AdminCommand::Nodes(n) = a.command else {
+            panic!("not nodes")
+        };
+        assert_eq!(n.length.as_deref(), Some("20m"));
+        assert_eq!(n.policy.as_deref(), Some("history"));
+        assert!(n.verbose);
+        assert_eq!(run("-- nodes").command, ["nodes"]);
     }
 }

@@ -20,6 +20,14 @@
 //! environment variable, `$XDG_CONFIG_HOME/rexec/config.toml`,
 //! `$HOME/.config/rexec/config.toml` (the same lookup as `accountctl`).
 //!
+//! How the client finds nodes, in order of precedence: `--nodes` or a
+//! `[nodes]` table (name = "host:port", used as they are); else a
+//! `[selectors]` table (name = "host:port", each name the service name in
+//! that selector's certificate, asked in file order); else a `[discovery]`
+//! table (the one every daemon shares, see `discovery::config`): the client
+//! listens on the announcement group for selectors. A configured list
+//! always wins over announcements.
+//!
 //! The file is shared by every client tool: the certificate keys at the top
 //! serve them all, and sections of other tools (such as `[accountd]`) are
 //! left alone here. A top-level key no tool knows is refused, since it is
@@ -47,6 +55,16 @@ pub struct NodeEntry {
     pub addr: String,
 }
 
+/// A selector (vexecd) the client may ask for nodes: its certificate name
+/// (role service) and where it listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectorEntry {
+    /// The selector's name, as in its certificate.
+    pub name: String,
+    /// `host:port` to connect to.
+    pub addr: String,
+}
+
 /// A loaded client configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -58,6 +76,10 @@ pub struct Config {
     pub max_rate: Bid,
     /// The known nodes, in the order the file lists them.
     pub nodes: Vec<NodeEntry>,
+    /// The configured selectors, in the order the file lists them.
+    pub selectors: Vec<SelectorEntry>,
+    /// The `[discovery]` table, checked, when the file has one.
+    pub discovery: Option<discovery::config::DiscoveryConfig>,
 }
 
 /// Why the configuration could not be loaded; every message names the file.
@@ -119,6 +141,9 @@ struct RawConfig {
     max_rate: Option<toml::Spanned<toml::Value>>,
     #[serde(default)]
     nodes: BTreeMap<String, toml::Spanned<String>>,
+    #[serde(default)]
+    selectors: BTreeMap<String, toml::Spanned<String>>,
+    discovery: Option<discovery::config::DiscoveryFile>,
 }
 
 /// Which file to load: `explicit` (from `--config` or `REXEC_CONFIG`, which
@@ -257,11 +282,37 @@ impl Config {
             nodes.push((start, NodeEntry { name, addr }));
         }
         nodes.sort_by_key(|(start, _)| *start);
+        let mut selectors: Vec<(usize, SelectorEntry)> = Vec::new();
+        for (name, addr) in raw.selectors {
+            let key = format!("selectors.{name}");
+            certs::check_name(Role::Service, &name).map_err(|e| {
+                value_err(
+                    &key,
+                    format!(
+                        "not a usable selector name (the service name in its certificate): {e}"
+                    ),
+                )
+            })?;
+            let start = addr.span().start;
+            let addr = addr.into_inner();
+            check_addr(&addr).map_err(|m| value_err(&key, m))?;
+            selectors.push((start, SelectorEntry { name, addr }));
+        }
+        selectors.sort_by_key(|(start, _)| *start);
+        let discovery = match raw.discovery {
+            None => None,
+            Some(file) => Some(
+                file.resolve()
+                    .map_err(|e| value_err(&format!("discovery.{}", e.key), e.reason.clone()))?,
+            ),
+        };
         Ok(Config {
             path: path.to_path_buf(),
             tls,
             max_rate,
             nodes: nodes.into_iter().map(|(_, n)| n).collect(),
+            selectors: selectors.into_iter().map(|(_, n)| n).collect(),
+            discovery,
         })
     }
 
@@ -315,6 +366,34 @@ mod tests {
         assert_eq!(c.nodes.len(), 2);
         assert_eq!(c.max_rate, Bid::from_credits(1000));
         assert!(c.tls.crl.is_some());
+    }
+
+    #[test]
+    fn the_commented_selector_examples_in_deploy_load() {
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/etc/client.toml"
+        ));
+        let text = std::fs::read_to_string(path).unwrap();
+        let uncommented: String = text
+            .lines()
+            .map(|l| match l.strip_prefix("# ") {
+                Some(rest)
+                    if rest.starts_with('[')
+                        || rest.split_once(" = ").is_some_and(|(k, _)| {
+                            k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                        }) =>
+                {
+                    rest
+                }
+                _ => l,
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let c = Config::parse(path, &uncommented).unwrap();
+        let names: Vec<_> = c.selectors.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["vexecd1", "vexecd2"]);
+        assert_eq!(c.discovery.unwrap().port, 7477);
     }
 
     #[test]
@@ -395,6 +474,41 @@ mod tests {
         let text = format!("{BASE}[accountd]\naddress = \"h:9\"\n[nodes]\nn1 = \"h:1\"\n");
         let c = parse(&text).unwrap();
         assert_eq!(c.nodes.len(), 1);
+    }
+
+    #[test]
+    fn selectors_keep_file_order_and_names_are_checked() {
+        let c = parse(&format!(
+            "{BASE}[selectors]\nv2 = \"127.0.0.1:7481\"\nv1 = \"127.0.0.1:7480\"\n"
+        ))
+        .unwrap();
+        let names: Vec<_> = c.selectors.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["v2", "v1"]);
+        assert_eq!(c.selectors[1].addr, "127.0.0.1:7480");
+        assert!(c.nodes.is_empty() && c.discovery.is_none());
+        let e = parse(&format!("{BASE}[selectors]\nv1 = \"nocolon\"\n")).unwrap_err();
+        assert!(e.to_string().contains("`selectors.v1`"), "{e}");
+        let e = parse(&format!("{BASE}[selectors]\n\"bad name!\" = \"h:1\"\n")).unwrap_err();
+        assert!(e.to_string().contains("selectors.bad name!"), "{e}");
+        assert!(e.to_string().contains("selector name"), "{e}");
+    }
+
+    #[test]
+    fn the_discovery_table_is_read_and_checked() {
+        let c = parse(&format!(
+            "{BASE}[discovery]\ngroup = \"239.255.77.9\"\nport = 7600\ninterface = \"127.0.0.1\"\nperiod = \"500ms\"\n"
+        ))
+        .unwrap();
+        let d = c.discovery.unwrap();
+        assert_eq!(
+            (d.group.to_string().as_str(), d.port),
+            ("239.255.77.9", 7600)
+        );
+        assert_eq!(d.period, std::time::Duration::from_millis(500));
+        let e = parse(&format!("{BASE}[discovery]\ngroup = \"10.0.0.1\"\n")).unwrap_err();
+        assert!(e.to_string().contains("`discovery.group`"), "{e}");
+        let e = parse(&format!("{BASE}[discovery]\ncolour = 1\n")).unwrap_err();
+        assert!(e.to_string().contains("colour"), "{e}");
     }
 
     #[test]

@@ -67,25 +67,34 @@ pub struct Launched {
     pub deferred: Vec<Caught>,
 }
 
-/// Launch every rank of `spec` on `ranks`.
+/// Launch every rank of `spec` on `ranks`. `opened` holds, by rank, the
+/// sessions already open (node selection opens them to check each node
+/// before the job is fixed); ranks without one (all of them when `opened`
+/// is empty) open theirs here.
 pub async fn launch_all(
     connector: &TlsConnector,
     spec: &JobSpec,
     ranks: &[RankTarget],
+    mut opened: Vec<Option<Session>>,
     timeout: Duration,
     signals: &mut mpsc::UnboundedReceiver<Caught>,
     spawner: Spawner,
 ) -> Result<Launched, LaunchFailed> {
     let mut set = JoinSet::new();
-    for target in ranks {
+    opened.resize_with(ranks.len(), || None);
+    for (target, session) in ranks.iter().zip(opened) {
         let connector = connector.clone();
         let launch = spec.launch(target.rank);
         let target = target.clone();
         set.spawn(async move {
             let result = async {
-                let mut s =
-                    Session::open(&connector, &target.node.name, &target.node.addr, timeout)
-                        .await?;
+                let mut s = match session {
+                    Some(s) => s,
+                    None => {
+                        Session::open(&connector, &target.node.name, &target.node.addr, timeout)
+                            .await?
+                    }
+                };
                 s.launch(&launch).await?;
                 Ok::<_, SessionError>(s)
             }

@@ -7,7 +7,14 @@
 //! - [`cli`]: the command line (run form, `jobs`, `kill`, `bid`) and the rule that
 //!   tells them apart (`rexec -- jobs` runs a program called `jobs`).
 //! - [`config`]: the client configuration file and its errors.
-//! - [`plan`]: rank placement, job id, the `Launch` message of each rank.
+//! - [`plan`]: rank placement from `--nodes` or `[nodes]`, job id, the
+//!   `Launch` message of each rank.
+//! - [`find`]: which selectors to ask (`[selectors]`, or announcements heard
+//!   on the `[discovery]` group).
+//! - [`select`]: asking selectors, one after another until one answers.
+//! - [`choose`]: nodes chosen through a selector, each checked by opening its
+//!   session, and replaced when it fails before anything started.
+//! - [`nodes`]: `rexec nodes`, the table of nodes a selector knows.
 //! - [`session`]: one TLS session with a node up to `Started` or an admin answer.
 //! - [`launch`]: all ranks launched at once; all or nothing.
 //! - [`rank`]: a running rank's writer (control, stdin, heartbeats) and
@@ -18,7 +25,7 @@
 //! - [`signals`]: which signals are caught and how each is forwarded.
 //! - [`tty`]: raw mode and window size for `-t`, restored on every exit path.
 //! - [`clock`]: heartbeat interval and timeout, and excusing the client's own stops.
-//! - [`admin`]: `rexec jobs`, `rexec kill` and `rexec bid`.
+//! - [`admin`]: `rexec jobs`, `rexec kill` and `rexec bid` (and the dispatch of `rexec nodes`).
 //! - [`bill`]: what the job used and paid, per node (`rexec -v`), and the
 //!   credit notices shown once per job rather than once per rank.
 //! - [`sys`]: the one unsafe call (`TIOCGWINSZ`).
@@ -30,8 +37,9 @@
 //! - Each rank gets the client's environment plus `REXEC_RANK`,
 //!   `REXEC_NRANKS`, `REXEC_NODES` (names in rank order, comma-separated)
 //!   and `REXEC_JOB` (16 hex digits), and the client's working directory.
-//! - Without `--nodes` (and until node selection arrives), ranks go to the
-//!   configuration's nodes in file order, cycling; N defaults to 1.
+//! - Without `--nodes`, ranks go to the configuration's `[nodes]` in file
+//!   order, cycling; without those too, to N distinct nodes a selector
+//!   (vexecd) chooses by `--policy`. N defaults to 1.
 //! - Exit status: first non-zero rank status in order of completion
 //!   (`128+N` for signal N), 255 for a lost or failed node, 127 when the
 //!   program cannot be started, 130 after a double Ctrl-C, 141 when stdout's
@@ -54,15 +62,19 @@
 
 pub mod admin;
 pub mod bill;
+pub mod choose;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod find;
 pub mod input;
 pub mod launch;
+pub mod nodes;
 pub mod output;
 pub mod plan;
 pub mod rank;
 pub mod run;
+pub mod select;
 pub mod session;
 pub mod signals;
 #[allow(unsafe_code)]

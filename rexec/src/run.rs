@@ -66,17 +66,9 @@ pub async fn run(args: RunArgs) -> i32 {
             config.path.display()
         ));
     }
-    let ranks = match place(&config, args.nodes.as_deref(), args.nranks) {
-        Ok(r) => r,
-        Err(e) => return usage(e.to_string()),
-    };
-    let terminal = args
-        .tty
-        .then(|| tty::window_size().unwrap_or(tty::DEFAULT_SIZE));
-    let spec = JobSpec::from_process(&ranks, bid, args.command.clone(), terminal);
-    if let Err(e) = spec.launch(0).validate() {
-        return usage(format!("cannot launch this: {e}"));
-    }
+    let selecting = args.nodes.is_none()
+        && config.nodes.is_empty()
+        && (!config.selectors.is_empty() || config.discovery.is_some());
     let connector = match certs::connector(&config.tls) {
         Ok(c) => c,
         Err(e) => {
@@ -87,6 +79,60 @@ pub async fn run(args: RunArgs) -> i32 {
             return 255;
         }
     };
+    let (ranks, opened) = if selecting {
+        let wanted = match wanted(&args) {
+            Ok(w) => w,
+            Err(e) => return usage(e),
+        };
+        // Check what can be checked before asking anyone (the node names
+        // are not known yet; the full check follows the choice).
+        let placeholder = [crate::plan::RankTarget {
+            rank: 0,
+            node: crate::config::NodeEntry {
+                name: "node".into(),
+                addr: String::new(),
+            },
+        }];
+        if let Err(e) = JobSpec::from_process(&placeholder, bid, args.command.clone(), None)
+            .launch(0)
+            .validate()
+        {
+            return usage(format!("cannot launch this: {e}"));
+        }
+        let note = |m: &str| {
+            if args.verbose {
+                say(m);
+            }
+        };
+        let selectors = match crate::find::selectors(&config, &connector, &note).await {
+            Ok(s) => s,
+            Err(e) => {
+                say(&e.to_string());
+                return 255;
+            }
+        };
+        match crate::choose::choose(&connector, &selectors, &wanted, timeout, &note).await {
+            Ok(chosen) => (chosen.ranks, chosen.sessions),
+            Err(e) => {
+                for line in e.to_string().lines() {
+                    say(line);
+                }
+                return 255;
+            }
+        }
+    } else {
+        match place(&config, args.nodes.as_deref(), args.nranks) {
+            Ok(r) => (r, Vec::new()),
+            Err(e) => return usage(e.to_string()),
+        }
+    };
+    let terminal = args
+        .tty
+        .then(|| tty::window_size().unwrap_or(tty::DEFAULT_SIZE));
+    let spec = JobSpec::from_process(&ranks, bid, args.command.clone(), terminal);
+    if let Err(e) = spec.launch(0).validate() {
+        return usage(format!("cannot launch this: {e}"));
+    }
     let mut signals = match signals::install() {
         Ok(s) => s,
         Err(e) => {
@@ -110,8 +156,16 @@ pub async fn run(args: RunArgs) -> i32 {
         pause: pause.clone(),
         notices: Arc::new(crate::bill::CreditNotices::default()),
     };
-    let launched =
-        launch::launch_all(&connector, &spec, &ranks, timeout, &mut signals, spawner).await;
+    let launched = launch::launch_all(
+        &connector,
+        &spec,
+        &ranks,
+        opened,
+        timeout,
+        &mut signals,
+        spawner,
+    )
+    .await;
     let launch::Launched { links, deferred } = match launched {
         Ok(launched) => launched,
         Err(f) => {
@@ -169,6 +223,45 @@ pub async fn run(args: RunArgs) -> i32 {
         }
     }
     code
+}
+
+/// What to ask a selector for, from `-n`, `--policy`, `--max-price` and
+/// `--length`; an error is a usage message.
+pub fn wanted(args: &RunArgs) -> Result<crate::choose::Wanted, String> {
+    let max_price = match &args.max_price {
+        None => None,
+        Some(text) => {
+            let micros =
+                stride::parse_credits(text).map_err(|e| format!("--max-price {text}: {e}"))?;
+            if micros < 0 {
+                return Err(format!(
+                    "--max-price {text}: a price cap cannot be negative; give credits per minute like 0.5"
+                ));
+            }
+            Some(micros)
+        }
+    };
+    let expected_cpu_ms = match &args.length {
+        None => None,
+        Some(text) => Some(
+            proto::duration::parse_duration(text)
+                .map_err(|e| format!("--length {text}: {e}"))?
+                .as_millis() as u64,
+        ),
+    };
+    if args.policy == "history" && expected_cpu_ms.is_none() {
+        return Err(
+            "--policy history needs --length, the job's expected CPU time (e.g. --length 20m): \
+             it places the job where that much CPU would finish soonest"
+                .to_string(),
+        );
+    }
+    Ok(crate::choose::Wanted {
+        count: args.nranks.unwrap_or(1),
+        policy: args.policy.clone(),
+        max_price,
+        expected_cpu_ms,
+    })
 }
 
 struct Job {

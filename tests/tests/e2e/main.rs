@@ -18,6 +18,7 @@ mod market_dry;
 mod market_figure4;
 mod multihost;
 mod revocation;
+mod select;
 mod skip;
 mod stdin_full;
 mod streams;

@@ -1,0 +1,298 @@
+//! Finding the selectors to ask: the `[selectors]` table of the
+//! configuration when it has one (asked in file order; a configured list
+//! always wins), else the selectors heard announcing on the group of its
+//! `[discovery]` table, completed by one selector's `Services` answer.
+//!
+//! Listening lasts at most [`LISTEN_PERIODS`] announcement periods and ends
+//! [`GRACE`] after the first selector is heard (to collect others that
+//! announce at about the same time). Selectors found this way are asked in
+//! the order of a hash of their name mixed with a seed each client draws at
+//! random, so clients spread over the selectors while each one's order is
+//! fixed for its run. Nothing is cached on disk.
+
+use std::time::Duration;
+
+use discovery::config::DiscoveryConfig;
+use proto::announce::{Announcement, Kind};
+use proto::select::{SelectorOp, SelectorReply, ServiceKind};
+use tokio::time::Instant;
+use tokio_rustls::TlsConnector;
+
+use crate::config::{Config, SelectorEntry};
+use crate::select::{ASK_TIMEOUT, ask_any};
+
+/// How many announcement periods the client listens for a first selector.
+pub const LISTEN_PERIODS: f64 = 1.5;
+
+/// How long the client keeps listening after the first selector is heard.
+pub const GRACE: Duration = Duration::from_millis(200);
+
+/// Why no selector was found.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FindError {
+    /// Neither `[selectors]` nor `[discovery]` in the configuration.
+    #[error(
+        "no nodes to run on: {config} has no [nodes], no [selectors] and no [discovery] table, and --nodes was not given"
+    )]
+    NothingConfigured {
+        /// The configuration file.
+        config: String,
+    },
+    /// The client cannot listen for announcements.
+    #[error("cannot listen for selector announcements ({config} [discovery]): {reason}")]
+    Listen {
+        /// The configuration file.
+        config: String,
+        /// Why.
+        reason: String,
+    },
+    /// No selector announced itself in time.
+    #[error(
+        "no selector heard on {group}:{port} (cluster {cluster}) within {waited:?}; is vexecd running? \
+         List selectors in a [selectors] table of {config} where multicast does not reach"
+    )]
+    NoneHeard {
+        /// The configuration file.
+        config: String,
+        /// The group listened on.
+        group: std::net::Ipv4Addr,
+        /// Its port.
+        port: u16,
+        /// The cluster.
+        cluster: String,
+        /// How long the client listened.
+        waited: Duration,
+    },
+}
+
+/// The selectors to ask, in order, by the rule in the module docs.
+/// `note` hears what a `-v` user should read.
+pub async fn selectors(
+    config: &Config,
+    connector: &TlsConnector,
+    note: &dyn Fn(&str),
+) -> Result<Vec<SelectorEntry>, FindError> {
+    if !config.selectors.is_empty() {
+        return Ok(config.selectors.clone());
+    }
+    let Some(d) = &config.discovery else {
+        return Err(FindError::NothingConfigured {
+            config: config.path.display().to_string(),
+        });
+    };
+    let seed = getrandom::u64().unwrap_or_else(|_| u64::from(std::process::id()));
+    let heard = listen(d, config).await?;
+    let mut found = order(heard, seed);
+    note(&format!(
+        "heard selector{} {}",
+        if found.len() == 1 { "" } else { "s" },
+        found
+            .iter()
+            .map(|s| format!("{} ({})", s.name, s.addr))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    // Those not heard yet (announcing later in their period) are known to
+    // the ones heard; failing that, the ones heard will do.
+    if let Ok((_, SelectorReply::Services(services))) =
+        ask_any(connector, &found, &SelectorOp::Services, ASK_TIMEOUT).await
+    {
+        let more: Vec<SelectorEntry> = services
+            .into_iter()
+            .filter(|s| s.kind == ServiceKind::Selector)
+            .filter(|s| certs::check_name(certs::Role::Service, &s.name).is_ok())
+            .map(|s| SelectorEntry {
+                name: s.name,
+                addr: s.addr.to_string(),
+            })
+            .collect();
+        found = order(merge(found, more), seed);
+    }
+    Ok(found)
+}
+
+/// Listen on `d`'s group until selectors are heard, by the rule in the module docs.
+async fn listen(d: &DiscoveryConfig, config: &Config) -> Result<Vec<SelectorEntry>, FindError> {
+    let listen_err = |reason: String| FindError::Listen {
+        config: config.path.display().to_string(),
+        reason,
+    };
+    if !d.multicast {
+        return Err(listen_err(
+            "multicast is off there, and a client hears only the group; list selectors in a [selectors] table"
+                .into(),
+        ));
+    }
+    let receiver =
+        discovery::net::Receiver::bind(d, None).map_err(|e| listen_err(e.to_string()))?;
+    let waited = d.period.mul_f64(LISTEN_PERIODS);
+    let deadline = Instant::now() + waited;
+    let mut heard: Vec<SelectorEntry> = Vec::new();
+    let mut until = deadline;
+    loop {
+        let got = tokio::time::timeout_at(until, receiver.recv()).await;
+        let Ok(got) = got else { break };
+        let Ok(datagram) = got else { continue };
+        if let Some(entry) = selector_in(&datagram.bytes, &d.cluster) {
+            if heard.is_empty() {
+                until = deadline.min(Instant::now() + GRACE);
+            }
+            heard = merge(heard, vec![entry]);
+        }
+    }
+    if heard.is_empty() {
+        return Err(FindError::NoneHeard {
+            config: config.path.display().to_string(),
+            group: d.group,
+            port: d.port,
+            cluster: d.cluster.clone(),
+            waited,
+        });
+    }
+    Ok(heard)
+}
+
+/// The selector a datagram announces, if it is a valid selector
+/// announcement of `cluster` with a usable name.
+pub fn selector_in(datagram: &[u8], cluster: &str) -> Option<SelectorEntry> {
+    let a = Announcement::decode(datagram).ok()?;
+    if a.cluster != cluster || a.kind != Kind::Selector {
+        return None;
+    }
+    certs::check_name(certs::Role::Service, &a.name).ok()?;
+    Some(SelectorEntry {
+        name: a.name,
+        addr: a.addr.to_string(),
+    })
+}
+
+/// `known` followed by those of `more` with a name not in it (a later
+/// entry of a known name updates its address).
+pub fn merge(mut known: Vec<SelectorEntry>, more: Vec<SelectorEntry>) -> Vec<SelectorEntry> {
+    for m in more {
+        match known.iter_mut().find(|k| k.name == m.name) {
+            Some(k) => k.addr = m.addr,
+            None => known.push(m),
+        }
+    }
+    known
+}
+
+/// Selectors in the order of [`rank`]`(seed, name)` (ties by name).
+///
+/// ```
+/// use rexec::config::SelectorEntry;
+/// let s = |n: &str| SelectorEntry { name: n.into(), addr: "h:1".into() };
+/// let a = rexec::find::order(vec![s("v1"), s("v2"), s("v3")], 7);
+/// let b = rexec::find::order(vec![s("v3"), s("v1"), s("v2")], 7);
+/// assert_eq!(a, b); // the order heard does not matter, only the seed
+/// ```
+pub fn order(mut selectors: Vec<SelectorEntry>, seed: u64) -> Vec<SelectorEntry> {
+    selectors.sort_by(|a, b| (rank(seed, &a.name), &a.name).cmp(&(rank(seed, &b.name), &b.name)));
+    selectors
+}
+
+/// A selector's place for a client with `seed`: FNV-1a over the seed and
+/// the name, then a final mix so close names spread.
+pub fn rank(seed: u64, name: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in seed.to_le_bytes().iter().chain(name.as_bytes()) {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::announce::NodeStatus;
+
+    fn s(name: &str, addr: &str) -> SelectorEntry {
+        SelectorEntry {
+            name: name.into(),
+            addr: addr.into(),
+        }
+    }
+
+    fn announcement(name: &str, cluster: &str, kind: Kind) -> Vec<u8> {
+        Announcement {
+            cluster: cluster.into(),
+            name: name.into(),
+            addr: "127.0.0.1:7480".parse().unwrap(),
+            incarnation: 1,
+            seq: 0,
+            period_ms: 1000,
+            kind,
+            summary: None,
+        }
+        .encode()
+        .unwrap()
+    }
+
+    #[test]
+    fn only_selectors_of_our_cluster_with_usable_names_count() {
+        let got = selector_in(&announcement("v1", "rexec", Kind::Selector), "rexec");
+        assert_eq!(got, Some(s("v1", "127.0.0.1:7480")));
+        assert_eq!(
+            selector_in(&announcement("v1", "other", Kind::Selector), "rexec"),
+            None
+        );
+        assert_eq!(
+            selector_in(&announcement("a1", "rexec", Kind::Account), "rexec"),
+            None
+        );
+        let node = Kind::Node(NodeStatus {
+            cpus: 1,
+            price: 0,
+            running_jobs: 0,
+            runnable: 0,
+            load_milli: 0,
+            idle_milli: 1000,
+            free_mem_mib: 1,
+        });
+        assert_eq!(
+            selector_in(&announcement("n1", "rexec", node), "rexec"),
+            None
+        );
+        assert_eq!(
+            selector_in(&announcement("Bad_Name", "rexec", Kind::Selector), "rexec"),
+            None
+        );
+        assert_eq!(selector_in(b"junk", "rexec"), None);
+    }
+
+    #[test]
+    fn merging_keeps_the_first_order_and_takes_new_addresses() {
+        let m = merge(
+            vec![s("v1", "h:1"), s("v2", "h:2")],
+            vec![s("v3", "h:3"), s("v1", "h:9")],
+        );
+        assert_eq!(m, [s("v1", "h:9"), s("v2", "h:2"), s("v3", "h:3")]);
+    }
+
+    #[test]
+    fn the_order_is_a_permutation_fixed_by_the_seed_and_spreads_clients() {
+        let all: Vec<_> = (1..=5).map(|i| s(&format!("v{i}"), "h:1")).collect();
+        let a = order(all.clone(), 1);
+        assert_eq!(a.len(), 5);
+        let mut names: Vec<_> = a.iter().map(|x| x.name.clone()).collect();
+        names.sort();
+        assert_eq!(names, ["v1", "v2", "v3", "v4", "v5"]);
+        let mut rev = all.clone();
+        rev.reverse();
+        assert_eq!(order(rev, 1), a);
+        // Over many clients, each selector comes first for some of them.
+        let mut firsts = std::collections::BTreeMap::new();
+        for seed in 0..1000u64 {
+            *firsts
+                .entry(order(all.clone(), seed)[0].name.clone())
+                .or_insert(0) += 1;
+        }
+        assert_eq!(firsts.len(), 5, "{firsts:?}");
+        assert!(firsts.values().all(|&n| n > 100), "{firsts:?}");
+    }
+}

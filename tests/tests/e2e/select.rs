@@ -1,0 +1,336 @@
+//! Node selection end to end: real `rexecd` nodes announcing on loopback
+//! multicast (group joined on 127.0.0.1, TTL 0, a port per test), real
+//! `vexecd` selectors hearing them, and the real `rexec` client choosing
+//! nodes through the selectors (`[selectors]` or `[discovery]` in its
+//! configuration), failing over between selectors, and refusing a node
+//! whose announcement was forged.
+//!
+//! Needs the `vexecd` binary (`cargo build --workspace --bins`).
+
+use std::fs;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use certs::Role;
+use certs::testing::TestPki;
+use proto::announce::{Announcement, Kind, NodeStatus};
+use rexec_tests::cluster::{Cluster, ClusterOptions, TEST_USER, bin};
+
+const GROUP: &str = "239.255.77.71";
+const CLUSTER: &str = "select-e2e";
+
+/// The `[discovery]` table of a test on `port` (period 500 ms).
+fn discovery_table(port: u16) -> String {
+    format!(
+        "[discovery]\ncluster = {CLUSTER:?}\ngroup = {GROUP:?}\nport = {port}\n\
+         interface = \"127.0.0.1\"\nttl = 0\nperiod = \"500ms\"\n"
+    )
+}
+
+/// `n` announcing nodes on `port`.
+fn cluster(n: usize, port: u16) -> Cluster {
+    let options = ClusterOptions {
+        nodes: n,
+        ..ClusterOptions::default()
+    };
+    Cluster::start_with_node_config(options, |_, dir, name| {
+        let history = dir.join(format!("{name}.availability"));
+        Some(format!(
+            "{}[announce]\nhistory_file = {:?}\nfind_accountd = false\n",
+            discovery_table(port),
+            history.display().to_string()
+        ))
+    })
+}
+
+/// One real vexecd.
+struct Vexecd {
+    name: String,
+    addr: SocketAddr,
+    child: Option<Child>,
+}
+
+impl Vexecd {
+    /// Start selector `name` hearing the group on `port` and, by unicast,
+    /// `udp` (when given); wait until it listens.
+    fn start(pki: &TestPki, dir: &Path, name: &str, port: u16, udp: Option<u16>) -> Vexecd {
+        let tls = pki.tls_paths(Role::Service, name);
+        let config = dir.join(format!("{name}.toml"));
+        fs::write(&config, discovery_table(port)).unwrap();
+        let ready = dir.join(format!("{name}.ready"));
+        let log = dir.join(format!("{name}.log"));
+        let mut cmd = Command::new(bin("vexecd"));
+        cmd.args(["--config", &config.display().to_string()])
+            .args(["--name", name, "--listen", "127.0.0.1:0"])
+            .args(["--ready-file", &ready.display().to_string()])
+            .args(["--ca", &tls.ca.display().to_string()])
+            .args(["--cert", &tls.cert.display().to_string()])
+            .args(["--key", &tls.key.display().to_string()]);
+        if let Some(crl) = &tls.crl {
+            cmd.args(["--crl", &crl.display().to_string()]);
+        }
+        if let Some(p) = udp {
+            cmd.args(["--udp-listen", &format!("127.0.0.1:{p}")]);
+        }
+        let mut child = cmd
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("cannot start vexecd");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let addr = loop {
+            if let Ok(text) = fs::read_to_string(&ready)
+                && let Ok(addr) = text.trim().parse::<SocketAddr>()
+            {
+                break addr;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "vexecd {name} exited with {status}:\n{}",
+                    fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < deadline, "vexecd {name} did not get ready");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Vexecd {
+            name: name.into(),
+            addr,
+            child: Some(child),
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Vexecd {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A client configuration for the test user: `extra` instead of `[nodes]`.
+fn client_config(cluster: &Cluster, file: &str, extra: &str) -> PathBuf {
+    let tls = cluster.pki.tls_paths(Role::User, TEST_USER);
+    let mut text = format!(
+        "ca = {:?}\ncert = {:?}\nkey = {:?}\nmax_rate = \"100\"\n",
+        tls.ca, tls.cert, tls.key
+    );
+    if let Some(crl) = &tls.crl {
+        text.push_str(&format!("crl = {crl:?}\n"));
+    }
+    text.push_str(extra);
+    let path = cluster.dir.path().join(file);
+    fs::write(&path, text).unwrap();
+    path
+}
+
+fn selectors_table(selectors: &[&Vexecd]) -> String {
+    let mut t = "[selectors]\n".to_string();
+    for v in selectors {
+        t.push_str(&format!("{} = \"{}\"\n", v.name, v.addr));
+    }
+    t
+}
+
+/// Wait until `rexec nodes` through `config` lists `want` nodes.
+fn wait_for_nodes(cluster: &Cluster, config: &Path, want: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let out = cluster.rexec().config(config).args(["nodes"]).run();
+        let listed = out.out().lines().skip(1).count();
+        if out.code == Some(0) && listed == want {
+            return out.out();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the selectors never listed {want} nodes: {out:?}\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The node names a job ran on, from `printenv REXEC_NODES` of rank 0.
+fn ran_on(out: &rexec_tests::rexec::Outcome) -> Vec<String> {
+    out.out()
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn jobs_go_to_selected_nodes_and_survive_a_dead_selector_silently() {
+    if !rexec_tests::can_run("jobs_go_to_selected_nodes_and_survive_a_dead_selector_silently") {
+        return;
+    }
+    let port = 7581;
+    let cluster = cluster(3, port);
+    let mut v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", port, None);
+    let v2 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v2", port, None);
+    let config = client_config(&cluster, "sel.toml", &selectors_table(&[&v1, &v2]));
+    let table = wait_for_nodes(&cluster, &config, 3);
+    for n in ["n1", "n2", "n3"] {
+        assert!(table.contains(&format!("\n{n} ")), "{table}");
+    }
+
+    let out = cluster
+        .rexec()
+        .config(&config)
+        .args(["-n", "2", "-v", "printenv", "REXEC_NODES"])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", cluster.logs());
+    let nodes = ran_on(&out);
+    assert_eq!(nodes.len(), 2, "{out:?}");
+    assert_ne!(nodes[0], nodes[1], "{out:?}");
+    for n in &nodes {
+        assert!(
+            out.stderr.contains(&format!("selected {n} (price 0/min, ")),
+            "{out:?}"
+        );
+        assert!(out.stderr.contains("by lowest-price via v1"), "{out:?}");
+    }
+
+    // v1 dies: every run still succeeds through v2 and says nothing about it.
+    v1.kill();
+    for _ in 0..3 {
+        let out = cluster
+            .rexec()
+            .config(&config)
+            .args(["-n", "2", "printenv", "REXEC_NODES"])
+            .run();
+        assert_eq!(out.code, Some(0), "{out:?}");
+        assert_eq!(out.stderr, "", "failover must be silent without -v");
+        assert_eq!(ran_on(&out).len(), 2, "{out:?}");
+    }
+    let out = cluster.rexec().config(&config).args(["-v", "true"]).run();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.contains("via v2"), "{out:?}");
+    drop(v2);
+}
+
+#[test]
+fn a_client_with_a_discovery_table_finds_the_selectors_itself() {
+    if !rexec_tests::can_run("a_client_with_a_discovery_table_finds_the_selectors_itself") {
+        return;
+    }
+    let port = 7582;
+    let cluster = cluster(2, port);
+    let v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", port, None);
+    let config = client_config(&cluster, "disc.toml", &discovery_table(port));
+    wait_for_nodes(&cluster, &config, 2);
+    let out = cluster
+        .rexec()
+        .config(&config)
+        .args(["-n", "2", "-v", "printenv", "REXEC_NODES"])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", cluster.logs());
+    assert!(out.stderr.contains("heard selector v1"), "{out:?}");
+    assert!(out.stderr.contains("via v1"), "{out:?}");
+    let mut nodes = ran_on(&out);
+    nodes.sort();
+    assert_eq!(nodes, ["n1", "n2"], "{out:?}");
+    drop(v1);
+}
+
+#[test]
+fn a_forged_announcement_never_receives_a_job() {
+    if !rexec_tests::can_run("a_forged_announcement_never_receives_a_job") {
+        return;
+    }
+    let (port, udp) = (7583, 7593);
+    let cluster = cluster(2, port);
+    let v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", port, Some(udp));
+    let config = client_config(&cluster, "forged.toml", &selectors_table(&[&v1]));
+    wait_for_nodes(&cluster, &config, 2);
+
+    // An attacker's TLS server (with a real certificate, of another node)
+    // announces itself as n1, the most attractive node there is.
+    let impostor_tls = cluster.pki.tls_paths(Role::Node, "n9");
+    let acceptor = certs::acceptor(&impostor_tls).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let impostor = listener.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    runtime.spawn(async move {
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        while let Ok((tcp, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let _ = certs::accept(&acceptor, tcp).await;
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            });
+        }
+    });
+    let forged = Announcement {
+        cluster: CLUSTER.into(),
+        name: "n1".into(),
+        addr: impostor,
+        incarnation: u64::MAX / 2,
+        seq: 0,
+        period_ms: 500,
+        kind: Kind::Node(NodeStatus {
+            cpus: 64,
+            price: 0,
+            running_jobs: 0,
+            runnable: 0,
+            load_milli: 0,
+            idle_milli: 64_000,
+            free_mem_mib: 1 << 20,
+        }),
+        summary: None,
+    };
+    let udp_sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let send_forged = |seq: u64| {
+        let mut a = forged.clone();
+        a.seq = seq;
+        udp_sock
+            .send_to(&a.encode().unwrap(), ("127.0.0.1", udp))
+            .unwrap();
+    };
+    send_forged(0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seq = 1;
+    loop {
+        send_forged(seq);
+        seq += 1;
+        let out = cluster.rexec().config(&config).args(["nodes"]).run();
+        if out.out().contains(&impostor.to_string()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the forgery never took: {out:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    send_forged(seq);
+    let out = cluster
+        .rexec()
+        .config(&config)
+        .args(["-n", "1", "-v", "printenv", "REXEC_NODES"])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", cluster.logs());
+    assert_eq!(ran_on(&out), ["n2"], "{out:?}");
+    assert!(out.stderr.contains("selected n1 "), "{out:?}");
+    assert!(
+        out.stderr.contains(&format!("node n1 at {impostor}: ")),
+        "{out:?}"
+    );
+    assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    drop(runtime);
+    drop(v1);
+}
