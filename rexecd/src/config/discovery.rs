@@ -18,7 +18,12 @@
 //! speed = 1.0                      # this node's speed relative to the reference machine
 //! history_file = "/var/lib/rexecd/availability"   # the weekly availability profile
 //! history_weeks = 4                # past weeks merged into the profile
+//! find_accountd = true             # without [market] accountd: learn it from announcements
 //! ```
+//!
+//! With `find_accountd = false` and no `[market] accountd`, the node charges nobody
+//! (as without discovery). While accountd is to be learnt but none has been heard,
+//! positive bids are refused as when accountd is unreachable; bids of 0 run.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -45,6 +50,8 @@ pub struct AnnounceFile {
     pub history_file: Option<PathBuf>,
     /// Weeks merged into the profile.
     pub history_weeks: Option<usize>,
+    /// Learn accountd's address from its announcements when none is configured.
+    pub find_accountd: Option<bool>,
 }
 
 /// How this node announces itself (present only with a `[discovery]` table).
@@ -60,6 +67,8 @@ pub struct AnnounceConfig {
     pub history_file: PathBuf,
     /// Past weeks merged into the profile.
     pub history_weeks: usize,
+    /// Learn accountd's address from its announcements when none is configured.
+    pub find_accountd: bool,
 }
 
 fn invalid(key: &'static str, value: impl ToString, reason: impl ToString) -> ConfigError {
@@ -141,14 +150,15 @@ pub fn resolve(
             .history_file
             .unwrap_or_else(|| PathBuf::from(DEFAULT_HISTORY_FILE)),
         history_weeks,
+        find_accountd: a.find_accountd.unwrap_or(true),
     }))
 }
 
 /// With discovery on and no accountd configured, accountd is learnt from its
 /// announcements: the market keeps a ledger (journal, expected certificate name)
 /// whose address is filled in at run time. A configured address always wins.
-pub fn learn_accountd(market: &mut MarketConfig, file: &MarketFile, announce: bool) {
-    if !announce || market.ledger.is_some() {
+pub fn learn_accountd(market: &mut MarketConfig, file: &MarketFile, find: bool) {
+    if !find || market.ledger.is_some() {
         return;
     }
     market.ledger = Some(LedgerConfig {
@@ -193,16 +203,17 @@ mod tests {
         assert_eq!(c.speed, 1.0);
         assert_eq!(c.history_file, PathBuf::from(DEFAULT_HISTORY_FILE));
         assert_eq!(c.history_weeks, DEFAULT_WINDOW_WEEKS);
+        assert!(c.find_accountd);
         let c = parse(
             "[discovery]\ncluster = \"lab\"\n[announce]\nadvertise = \"10.0.0.7:7070\"\n\
-             speed = 2.5\nhistory_file = \"/tmp/h\"\nhistory_weeks = 2\n",
+             speed = 2.5\nhistory_file = \"/tmp/h\"\nhistory_weeks = 2\nfind_accountd = false\n",
             "0.0.0.0:7070",
         )
         .unwrap()
         .unwrap();
         assert_eq!(c.net.cluster, "lab");
         assert_eq!(c.advertise, Some("10.0.0.7:7070".parse().unwrap()));
-        assert_eq!((c.speed, c.history_weeks), (2.5, 2));
+        assert_eq!((c.speed, c.history_weeks, c.find_accountd), (2.5, 2, false));
         assert_eq!(c.history_file, PathBuf::from("/tmp/h"));
     }
 
