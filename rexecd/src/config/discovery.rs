@@ -250,6 +250,20 @@ mod tests {
     }
 
     #[test]
+    fn the_commented_example_in_deploy_resolves() {
+        let text = include_str!("../../../deploy/etc/rexecd.toml");
+        let block: Vec<&str> = text
+            .lines()
+            .skip_while(|l| *l != "# [discovery]")
+            .map(|l| l.strip_prefix("# ").unwrap_or(l))
+            .collect();
+        let c = parse(&block.join("\n"), "0.0.0.0:7070").unwrap().unwrap();
+        assert_eq!(c.net.unicast.len(), 1);
+        assert_eq!(c.advertise, Some("10.0.0.7:7070".parse().unwrap()));
+        assert!(c.find_accountd);
+    }
+
+    #[test]
     fn accountd_is_learnt_only_when_none_is_configured() {
         let file = MarketFile {
             accountd_name: Some("ledger".into()),
