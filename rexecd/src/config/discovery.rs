@@ -154,12 +154,29 @@ pub fn resolve(
     }))
 }
 
-/// With discovery on and no accountd configured, accountd is learnt from its
-/// announcements: the market keeps a ledger (journal, expected certificate name)
-/// whose address is filled in at run time. A configured address always wins.
-pub fn learn_accountd(market: &mut MarketConfig, file: &MarketFile, find: bool) {
-    if !find || market.ledger.is_some() {
-        return;
+/// With discovery on (and `find_accountd`) and no accountd configured, accountd
+/// is learnt from its announcements: the market keeps a ledger (journal, expected
+/// certificate name) whose address is filled in at run time. A configured address
+/// always wins. Announcements are heard on the multicast group only, so with
+/// multicast off an address must be configured (or `find_accountd = false`).
+pub fn learn_accountd(
+    market: &mut MarketConfig,
+    file: &MarketFile,
+    announce: Option<&AnnounceConfig>,
+) -> Result<(), ConfigError> {
+    let Some(a) = announce.filter(|a| a.find_accountd) else {
+        return Ok(());
+    };
+    if market.ledger.is_some() {
+        return Ok(());
+    }
+    if !a.net.multicast {
+        return Err(invalid(
+            "market.accountd",
+            "",
+            "with multicast off accountd's announcements are not heard; set [market] accountd \
+             to its address (or find_accountd = false in [announce] to charge nobody)",
+        ));
     }
     market.ledger = Some(LedgerConfig {
         address: None,
@@ -172,6 +189,7 @@ pub fn learn_accountd(market: &mut MarketConfig, file: &MarketFile, find: bool) 
             .clone()
             .unwrap_or_else(|| PathBuf::from(DEFAULT_JOURNAL)),
     });
+    Ok(())
 }
 
 #[cfg(test)]
@@ -269,14 +287,28 @@ mod tests {
             accountd_name: Some("ledger".into()),
             ..MarketFile::default()
         };
+        let on = parse("[discovery]\n", "127.0.0.1:1").unwrap().unwrap();
+        let off = AnnounceConfig {
+            find_accountd: false,
+            ..on.clone()
+        };
         let mut m = MarketConfig::resolve(file.clone(), None).unwrap();
-        learn_accountd(&mut m, &file, false);
+        learn_accountd(&mut m, &file, None).unwrap();
+        learn_accountd(&mut m, &file, Some(&off)).unwrap();
         assert_eq!(m.ledger, None);
-        learn_accountd(&mut m, &file, true);
+        let unicast_only = parse(
+            "[discovery]\nmulticast = false\nunicast = [\"127.0.0.1:9\"]\n",
+            "127.0.0.1:1",
+        )
+        .unwrap()
+        .unwrap();
+        let err = learn_accountd(&mut m, &file, Some(&unicast_only)).unwrap_err();
+        assert!(err.to_string().contains("market.accountd"), "{err}");
+        learn_accountd(&mut m, &file, Some(&on)).unwrap();
         let l = m.ledger.unwrap();
         assert_eq!((l.address, l.server_name.as_str()), (None, "ledger"));
         let mut m = MarketConfig::resolve(file.clone(), Some("10.0.0.9:7071".into())).unwrap();
-        learn_accountd(&mut m, &file, true);
+        learn_accountd(&mut m, &file, Some(&on)).unwrap();
         assert_eq!(m.ledger.unwrap().address.as_deref(), Some("10.0.0.9:7071"));
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! ```toml
 //! [market]
-//! accountd = "10.0.0.9:7071"           # the ledger; unset: jobs are metered, nobody is charged
+//! accountd = "10.0.0.9:7071"           # the ledger; unset: learnt from accountd's announcements
+//!                                      # with [discovery], else jobs are metered, nobody charged
 //! accountd_name = "accountd"           # name in accountd's service certificate
 //! journal = "/var/lib/rexecd/debits.journal"  # charges kept here until accountd has them
 //! policy = "contention"                # when jobs pay: contention (default) or paper

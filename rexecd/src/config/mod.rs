@@ -355,8 +355,7 @@ impl Config {
             .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
         let announce = discovery::resolve(file.discovery, file.announce, &listen)?;
         let mut market = MarketConfig::resolve(market_file.clone(), flags.accountd.clone())?;
-        let find_accountd = announce.as_ref().is_some_and(|a| a.find_accountd);
-        discovery::learn_accountd(&mut market, &market_file, find_accountd);
+        discovery::learn_accountd(&mut market, &market_file, announce.as_ref())?;
         let max_connections_per_address = limit(
             "max_connections_per_address",
             flags.max_connections_per_address,
