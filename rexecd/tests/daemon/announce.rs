@@ -119,6 +119,7 @@ async fn announces_its_market_at_once_on_every_change() {
     })
     .await;
     assert!(took < Duration::from_millis(1500), "took {took:?}");
+    eprintln!("start announced {took:?} after Started");
     assert!(joined.price == 0 || joined.price == 7_000_000, "{joined:?}");
     let (busy, took) = until(&r, Duration::from_secs(2), &mut seqs, |s| {
         s.running_jobs == 1 && s.price == 7_000_000
@@ -126,6 +127,7 @@ async fn announces_its_market_at_once_on_every_change() {
     .await;
     assert!(took < Duration::from_millis(1500), "took {took:?}");
     assert!(busy.runnable >= 1, "{busy:?}");
+    eprintln!("price announced {took:?} after the running job was");
 
     c.send(ToNode::Signal(Signal::Kill)).await;
     let out = c.outcome().await;
@@ -139,6 +141,7 @@ async fn announces_its_market_at_once_on_every_change() {
     .await;
     assert!(took < Duration::from_millis(1500), "took {took:?}");
     assert_eq!((after.price, after.runnable), (0, 0), "{after:?}");
+    eprintln!("exit announced {took:?} after the Exit frame");
     assert!(
         seqs.windows(2).all(|w| w[0] < w[1]),
         "sequence numbers must grow: {seqs:?}"
