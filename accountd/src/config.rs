@@ -21,7 +21,19 @@
 //! refusals_recorded = 16    # refused requests of one peer recorded one by one per window
 //! max_refusals = 64         # refused requests of one peer per window before it is cut off
 //! refusal_window_secs = 60  # the window, and how long a cut-off lasts
+//!
+//! [discovery]               # announce accountd to the cluster (see the `discovery` crate)
+//! cluster = "rexec"
+//! group = "239.255.77.1"
+//! port = 7477
+//! period = "2s"
 //! ```
+//!
+//! With a `[discovery]` table accountd announces itself (kind `Account`, the name
+//! in its certificate, and its address) every period, so nodes and clients with
+//! no accountd address configured find it. The address announced is `advertise`
+//! (top-level key, `host:port`) or else the bound listening address; listening on
+//! an unspecified address (`0.0.0.0`) without `advertise` is refused at start.
 
 use std::path::{Path, PathBuf};
 
@@ -50,6 +62,10 @@ pub struct FileConfig {
     pub key: Option<PathBuf>,
     /// Revocation list.
     pub crl: Option<PathBuf>,
+    /// Address announced instead of the listening one (`host:port`).
+    pub advertise: Option<String>,
+    /// The `[discovery]` table: announce accountd to the cluster.
+    pub discovery: Option<discovery::config::DiscoveryFile>,
     /// Limits.
     #[serde(default)]
     pub limits: Limits,
@@ -210,6 +226,8 @@ mod tests {
         let c = FileConfig::parse(Path::new("example"), &example).unwrap();
         assert_eq!(c.limits.max_batch, Some(1024));
         assert_eq!(c.crl.as_deref(), Some(Path::new("/etc/rexec/crl.pem")));
+        let d = c.discovery.as_ref().unwrap().resolve().unwrap();
+        assert_eq!((d.cluster.as_str(), d.port), ("rexec", 7477));
         let peers = c.limits.peer_limits(PeerFlags::default()).unwrap();
         assert_eq!(peers, crate::server::PeerLimits::default());
     }

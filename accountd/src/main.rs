@@ -1,7 +1,8 @@
 //! `accountd`: the credit ledger daemon. Parses flags and the config file,
 //! opens the ledger and TLS material, binds, writes the bound address to the
 //! ready file, and serves until SIGTERM or SIGINT. SIGHUP reloads the TLS files
-//! (CA, certificate, key, CRL) without dropping connections.
+//! (CA, certificate, key, CRL) without dropping connections. With a `[discovery]`
+//! table it announces itself to the cluster (see [`accountd::config`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -74,7 +75,15 @@ struct Args {
     refusal_window: Option<u64>,
 }
 
-fn resolve(args: Args) -> Result<(ServerConfig, String, Option<PathBuf>), ConfigError> {
+/// What to announce, when the config has a `[discovery]` table.
+struct AnnounceSetup {
+    net: discovery::config::DiscoveryConfig,
+    advertise: Option<std::net::SocketAddr>,
+}
+
+type Resolved = (ServerConfig, String, Option<PathBuf>, Option<AnnounceSetup>);
+
+fn resolve(args: Args) -> Result<Resolved, ConfigError> {
     let file = match &args.config {
         Some(p) => FileConfig::load(p)?,
         None => FileConfig::default(),
@@ -149,7 +158,80 @@ fn resolve(args: Args) -> Result<(ServerConfig, String, Option<PathBuf>), Config
         .listen
         .or(file.listen)
         .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
-    Ok((cfg, listen, args.ready_file.or(file.ready_file)))
+    let announce = match file.discovery {
+        None => None,
+        Some(d) => {
+            let net = d.resolve().map_err(|e| ConfigError::Invalid {
+                what: "[discovery]",
+                message: e.to_string(),
+            })?;
+            let advertise = match &file.advertise {
+                None => None,
+                Some(text) => Some(
+                    std::net::ToSocketAddrs::to_socket_addrs(text.as_str())
+                        .ok()
+                        .and_then(|mut a| a.next())
+                        .filter(|a| !a.ip().is_unspecified() && a.port() != 0)
+                        .ok_or_else(|| ConfigError::Invalid {
+                            what: "advertise",
+                            message: format!(
+                                "{text:?} is not an address clients can dial (host:port)"
+                            ),
+                        })?,
+                ),
+            };
+            if advertise.is_none()
+                && listen
+                    .parse::<std::net::SocketAddr>()
+                    .is_ok_and(|a| a.ip().is_unspecified())
+            {
+                return Err(ConfigError::Invalid {
+                    what: "advertise",
+                    message: format!(
+                        "accountd listens on {listen}, an address clients cannot dial, so it \
+                         cannot announce it; set `advertise = \"host:port\"` in the config file"
+                    ),
+                });
+            }
+            Some(AnnounceSetup { net, advertise })
+        }
+    };
+    Ok((cfg, listen, args.ready_file.or(file.ready_file), announce))
+}
+
+/// Starts announcing accountd as `Kind::Account` under the name its certificate
+/// carries, at `addr`.
+fn start_announcing(
+    setup: AnnounceSetup,
+    cert: &std::path::Path,
+    bound: std::net::SocketAddr,
+) -> anyhow::Result<()> {
+    let name = certs::CertInfo::load(cert)
+        .with_context(|| format!("cannot read {}", cert.display()))?
+        .identity
+        .map(|i| i.name)
+        .with_context(|| format!("{} carries no rexec identity to announce", cert.display()))?;
+    let addr = setup.advertise.unwrap_or(bound);
+    let sender = discovery::net::Sender::new(&setup.net).context("cannot announce accountd")?;
+    let cluster = setup.net.cluster.clone();
+    tracing::info!(%addr, %name, cluster = %cluster, group = %setup.net.group,
+        port = setup.net.port, "announcing accountd");
+    tokio::spawn(discovery::net::announce_loop(
+        sender,
+        setup.net.period,
+        std::sync::Arc::new(tokio::sync::Notify::new()),
+        move || proto::announce::Announcement {
+            cluster: cluster.clone(),
+            name: name.clone(),
+            addr,
+            incarnation: 0,
+            seq: 0,
+            period_ms: 0,
+            kind: proto::announce::Kind::Account,
+            summary: None,
+        },
+    ));
+    Ok(())
 }
 
 /// Waits for SIGTERM or SIGINT. The streams are created before the ready file is
@@ -167,7 +249,8 @@ async fn real_main(args: Args) -> anyhow::Result<()> {
     let hangups = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
     let term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
-    let (cfg, listen, ready_file) = resolve(args)?;
+    let (cfg, listen, ready_file, announce) = resolve(args)?;
+    let cert = cfg.tls.cert.clone();
     if cfg.tls.crl.is_none() {
         tracing::warn!(
             "no revocation list configured (--crl or `crl` in the config file): revoked certificates are accepted"
@@ -183,6 +266,9 @@ async fn real_main(args: Args) -> anyhow::Result<()> {
         .local_addr()
         .context("cannot read the bound address")?;
     tracing::info!(%addr, database = %db.display(), "accountd listening");
+    if let Some(setup) = announce {
+        start_announcing(setup, &cert, addr)?;
+    }
     if let Some(path) = ready_file {
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, format!("{addr}\n"))

@@ -3,6 +3,7 @@
 //! is configured), then framed request/response calls. Used by `accountctl`,
 //! the node's [`crate::debit::DebitClient`] and the benchmark.
 
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use certs::Role;
@@ -76,6 +77,13 @@ pub enum ClientError {
     /// accountd refused or failed the operation.
     #[error("{0}")]
     Server(AccountError),
+    /// No address is known yet: none is configured and accountd has not been heard
+    /// announcing itself.
+    #[error(
+        "no accountd known: none is configured and none has been heard announcing itself \
+         on this cluster"
+    )]
+    NoAddress,
 }
 
 impl ClientError {
@@ -85,6 +93,34 @@ impl ClientError {
             ClientError::Server(e) => e.code.is_retryable(),
             _ => true,
         }
+    }
+}
+
+/// accountd's address as learnt while running (from its announcements), shared by
+/// whoever learns it and the clients that connect: each connection attempt reads
+/// the address current at that moment. Clones share one value.
+#[derive(Debug, Clone, Default)]
+pub struct LearntAddress(Arc<RwLock<Option<String>>>);
+
+impl LearntAddress {
+    /// Nothing learnt yet.
+    pub fn new() -> LearntAddress {
+        LearntAddress::default()
+    }
+
+    /// The address to dial now, if one is known.
+    pub fn get(&self) -> Option<String> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Records the address heard last (`None`: forget it); returns whether it changed.
+    pub fn set(&self, addr: Option<String>) -> bool {
+        let mut current = self.0.write().unwrap_or_else(|e| e.into_inner());
+        if *current == addr {
+            return false;
+        }
+        *current = addr;
+        true
     }
 }
 

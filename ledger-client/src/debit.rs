@@ -18,7 +18,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
 
-use crate::client::{AccountClient, ClientError};
+use crate::client::{AccountClient, ClientError, LearntAddress};
 use crate::journal::{Charge, Journal, JournalError, Outcome};
 
 /// How a [`DebitClient`] reaches accountd and keeps its journal.
@@ -28,6 +28,10 @@ pub struct DebitClientConfig {
     pub journal: PathBuf,
     /// accountd's address (`host:port`).
     pub server: String,
+    /// When set, the address is read from here at each connection attempt and
+    /// `server` is not used (accountd found from its announcements); while it
+    /// holds nothing, charges wait in the journal as when accountd is down.
+    pub learnt: Option<LearntAddress>,
     /// Name in accountd's certificate (usually `accountd`).
     pub server_name: String,
     /// The node's TLS client (a `node` certificate).
@@ -46,6 +50,7 @@ impl DebitClientConfig {
         DebitClientConfig {
             journal,
             server,
+            learnt: None,
             server_name: crate::client::DEFAULT_SERVER_NAME.to_string(),
             connector,
             backoff_min: Duration::from_millis(100),
@@ -278,7 +283,7 @@ impl Sender {
             Some(c) => c,
             None => conn.insert(
                 AccountClient::connect(
-                    &self.cfg.server,
+                    &self.server()?,
                     &self.cfg.connector,
                     &self.cfg.server_name,
                     self.cfg.timeout,
@@ -296,6 +301,14 @@ impl Sender {
                 Ok(Outcome::Refused(e.code, e.message))
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// The address to dial now.
+    fn server(&self) -> Result<String, ClientError> {
+        match &self.cfg.learnt {
+            Some(learnt) => learnt.get().ok_or(ClientError::NoAddress),
+            None => Ok(self.cfg.server.clone()),
         }
     }
 

@@ -13,6 +13,9 @@
 //! - [`market`]: the node's market: bids checked against `max_rate` and the owner's
 //!   balance, metering every tick, charges under the node's policy sent to accountd
 //!   through the debit journal, the kernel weights (open or closed loop), running dry.
+//! - [`announce`]: with a `[discovery]` table, the node's multicast announcements (name,
+//!   address, market state, idle CPUs, load, memory, availability summary), its weekly
+//!   availability history, and finding accountd from accountd's announcements.
 //! - [`pump`]: output pumping, stdin feeding and the frame writer task.
 //! - [`pty`]: pseudo-terminals for jobs launched with `-t`.
 //! - [`heartbeat`]: when a silent client counts as dead.
@@ -84,6 +87,7 @@
 //!   `ShuttingDown` notice and then `Exit` with SIGKILL.
 #![deny(missing_docs)]
 
+pub mod announce;
 pub mod cgroup;
 pub mod config;
 pub mod env;

@@ -47,7 +47,8 @@ fn run(flags: Flags) -> anyhow::Result<()> {
         let addr = listener
             .local_addr()
             .context("cannot read the bound address")?;
-        let server = Server::new(config).await?;
+        let mut server = Server::new(config).await?;
+        server.start_announcing(addr).await?;
         certs::reload_on_sighup(server.tls(), hangups);
         if let Some(path) = &flags.ready_file {
             write_ready(path, &addr.to_string())?;

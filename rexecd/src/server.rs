@@ -103,6 +103,9 @@ pub enum ServerError {
     /// The market (its debit journal) could not be opened.
     #[error("cannot open the market: {0}")]
     Market(#[from] MarketError),
+    /// Announcing (a `[discovery]` table is given) could not start.
+    #[error("{0}")]
+    Announce(#[from] crate::announce::AnnounceError),
 }
 
 /// A prepared server: TLS loaded, cgroups opened and swept.
@@ -111,6 +114,7 @@ pub struct Server {
     config: Config,
     cgroups: JobCgroups,
     market: Arc<Market>,
+    announcer: Option<crate::announce::Announcer>,
 }
 
 impl std::fmt::Debug for Server {
@@ -159,7 +163,42 @@ impl Server {
             config,
             cgroups,
             market,
+            announcer: None,
         })
+    }
+
+    /// With a `[discovery]` table: starts announcing this node, reachable at `bound`
+    /// (the listener's address) unless `advertise` says otherwise, and, when no
+    /// accountd is configured, listening for accountd's announcements. Without the
+    /// table, does nothing. Announcing stops when [`Server::serve`] ends.
+    pub async fn start_announcing(
+        &mut self,
+        bound: std::net::SocketAddr,
+    ) -> Result<(), ServerError> {
+        let Some(cfg) = &self.config.announce else {
+            return Ok(());
+        };
+        if self.announcer.is_some() {
+            return Ok(());
+        }
+        let accountd_name = self
+            .config
+            .market
+            .ledger
+            .as_ref()
+            .filter(|l| l.address.is_none())
+            .map(|l| l.server_name.clone());
+        let announcer = crate::announce::Announcer::start(
+            cfg,
+            &self.config.name,
+            bound,
+            Arc::clone(&self.market),
+            None, // TODO(cpuset): the node's own CPUs once the config lists them.
+            accountd_name,
+        )
+        .await?;
+        self.announcer = Some(announcer);
+        Ok(())
     }
 
     /// The TLS configuration new connections use; [`ReloadableAcceptor::reload`] (the
@@ -252,6 +291,9 @@ impl Server {
             }
         }
         drop(listener);
+        if let Some(announcer) = self.announcer {
+            announcer.shutdown().await;
+        }
         tracing::info!(
             jobs = shared.registry.len(),
             "shutting down; destroying every job"
@@ -309,6 +351,10 @@ pub async fn run(
     config: Config,
     shutdown: impl Future,
 ) -> Result<(), ServerError> {
-    Server::new(config).await?.serve(listener, shutdown).await;
+    let mut server = Server::new(config).await?;
+    if let Ok(bound) = listener.local_addr() {
+        server.start_announcing(bound).await?;
+    }
+    server.serve(listener, shutdown).await;
     Ok(())
 }

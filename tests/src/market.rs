@@ -44,6 +44,10 @@ pub struct MarketOptions {
     pub cpus: u32,
     /// The test user's opening grant in credits; `None` opens no account.
     pub initial: Option<&'static str>,
+    /// A `[discovery]` table (full text) for accountd and every node: accountd
+    /// announces itself and the nodes, given no accountd address, find it from
+    /// its announcements. `None`: the nodes are told accountd's address.
+    pub discovery: Option<String>,
 }
 
 impl Default for MarketOptions {
@@ -58,6 +62,7 @@ impl Default for MarketOptions {
             balance_cache: "1s",
             cpus: 2,
             initial: Some("1000"),
+            discovery: None,
         }
     }
 }
@@ -91,9 +96,23 @@ impl MarketCluster {
     pub fn start(options: MarketOptions) -> MarketCluster {
         let mut accountd: Option<Accountd> = None;
         let cluster = Cluster::start_with_node_config(options.cluster.clone(), |pki, dir, name| {
-            let d = accountd
-                .get_or_insert_with(|| Accountd::start_on(pki, options.cluster.services_host()));
-            Some(node_config(&options, &d.addr, &journal_path(dir, name)))
+            let d = accountd.get_or_insert_with(|| {
+                Accountd::start_on(
+                    pki,
+                    options.cluster.services_host(),
+                    options.discovery.clone().unwrap_or_default(),
+                )
+            });
+            let mut text = node_config(&options, &d.addr, &journal_path(dir, name));
+            if let Some(table) = &options.discovery {
+                // No address: the node learns it from accountd's announcements.
+                text = text.replacen(&format!("accountd = {:?}\n", d.addr), "", 1);
+                let history = dir.join(format!("{name}.availability"));
+                text.push_str(&format!(
+                    "{table}\n[announce]\nhistory_file = {history:?}\n"
+                ));
+            }
+            Some(text)
         });
         let accountd = accountd.expect("the cluster has no nodes");
         if let Some(initial) = options.initial {
@@ -154,17 +173,29 @@ pub struct Accountd {
     admin: TlsPaths,
     child: Option<Child>,
     netns: Option<String>,
+    config: String,
 }
 
 impl Accountd {
     /// Start on a fresh ledger.
     pub fn start(pki: &TestPki) -> Accountd {
-        Accountd::start_on(pki, None)
+        Accountd::start_on(pki, None, String::new())
+    }
+
+    /// Start on a fresh ledger with a config file holding `config` (nothing when
+    /// empty; the flags set everything else).
+    pub fn start_with_config(pki: &TestPki, config: String) -> Accountd {
+        Accountd::start_on(pki, None, config)
     }
 
     /// Start on a fresh ledger, in a host's network namespace (name and
-    /// address) when given.
-    pub fn start_on(pki: &TestPki, host: Option<(String, std::net::Ipv4Addr)>) -> Accountd {
+    /// address) when given, with a config file holding `config` (nothing
+    /// when empty).
+    pub fn start_on(
+        pki: &TestPki,
+        host: Option<(String, std::net::Ipv4Addr)>,
+        config: String,
+    ) -> Accountd {
         let mut d = Accountd {
             addr: host
                 .as_ref()
@@ -177,6 +208,7 @@ impl Accountd {
             service: pki.tls_paths(Role::Service, "accountd"),
             admin: pki.tls_paths(Role::Admin, "ops"),
             child: None,
+            config,
         };
         d.spawn(true);
         d
@@ -230,6 +262,11 @@ impl Accountd {
             }
             if init {
                 cmd.arg("--init");
+            }
+            if !self.config.is_empty() {
+                let path = self.dir.path().join("accountd.toml");
+                fs::write(&path, &self.config).expect("cannot write accountd's config");
+                cmd.arg("--config").arg(path);
             }
             let mut child = cmd
                 .env("RUST_LOG", "warn")

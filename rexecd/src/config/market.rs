@@ -3,7 +3,8 @@
 //!
 //! ```toml
 //! [market]
-//! accountd = "10.0.0.9:7071"           # the ledger; unset: jobs are metered, nobody is charged
+//! accountd = "10.0.0.9:7071"           # the ledger; unset: learnt from accountd's announcements
+//!                                      # with [discovery], else jobs are metered, nobody charged
 //! accountd_name = "accountd"           # name in accountd's service certificate
 //! journal = "/var/lib/rexecd/debits.journal"  # charges kept here until accountd has them
 //! policy = "contention"                # when jobs pay: contention (default) or paper
@@ -97,8 +98,9 @@ pub struct MarketFile {
 /// Where charges go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerConfig {
-    /// accountd's address (`host:port`).
-    pub address: String,
+    /// accountd's address (`host:port`); `None`: learnt from accountd's
+    /// announcements (no address configured, a `[discovery]` table given).
+    pub address: Option<String>,
     /// Name in accountd's certificate.
     pub server_name: String,
     /// The debit journal.
@@ -170,7 +172,7 @@ impl MarketConfig {
             Some(text) => parse_duration(&text).map_err(|e| invalid(key, text, e)),
         };
         let ledger = accountd_flag.or(file.accountd).map(|address| LedgerConfig {
-            address,
+            address: Some(address),
             server_name: file
                 .accountd_name
                 .clone()
@@ -180,12 +182,12 @@ impl MarketConfig {
                 .clone()
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_JOURNAL)),
         });
-        if let Some(l) = &ledger
-            && !l.address.contains(':')
+        if let Some(address) = ledger.as_ref().and_then(|l| l.address.as_ref())
+            && !address.contains(':')
         {
             return Err(invalid(
                 "market.accountd",
-                &l.address,
+                address,
                 "expected host:port, such as 10.0.0.9:7071",
             ));
         }
@@ -275,7 +277,7 @@ mod tests {
         )
         .unwrap();
         let ledger = all.ledger.unwrap();
-        assert_eq!(ledger.address, "127.0.0.1:7071");
+        assert_eq!(ledger.address.as_deref(), Some("127.0.0.1:7071"));
         assert_eq!(ledger.server_name, "accountd");
         assert_eq!(ledger.journal, PathBuf::from("/tmp/j"));
         assert_eq!(all.policy, Policy::Paper);

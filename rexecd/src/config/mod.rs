@@ -30,6 +30,10 @@
 //!
 //! [market]                         # metering, charging and bid checks: see `market`
 //! accountd = "10.0.0.9:7071"
+//! [discovery]                      # announce this node; find accountd: see `discovery`
+//! cluster = "rexec"
+//! [announce]                       # rexecd's own discovery keys: see `discovery`
+//! advertise = "10.0.0.7:7070"
 //! [rlimits]                        # resource limits of job processes (default: rexecd's own)
 //! nofile = 4096                    # soft and hard; or [soft, hard]; or "unlimited"
 //! core = 0
@@ -48,6 +52,7 @@
 //! assert_eq!(config.cgroup_parent.as_path(), std::path::Path::new("rexec"));
 //! ```
 
+pub mod discovery;
 mod flags;
 pub mod job;
 pub mod market;
@@ -114,6 +119,9 @@ pub enum ConfigError {
         /// The flag.
         flag: &'static str,
     },
+    /// A value of the `[discovery]` table is out of range or malformed.
+    #[error("{0}")]
+    Discovery(#[from] ::discovery::config::DiscoveryConfigError),
     /// A value is out of range or malformed.
     #[error("invalid {key} {value:?}: {reason}")]
     Invalid {
@@ -176,6 +184,10 @@ pub struct FileConfig {
     pub umask: Option<String>,
     /// Resource limits of job processes, by name (`nofile`, `core`, ...).
     pub rlimits: Option<std::collections::BTreeMap<String, job::RlimitValue>>,
+    /// The shared `[discovery]` table and rexecd's `[announce]` table.
+    pub discovery: Option<::discovery::config::DiscoveryFile>,
+    /// rexecd's `[announce]` table (needs `[discovery]`).
+    pub announce: Option<discovery::AnnounceFile>,
 }
 
 impl FileConfig {
@@ -236,6 +248,9 @@ pub struct Config {
     pub tcp_user_timeout: Duration,
     /// No new privileges, umask and resource limits of job processes.
     pub job_limits: crate::spawn::JobLimits,
+    /// Announcements, availability history and finding accountd; `None` without a
+    /// `[discovery]` table.
+    pub announce: Option<discovery::AnnounceConfig>,
 }
 
 impl Config {
@@ -333,7 +348,14 @@ impl Config {
         if let Some(journal) = &flags.journal {
             market_file.journal = Some(journal.clone());
         }
-        let market = MarketConfig::resolve(market_file, flags.accountd.clone())?;
+        let listen = flags
+            .listen
+            .clone()
+            .or(file.listen)
+            .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
+        let announce = discovery::resolve(file.discovery, file.announce, &listen)?;
+        let mut market = MarketConfig::resolve(market_file.clone(), flags.accountd.clone())?;
+        discovery::learn_accountd(&mut market, &market_file, announce.as_ref())?;
         let max_connections_per_address = limit(
             "max_connections_per_address",
             flags.max_connections_per_address,
@@ -366,11 +388,7 @@ impl Config {
         let job_limits = job::job_limits(file.no_new_privs, file.umask, file.rlimits)?;
         Ok(Config {
             name,
-            listen: flags
-                .listen
-                .clone()
-                .or(file.listen)
-                .unwrap_or_else(|| DEFAULT_LISTEN.to_string()),
+            listen,
             tls,
             cgroup_parent,
             env,
@@ -387,6 +405,7 @@ impl Config {
             stopped_client_limit,
             tcp_user_timeout,
             job_limits,
+            announce,
         })
     }
 

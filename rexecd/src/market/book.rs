@@ -155,7 +155,33 @@ pub struct NodeView {
     pub contended: bool,
 }
 
+/// What a node announces of its market.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarketStatus {
+    /// CPUs sold.
+    pub cpus: u32,
+    /// Sum of the competing bids.
+    pub price: Bid,
+    /// Ranks running.
+    pub ranks: u32,
+    /// Their runnable threads at the last sample (their CPU demand).
+    pub runnable: u32,
+}
+
 impl Book {
+    /// CPUs, price, ranks and runnable demand, for announcements.
+    pub fn status(&self) -> MarketStatus {
+        MarketStatus {
+            cpus: self.cpus,
+            price: self.price,
+            ranks: u32::try_from(self.ranks.len()).unwrap_or(u32::MAX),
+            runnable: self
+                .ranks
+                .values()
+                .fold(0u32, |n, r| n.saturating_add(r.demand)),
+        }
+    }
+
     /// An empty market of `cpus` CPUs charging under `policy`.
     pub fn new(cpus: u32, policy: Policy) -> Book {
         Book {

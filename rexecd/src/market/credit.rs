@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use ledger_client::client::{ClientError, LearntAddress};
 use proto::account::{AccountOp, AccountReply, BalanceQuery, ErrorCode as AccountCode};
 use proto::node::{ErrorCode, ErrorReply};
 use tokio_rustls::TlsConnector;
@@ -24,6 +25,7 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct Credit {
     node: String,
     ledger: Option<(LedgerConfig, TlsConnector)>,
+    learnt: Option<LearntAddress>,
     ttl: Duration,
     cache: Mutex<HashMap<String, (i64, Instant)>>,
 }
@@ -38,11 +40,19 @@ impl std::fmt::Debug for Credit {
 }
 
 impl Credit {
-    /// Checks against `ledger` (none: every bid passes, nobody is charged).
-    pub fn new(node: &str, ledger: Option<(LedgerConfig, TlsConnector)>, ttl: Duration) -> Credit {
+    /// Checks against `ledger` (none: every bid passes, nobody is charged). A ledger
+    /// without an address is reached at the address `learnt` holds at the time (from
+    /// accountd's announcements); while it holds none, accountd counts as unreachable.
+    pub fn new(
+        node: &str,
+        ledger: Option<(LedgerConfig, TlsConnector)>,
+        learnt: Option<LearntAddress>,
+        ttl: Duration,
+    ) -> Credit {
         Credit {
             node: node.to_string(),
             ledger,
+            learnt,
             ttl,
             cache: Mutex::new(HashMap::new()),
         }
@@ -81,7 +91,11 @@ impl Credit {
             return Ok(());
         }
         let node = &self.node;
-        let balance = match query(ledger, connector, user).await {
+        let address = ledger
+            .address
+            .clone()
+            .or_else(|| self.learnt.as_ref().and_then(LearntAddress::get));
+        let balance = match query(ledger, address, connector, user).await {
             Ok(b) => {
                 self.saw(user, b);
                 b
@@ -128,9 +142,15 @@ enum Lookup {
     Unreachable(String),
 }
 
-async fn query(ledger: &LedgerConfig, connector: &TlsConnector, user: &str) -> Result<i64, Lookup> {
+async fn query(
+    ledger: &LedgerConfig,
+    address: Option<String>,
+    connector: &TlsConnector,
+    user: &str,
+) -> Result<i64, Lookup> {
+    let address = address.ok_or_else(|| Lookup::Unreachable(ClientError::NoAddress.to_string()))?;
     let mut client = ledger_client::client::AccountClient::connect(
-        &ledger.address,
+        &address,
         connector,
         &ledger.server_name,
         QUERY_TIMEOUT,

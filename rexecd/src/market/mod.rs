@@ -20,12 +20,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use ledger_client::client::LearntAddress;
 use ledger_client::debit::{DebitClient, DebitClientConfig, Settlement};
 use ledger_client::journal::Charge;
 use proto::account::{Debit, DebitKey, ErrorCode as AccountCode, MeterInterval};
 use proto::node::{ErrorCode, ErrorReply, JobId};
 use stride::Bid;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
 
@@ -118,6 +119,8 @@ pub struct Market {
     seq: AtomicU64,
     clock: MonoClock,
     engine: Mutex<Option<JoinHandle<()>>>,
+    changed: Arc<Notify>,
+    learnt: Option<LearntAddress>,
 }
 
 impl std::fmt::Debug for Market {
@@ -139,12 +142,21 @@ impl Market {
         connector: Option<TlsConnector>,
     ) -> Result<Arc<Market>, MarketError> {
         let ledger = cfg.ledger.clone().zip(connector);
+        // No address configured: accountd is learnt from its announcements.
+        let learnt = ledger
+            .as_ref()
+            .filter(|(l, _)| l.address.is_none())
+            .map(|_| LearntAddress::new());
         let (debits, settlements) = match &ledger {
             Some((l, connector)) => {
                 ensure_journal_dir(&l.journal)?;
-                let mut dc =
-                    DebitClientConfig::new(l.journal.clone(), l.address.clone(), connector.clone());
+                let mut dc = DebitClientConfig::new(
+                    l.journal.clone(),
+                    l.address.clone().unwrap_or_default(),
+                    connector.clone(),
+                );
                 dc.server_name = l.server_name.clone();
+                dc.learnt = learnt.clone();
                 let (client, rx) = DebitClient::start(dc).await?;
                 (Some(client), Some(rx))
             }
@@ -160,7 +172,7 @@ impl Market {
         let (tx, rx) = mpsc::unbounded_channel();
         let market = Arc::new(Market {
             node: node.to_string(),
-            credit: Credit::new(node, ledger, cfg.balance_cache),
+            credit: Credit::new(node, ledger, learnt.clone(), cfg.balance_cache),
             book: Mutex::new(Book::new(cfg.cpus, cfg.policy)),
             cfg,
             cgroups,
@@ -169,6 +181,8 @@ impl Market {
             seq: AtomicU64::new(first_seq),
             clock: MonoClock::new(),
             engine: Mutex::new(None),
+            changed: Arc::new(Notify::new()),
+            learnt,
         });
         let engine = tokio::spawn(Arc::clone(&market).run(rx, settlements));
         *market.engine.lock().unwrap_or_else(|e| e.into_inner()) = Some(engine);
@@ -180,6 +194,24 @@ impl Market {
     /// The settings.
     pub fn config(&self) -> &MarketConfig {
         &self.cfg
+    }
+
+    /// Notified whenever the market's state changes (a rank joins or leaves, a bid
+    /// changes, an owner runs dry, the price or demand moves at a tick): the
+    /// announcer sends at once.
+    pub fn changes(&self) -> Arc<Notify> {
+        Arc::clone(&self.changed)
+    }
+
+    /// accountd's address as learnt from its announcements; `None` when an address
+    /// is configured (or no ledger is used), so nothing is to be learnt.
+    pub fn learnt_accountd(&self) -> Option<&LearntAddress> {
+        self.learnt.as_ref()
+    }
+
+    /// The node's state for announcements: CPUs, price, ranks, runnable demand.
+    pub fn status(&self) -> book::MarketStatus {
+        self.book().status()
     }
 
     /// The market state (held briefly: never across an await or a system call).
@@ -220,6 +252,7 @@ impl Market {
     ) {
         self.book()
             .join(key, owner, cgroup, bid, control, Instant::now());
+        self.changed.notify_one();
     }
 
     /// Writes the weights the market says now and waits until they are written.
@@ -242,6 +275,7 @@ impl Market {
         let usage_ns = usage.map(|u| u64::try_from(u.as_nanos()).unwrap_or(u64::MAX));
         let departure = self.book().leave(&key, usage_ns, Instant::now());
         let departure = departure?;
+        self.changed.notify_one();
         self.rebalance_soon();
         if let Some(d) = departure.debit {
             self.record(d).await;
@@ -288,6 +322,9 @@ impl Market {
             checked = self.check_bid(owner, bid).await?;
         }
         let (count, restored) = self.book().rebid(job, checked, |r| may(&r.owner));
+        if count > 0 {
+            self.changed.notify_one();
+        }
         for control in restored {
             let _ = control.try_send(book::restored_notice(&self.node, checked));
         }
@@ -455,11 +492,19 @@ impl Market {
             }
         };
         let closed = self.cfg.share_control == ShareControl::Closed;
-        let due = {
+        let (due, moved) = {
             let mut book = self.book();
+            let before = book.status();
             book.tick(&samples, closed);
-            book.due_debits(Instant::now(), self.cfg.debit_interval)
+            let moved = book.status() != before;
+            (
+                book.due_debits(Instant::now(), self.cfg.debit_interval),
+                moved,
+            )
         };
+        if moved {
+            self.changed.notify_one();
+        }
         for d in due {
             self.record(d).await;
         }
@@ -527,6 +572,9 @@ impl Market {
             return false;
         }
         let newly = self.book().run_dry(&user);
+        if !newly.is_empty() {
+            self.changed.notify_one();
+        }
         for ((job, rank), control) in &newly {
             tracing::info!(%user, %job, rank, balance, "out of credit: the rank now bids 0");
             let _ = control.try_send(book::dry_notice(&self.node, &user, *job, balance));

@@ -4,6 +4,7 @@
 //! They need root and a cpu controller; otherwise each test says why it skips.
 
 mod admin;
+mod announce;
 mod auth;
 mod cleanup;
 mod cli;

@@ -14,6 +14,7 @@ mod launch;
 mod market_charges;
 mod market_checks;
 mod market_crash;
+mod market_discovery;
 mod market_dry;
 mod market_figure4;
 mod multihost;
