@@ -1,5 +1,6 @@
 //! The daemon's top level: [`Server::new`] loads the TLS material, opens rexecd's
-//! parent cgroup and sweeps job cgroups an earlier run left behind (killing their
+//! parent cgroup (confined to the node's CPUs when `cpus` is set) and sweeps job
+//! cgroups an earlier run left behind (killing their
 //! processes), and opens the market (its debit journal resends what an earlier run
 //! left unacknowledged); [`Server::serve`] accepts connections until the shutdown
 //! future completes, running one session task per connection; then it tells every
@@ -132,8 +133,9 @@ impl Server {
             );
         }
         let parent = config.cgroup_parent.clone();
+        let cpus = config.cpus.clone();
         let cgroups = tokio::task::spawn_blocking(move || -> Result<JobCgroups, CgroupError> {
-            let cgroups = JobCgroups::detect(&parent)?;
+            let cgroups = JobCgroups::detect_pinned(&parent, cpus)?;
             let swept = cgroups.sweep_stale()?;
             if !swept.is_empty() {
                 tracing::warn!(cgroups = ?swept, "removed job cgroups left by an earlier run");
@@ -141,8 +143,11 @@ impl Server {
             Ok(cgroups)
         })
         .await??;
+        let pinned = cgroups
+            .cpus()
+            .map_or_else(|| "all".to_string(), ToString::to_string);
         tracing::info!(node = %config.name, parent = %cgroups.parent_path().display(),
-            version = ?cgroups.version(), "job cgroups ready");
+            version = ?cgroups.version(), cpus = %pinned, "job cgroups ready");
         let connector = match config.market.ledger {
             Some(_) => Some(certs::connector(&config.tls)?),
             None => None,

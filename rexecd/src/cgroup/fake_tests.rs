@@ -25,6 +25,7 @@ fn v1_mounts(base: &Path) -> V1Mounts {
         cpuacct: Some(base.join("cpuacct")),
         pids: Some(base.join("pids")),
         freezer: Some(base.join("freezer")),
+        cpuset: None,
     }
 }
 
@@ -82,6 +83,7 @@ fn v1_comounted_cpu_cpuacct_is_one_directory() {
         cpuacct: Some(both.clone()),
         pids: None,
         freezer: None,
+        cpuset: None,
     };
     let backend = v1::V1Cgroups::new(mounts, &ParentName::new("r").unwrap());
     assert_eq!(backend.hierarchies(), vec![both.as_path()]);
