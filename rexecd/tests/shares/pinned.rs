@@ -1,7 +1,14 @@
 //! Two nodes that own their CPUs on this 2-CPU machine: node A pinned to CPU 0, node B
-//! to CPU 1, each with its own parent cgroup. A CPU-bound job on A keeps its share when
-//! B fills up with CPU-bound jobs; without pinning (the same two nodes, unpinned), B's
-//! jobs take CPU from A's.
+//! to CPU 1, each with its own parent cgroup. A CPU-bound job on A (two busy threads)
+//! keeps its share when B fills up with two CPU-bound jobs. Without pinning, the same
+//! two nodes do slow each other: A's job has both CPUs while B is idle and half of
+//! them once B is busy (the kernel splits the machine between the two equal parents).
+//!
+//! Other helpers build and test on this machine at the same time. Their work is not
+//! pinned, so when B fills CPU 1 the kernel moves it to CPU 0, where it would take
+//! from A's job whatever rexecd does. So that the test measures the nodes and not the
+//! neighbours, it gives both nodes' parent cgroups the largest CPU weight the kernel
+//! allows (one CPU-bound outside task then takes well under 1% from a node).
 
 use std::time::{Duration, Instant};
 
@@ -71,6 +78,18 @@ fn cpus_allowed(job: &Busy) -> Vec<String> {
         .collect()
 }
 
+/// Gives a node's parent cgroup the top CPU weight (see the module's comment).
+fn outweigh_the_neighbours(parent: &std::path::Path) {
+    let (file, top) = if parent.join("cpu.shares").exists() {
+        ("cpu.shares", "262144")
+    } else {
+        ("cpu.weight", "10000")
+    };
+    std::fs::write(parent.join(file), top).unwrap();
+    let set = std::fs::read_to_string(parent.join(file)).unwrap();
+    assert_eq!(set.trim(), top, "{}", parent.display());
+}
+
 /// What A's job got alone and then beside B's two jobs.
 struct Run {
     alone: f64,
@@ -89,8 +108,10 @@ async fn run(tag: &str, a_cpus: Option<&str>, b_cpus: Option<&str>) -> Run {
     );
     let a = Daemon::start_with_config(pa.clone(), &config(&pa, a_cpus));
     let b = Daemon::start_with_config(pb.clone(), &config(&pb, b_cpus));
-    assert!(cpu_dir(&pa).unwrap().is_dir() && cpu_dir(&pb).unwrap().is_dir());
-    let job_a = start_busy(&a, 1, 1).await;
+    for parent in [&pa, &pb] {
+        outweigh_the_neighbours(&cpu_dir(parent).unwrap());
+    }
+    let job_a = start_busy(&a, 1, 2).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (alone, outside0) = tokio::task::block_in_place(|| shares(&[&job_a], window));
     let b1 = start_busy(&b, 1, 1).await;
@@ -140,9 +161,23 @@ async fn nodes_pinned_to_cpu_0_and_cpu_1_do_not_slow_each_other() {
         pinned.alone,
         pinned.loaded
     );
+    // Each node really had one CPU: A's two threads and B's two jobs.
+    assert!(
+        pinned.alone <= 1.0 + TOLERANCE,
+        "A's two threads used {:.3} CPU on its one CPU",
+        pinned.alone
+    );
     assert!(
         pinned.b_total <= 1.0 + TOLERANCE,
         "B's two jobs used {:.3} CPU on its one CPU",
         pinned.b_total
+    );
+    // The control: unpinned, B's jobs take about a CPU from A's.
+    assert!(
+        unpinned.alone - unpinned.loaded >= 5.0 * TOLERANCE,
+        "unpinned: A's job went from {:.3} to {:.3} CPU; pinning would have nothing to \
+         prevent",
+        unpinned.alone,
+        unpinned.loaded
     );
 }
