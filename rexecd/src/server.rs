@@ -1,12 +1,12 @@
 //! The daemon's top level: [`Server::new`] loads the TLS material, opens rexecd's
-//! parent cgroup (confined to the node's CPUs when `cpus` is set) and sweeps job
-//! cgroups an earlier run left behind (killing their
+//! parent cgroup and sweeps job cgroups an earlier run left behind (killing their
 //! processes), and opens the market (its debit journal resends what an earlier run
 //! left unacknowledged); [`Server::serve`] accepts connections until the shutdown
 //! future completes, running one session task per connection; then it tells every
 //! session to stop (each destroys its job, settles its charge and reports it), waits
 //! for them, sweeps once more so that no job cgroup survives rexecd, and gives accountd
-//! a moment to acknowledge the last charges. [`run`] does both in one call.
+//! a moment to acknowledge the last charges. [`run`] does both in one call. With
+//! `cpus` set, the parent cgroup is confined to those CPUs before any job starts.
 //!
 //! At most `max_connections` connections are open at once (a connection holds its slot
 //! from accept, through the TLS handshake, to the end of its session); one over the
