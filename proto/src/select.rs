@@ -320,3 +320,36 @@ impl SelectorError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_round_trip() {
+        let req = SelectorRequest::new(9, SelectorOp::Stats);
+        assert!(req.check().is_ok());
+        let bytes = postcard::to_allocvec(&req).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<SelectorRequest>(&bytes).unwrap(),
+            req
+        );
+        let stats = SelectorStats {
+            accepted: 10,
+            malformed: 2,
+            stale: 1,
+            nodes: 7,
+            selects: 3,
+            ..SelectorStats::default()
+        };
+        let resp = SelectorResponse {
+            id: 9,
+            result: Ok(SelectorReply::Stats(stats)),
+        };
+        let bytes = postcard::to_allocvec(&resp).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<SelectorResponse>(&bytes).unwrap(),
+            resp
+        );
+    }
+}

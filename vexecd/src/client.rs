@@ -8,7 +8,7 @@
 //! use std::time::Duration;
 //! use proto::select::SelectQuery;
 //! let mut c = vexecd::client::SelectorClient::connect(
-//!     "10.0.0.5:7478", &connector, "vexecd1", Duration::from_secs(5)).await?;
+//!     "10.0.0.5:7478", &connector, "vexecd", Duration::from_secs(5)).await?;
 //! let picked = c.select(SelectQuery::new(4, "lowest-price")).await?;
 //! println!("{:?}", picked.iter().map(|n| &n.name).collect::<Vec<_>>());
 //! # Ok(()) }

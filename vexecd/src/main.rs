@@ -21,7 +21,7 @@ struct Args {
     /// TOML config file; it must hold a [discovery] table (flags override its values).
     #[arg(long, env = "VEXECD_CONFIG")]
     config: Option<PathBuf>,
-    /// Selector name, as in its service certificate.
+    /// Selector name, as in its service certificate [default: vexecd].
     #[arg(long)]
     name: Option<String>,
     /// TLS address to listen on [default: 0.0.0.0:7478]; port 0 picks a free port.

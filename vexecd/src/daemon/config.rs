@@ -3,13 +3,13 @@
 //! ([`Flags`]), resolved and checked into one [`Config`].
 //!
 //! ```toml
-//! name = "vexecd1"                      # as in its service certificate
+//! name = "vexecd"                       # as in its service certificate
 //! listen = "0.0.0.0:7478"               # TLS address of the selector protocol
 //! advertise = "10.0.0.5:7478"           # announced address (required with 0.0.0.0)
 //! udp_listen = "0.0.0.0:7478"           # unicast announcements (optional)
 //! ca = "/etc/rexec/ca.pem"
-//! cert = "/etc/rexec/service-vexecd1.pem"
-//! key = "/etc/rexec/service-vexecd1.key"
+//! cert = "/etc/rexec/service-vexecd.pem"
+//! key = "/etc/rexec/service-vexecd.key"
 //! crl = "/etc/rexec/crl.pem"
 //! window_periods = 3                    # forget a sender after this many of its periods
 //! max_nodes = 100000                    # senders kept at most
@@ -37,6 +37,9 @@ use serde::Deserialize;
 
 use crate::table::{ClusterFilter, Network, TableConfig};
 
+/// Default name: the service name `rexec-certs issue service` gives
+/// selectors (several may share it, each with its own certificate).
+pub const DEFAULT_NAME: &str = "vexecd";
 /// Default TLS address.
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:7478";
 /// Default most simultaneous connections.
@@ -159,12 +162,12 @@ pub struct Config {
 #[non_exhaustive]
 pub enum ConfigError {
     /// Cannot read the file.
-    #[error("cannot read config {path}: {source}")]
+    #[error("cannot read config {path}: {cause}")]
     Read {
         /// The file.
         path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause (in the message, so not a `source` too).
+        cause: std::io::Error,
     },
     /// Not valid TOML for this schema.
     #[error("config {path} is invalid: {message}")]
@@ -202,9 +205,9 @@ fn invalid(what: &'static str, message: impl Into<String>) -> ConfigError {
 impl FileConfig {
     /// Reads and parses a config file.
     pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
             path: path.to_path_buf(),
-            source,
+            cause,
         })?;
         FileConfig::parse(path, &text)
     }
@@ -267,7 +270,7 @@ impl Config {
         let name = flags
             .name
             .or(file.name)
-            .ok_or(ConfigError::Missing("selector name (--name)"))?;
+            .unwrap_or_else(|| DEFAULT_NAME.into());
         certs::check_name(certs::Role::Service, &name)
             .map_err(|e| invalid("name", e.to_string()))?;
         let listen_text = flags
@@ -409,8 +412,7 @@ mod tests {
         )
     }
 
-    const BASE: &str =
-        "name = \"vexecd1\"\nca = \"/ca.pem\"\ncert = \"/c.pem\"\nkey = \"/c.key\"\n";
+    const BASE: &str = "ca = \"/ca.pem\"\ncert = \"/c.pem\"\nkey = \"/c.key\"\n";
 
     #[test]
     fn the_documented_example_parses() {
@@ -424,7 +426,7 @@ mod tests {
             .collect::<Vec<_>>()
             .join("\n");
         let c = parse(&example).unwrap();
-        assert_eq!(c.name, "vexecd1");
+        assert_eq!(c.name, DEFAULT_NAME);
         assert_eq!(c.advertise, Some("10.0.0.5:7478".parse().unwrap()));
         assert_eq!(c.table.cluster.networks.len(), 1);
         assert_eq!(c.idle_timeout, Duration::from_secs(300));

@@ -46,16 +46,17 @@ pub enum StartError {
         got: String,
     },
     /// A socket cannot be set up.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done.
         what: String,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause (in the message, so not a `source` too).
+        cause: std::io::Error,
     },
-    /// An announcement socket cannot be set up.
-    #[error(transparent)]
-    Discovery(#[from] discovery::net::NetError),
+    /// An announcement socket cannot be set up (the message says it all,
+    /// so the error is not a `source`).
+    #[error("{0}")]
+    Discovery(discovery::net::NetError),
 }
 
 /// A started daemon: TLS checked, every socket bound.
@@ -88,21 +89,22 @@ impl Daemon {
         }
         let listener = TcpListener::bind(config.listen)
             .await
-            .map_err(|source| StartError::Io {
+            .map_err(|cause| StartError::Io {
                 what: format!("cannot listen on {}", config.listen),
-                source,
+                cause,
             })?;
-        let addr = listener.local_addr().map_err(|source| StartError::Io {
+        let addr = listener.local_addr().map_err(|cause| StartError::Io {
             what: "cannot read the bound address".into(),
-            source,
+            cause,
         })?;
         let advertised = match config.advertise {
             Some(a) if a.port() == 0 => SocketAddr::new(a.ip(), addr.port()),
             Some(a) => a,
             None => addr,
         };
-        let receiver = Receiver::bind(&config.discovery, config.udp_listen)?;
-        let sender = Sender::new(&config.discovery)?;
+        let receiver =
+            Receiver::bind(&config.discovery, config.udp_listen).map_err(StartError::Discovery)?;
+        let sender = Sender::new(&config.discovery).map_err(StartError::Discovery)?;
         let shared = Arc::new(Shared::new(NodeTable::new(config.table.clone())));
         Ok(Daemon {
             config,
@@ -145,7 +147,7 @@ impl Daemon {
             hears.push(format!("unicast on {u}"));
         }
         let mut line = format!(
-            "vexecd {} listening on {} (announced as {}), cluster {}; hearing {}; announcing every {:?}",
+            "selector {} listening on {} (announced as {}), cluster {}; hearing {}; announcing every {:?}",
             self.config.name,
             self.addr,
             self.advertised,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use discovery::net::Receiver;
+use proto::announce::Announcement;
 
 use super::stats::Shared;
 
@@ -26,8 +27,11 @@ pub async fn run(receiver: Receiver, shared: Arc<Shared>, period: Duration) {
         tokio::select! {
             heard = receiver.recv() => match heard {
                 Ok(h) => {
+                    // Decoded before the lock, so selects wait only for
+                    // the table update itself.
+                    let decoded = Announcement::decode(&h.bytes);
                     let now = Instant::now();
-                    let outcome = shared.write().ingest(&h.bytes, Some(h.from.ip()), now);
+                    let outcome = shared.write().ingest_decoded(decoded, Some(h.from.ip()), now);
                     if let Err(d) = outcome {
                         tracing::debug!(from = %h.from, reason = ?d.reason, error = ?d.error, "datagram dropped");
                     }

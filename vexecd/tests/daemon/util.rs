@@ -23,7 +23,7 @@ use tokio_rustls::TlsConnector;
 use vexecd::client::SelectorClient;
 
 /// The name in every test selector's certificate.
-pub const SELECTOR: &str = "vexecd-t";
+pub const SELECTOR: &str = "vexecd";
 /// The user every client authenticates as.
 pub const USER: &str = "alice";
 /// How long a test waits for anything that should happen promptly.
