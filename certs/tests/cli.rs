@@ -143,12 +143,14 @@ fn init_issue_show_revoke() {
         "127.0.0.1",
     ]);
     ok(&["issue", "--dir", ca_s, "--out", out_s, "service", "vexecd"]);
+    ok(&["issue", "--dir", ca_s, "--out", out_s, "service", "vexecd2"]);
     ok(&["issue", "--dir", ca_s, "--out", out_s, "admin", "ops"]);
     for stem in [
         "node-n1",
         "user-alice",
         "service-accountd",
         "service-vexecd",
+        "service-vexecd2",
         "admin-ops",
     ] {
         assert_eq!(mode(&out.join(format!("{stem}.key"))), 0o600, "{stem}");

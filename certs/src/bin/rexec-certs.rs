@@ -88,8 +88,9 @@ enum IssueWhat {
     },
     /// A cluster service: server and client certificate, DNS SAN = its name.
     Service {
-        /// Which service.
-        #[arg(value_parser = ["accountd", "vexecd"])]
+        /// Which service: accountd, or vexecd optionally followed by letters, digits or
+        /// '-' (vexecd1, vexecd-b), the `name` in that selector's config.
+        #[arg(value_parser = service_name)]
         name: String,
         /// Extra DNS name or IP address the service is reached by (repeatable).
         #[arg(long = "san")]
@@ -100,6 +101,22 @@ enum IssueWhat {
         /// The admin's name.
         name: String,
     },
+}
+
+/// The service names a certificate may carry: `accountd`, and `vexecd` with an optional
+/// suffix so that several selectors each have a name of their own.
+fn service_name(name: &str) -> Result<String, String> {
+    let suffix_ok = |s: &str| {
+        s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    match name.strip_prefix("vexecd") {
+        _ if name == "accountd" => Ok(name.to_string()),
+        Some(suffix) if suffix.len() <= 32 && suffix_ok(suffix) => Ok(name.to_string()),
+        _ => Err(format!(
+            "'{name}' is not a cluster service: use accountd, vexecd or vexecd<suffix> (vexecd1, vexecd-b)"
+        )),
+    }
 }
 
 fn main() {

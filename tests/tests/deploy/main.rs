@@ -1,0 +1,35 @@
+//! Deployment checks, run as root after `cargo build --workspace --bins`:
+//! - [`units`]: every systemd unit in `deploy/systemd/` passes `systemd-analyze verify`
+//!   (with `ExecStart=` pointing at the freshly built binaries), and deliberately broken
+//!   copies do not.
+//! - [`guide`]: every command in the `sh` blocks of `docs/OPERATIONS.md` is run for real
+//!   in a sandbox, or listed with the demo step or test that covers it.
+//!
+//! Shared here: where the workspace and its binaries are, and the skip rule.
+
+mod guide;
+mod sandbox;
+mod units;
+
+use std::path::PathBuf;
+
+/// The workspace root (the parent of this package's directory).
+pub fn workspace() -> PathBuf {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    here.parent().expect("tests/ has a parent").to_path_buf()
+}
+
+/// True when `systemd-analyze` can be run; else fails the test, or skips it under
+/// `REXEC_TESTS_ALLOW_SKIP=1` (`deploy/setup-host` installs Debian's `systemd` package
+/// when the tool is missing).
+pub fn have_systemd_analyze(test: &str) -> bool {
+    let found = std::process::Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    found
+        || testhost::cannot_run(
+            test,
+            "systemd-analyze is missing (run deploy/setup-host as root)",
+        )
+}
