@@ -9,6 +9,8 @@
 //!   and reading balances, history, `rexec jobs` and `rexec -v` as users do.
 //! - [`netns`]: hosts in network namespaces on a bridge (multi-host tests).
 //! - [`node`]: one `rexecd` process: flags, log, ready file, start-up.
+//! - [`selectors`]: nodes announcing on loopback multicast, real vexecd
+//!   selectors, client configurations that name selectors or only the group.
 //! - [`rexec`]: running the `rexec` binary and collecting what it prints.
 //! - [`procs`]: processes found by an environment mark, their states, and
 //!   job cgroup directories.
@@ -39,6 +41,7 @@ pub mod procs;
 pub mod proxy;
 pub mod pty;
 pub mod rexec;
+pub mod selectors;
 
 pub use cluster::can_run;
 

@@ -7,6 +7,7 @@
 
 mod admin;
 mod bad_input;
+mod discovery;
 mod failures;
 mod interrupt;
 mod job_control;

@@ -1,0 +1,253 @@
+//! Discovery on a [`Cluster`]: nodes that announce themselves on a loopback
+//! multicast group (joined on 127.0.0.1, TTL 0, a group and port per test),
+//! real `vexecd` selectors hearing them ([`Vexecd`]), client configurations
+//! that name selectors or only the group, and a look inside a selector
+//! through its own protocol ([`Vexecd::nodes`], [`Vexecd::stats`]).
+
+use std::fs;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use certs::Role;
+use certs::testing::TestPki;
+use proto::select::{NodeView, NodesQuery, SelectorStats};
+
+use crate::cluster::{Cluster, ClusterOptions, TEST_USER, bin};
+
+/// Where a test's announcements travel.
+#[derive(Debug, Clone)]
+pub struct Channel {
+    /// Cluster name.
+    pub cluster: String,
+    /// Multicast group.
+    pub group: String,
+    /// Its UDP port (one per test, so parallel tests do not hear each other).
+    pub port: u16,
+    /// Announcement period.
+    pub period: Duration,
+    /// `false`: unicast only, to these addresses.
+    pub multicast: bool,
+    /// Unicast peers (the selectors' `udp_listen`).
+    pub unicast: Vec<SocketAddr>,
+}
+
+impl Channel {
+    /// Loopback multicast on `port`, announcing every 500 ms.
+    pub fn loopback(port: u16) -> Channel {
+        Channel {
+            cluster: "e2e".into(),
+            group: "239.255.77.71".into(),
+            port,
+            period: Duration::from_millis(500),
+            multicast: true,
+            unicast: Vec::new(),
+        }
+    }
+
+    /// The `[discovery]` table.
+    pub fn table(&self) -> String {
+        let unicast: Vec<String> = self
+            .unicast
+            .iter()
+            .map(|a| format!("{:?}", a.to_string()))
+            .collect();
+        format!(
+            "[discovery]\ncluster = {:?}\nmulticast = {}\ngroup = {:?}\nport = {}\n\
+             interface = \"127.0.0.1\"\nttl = 0\nperiod = \"{}ms\"\nunicast = [{}]\n",
+            self.cluster,
+            self.multicast,
+            self.group,
+            self.port,
+            self.period.as_millis(),
+            unicast.join(", ")
+        )
+    }
+}
+
+/// `n` nodes announcing on `channel`, each keeping its availability
+/// history in the cluster's scratch directory (`history(dir, name)`: a file
+/// a test may prepare before the node starts) and not looking for accountd.
+pub fn announcing_cluster(n: usize, channel: &Channel) -> Cluster {
+    let options = ClusterOptions {
+        nodes: n,
+        ..ClusterOptions::default()
+    };
+    Cluster::start_with_node_config(options, |_, dir, name| {
+        Some(format!(
+            "{}[announce]\nhistory_file = {:?}\nfind_accountd = false\n",
+            channel.table(),
+            history(dir, name).display().to_string()
+        ))
+    })
+}
+
+/// Where node `name` of a cluster in `dir` keeps its availability history.
+pub fn history(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.availability"))
+}
+
+/// One real vexecd.
+pub struct Vexecd {
+    /// Its name (service certificate).
+    pub name: String,
+    /// Its TLS address.
+    pub addr: SocketAddr,
+    tls: certs::TlsPaths,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Vexecd {
+    /// Start selector `name` hearing `channel` and, by unicast, `udp` (when
+    /// given); wait until it listens.
+    pub fn start(
+        pki: &TestPki,
+        dir: &Path,
+        name: &str,
+        channel: &Channel,
+        udp: Option<SocketAddr>,
+    ) -> Vexecd {
+        let tls = pki.tls_paths(Role::Service, name);
+        let config = dir.join(format!("{name}.toml"));
+        fs::write(&config, channel.table()).expect("cannot write the vexecd config");
+        let ready = dir.join(format!("{name}.ready"));
+        let _ = fs::remove_file(&ready);
+        let log = dir.join(format!("{name}.log"));
+        let mut cmd = Command::new(bin("vexecd"));
+        cmd.arg("--config")
+            .arg(&config)
+            .args(["--name", name, "--listen", "127.0.0.1:0", "--ready-file"])
+            .arg(&ready)
+            .arg("--ca")
+            .arg(&tls.ca)
+            .arg("--cert")
+            .arg(&tls.cert)
+            .arg("--key")
+            .arg(&tls.key);
+        if let Some(crl) = &tls.crl {
+            cmd.arg("--crl").arg(crl);
+        }
+        if let Some(udp) = udp {
+            cmd.args(["--udp-listen", &udp.to_string()]);
+        }
+        let mut child = cmd
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&log).expect("cannot create the vexecd log"))
+            .spawn()
+            .expect("cannot start vexecd");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let addr = loop {
+            if let Ok(text) = fs::read_to_string(&ready)
+                && let Ok(addr) = text.trim().parse::<SocketAddr>()
+            {
+                break addr;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "vexecd {name} exited with {status}:\n{}",
+                    fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < deadline, "vexecd {name} did not get ready");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Vexecd {
+            name: name.into(),
+            addr,
+            tls: pki.tls_paths(Role::User, TEST_USER),
+            log,
+            child: Some(child),
+        }
+    }
+
+    /// SIGKILL it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Its log.
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn ask<T>(
+        &self,
+        f: impl AsyncFnOnce(
+            &mut vexecd::client::SelectorClient,
+        ) -> Result<T, vexecd::client::ClientError>,
+    ) -> T {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let connector = certs::connector(&self.tls).expect("connector");
+            let mut c = vexecd::client::SelectorClient::connect(
+                &self.addr.to_string(),
+                &connector,
+                &self.name,
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("cannot reach vexecd {}: {e}", self.name));
+            f(&mut c)
+                .await
+                .unwrap_or_else(|e| panic!("vexecd {}: {e}", self.name))
+        })
+    }
+
+    /// The live nodes it knows, by name.
+    pub fn nodes(&self) -> Vec<NodeView> {
+        self.ask(async |c| c.nodes(NodesQuery::default()).await)
+            .nodes
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> SelectorStats {
+        self.ask(async |c| c.stats().await)
+    }
+
+    /// The names of the live nodes it knows.
+    pub fn node_names(&self) -> Vec<String> {
+        self.nodes().into_iter().map(|n| n.name).collect()
+    }
+}
+
+impl Drop for Vexecd {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A client configuration for the test user with `extra` (a `[selectors]`
+/// or `[discovery]` table) instead of `[nodes]`.
+pub fn client_config(cluster: &Cluster, file: &str, extra: &str) -> PathBuf {
+    let tls = cluster.pki.tls_paths(Role::User, TEST_USER);
+    let mut text = format!(
+        "ca = {:?}\ncert = {:?}\nkey = {:?}\nmax_rate = \"100\"\n",
+        tls.ca, tls.cert, tls.key
+    );
+    if let Some(crl) = &tls.crl {
+        text.push_str(&format!("crl = {crl:?}\n"));
+    }
+    text.push_str(extra);
+    let path = cluster.dir.path().join(file);
+    fs::write(&path, text).expect("cannot write the client config");
+    path
+}
+
+/// A `[selectors]` table naming `selectors` in that order.
+pub fn selectors_table(selectors: &[&Vexecd]) -> String {
+    let mut t = "[selectors]\n".to_string();
+    for v in selectors {
+        t.push_str(&format!("{} = \"{}\"\n", v.name, v.addr));
+    }
+    t
+}
