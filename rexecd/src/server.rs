@@ -5,7 +5,8 @@
 //! future completes, running one session task per connection; then it tells every
 //! session to stop (each destroys its job, settles its charge and reports it), waits
 //! for them, sweeps once more so that no job cgroup survives rexecd, and gives accountd
-//! a moment to acknowledge the last charges. [`run`] does both in one call.
+//! a moment to acknowledge the last charges. [`run`] does both in one call. With
+//! `cpus` set, the parent cgroup is confined to those CPUs before any job starts.
 //!
 //! At most `max_connections` connections are open at once (a connection holds its slot
 //! from accept, through the TLS handshake, to the end of its session); one over the
@@ -136,8 +137,9 @@ impl Server {
             );
         }
         let parent = config.cgroup_parent.clone();
+        let cpus = config.cpus.clone();
         let cgroups = tokio::task::spawn_blocking(move || -> Result<JobCgroups, CgroupError> {
-            let cgroups = JobCgroups::detect(&parent)?;
+            let cgroups = JobCgroups::detect_pinned(&parent, cpus)?;
             let swept = cgroups.sweep_stale()?;
             if !swept.is_empty() {
                 tracing::warn!(cgroups = ?swept, "removed job cgroups left by an earlier run");
@@ -145,8 +147,11 @@ impl Server {
             Ok(cgroups)
         })
         .await??;
+        let pinned = cgroups
+            .cpus()
+            .map_or_else(|| "all".to_string(), ToString::to_string);
         tracing::info!(node = %config.name, parent = %cgroups.parent_path().display(),
-            version = ?cgroups.version(), "job cgroups ready");
+            version = ?cgroups.version(), cpus = %pinned, "job cgroups ready");
         let connector = match config.market.ledger {
             Some(_) => Some(certs::connector(&config.tls)?),
             None => None,
@@ -193,7 +198,7 @@ impl Server {
             &self.config.name,
             bound,
             Arc::clone(&self.market),
-            None, // TODO(cpuset): the node's own CPUs once the config lists them.
+            self.config.cpus.as_ref().map(|set| set.iter().collect()),
             accountd_name,
         )
         .await?;

@@ -23,6 +23,9 @@ pub struct V1Mounts {
     pub pids: Option<PathBuf>,
     /// Hierarchy with `freezer`.
     pub freezer: Option<PathBuf>,
+    /// Hierarchy with `cpuset` (used only when the node is pinned to CPUs, and to clean
+    /// up what a pinned run left).
+    pub cpuset: Option<PathBuf>,
 }
 
 /// Which cgroup version the `cpu` controller lives on, and where.
@@ -109,6 +112,7 @@ pub fn detect_from(mountinfo: &str, root: &Path) -> Result<Hierarchy> {
             cpuacct: mounts.v1.get("cpuacct").cloned(),
             pids: mounts.v1.get("pids").cloned(),
             freezer: mounts.v1.get("freezer").cloned(),
+            cpuset: mounts.v1.get("cpuset").cloned(),
         }));
     }
     let Some(unified) = mounts.unified else {
@@ -129,7 +133,7 @@ pub fn detect() -> Result<Hierarchy> {
 }
 
 fn is_controller(opt: &str) -> bool {
-    matches!(opt, "cpu" | "cpuacct" | "pids" | "freezer")
+    matches!(opt, "cpu" | "cpuacct" | "pids" | "freezer" | "cpuset")
 }
 
 fn reroot(root: &Path, mount_point: &str) -> PathBuf {
@@ -171,6 +175,7 @@ mod tests {
 31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
 32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
 33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
+34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset
 35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
 37 31 0:34 / /sys/fs/cgroup/freezer rw,relatime - cgroup cgroup rw,freezer
 39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
@@ -202,6 +207,7 @@ mod tests {
                 cpuacct: Some("/sys/fs/cgroup/cpuacct".into()),
                 pids: Some("/sys/fs/cgroup/pids".into()),
                 freezer: Some("/sys/fs/cgroup/freezer".into()),
+                cpuset: Some("/sys/fs/cgroup/cpuset".into()),
             })
         );
         let mounts = parse_mountinfo(HYBRID, root).unwrap();
@@ -221,6 +227,7 @@ mod tests {
         assert_eq!(m.cpu, Path::new("/fake/sys/fs/cgroup/cpu,cpuacct"));
         assert_eq!(m.cpuacct.as_deref(), Some(m.cpu.as_path()));
         assert_eq!(m.freezer, None);
+        assert_eq!(m.cpuset, None);
     }
 
     #[test]

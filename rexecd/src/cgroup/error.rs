@@ -112,6 +112,29 @@ pub enum CgroupError {
         /// Largest allowed.
         max: u64,
     },
+    /// `cpus` names no CPU.
+    #[error("the node's cpu set is empty; name at least one CPU, e.g. cpus = \"0-1\"")]
+    EmptyCpuSet,
+    /// A CPU of the configured set does not exist (is not online) on this machine.
+    #[error("CPU {cpu} does not exist on this machine: its CPUs are {online} (from {path})")]
+    NoSuchCpu {
+        /// The CPU.
+        cpu: u32,
+        /// The CPUs the machine has.
+        online: super::CpuSet,
+        /// Where they were read.
+        path: PathBuf,
+    },
+    /// A CPU of the configured set is one rexecd's parent cgroup may not use.
+    #[error("CPU {cpu} is not available to rexecd's parent cgroup: {path} allows only {allowed}")]
+    CpuNotAllowed {
+        /// The CPU.
+        cpu: u32,
+        /// The CPUs the parent's parent allows.
+        allowed: super::CpuSet,
+        /// Where they were read.
+        path: PathBuf,
+    },
     /// Signalling a process of the job failed for a reason other than it being gone.
     #[error("cannot kill process {pid} of cgroup {path}: {source}")]
     Kill {

@@ -25,6 +25,7 @@ fn v1_mounts(base: &Path) -> V1Mounts {
         cpuacct: Some(base.join("cpuacct")),
         pids: Some(base.join("pids")),
         freezer: Some(base.join("freezer")),
+        cpuset: None,
     }
 }
 
@@ -82,6 +83,7 @@ fn v1_comounted_cpu_cpuacct_is_one_directory() {
         cpuacct: Some(both.clone()),
         pids: None,
         freezer: None,
+        cpuset: None,
     };
     let backend = v1::V1Cgroups::new(mounts, &ParentName::new("r").unwrap());
     assert_eq!(backend.hierarchies(), vec![both.as_path()]);
@@ -282,4 +284,194 @@ fn v2_runnable_counts_from_cgroup_threads() {
     put(&dir.path().join("proc/7/stat"), "7 (a b) R 1");
     put(&dir.path().join("proc/8/stat"), "8 (c) R 1");
     assert_eq!(jobs.runnable(13).unwrap(), 2);
+}
+
+/// A v2 tree offering cpuset, with the effective CPUs of the root (the machine's) and
+/// of `rexec` (what `rexec/node1` may use), and the parent's `cpuset.cpus`.
+fn v2_cpuset_tree(offered: &str, machine: &str, allowed: &str) -> (tempfile::TempDir, PathBuf) {
+    let (dir, root) = v2_tree(offered, "");
+    put(&root.join("cpuset.cpus.effective"), machine);
+    put(&root.join("rexec/cpuset.cpus.effective"), allowed);
+    put(&root.join("rexec/node1/cpuset.cpus"), "");
+    (dir, root)
+}
+
+fn v2_pinned(root: &Path, cpus: &str) -> Result<JobCgroups> {
+    JobCgroups::open_pinned(
+        Hierarchy::V2 {
+            root: root.to_path_buf(),
+        },
+        &ParentName::new("rexec/node1").unwrap(),
+        Some(cpus.parse().unwrap()),
+    )
+}
+
+#[test]
+fn v2_pinned_parent_gets_cpuset_above_it_and_its_cpus() {
+    let (_dir, root) = v2_cpuset_tree("cpuset cpu pids", "0-3\n", "0-1\n");
+    let jobs = v2_pinned(&root, "1").unwrap();
+    assert_eq!(jobs.cpus().map(ToString::to_string).as_deref(), Some("1"));
+    // One write per controller: the last one left in each fake file is cpuset in the
+    // root and in the parent's parent, and pids in the parent, whose children need
+    // no cpuset of their own.
+    assert_eq!(get(&root.join("cgroup.subtree_control")), "+cpuset");
+    assert_eq!(get(&root.join("rexec/cgroup.subtree_control")), "+cpuset");
+    assert_eq!(
+        get(&root.join("rexec/node1/cgroup.subtree_control")),
+        "+pids"
+    );
+    assert_eq!(get(&root.join("rexec/node1/cpuset.cpus")), "1");
+
+    // Job cgroups need no cpuset file: the parent's CPUs confine them.
+    jobs.create_job(4).unwrap();
+    let job = root.join("rexec/node1/job-4");
+    assert_eq!(fs::read_dir(&job).unwrap().count(), 0, "nothing written");
+    put(&job.join("cgroup.procs"), "");
+    assert_eq!(jobs.join(4).unwrap().paths(), &[job.join("cgroup.procs")]);
+
+    // Already enabled: cpuset is not written again.
+    let (_dir, root) = v2_cpuset_tree("cpuset cpu pids", "0-3\n", "0-3\n");
+    for d in [root.clone(), root.join("rexec")] {
+        put(&d.join("cgroup.subtree_control"), "cpuset cpu pids\n");
+    }
+    v2_pinned(&root, "0,2-3").unwrap();
+    assert_eq!(
+        get(&root.join("rexec/cgroup.subtree_control")),
+        "cpuset cpu pids\n"
+    );
+    assert_eq!(get(&root.join("rexec/node1/cpuset.cpus")), "0,2-3");
+}
+
+#[test]
+fn v2_pinned_refuses_cpus_the_machine_or_the_parent_lacks_writing_nothing() {
+    let (_dir, root) = v2_cpuset_tree("cpuset cpu pids", "0-3\n", "0-1\n");
+    let err = v2_pinned(&root, "1,7").unwrap_err();
+    assert!(
+        matches!(err, CgroupError::NoSuchCpu { cpu: 7, .. }),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("CPU 7 does not exist") && text.contains("0-3"),
+        "{text}"
+    );
+    let err = v2_pinned(&root, "0-2").unwrap_err();
+    assert!(
+        matches!(err, CgroupError::CpuNotAllowed { cpu: 2, .. }),
+        "{err}"
+    );
+    let text = err.to_string();
+    let allowed = root.join("rexec/cpuset.cpus.effective");
+    assert!(
+        text.contains("CPU 2 is not available") && text.contains(&allowed.display().to_string()),
+        "{text}"
+    );
+    assert_eq!(
+        get(&root.join("rexec/node1/cpuset.cpus")),
+        "",
+        "not written"
+    );
+
+    // No cpuset offered: a clear error naming the controller.
+    let (_dir, root) = v2_cpuset_tree("cpu pids", "0-3\n", "0-1\n");
+    let err = v2_pinned(&root, "0").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CgroupError::ControllerMissing {
+                controller: "cpuset",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // Without pinning the same tree is fine, and nothing about cpuset is written.
+    let jobs = v2_jobs(&root);
+    assert_eq!(jobs.cpus(), None);
+    assert_eq!(get(&root.join("rexec/node1/cpuset.cpus")), "");
+}
+
+/// A v1 tree with a separate cpuset hierarchy: the machine has CPUs 0-3 and memory
+/// node 0; the parent exists with the empty cpuset files a new v1 cgroup starts with.
+fn v1_cpuset_tree(base: &Path) -> V1Mounts {
+    for h in ["cpu", "cpuacct", "pids", "freezer"] {
+        fs::create_dir_all(base.join(h)).unwrap();
+    }
+    let cs = base.join("cpuset");
+    put(&cs.join("cpuset.cpus"), "0-3\n");
+    put(&cs.join("cpuset.effective_cpus"), "0-3\n");
+    put(&cs.join("cpuset.mems"), "0\n");
+    put(&cs.join("rexec-t/cpuset.cpus"), "");
+    put(&cs.join("rexec-t/cpuset.mems"), "");
+    V1Mounts {
+        cpuset: Some(cs),
+        ..v1_mounts(base)
+    }
+}
+
+#[test]
+fn v1_pinned_parent_inherits_mems_takes_its_cpus_and_a_failed_job_copy_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mounts = v1_cpuset_tree(dir.path());
+    let parent = ParentName::new("rexec-t").unwrap();
+    let pinned = |cpus: &str| {
+        JobCgroups::open_pinned(
+            Hierarchy::V1(mounts.clone()),
+            &parent,
+            Some(cpus.parse().unwrap()),
+        )
+    };
+    let cs = dir.path().join("cpuset/rexec-t");
+    let err = pinned("4").unwrap_err().to_string();
+    assert!(err.contains("CPU 4 does not exist"), "{err}");
+    assert_eq!(get(&cs.join("cpuset.cpus")), "0-3", "inherited, not pinned");
+
+    let jobs = pinned("2-3").unwrap();
+    assert_eq!(get(&cs.join("cpuset.cpus")), "2-3");
+    assert_eq!(get(&cs.join("cpuset.mems")), "0");
+    let AnyCgroup::V1(v1) = jobs.backend() else {
+        panic!("v1")
+    };
+    assert_eq!(
+        v1.hierarchies().last(),
+        Some(&dir.path().join("cpuset").as_path())
+    );
+
+    // The fake job directory has no cpuset files to copy into (the kernel makes them):
+    // the copy fails, and the failed create leaves no directory in any hierarchy.
+    let err = jobs.create_job(1).unwrap_err().to_string();
+    assert!(err.contains("cpuset/rexec-t/job-1/cpuset.cpus"), "{err}");
+    for h in ["cpu", "cpuacct", "pids", "freezer", "cpuset"] {
+        assert!(!dir.path().join(h).join("rexec-t/job-1").exists(), "{h}");
+    }
+}
+
+#[test]
+fn v1_unpinned_cleans_up_what_a_pinned_run_left_in_the_cpuset_hierarchy() {
+    let dir = tempfile::tempdir().unwrap();
+    let mounts = v1_cpuset_tree(dir.path());
+    let jobs =
+        JobCgroups::open(Hierarchy::V1(mounts), &ParentName::new("rexec-t").unwrap()).unwrap();
+    let AnyCgroup::V1(v1) = jobs.backend() else {
+        panic!("v1")
+    };
+    assert!(
+        !v1.hierarchies()
+            .contains(&dir.path().join("cpuset").as_path())
+    );
+    assert_eq!(
+        get(&dir.path().join("cpuset/rexec-t/cpuset.cpus")),
+        "",
+        "unpinned: cpuset untouched"
+    );
+    // A job an earlier pinned run left only in the cpuset hierarchy.
+    let left = dir.path().join("cpuset/rexec-t/job-9");
+    fs::create_dir(&left).unwrap();
+    put(&left.join("cgroup.procs"), "");
+    assert_eq!(jobs.jobs().unwrap(), vec![9]);
+    assert!(jobs.backend().job_exists(9));
+    assert!(jobs.procs(9).unwrap().is_empty());
+    fs::remove_file(left.join("cgroup.procs")).unwrap();
+    jobs.backend().remove_job(9).unwrap();
+    assert!(!left.exists());
 }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use super::error::{CgroupError, Result};
 use super::{
-    AnyCgroup, CgroupBackend, CgroupJoin, CgroupVersion, Hierarchy, ParentName, WeightRange,
-    detect, procstat,
+    AnyCgroup, CgroupBackend, CgroupJoin, CgroupVersion, CpuSet, Hierarchy, ParentName,
+    WeightRange, detect, procstat,
 };
 use crate::sys::ProcessId;
 
@@ -54,13 +54,49 @@ impl JobCgroups {
         JobCgroups::with_backend(AnyCgroup::new(hierarchy, parent))
     }
 
-    /// Uses `backend` as is, creating its parent cgroup.
+    /// Detects the host's layout and opens the parent `parent`, confined to `cpus` when
+    /// given (each CPU must exist and be one the parent may use).
+    pub fn detect_pinned(parent: &ParentName, cpus: Option<CpuSet>) -> Result<JobCgroups> {
+        JobCgroups::open_pinned(detect::detect()?, parent, cpus)
+    }
+
+    /// Opens the parent `parent` in a known hierarchy, confined to `cpus` when given.
+    pub fn open_pinned(
+        hierarchy: Hierarchy,
+        parent: &ParentName,
+        cpus: Option<CpuSet>,
+    ) -> Result<JobCgroups> {
+        JobCgroups::with_backend(AnyCgroup::pinned(hierarchy, parent, cpus))
+    }
+
+    /// Uses `backend` as is, creating its parent cgroup (and pinning it to the
+    /// backend's CPUs). cgroup v1 refuses to narrow a cpuset below what its children
+    /// hold (EBUSY): those children are jobs of an earlier run, pinned elsewhere, which
+    /// the start-up sweep would remove anyway; they are removed first, then the parent
+    /// is pinned again.
     pub fn with_backend(backend: AnyCgroup) -> Result<JobCgroups> {
-        backend.create_parent()?;
-        Ok(JobCgroups {
+        let jobs = JobCgroups {
             backend,
             proc_root: PathBuf::from("/proc"),
-        })
+        };
+        match jobs.backend.create_parent() {
+            Err(CgroupError::Write { source, path, .. })
+                if source.raw_os_error() == Some(nix::libc::EBUSY)
+                    && jobs.backend.cpus().is_some() =>
+            {
+                tracing::warn!(file = %path.display(),
+                    "job cgroups of an earlier run hold other CPUs; removing them first");
+                jobs.sweep_stale()?;
+                jobs.backend.create_parent()?;
+            }
+            other => other?,
+        }
+        Ok(jobs)
+    }
+
+    /// The CPUs the node is confined to, if it is pinned.
+    pub fn cpus(&self) -> Option<&CpuSet> {
+        self.backend.cpus()
     }
 
     /// Reads thread states below `proc_root` instead of `/proc` (for tests).

@@ -7,8 +7,10 @@
 //! cycle on top: create, join (for the spawn layer), weights, metering, teardown and the
 //! start-up sweep of stale cgroups. Sub-modules: `error` (the error type), `weight`
 //! (ranges and ticket-to-weight mapping), `procstat` (runnable threads from `/proc`),
-//! `jobs` (the manager), `fs` (path-carrying file helpers).
+//! `jobs` (the manager), `fs` (path-carrying file helpers), `cpuset` (cpu lists and the
+//! checks and writes that confine a node to its own CPUs).
 
+pub mod cpuset;
 pub mod detect;
 pub mod error;
 mod fs;
@@ -25,6 +27,7 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
 
+pub use cpuset::{CpuListError, CpuSet};
 pub use detect::Hierarchy;
 pub use error::{CgroupError, Result};
 pub use jobs::{JobCgroups, JobSample};
@@ -143,7 +146,11 @@ pub trait CgroupBackend {
     fn parent_path(&self) -> PathBuf;
     /// The job directory in the `cpu` hierarchy.
     fn job_path(&self, id: u64) -> PathBuf;
-    /// Creates the parent (and, on v2, enables `cpu` and `pids` for its children).
+    /// The CPUs the node is confined to, if it is pinned.
+    fn cpus(&self) -> Option<&CpuSet>;
+    /// Creates the parent (and, on v2, enables `cpu` and `pids` for its children). A
+    /// pinned backend checks its CPUs (each must exist and be allowed to the parent)
+    /// and confines the parent to them through the cpuset controller.
     fn create_parent(&self) -> Result<()>;
     /// Removes the (empty) parent.
     fn remove_parent(&self) -> Result<()>;
@@ -194,6 +201,16 @@ impl AnyCgroup {
             Hierarchy::V2 { root } => AnyCgroup::V2(v2::V2Cgroups::new(root, parent)),
         }
     }
+
+    /// The backend for a hierarchy and parent name, confined to `cpus` when given
+    /// (without: as [`AnyCgroup::new`]).
+    pub fn pinned(hierarchy: Hierarchy, parent: &ParentName, cpus: Option<CpuSet>) -> AnyCgroup {
+        match (AnyCgroup::new(hierarchy, parent), cpus) {
+            (AnyCgroup::V1(b), Some(cpus)) => AnyCgroup::V1(b.with_cpus(cpus)),
+            (AnyCgroup::V2(b), Some(cpus)) => AnyCgroup::V2(b.with_cpus(cpus)),
+            (any, None) => any,
+        }
+    }
 }
 
 macro_rules! delegate {
@@ -214,6 +231,9 @@ impl CgroupBackend for AnyCgroup {
     }
     fn job_path(&self, id: u64) -> PathBuf {
         delegate!(self, b => b.job_path(id))
+    }
+    fn cpus(&self) -> Option<&CpuSet> {
+        delegate!(self, b => b.cpus())
     }
     fn create_parent(&self) -> Result<()> {
         delegate!(self, b => b.create_parent())

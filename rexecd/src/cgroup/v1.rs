@@ -4,15 +4,28 @@
 //! (`freezer.state`) hierarchies. A job's processes are the union of the `cgroup.procs`
 //! of all of them; its threads are the `tasks` of the `cpu` hierarchy. v1 has no
 //! `cgroup.kill`, so teardown signals every listed process.
+//!
+//! A node pinned to CPUs lives in the `cpuset` hierarchy too. There a new cgroup starts
+//! with empty `cpuset.cpus` and `cpuset.mems` and takes no task until both are set, so
+//! every level of the parent's path gets its parent's values when empty, the parent
+//! gets the node's CPUs, and each job cgroup copies the parent's two files before any
+//! process joins. An unpinned backend still cleans up a parent that an earlier pinned
+//! run left in the `cpuset` hierarchy (its jobs are listed, killed and removed).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::cpuset::{self, CpuSet};
 use super::detect::V1Mounts;
 use super::error::{CgroupError, Result};
 use super::{
     CgroupBackend, CgroupJoin, CgroupVersion, ParentName, WeightRange, fs, kill_each, parse_u64,
 };
+
+/// The v1 cpuset files a cgroup needs before it can take a task.
+const CPUSET_FILES: [&str; 2] = ["cpuset.cpus", "cpuset.mems"];
+/// The CPUs a v1 cpuset cgroup can really use.
+const EFFECTIVE_CPUS: &str = "cpuset.effective_cpus";
 use crate::sys::ProcessId;
 
 /// The v1 backend: the mounts in use and the parent name.
@@ -20,6 +33,7 @@ use crate::sys::ProcessId;
 pub struct V1Cgroups {
     mounts: V1Mounts,
     parent: PathBuf,
+    cpus: Option<CpuSet>,
 }
 
 impl V1Cgroups {
@@ -28,23 +42,91 @@ impl V1Cgroups {
         V1Cgroups {
             mounts,
             parent: parent.as_path().to_path_buf(),
+            cpus: None,
         }
     }
 
-    /// The distinct hierarchies a job lives in, `cpu` first.
+    /// The same backend, confining the parent (and so every job) to `cpus` through the
+    /// `cpuset` hierarchy.
+    pub fn with_cpus(mut self, cpus: CpuSet) -> V1Cgroups {
+        self.cpus = Some(cpus);
+        self
+    }
+
+    /// The distinct hierarchies a job lives in, `cpu` first (and `cpuset` when pinned).
     pub fn hierarchies(&self) -> Vec<&Path> {
         let mut out: Vec<&Path> = vec![&self.mounts.cpu];
+        let pinned = self.mounts.cpuset.as_ref().filter(|_| self.cpus.is_some());
         let others = [
             &self.mounts.cpuacct,
             &self.mounts.pids,
             &self.mounts.freezer,
         ];
-        for mount in others.into_iter().flatten() {
+        for mount in others.into_iter().flatten().chain(pinned) {
             if !out.contains(&mount.as_path()) {
                 out.push(mount);
             }
         }
         out
+    }
+
+    /// The hierarchies to look in when listing, killing and removing: those a job lives
+    /// in, plus `cpuset` when an earlier pinned run left the parent there.
+    fn present_hierarchies(&self) -> Vec<&Path> {
+        let mut out = self.hierarchies();
+        if let Some(cpuset) = &self.mounts.cpuset
+            && !out.contains(&cpuset.as_path())
+            && cpuset.join(&self.parent).is_dir()
+        {
+            out.push(cpuset);
+        }
+        out
+    }
+
+    /// The `cpuset` mount when jobs live in it (pinned, or `cpuset` co-mounted with a
+    /// hierarchy in use): its cgroups need CPUs and memory nodes before tasks.
+    fn cpuset_in_use(&self) -> Option<&Path> {
+        let cpuset = self.mounts.cpuset.as_deref()?;
+        self.hierarchies().contains(&cpuset).then_some(cpuset)
+    }
+
+    /// Gives each level of the parent's path in the `cpuset` hierarchy its parent's
+    /// CPUs and memory nodes where they are empty (new cgroups start empty).
+    fn inherit_down_to_parent(&self, cpuset: &Path) -> Result<()> {
+        let mut dir = cpuset.to_path_buf();
+        for part in self.parent.components() {
+            let up = dir.clone();
+            dir.push(part);
+            for file in CPUSET_FILES {
+                if fs::read(&dir.join(file))?.trim().is_empty() {
+                    fs::write(&dir.join(file), fs::read(&up.join(file))?.trim())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives a new job cgroup in the `cpuset` hierarchy the parent's CPUs and memory
+    /// nodes, without which no process could join it.
+    fn copy_cpuset_from_parent(&self, cpuset: &Path, job: &Path) -> Result<()> {
+        let parent = cpuset.join(&self.parent);
+        for file in CPUSET_FILES {
+            fs::write(&job.join(file), fs::read(&parent.join(file))?.trim())?;
+        }
+        Ok(())
+    }
+
+    /// Checks the node's CPUs against the machine (the `cpuset` root) and the parent's
+    /// parent, then writes them to the parent's `cpuset.cpus`.
+    fn pin_parent(&self, cpuset: &Path, cpus: &CpuSet) -> Result<()> {
+        let parent = cpuset.join(&self.parent);
+        let above = parent.parent().unwrap_or(cpuset);
+        cpuset::check_available(
+            cpus,
+            &cpuset.join(EFFECTIVE_CPUS),
+            &above.join(EFFECTIVE_CPUS),
+        )?;
+        cpuset::write_list(&parent.join("cpuset.cpus"), cpus)
     }
 
     fn job_dir(&self, base: &Path, id: u64) -> PathBuf {
@@ -70,15 +152,38 @@ impl CgroupBackend for V1Cgroups {
         self.job_dir(&self.mounts.cpu, id)
     }
 
+    fn cpus(&self) -> Option<&CpuSet> {
+        self.cpus.as_ref()
+    }
+
     fn create_parent(&self) -> Result<()> {
+        if self.cpus.is_some() && self.mounts.cpuset.is_none() {
+            return Err(CgroupError::ControllerMissing {
+                controller: "cpuset",
+                path: self.mounts.cpu.clone(),
+            });
+        }
         for base in self.hierarchies() {
             fs::create_dirs(base, &self.parent)?;
         }
-        Ok(())
+        let Some(cpuset) = self.cpuset_in_use() else {
+            return Ok(());
+        };
+        let pinned = self
+            .inherit_down_to_parent(cpuset)
+            .and_then(|()| match &self.cpus {
+                Some(cpus) => self.pin_parent(cpuset, cpus),
+                None => Ok(()),
+            });
+        if pinned.is_err() {
+            // Refused: leave no empty cgroup behind (one holding jobs stays).
+            let _ = self.remove_parent();
+        }
+        pinned
     }
 
     fn remove_parent(&self) -> Result<()> {
-        for base in self.hierarchies() {
+        for base in self.present_hierarchies() {
             fs::remove_dir(&base.join(&self.parent))?;
             // Shared ancestors of a nested name go too, when nobody else uses them.
             let mut up = self.parent.parent();
@@ -94,10 +199,18 @@ impl CgroupBackend for V1Cgroups {
 
     fn create_job(&self, id: u64) -> Result<()> {
         let mut created: Vec<PathBuf> = Vec::new();
+        let cpuset = self.cpuset_in_use();
         for base in self.hierarchies() {
             let dir = self.job_dir(base, id);
             let outcome = match fs::create_dir(&dir) {
-                Ok(true) => Ok(()),
+                Ok(true) => {
+                    created.push(dir.clone());
+                    if cpuset == Some(base) {
+                        self.copy_cpuset_from_parent(base, &dir)
+                    } else {
+                        Ok(())
+                    }
+                }
                 Ok(false) => Err(CgroupError::JobExists { path: dir.clone() }),
                 Err(e) => Err(e),
             };
@@ -108,20 +221,19 @@ impl CgroupBackend for V1Cgroups {
                 }
                 return Err(e);
             }
-            created.push(dir);
         }
         Ok(())
     }
 
     fn job_exists(&self, id: u64) -> bool {
-        self.hierarchies()
+        self.present_hierarchies()
             .into_iter()
             .any(|base| self.job_dir(base, id).is_dir())
     }
 
     fn remove_job(&self, id: u64) -> Result<()> {
         let mut first_error = None;
-        for base in self.hierarchies() {
+        for base in self.present_hierarchies() {
             if let Err(e) = fs::remove_dir(&self.job_dir(base, id)) {
                 first_error.get_or_insert(e);
             }
@@ -131,7 +243,7 @@ impl CgroupBackend for V1Cgroups {
 
     fn job_ids(&self) -> Result<Vec<u64>> {
         let mut ids = Vec::new();
-        for base in self.hierarchies() {
+        for base in self.present_hierarchies() {
             ids.extend(fs::job_dirs(&base.join(&self.parent))?);
         }
         ids.sort_unstable();
@@ -176,7 +288,7 @@ impl CgroupBackend for V1Cgroups {
     fn procs(&self, id: u64) -> Result<Vec<ProcessId>> {
         let mut pids = Vec::new();
         let mut found = false;
-        for base in self.hierarchies() {
+        for base in self.present_hierarchies() {
             let dir = self.job_dir(base, id);
             // A half-created (or half-removed) job lacks some hierarchies; skip those.
             if !dir.is_dir() {

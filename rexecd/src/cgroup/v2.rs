@@ -3,10 +3,16 @@
 //! controllers are offered), each job is one directory with `cpu.weight`, `cpu.stat`
 //! (`usage_usec`), `cgroup.procs`, `cgroup.threads`, `cgroup.freeze`/`cgroup.events`,
 //! and `cgroup.kill` on kernels since 5.14.
+//!
+//! A node pinned to CPUs also needs `cpuset`: `+cpuset` in the `cgroup.subtree_control`
+//! of every level from the mount down to the parent's parent, then `cpuset.cpus` on the
+//! parent. Job cgroups need nothing more: without `cpuset` of their own they run on
+//! their parent's CPUs.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::cpuset::{self, CpuSet};
 use super::error::{CgroupError, Result};
 use super::{
     CgroupBackend, CgroupJoin, CgroupVersion, ParentName, WeightRange, fs, kill_each, parse_u64,
@@ -15,12 +21,15 @@ use crate::sys::ProcessId;
 
 /// Controllers enabled for job cgroups, when the kernel offers them.
 const CONTROLLERS: [&str; 2] = ["cpu", "pids"];
+/// The CPUs a v2 cgroup can really use.
+const EFFECTIVE_CPUS: &str = "cpuset.cpus.effective";
 
 /// The v2 backend: the cgroup2 mount point and the parent name.
 #[derive(Debug, Clone)]
 pub struct V2Cgroups {
     root: PathBuf,
     parent: PathBuf,
+    cpus: Option<CpuSet>,
 }
 
 impl V2Cgroups {
@@ -29,22 +38,50 @@ impl V2Cgroups {
         V2Cgroups {
             root,
             parent: parent.as_path().to_path_buf(),
+            cpus: None,
         }
     }
 
+    /// The same backend, confining the parent (and so every job) to `cpus`.
+    pub fn with_cpus(mut self, cpus: CpuSet) -> V2Cgroups {
+        self.cpus = Some(cpus);
+        self
+    }
+
     /// Enables each of [`CONTROLLERS`] that `dir` offers (its `cgroup.controllers`) in
-    /// its `cgroup.subtree_control`, one write per controller so a failure names it.
-    fn enable_controllers(dir: &Path) -> Result<()> {
+    /// its `cgroup.subtree_control`, one write per controller so a failure names it;
+    /// with `cpuset`, also `cpuset`, which must then be offered.
+    fn enable_controllers(dir: &Path, cpuset: bool) -> Result<()> {
         let offered = fs::read(&dir.join("cgroup.controllers"))?;
         let control = dir.join("cgroup.subtree_control");
         let enabled = fs::read(&control)?;
-        for name in CONTROLLERS {
-            let has = |text: &str| text.split_whitespace().any(|c| c == name);
-            if has(&offered) && !has(&enabled) {
+        let has = |text: &str, name: &str| text.split_whitespace().any(|c| c == name);
+        if cpuset && !has(&offered, "cpuset") {
+            return Err(CgroupError::ControllerMissing {
+                controller: "cpuset",
+                path: dir.to_path_buf(),
+            });
+        }
+        let wanted = CONTROLLERS.iter().chain(cpuset.then_some(&"cpuset"));
+        for name in wanted {
+            if has(&offered, name) && !has(&enabled, name) {
                 fs::write(&control, &format!("+{name}"))?;
             }
         }
         Ok(())
+    }
+
+    /// Checks the node's CPUs against the machine (the root's effective CPUs) and the
+    /// parent's parent, then writes them to the parent's `cpuset.cpus`.
+    fn pin_parent(&self, cpus: &CpuSet) -> Result<()> {
+        let parent = self.parent_path();
+        let above = parent.parent().unwrap_or(&self.root);
+        cpuset::check_available(
+            cpus,
+            &self.root.join(EFFECTIVE_CPUS),
+            &above.join(EFFECTIVE_CPUS),
+        )?;
+        cpuset::write_list(&parent.join("cpuset.cpus"), cpus)
     }
 
     fn file(&self, id: u64, name: &str) -> PathBuf {
@@ -80,15 +117,33 @@ impl CgroupBackend for V2Cgroups {
         fs::job_path(&self.root, &self.parent, id)
     }
 
+    fn cpus(&self) -> Option<&CpuSet> {
+        self.cpus.as_ref()
+    }
+
     fn create_parent(&self) -> Result<()> {
+        let pinned = self.cpus.is_some();
         let mut dir = self.root.clone();
-        Self::enable_controllers(&dir)?;
-        for part in self.parent.components() {
-            dir.push(part);
-            fs::create_dir(&dir)?;
-            Self::enable_controllers(&dir)?;
+        // cpuset is enabled above the parent only: the parent's cpuset.cpus is what
+        // confines the jobs.
+        let levels = self.parent.components().count();
+        let made = (|| {
+            Self::enable_controllers(&dir, pinned)?;
+            for (depth, part) in self.parent.components().enumerate() {
+                dir.push(part);
+                fs::create_dir(&dir)?;
+                Self::enable_controllers(&dir, pinned && depth + 1 < levels)?;
+            }
+            match &self.cpus {
+                Some(cpus) => self.pin_parent(cpus),
+                None => Ok(()),
+            }
+        })();
+        if made.is_err() && pinned {
+            // Refused: leave no empty cgroup behind (one holding jobs stays).
+            let _ = self.remove_parent();
         }
-        Ok(())
+        made
     }
 
     fn remove_parent(&self) -> Result<()> {

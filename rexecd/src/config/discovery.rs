@@ -292,7 +292,7 @@ mod tests {
             find_accountd: false,
             ..on.clone()
         };
-        let mut m = MarketConfig::resolve(file.clone(), None).unwrap();
+        let mut m = MarketConfig::resolve(file.clone(), None, None).unwrap();
         learn_accountd(&mut m, &file, None).unwrap();
         learn_accountd(&mut m, &file, Some(&off)).unwrap();
         assert_eq!(m.ledger, None);
@@ -307,7 +307,8 @@ mod tests {
         learn_accountd(&mut m, &file, Some(&on)).unwrap();
         let l = m.ledger.unwrap();
         assert_eq!((l.address, l.server_name.as_str()), (None, "ledger"));
-        let mut m = MarketConfig::resolve(file.clone(), Some("10.0.0.9:7071".into())).unwrap();
+        let mut m =
+            MarketConfig::resolve(file.clone(), Some("10.0.0.9:7071".into()), None).unwrap();
         learn_accountd(&mut m, &file, Some(&on)).unwrap();
         assert_eq!(m.ledger.unwrap().address.as_deref(), Some("10.0.0.9:7071"));
     }

@@ -34,6 +34,10 @@ pub struct Flags {
     /// Name of rexecd's parent cgroup (one per rexecd on a machine).
     #[arg(long, value_name = "NAME")]
     pub cgroup_parent: Option<String>,
+    /// Confine this node's jobs to these CPUs (cpuset), a list like 0-3 or 0,2,5-7; the
+    /// market then sells that many CPUs.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
     /// Users allowed to run jobs, comma-separated (default: every existing non-root user).
     #[arg(long, value_name = "USERS", value_delimiter = ',')]
     pub allowed_users: Option<Vec<String>>,

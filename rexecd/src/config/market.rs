@@ -13,8 +13,12 @@
 //! debit_interval = "10s"               # how often a rank's charges are sent (and at its end)
 //! max_rate = "1000"                    # largest bid this node accepts, credits per minute
 //! balance_cache = "5s"                 # how long a positive balance from accountd is trusted
-//! cpus = 2                             # CPUs the market sells (default: those rexecd may use)
+//! cpus = 2                             # CPUs the market sells (default: see below)
 //! ```
+//!
+//! The CPUs sold default to the size of the node's pinned set (the top-level `cpus`
+//! list) when it has one, else to the CPUs rexecd may use; with a pinned set, selling
+//! more CPUs than it holds is refused.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,6 +29,7 @@ use stride::{Bid, Policy};
 use proto::duration::parse_duration;
 
 use super::ConfigError;
+use crate::cgroup::CpuSet;
 
 /// Default metering tick.
 pub const DEFAULT_METER_INTERVAL: Duration = Duration::from_secs(1);
@@ -161,10 +166,12 @@ fn invalid(key: &'static str, value: impl ToString, reason: impl ToString) -> Co
 
 impl MarketConfig {
     /// Checks every value of the table; absent keys take their defaults. `accountd`
-    /// from a flag wins over the file.
+    /// from a flag wins over the file. `pinned` is the node's CPU set, if it has one:
+    /// `cpus` then defaults to its size and may not exceed it.
     pub fn resolve(
         file: MarketFile,
         accountd_flag: Option<String>,
+        pinned: Option<&CpuSet>,
     ) -> Result<MarketConfig, ConfigError> {
         let d = MarketConfig::default();
         let duration = |key, value: Option<String>, default| match value {
@@ -225,16 +232,29 @@ impl MarketConfig {
                 .parse::<Bid>()
                 .map_err(|e| invalid("market.max_rate", &text, e))?,
         };
-        let cpus = match file.cpus {
-            None => d.cpus,
-            Some(n) if (1..=MAX_CPUS).contains(&n) => n,
-            Some(n) => {
+        let pinned_count =
+            pinned.map(|set| u32::try_from(set.len()).map_or(MAX_CPUS, |n| n.min(MAX_CPUS)));
+        let cpus = match (file.cpus, pinned_count) {
+            (None, None) => d.cpus,
+            (None, Some(count)) => count,
+            (Some(n), _) if !(1..=MAX_CPUS).contains(&n) => {
                 return Err(invalid(
                     "market.cpus",
                     n,
                     format!("must be 1 to {MAX_CPUS}"),
                 ));
             }
+            (Some(n), Some(count)) if n > count => {
+                let set = pinned.map(ToString::to_string).unwrap_or_default();
+                return Err(invalid(
+                    "market.cpus",
+                    n,
+                    format!(
+                        "the node is pinned to {count} CPUs (cpus = \"{set}\"); sell at most {count}"
+                    ),
+                ));
+            }
+            (Some(n), _) => n,
         };
         Ok(MarketConfig {
             ledger,
@@ -255,7 +275,7 @@ mod tests {
 
     fn parse(text: &str) -> Result<MarketConfig, ConfigError> {
         let file: MarketFile = toml::from_str(text).unwrap();
-        MarketConfig::resolve(file, None)
+        MarketConfig::resolve(file, None, None)
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! ca = "/etc/rexec/ca.pem"         # cluster CA certificate
 //! crl = "/etc/rexec/crl.pem"       # revocation list (optional)
 //! cgroup_parent = "rexec"          # rexecd's parent cgroup name
+//! cpus = "0-3"                     # confine jobs to these CPUs (cpuset; default: no pinning)
 //! allowed_users = ["ann", "bob"]   # default: every existing non-root user
 //! allow_root = false               # run jobs as uid 0 when a certificate names root
 //! heartbeat_timeout = "5s"         # silence after which a client counts as dead
@@ -29,7 +30,7 @@
 //! umask = "022"                    # umask of job processes
 //!
 //! [market]                         # metering, charging and bid checks: see `market`
-//! accountd = "10.0.0.9:7071"
+//! accountd = "10.0.0.9:7071"       # (its `cpus`, the CPUs sold, defaults to the set above)
 //! [discovery]                      # announce this node; find accountd: see `discovery`
 //! cluster = "rexec"
 //! [announce]                       # rexecd's own discovery keys: see `discovery`
@@ -51,6 +52,12 @@
 //! assert_eq!(config.heartbeat_timeout, std::time::Duration::from_millis(750));
 //! assert_eq!(config.cgroup_parent.as_path(), std::path::Path::new("rexec"));
 //! ```
+//!
+//! `cpus` (or `--cpus`) pins the node: rexecd confines its parent cgroup, and so every
+//! job, to those CPUs through the cpuset controller (v1 or v2), and the market sells
+//! that many CPUs unless `[market] cpus` names fewer (more is refused). The list is in
+//! the kernel's syntax (`0-3`, `0,2,5-7`); a CPU the machine lacks, or that the parent
+//! cgroup's own parent may not use, stops rexecd at start with an error naming it.
 
 pub mod discovery;
 mod flags;
@@ -66,7 +73,7 @@ use serde::Deserialize;
 pub use flags::Flags;
 pub use market::{MarketConfig, ShareControl};
 
-use crate::cgroup::ParentName;
+use crate::cgroup::{CpuSet, ParentName};
 use crate::env::EnvPolicy;
 
 /// Default listen address.
@@ -152,6 +159,8 @@ pub struct FileConfig {
     pub crl: Option<PathBuf>,
     /// Parent cgroup name.
     pub cgroup_parent: Option<String>,
+    /// CPUs the node is confined to, a cpu list such as "0-3".
+    pub cpus: Option<String>,
     /// Users who may run jobs (default: all non-root users that exist).
     pub allowed_users: Option<Vec<String>>,
     /// Whether uid 0 may run jobs.
@@ -215,6 +224,8 @@ pub struct Config {
     pub tls: certs::TlsPaths,
     /// rexecd's parent cgroup.
     pub cgroup_parent: ParentName,
+    /// The CPUs the parent cgroup (and so every job) is confined to; `None`: no pinning.
+    pub cpus: Option<CpuSet>,
     /// Who may run jobs, and with which environment.
     pub env: EnvPolicy,
     /// Users allowed to run jobs; `None` means every existing user (root only with
@@ -291,6 +302,10 @@ impl Config {
             value: parent_text.clone(),
             reason: e.to_string(),
         })?;
+        let cpus = match flags.cpus.clone().or(file.cpus) {
+            None => None,
+            Some(text) => Some(parse_cpus(&text)?),
+        };
         let duration =
             |key, flag: &Option<String>, file: Option<String>, default| match flag.clone().or(file)
             {
@@ -354,7 +369,8 @@ impl Config {
             .or(file.listen)
             .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
         let announce = discovery::resolve(file.discovery, file.announce, &listen)?;
-        let mut market = MarketConfig::resolve(market_file.clone(), flags.accountd.clone())?;
+        let mut market =
+            MarketConfig::resolve(market_file.clone(), flags.accountd.clone(), cpus.as_ref())?;
         discovery::learn_accountd(&mut market, &market_file, announce.as_ref())?;
         let max_connections_per_address = limit(
             "max_connections_per_address",
@@ -391,6 +407,7 @@ impl Config {
             listen,
             tls,
             cgroup_parent,
+            cpus,
             env,
             allowed_users,
             allow_root: flags.allow_root || file.allow_root.unwrap_or(false),
@@ -417,6 +434,22 @@ impl Config {
         };
         Config::resolve(file, flags)
     }
+}
+
+/// Parses the node's cpu list (`cpus`): kernel syntax, at least one CPU.
+fn parse_cpus(text: &str) -> Result<CpuSet, ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        key: "cpus",
+        value: text.to_string(),
+        reason,
+    };
+    let set = CpuSet::parse(text).map_err(|e| invalid(e.to_string()))?;
+    if set.is_empty() {
+        return Err(invalid(
+            "name at least one CPU, as a list like \"0-3\" or \"0,2,5-7\"".to_string(),
+        ));
+    }
+    Ok(set)
 }
 
 #[cfg(test)]

@@ -196,3 +196,75 @@ fn job_hardening_and_client_bounds_have_safe_defaults_and_refuse_bad_values() {
         assert!(e.to_string().contains(key), "{extra}: {e}");
     }
 }
+
+#[test]
+fn cpus_pin_the_node_and_set_what_the_market_sells() {
+    // Without the key: no pinning, and the market sells what rexecd may use, as before.
+    let bare = Config::resolve(file(BASE), &Flags::default()).unwrap();
+    assert_eq!(bare.cpus, None);
+    assert_eq!(bare.market.cpus, market::available_cpus());
+
+    let c = Config::resolve(
+        file(&format!("{BASE}\ncpus = \"0,2,5-7\"\n")),
+        &Flags::default(),
+    )
+    .unwrap();
+    assert_eq!(c.cpus.as_ref().unwrap().to_string(), "0,2,5-7");
+    assert_eq!(
+        c.market.cpus, 5,
+        "the market sells the pinned set by default"
+    );
+
+    // The flag wins over the file.
+    let flags = Flags {
+        cpus: Some("1".into()),
+        ..Flags::default()
+    };
+    let c = Config::resolve(file(&format!("{BASE}\ncpus = \"0-3\"\n")), &flags).unwrap();
+    assert_eq!(c.cpus.as_ref().unwrap().to_string(), "1");
+    assert_eq!(c.market.cpus, 1);
+
+    // The market may sell fewer than the set, never more.
+    let fewer = format!("{BASE}\ncpus = \"0-3\"\n[market]\ncpus = 2\n");
+    assert_eq!(
+        Config::resolve(file(&fewer), &Flags::default())
+            .unwrap()
+            .market
+            .cpus,
+        2
+    );
+    let more = format!("{BASE}\ncpus = \"0-1\"\n[market]\ncpus = 3\n");
+    let e = Config::resolve(file(&more), &Flags::default())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "invalid market.cpus \"3\": the node is pinned to 2 CPUs (cpus = \"0-1\"); sell at most 2"
+    );
+}
+
+#[test]
+fn bad_cpu_lists_are_refused_in_one_line_naming_the_key() {
+    for (list, says) in [
+        ("0-", "not a CPU number"),
+        ("3-1", "reversed"),
+        ("0,0", "CPU 0 is listed twice"),
+        ("0-99999", "CPU 99999 is beyond"),
+        ("", "at least one CPU"),
+        ("1,,2", "empty item"),
+    ] {
+        let text = format!("{BASE}\ncpus = \"{list}\"\n");
+        let e = Config::resolve(file(&text), &Flags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("invalid cpus "), "{list:?}: {e}");
+        assert!(e.contains(says), "{list:?}: {e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+    let flags = Flags {
+        cpus: Some("x".into()),
+        ..Flags::default()
+    };
+    let e = Config::resolve(file(BASE), &flags).unwrap_err().to_string();
+    assert!(e.starts_with("invalid cpus \"x\""), "{e}");
+}

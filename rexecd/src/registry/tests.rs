@@ -21,6 +21,7 @@ fn fake_cgroups(base: &Path) -> JobCgroups {
         cpuacct: Some(base.join("cpuacct")),
         pids: None,
         freezer: None,
+        cpuset: None,
     };
     JobCgroups::open(Hierarchy::V1(mounts), &ParentName::new("rexec-t").unwrap()).unwrap()
 }

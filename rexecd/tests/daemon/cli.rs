@@ -105,3 +105,46 @@ fn help_explains_the_flags_and_the_bid_rules() {
     }
     assert!(help.contains(stride::BID_HELP.split_whitespace().next().unwrap()));
 }
+
+#[test]
+fn a_bad_cpu_list_stops_rexecd_with_one_line_naming_the_cpu() {
+    if !can_run("bad_cpus") {
+        return;
+    }
+    let parent = format!("rexecd-test-{}-badcpus", std::process::id());
+    let tls = pki().tls_paths(Role::Node, NODE);
+    let rexecd = |cpus: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rexecd"))
+            .args(["--name", NODE, "--listen", "127.0.0.1:0"])
+            .args(["--cgroup-parent", &parent, "--cpus", cpus])
+            .arg("--cert")
+            .arg(&tls.cert)
+            .arg("--key")
+            .arg(&tls.key)
+            .arg("--ca")
+            .arg(&tls.ca)
+            .env("RUST_LOG", "off")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "rexecd started with --cpus {cpus}");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        err
+    };
+    let err = rexecd("3-1");
+    assert_eq!(
+        err.trim(),
+        "rexecd: invalid cpus \"3-1\": range \"3-1\" is reversed; write 1-3"
+    );
+    let err = rexecd("0,4095");
+    assert!(
+        err.starts_with(
+            "rexecd: cannot set up job cgroups: CPU 4095 does not exist on this machine"
+        ),
+        "{err}"
+    );
+    assert!(
+        cpu_dir(&parent).is_some_and(|d| !d.exists()),
+        "parent left behind"
+    );
+}

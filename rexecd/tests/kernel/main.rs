@@ -5,6 +5,7 @@
 //! run they fail, unless `REXEC_TESTS_ALLOW_SKIP=1` makes them skip.
 
 mod cgroup_real;
+mod cpuset_real;
 // The daemon suite's harness (the real rexecd binary, a raw TLS client), used as is by
 // `rexecd_vm` inside the VM; much of it is unused here.
 #[allow(dead_code, unused_imports)]

@@ -1,6 +1,8 @@
 //! The real `rexecd` binary on a real cgroup2 kernel, inside the VM that [`crate::vm`]
 //! boots: it detects v2, turns two jobs' bids into `cpu.weight`, kills a job's
 //! double-forked grandchild with the job, and removes its parent cgroup when it stops.
+//! It runs pinned (`--cpus 1`, the second of the VM's two CPUs): `+cpuset` above its
+//! parent, `cpuset.cpus` on it, and every process of its jobs on CPU 1 only.
 //! It drives rexecd with the daemon suite's own harness (real TLS with a test PKI,
 //! the raw node protocol over loopback inside the VM), compiled in here unchanged.
 
@@ -11,7 +13,9 @@ use proto::node::{ExitStatus, Signal, ToNode};
 use crate::daemon_util::{
     Daemon, PATIENCE, assert_nothing_left, can_run, cpu_dir, eventually, is_dead, launch,
 };
+use crate::util::cpus_allowed;
 use crate::v2_vm::in_vm;
+use rexecd::sys::ProcessId;
 
 /// A job whose grandchild escapes into its own session (reparented to init) and
 /// prints its pid, then the job waits.
@@ -28,12 +32,17 @@ fn weight(dir: &Path) -> u64 {
 async fn guest_rexecd_weights_bids_and_kills_an_escaped_grandchild_on_v2() {
     in_vm();
     assert!(can_run("guest_rexecd"));
-    let mut d = Daemon::start("vm", &[]);
+    let mut d = Daemon::start("vm", &["--cpus", "1"]);
     let parent = cpu_dir(&d.parent).unwrap();
     assert_eq!(parent, Path::new("/sys/fs/cgroup").join(&d.parent));
     d.wait_for_log_line(PATIENCE, |l| {
-        l.contains("job cgroups ready") && l.contains("version=V2")
+        l.contains("job cgroups ready") && l.contains("version=V2") && l.contains("cpus=1")
     });
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap().trim().to_string();
+    assert_eq!(read(&parent.join("cpuset.cpus")), "1");
+    assert_eq!(read(&parent.join("cpuset.cpus.effective")), "1");
+    let above = read(&Path::new("/sys/fs/cgroup").join("cgroup.subtree_control"));
+    assert!(above.split_whitespace().any(|c| c == "cpuset"), "{above}");
 
     // Bids 4 and 1 credits a minute: the top of v2's range and a quarter of it.
     let mut high = d.user().await;
@@ -48,6 +57,12 @@ async fn guest_rexecd_weights_bids_and_kills_an_escaped_grandchild_on_v2() {
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no pid in {text:?}"));
     assert!(!is_dead(grandchild));
+    // The job and its escaped grandchild run on the node's CPU only.
+    for pid in [started.pid as i32, grandchild] {
+        let allowed = cpus_allowed(ProcessId(pid));
+        assert_eq!(allowed, "1", "process {pid}");
+    }
+    eprintln!("rexecd pinned to CPU 1: its job and escaped grandchild have Cpus_allowed_list 1");
     let mut low = d.user().await;
     let mut request = launch(&["/bin/sleep", "300"]);
     request.bid = 1_000_000;

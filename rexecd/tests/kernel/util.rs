@@ -41,6 +41,14 @@ impl TestParent {
         TestParent { jobs, name }
     }
 
+    /// Like [`TestParent::new`], with the parent confined to `cpus` (a cpu list).
+    pub fn pinned(tag: &str, cpus: &str) -> TestParent {
+        let name = format!("rexec-test-{}-{tag}", std::process::id());
+        let parent = ParentName::new(&name).unwrap();
+        let jobs = JobCgroups::detect_pinned(&parent, Some(cpus.parse().unwrap())).unwrap();
+        TestParent { jobs, name }
+    }
+
     /// Guards an already opened manager whose parent is `name`.
     pub fn from_jobs(jobs: JobCgroups, name: String) -> TestParent {
         TestParent { jobs, name }
@@ -128,4 +136,15 @@ pub fn cpu_cgroup_line(text: &str) -> Option<String> {
     });
     v1.or_else(|| text.lines().find(|l| l.starts_with("0::")))
         .map(str::to_string)
+}
+
+/// The `Cpus_allowed_list` of a process (`/proc/<pid>/status`), e.g. `"0"` or `"0-1"`.
+pub fn cpus_allowed(pid: ProcessId) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pid.0)).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list in /proc/<pid>/status")
+        .trim()
+        .to_string()
 }

@@ -24,7 +24,7 @@ const ROOT: &str = "/sys/fs/cgroup";
 /// Every test the VM runs, by its full libtest name: the real rexecd on v2, these
 /// v2-only tests, and the generic real-cgroup tests, which on the VM meet v2 instead
 /// of this host's v1.
-pub const GUEST_TESTS: [&str; 12] = [
+pub const GUEST_TESTS: [&str; 17] = [
     "rexecd_vm::guest_rexecd_weights_bids_and_kills_an_escaped_grandchild_on_v2",
     "v2_vm::guest_detects_the_unified_layout_and_enables_cpu_for_jobs",
     "v2_vm::guest_cpu_weight_follows_bids_and_the_kernel_splits_by_it",
@@ -37,6 +37,11 @@ pub const GUEST_TESTS: [&str; 12] = [
     "cgroup_real::teardown_stops_a_forking_loop",
     "cgroup_real::sweep_removes_jobs_of_an_earlier_run",
     "cgroup_real::detection_matches_the_hierarchy_in_use",
+    "cpuset_real::a_parent_pinned_to_cpu_0_confines_its_jobs_and_is_removed_everywhere",
+    "cpuset_real::a_parent_pinned_to_the_last_cpu_confines_its_jobs",
+    "cpuset_real::a_cpu_the_machine_lacks_is_refused_naming_it_and_leaves_nothing",
+    "cpuset_real::a_cpu_the_parents_parent_may_not_use_is_refused",
+    "cpuset_real::a_restart_pinned_elsewhere_removes_the_earlier_runs_jobs",
 ];
 
 const BURN: &str = "while :; do :; done";
@@ -122,7 +127,8 @@ fn guest_detects_the_unified_layout_and_enables_cpu_for_jobs() {
 #[ignore = "runs inside the VM booted by vm::v2_suite_passes_inside_a_real_cgroup2_kernel"]
 fn guest_cpu_weight_follows_bids_and_the_kernel_splits_by_it() {
     in_vm();
-    let t = TestParent::new("weights");
+    // Pinned to one of the VM's two CPUs, so that two burners must share it.
+    let t = TestParent::pinned("weights", "0");
     let jobs = &t.jobs;
     let range = jobs.weight_range();
 
@@ -157,8 +163,8 @@ fn guest_cpu_weight_follows_bids_and_the_kernel_splits_by_it() {
         assert_eq!(jobs.weight(id).unwrap(), *w);
     }
 
-    // The kernel enforces them: two burners bidding 1 and 3 on the VM's single CPU
-    // split it about 1:3.
+    // The kernel enforces them: two burners bidding 1 and 3 on the one CPU the parent
+    // is pinned to split it about 1:3.
     let bids = [1, 3].map(Bid::from_credits);
     let weights = weights_for_bids(&bids, range.min, range.max);
     for (id, w) in [(11, weights[0]), (12, weights[1])] {

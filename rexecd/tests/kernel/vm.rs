@@ -5,7 +5,8 @@
 //! The test packs this very test binary (`current_exe`), the `rexecd` binary (both
 //! without debug sections), the shared libraries they load and a static busybox into
 //! an initramfs, boots the host's Debian kernel with it under TCG emulation (KVM hangs
-//! when nested here) with one CPU and a serial console, and lets a tiny `/init` mount
+//! when nested here) with two CPUs (so that pinning a node to one of them means
+//! something) and a serial console, and lets a tiny `/init` mount
 //! proc, sys, dev and cgroup2, bring up loopback, run the binary on [`GUEST_TESTS`]
 //! with `REXEC_IN_VM=1`, print its exit status after a marker and power off. The host
 //! reads the console, fails with the whole log on anything but a clean pass of every
@@ -252,7 +253,7 @@ fn v2_suite_passes_inside_a_real_cgroup2_kernel() {
     let packed = started.elapsed();
 
     let mut child = Command::new(&host.qemu)
-        .args(["-accel", "tcg", "-m", "512", "-smp", "1"])
+        .args(["-accel", "tcg", "-m", "512", "-smp", "2"])
         .args(["-nodefaults", "-no-user-config", "-display", "none"])
         .args(["-serial", "stdio", "-no-reboot"])
         .arg("-kernel")
@@ -341,7 +342,11 @@ fn v2_suite_passes_inside_a_real_cgroup2_kernel() {
         show(&format!("QEMU exited with {status}"))
     );
     for l in console.lines().filter(|l| {
-        l.starts_with(BOOT_MARKER) || l.starts_with("bids 1:3") || l.starts_with("busy job")
+        l.starts_with(BOOT_MARKER)
+            || l.starts_with("bids 1:3")
+            || l.starts_with("busy job")
+            || l.starts_with("pinned to CPU")
+            || l.starts_with("rexecd pinned")
     }) {
         eprintln!("vm: {l}");
     }

@@ -13,6 +13,8 @@
 #[path = "../daemon/util/mod.rs"]
 mod util;
 
+mod pinned;
+
 use std::time::{Duration, Instant};
 
 use proto::node::{FromNode, Signal, ToNode};

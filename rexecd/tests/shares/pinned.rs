@@ -1,0 +1,183 @@
+//! Two nodes that own their CPUs on this 2-CPU machine: node A pinned to CPU 0, node B
+//! to CPU 1, each with its own parent cgroup. A CPU-bound job on A (two busy threads)
+//! keeps its share when B fills up with two CPU-bound jobs. Without pinning, the same
+//! two nodes do slow each other: A's job has both CPUs while B is idle and half of
+//! them once B is busy (the kernel splits the machine between the two equal parents).
+//!
+//! Other helpers build and test on this machine at the same time. Their work is not
+//! pinned, so when B fills CPU 1 the kernel moves it to CPU 0, where it would take
+//! from A's job whatever rexecd does. So that the test measures the nodes and not the
+//! neighbours, it gives both nodes' parent cgroups the largest CPU weight the kernel
+//! allows (one CPU-bound outside task then takes well under 1% from a node).
+
+use std::time::{Duration, Instant};
+
+use crate::util::{Daemon, can_run, cpu_dir};
+use crate::{Busy, SERIAL, machine_busy_ns, start_busy, stop, usage};
+
+/// How far A's share may fall (in CPUs) when B gets busy, for pinned nodes: noise of
+/// this shared machine, not the other node.
+const TOLERANCE: f64 = 0.10;
+
+/// A node config with its own parent and, when given, its own CPUs (the market sells
+/// the set's size by default).
+fn config(parent: &str, cpus: Option<&str>) -> String {
+    let pki = crate::util::pki();
+    let tls = pki.tls_paths(certs::Role::Node, crate::util::NODE);
+    let pin = cpus.map_or(String::new(), |c| format!("cpus = \"{c}\"\n"));
+    format!(
+        r#"name = "{node}"
+cert = "{cert}"
+key = "{key}"
+ca = "{ca}"
+cgroup_parent = "{parent}"
+heartbeat_timeout = "60m"
+{pin}
+[market]
+share_control = "open"
+meter_interval = "500ms"
+"#,
+        node = crate::util::NODE,
+        cert = tls.cert.display(),
+        key = tls.key.display(),
+        ca = tls.ca.display(),
+    )
+}
+
+/// CPUs (CPU seconds per wall second) each job used over `window`, and the CPU the
+/// rest of the machine used meanwhile.
+fn shares(jobs: &[&Busy], window: Duration) -> (Vec<f64>, f64) {
+    let before: Vec<u64> = jobs.iter().map(|j| usage(&j.cgroup)).collect();
+    let busy0 = machine_busy_ns();
+    let t0 = Instant::now();
+    std::thread::sleep(window);
+    let after: Vec<u64> = jobs.iter().map(|j| usage(&j.cgroup)).collect();
+    let busy1 = machine_busy_ns();
+    let secs = t0.elapsed().as_secs_f64();
+    let used: Vec<f64> = before
+        .iter()
+        .zip(&after)
+        .map(|(b, a)| (a - b) as f64 / 1e9 / secs)
+        .collect();
+    let outside = ((busy1 - busy0) as f64 / 1e9 / secs - used.iter().sum::<f64>()).max(0.0);
+    (used, outside)
+}
+
+/// The `Cpus_allowed_list` of every process of a job.
+fn cpus_allowed(job: &Busy) -> Vec<String> {
+    let procs = std::fs::read_to_string(job.cgroup.join("cgroup.procs")).unwrap();
+    procs
+        .lines()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|l| l.trim().to_string())
+        })
+        .collect()
+}
+
+/// Gives a node's parent cgroup the top CPU weight (see the module's comment).
+fn outweigh_the_neighbours(parent: &std::path::Path) {
+    let (file, top) = if parent.join("cpu.shares").exists() {
+        ("cpu.shares", "262144")
+    } else {
+        ("cpu.weight", "10000")
+    };
+    std::fs::write(parent.join(file), top).unwrap();
+    let set = std::fs::read_to_string(parent.join(file)).unwrap();
+    assert_eq!(set.trim(), top, "{}", parent.display());
+}
+
+/// What A's job got alone and then beside B's two jobs.
+struct Run {
+    alone: f64,
+    loaded: f64,
+    b_total: f64,
+    outside: [f64; 2],
+}
+
+/// Runs one CPU-bound job on A, measures it, starts two on B, measures again.
+async fn run(tag: &str, a_cpus: Option<&str>, b_cpus: Option<&str>) -> Run {
+    let window = Duration::from_secs(4);
+    let pid = std::process::id();
+    let (pa, pb) = (
+        format!("rexecd-test-{pid}-{tag}a"),
+        format!("rexecd-test-{pid}-{tag}b"),
+    );
+    let a = Daemon::start_with_config(pa.clone(), &config(&pa, a_cpus));
+    let b = Daemon::start_with_config(pb.clone(), &config(&pb, b_cpus));
+    for parent in [&pa, &pb] {
+        outweigh_the_neighbours(&cpu_dir(parent).unwrap());
+    }
+    let job_a = start_busy(&a, 1, 2).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (alone, outside0) = tokio::task::block_in_place(|| shares(&[&job_a], window));
+    let b1 = start_busy(&b, 1, 1).await;
+    let b2 = start_busy(&b, 1, 1).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (loaded, outside1) = tokio::task::block_in_place(|| shares(&[&job_a, &b1, &b2], window));
+    if let (Some(a_cpu), Some(b_cpu)) = (a_cpus, b_cpus) {
+        let on_a = cpus_allowed(&job_a);
+        let on_b: Vec<String> = [&b1, &b2].into_iter().flat_map(cpus_allowed).collect();
+        assert!(!on_a.is_empty() && on_b.len() >= 2, "{on_a:?} {on_b:?}");
+        assert!(on_a.iter().all(|c| c == a_cpu), "A's job runs on {on_a:?}");
+        assert!(on_b.iter().all(|c| c == b_cpu), "B's jobs run on {on_b:?}");
+        eprintln!("{tag}: Cpus_allowed_list of A's job {on_a:?}, of B's jobs {on_b:?}");
+    }
+    for job in [job_a, b1, b2] {
+        stop(job).await;
+    }
+    Run {
+        alone: alone[0],
+        loaded: loaded[0],
+        b_total: loaded[1] + loaded[2],
+        outside: [outside0, outside1],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nodes_pinned_to_cpu_0_and_cpu_1_do_not_slow_each_other() {
+    if !can_run("shares") {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let pinned = run("pin", Some("0"), Some("1")).await;
+    eprintln!(
+        "pinned: A's job alone {:.3} CPU, beside B's two jobs {:.3} CPU (B's jobs: {:.3} CPU \
+         together); other work {:.2} and {:.2} CPU",
+        pinned.alone, pinned.loaded, pinned.b_total, pinned.outside[0], pinned.outside[1]
+    );
+    let unpinned = run("free", None, None).await;
+    eprintln!(
+        "unpinned: A's job alone {:.3} CPU, beside B's two jobs {:.3} CPU (B's jobs: {:.3} CPU \
+         together); other work {:.2} and {:.2} CPU",
+        unpinned.alone, unpinned.loaded, unpinned.b_total, unpinned.outside[0], unpinned.outside[1]
+    );
+    assert!(
+        pinned.alone - pinned.loaded <= TOLERANCE,
+        "pinned: A's job fell from {:.3} to {:.3} CPU when B got busy",
+        pinned.alone,
+        pinned.loaded
+    );
+    // Each node really had one CPU: A's two threads and B's two jobs.
+    assert!(
+        pinned.alone <= 1.0 + TOLERANCE,
+        "A's two threads used {:.3} CPU on its one CPU",
+        pinned.alone
+    );
+    assert!(
+        pinned.b_total <= 1.0 + TOLERANCE,
+        "B's two jobs used {:.3} CPU on its one CPU",
+        pinned.b_total
+    );
+    // The control: unpinned, B's jobs take about a CPU from A's.
+    assert!(
+        unpinned.alone - unpinned.loaded >= 5.0 * TOLERANCE,
+        "unpinned: A's job went from {:.3} to {:.3} CPU; pinning would have nothing to \
+         prevent",
+        unpinned.alone,
+        unpinned.loaded
+    );
+}
