@@ -85,7 +85,7 @@ impl SelectorRequest {
         }
         match &self.op {
             SelectorOp::Select(q) => q.check(),
-            SelectorOp::Nodes(_) | SelectorOp::Services => Ok(()),
+            SelectorOp::Nodes(_) | SelectorOp::Services | SelectorOp::Stats => Ok(()),
             SelectorOp::Unknown { tag } => Err(SelectorError::new(
                 SelectorErrorCode::Unsupported,
                 format!("operation {tag} is not supported by this selector; upgrade it"),
@@ -112,6 +112,9 @@ crate::tagged::tagged_enum! {
         2 => Nodes(NodesQuery),
         /// List the live selectors and account services.
         3 => Services,
+        /// The selector's counters (datagrams accepted and dropped by
+        /// reason, nodes known, selects served).
+        4 => Stats,
     }
 }
 
@@ -124,6 +127,8 @@ crate::tagged::tagged_enum! {
         2 => Nodes(NodeList),
         /// Live selectors and account services.
         3 => Services(Vec<ServiceView>),
+        /// The selector's counters.
+        4 => Stats(SelectorStats),
     }
 }
 
@@ -227,6 +232,32 @@ pub struct NodeList {
     pub nodes: Vec<NodeView>,
 }
 
+/// What a selector counted since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelectorStats {
+    /// Announcements accepted.
+    pub accepted: u64,
+    /// Datagrams dropped as malformed.
+    pub malformed: u64,
+    /// Datagrams dropped as oversized.
+    pub oversized: u64,
+    /// Announcements dropped as from a foreign cluster (or outside the
+    /// selector's name suffix or networks).
+    pub foreign_cluster: u64,
+    /// Announcements dropped as stale (not newer than the one held).
+    pub stale: u64,
+    /// Announcements of new senders dropped because the table was full.
+    pub table_full: u64,
+    /// Senders forgotten after their window.
+    pub forgotten: u64,
+    /// Live nodes known now.
+    pub nodes: u64,
+    /// Live selectors and account services known now.
+    pub services: u64,
+    /// Select requests answered with nodes.
+    pub selects: u64,
+}
+
 crate::tagged::code_enum! {
     /// What kind of service a [`ServiceView`] is.
     pub enum ServiceKind {
@@ -287,5 +318,38 @@ impl SelectorError {
             code,
             message: message.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_round_trip() {
+        let req = SelectorRequest::new(9, SelectorOp::Stats);
+        assert!(req.check().is_ok());
+        let bytes = postcard::to_allocvec(&req).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<SelectorRequest>(&bytes).unwrap(),
+            req
+        );
+        let stats = SelectorStats {
+            accepted: 10,
+            malformed: 2,
+            stale: 1,
+            nodes: 7,
+            selects: 3,
+            ..SelectorStats::default()
+        };
+        let resp = SelectorResponse {
+            id: 9,
+            result: Ok(SelectorReply::Stats(stats)),
+        };
+        let bytes = postcard::to_allocvec(&resp).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<SelectorResponse>(&bytes).unwrap(),
+            resp
+        );
     }
 }

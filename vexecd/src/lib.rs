@@ -1,7 +1,8 @@
 //! vexecd, the selector: it listens to the announcements of nodes, keeps the
-//! ones heard recently, and answers "select N nodes by POLICY". This crate is
-//! the library a daemon wraps: nothing here touches a socket or reads a clock
-//! by itself; the caller feeds it datagrams and passes the time in.
+//! ones heard recently, and answers "select N nodes by POLICY". The table,
+//! policies and simulation touch no socket and read no clock: the caller
+//! feeds them datagrams and passes the time in. The [`daemon`] (the `vexecd`
+//! binary) and the [`client`] are the parts that do I/O.
 //!
 //! Module map:
 //! - [`clock`] and [`profile`] (from the `discovery` crate, which nodes
@@ -15,6 +16,9 @@
 //! - [`rng`]: the injectable, seedable random source of the `random` policy.
 //! - [`sim`]: a synthetic week of desktop availability and the placement
 //!   simulation comparing policies by completion ratio.
+//! - [`daemon`]: the `vexecd` daemon: config, announcement receiver, the
+//!   selector protocol over mutual TLS, counters.
+//! - [`client`]: a mutual-TLS client of one selector (tests and tools).
 //!
 //! ```
 //! use std::time::{Duration, Instant};
@@ -46,6 +50,8 @@
 
 pub use discovery::{clock, profile};
 
+pub mod client;
+pub mod daemon;
 pub mod policy;
 pub mod rng;
 pub mod select;

@@ -7,7 +7,10 @@
 //! bytes make it panic. Time is passed in; nothing here reads a clock.
 //!
 //! Nodes are kept apart from the other services (selectors, the account
-//! service), which are kept only so clients can find them. Nodes live in a
+//! service), which are kept only so clients can find them; a service is
+//! known by its kind, name and address together, because several selectors
+//! may share one certificate name (`vexecd`) and must not replace, or be
+//! dropped as stale against, each other. Nodes live in a
 //! dense array with a name index, and what selection reads of each (its
 //! [`Hot`] record) sits in a parallel array of small records, so a select
 //! over 10,000 nodes scans half a megabyte rather than chasing pointers.
@@ -131,7 +134,7 @@ pub struct NodeTable {
     index: HashMap<String, usize>,
     entries: Vec<Entry>,
     hot: Vec<Hot>,
-    services: HashMap<(u8, String), Entry>,
+    services: HashMap<(u8, String, SocketAddr), Entry>,
     counters: Counters,
 }
 
@@ -183,7 +186,19 @@ impl NodeTable {
         source: Option<IpAddr>,
         now: Instant,
     ) -> Result<Accepted, Dropped> {
-        match Announcement::decode(datagram) {
+        self.ingest_decoded(Announcement::decode(datagram), source, now)
+    }
+
+    /// Take the outcome of [`Announcement::decode`] on a datagram (so a
+    /// caller sharing the table can decode before taking its lock); a
+    /// decoding error is counted as [`ingest`](NodeTable::ingest) would.
+    pub fn ingest_decoded(
+        &mut self,
+        decoded: Result<Announcement, AnnounceError>,
+        source: Option<IpAddr>,
+        now: Instant,
+    ) -> Result<Accepted, Dropped> {
+        match decoded {
             Ok(a) => self.ingest_announcement(a, source, now),
             Err(e) => {
                 let reason = match e {
@@ -233,7 +248,8 @@ impl NodeTable {
         let known = if is_node {
             self.index.get(&a.name).map(|&i| &self.entries[i])
         } else {
-            self.services.get(&(service_tag(&a.kind), a.name.clone()))
+            self.services
+                .get(&(service_tag(&a.kind), a.name.clone(), a.addr))
         };
         let summary = match (&a.summary, known) {
             (None, _) => None,
@@ -321,7 +337,7 @@ impl NodeTable {
                 }
             }
         } else {
-            let key = (service_tag(&a.kind), a.name.clone());
+            let key = (service_tag(&a.kind), a.name.clone(), a.addr);
             self.services.insert(
                 key,
                 Entry {
@@ -420,7 +436,7 @@ impl NodeTable {
     pub fn selectors(&self, now: Instant) -> impl Iterator<Item = &Entry> {
         self.services
             .iter()
-            .filter(move |((t, _), e)| *t == 1 && self.live(e, now))
+            .filter(move |((t, _, _), e)| *t == 1 && self.live(e, now))
             .map(|(_, e)| e)
     }
 
@@ -428,7 +444,7 @@ impl NodeTable {
     pub fn account_services(&self, now: Instant) -> impl Iterator<Item = &Entry> {
         self.services
             .iter()
-            .filter(move |((t, _), e)| *t == 2 && self.live(e, now))
+            .filter(move |((t, _, _), e)| *t == 2 && self.live(e, now))
             .map(|(_, e)| e)
     }
 

@@ -308,3 +308,23 @@ fn a_summary_travels_in_the_announcement_and_stays_until_replaced() {
     assert_eq!(held(&table).as_deref(), Some(&fast));
     assert_eq!(table.hot(t0).next().unwrap().1.speed_milli, 2000);
 }
+
+#[test]
+fn selectors_sharing_a_name_are_kept_apart_by_address() {
+    let t0 = Instant::now();
+    let mut table = NodeTable::new(TableConfig::default());
+    let mut one = node("vexecd", 0, status(1, 0, 0));
+    one.kind = Kind::Selector;
+    one.incarnation = 9;
+    let mut two = one.clone();
+    two.addr = "10.0.0.2:7478".parse().unwrap();
+    two.incarnation = 1;
+    table.ingest(&datagram(&one), None, t0).unwrap();
+    // Another selector of the same name, started earlier: not stale.
+    table.ingest(&datagram(&two), None, t0).unwrap();
+    assert_eq!(table.selectors(t0).count(), 2);
+    one.seq = 1;
+    table.ingest(&datagram(&one), None, t0).unwrap();
+    assert_eq!(table.counters().stale, 0);
+    assert_eq!(table.selectors(t0).count(), 2);
+}

@@ -1,0 +1,496 @@
+//! vexecd's configuration: the TOML file (`--config`, example in
+//! `deploy/etc/vexecd.toml`) whose keys the command line may override
+//! ([`Flags`]), resolved and checked into one [`Config`].
+//!
+//! ```toml
+//! name = "vexecd"                       # as in its service certificate
+//! listen = "0.0.0.0:7478"               # TLS address of the selector protocol
+//! advertise = "10.0.0.5:7478"           # announced address (required with 0.0.0.0)
+//! udp_listen = "0.0.0.0:7478"           # unicast announcements (optional)
+//! ca = "/etc/rexec/ca.pem"
+//! cert = "/etc/rexec/service-vexecd.pem"
+//! key = "/etc/rexec/service-vexecd.key"
+//! crl = "/etc/rexec/crl.pem"
+//! window_periods = 3                    # forget a sender after this many of its periods
+//! max_nodes = 100000                    # senders kept at most
+//! name_suffix = ".lab.example"          # only senders named so (optional)
+//! networks = ["10.0.0.0/8"]             # only senders in these networks (optional)
+//! max_connections = 1024
+//! max_connections_per_address = 256
+//! max_connections_per_identity = 64
+//! idle_timeout = "5m"
+//!
+//! [discovery]                           # required: see discovery::config
+//! cluster = "rexec"
+//! ```
+//!
+//! Paths in the file are taken as written (absolute in a deployment).
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use certs::TlsPaths;
+use discovery::config::{DiscoveryConfig, DiscoveryFile};
+use proto::duration::parse_duration;
+use serde::Deserialize;
+
+use crate::table::{ClusterFilter, Network, TableConfig};
+
+/// Default name: the service name `rexec-certs issue service` gives
+/// selectors (several may share it, each with its own certificate).
+pub const DEFAULT_NAME: &str = "vexecd";
+/// Default TLS address.
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:7478";
+/// Default most simultaneous connections.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default most connections from one remote address (handshakes included).
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
+/// Default most connections of one certificate.
+pub const DEFAULT_MAX_CONNECTIONS_PER_IDENTITY: usize = 64;
+/// Default time a silent connection is kept.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Default window, in the sender's periods.
+pub const DEFAULT_WINDOW_PERIODS: u32 = 3;
+/// Default most senders kept.
+pub const DEFAULT_MAX_NODES: usize = 100_000;
+
+/// The file as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// The selector's name (its service certificate's).
+    pub name: Option<String>,
+    /// TLS address to listen on.
+    pub listen: Option<String>,
+    /// Address to announce.
+    pub advertise: Option<String>,
+    /// UDP address for unicast announcements.
+    pub udp_listen: Option<String>,
+    /// Where to write the bound TLS address once listening.
+    pub ready_file: Option<PathBuf>,
+    /// Cluster CA certificate.
+    pub ca: Option<PathBuf>,
+    /// vexecd's certificate (role service).
+    pub cert: Option<PathBuf>,
+    /// Its private key.
+    pub key: Option<PathBuf>,
+    /// Revocation list.
+    pub crl: Option<PathBuf>,
+    /// Window in the sender's periods.
+    pub window_periods: Option<u32>,
+    /// Most senders kept.
+    pub max_nodes: Option<usize>,
+    /// Accept only senders whose name ends with this.
+    pub name_suffix: Option<String>,
+    /// Accept only senders in these networks (`10.0.0.0/8`).
+    pub networks: Option<Vec<String>>,
+    /// Most simultaneous connections.
+    pub max_connections: Option<usize>,
+    /// Most connections from one remote address.
+    pub max_connections_per_address: Option<usize>,
+    /// Most connections of one certificate.
+    pub max_connections_per_identity: Option<usize>,
+    /// How long a silent connection is kept (`300s`, `5m`).
+    pub idle_timeout: Option<String>,
+    /// The shared `[discovery]` table.
+    pub discovery: Option<DiscoveryFile>,
+}
+
+/// Command-line overrides (each beats the file's key of the same name).
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    /// `--name`.
+    pub name: Option<String>,
+    /// `--listen`.
+    pub listen: Option<String>,
+    /// `--advertise`.
+    pub advertise: Option<String>,
+    /// `--udp-listen`.
+    pub udp_listen: Option<String>,
+    /// `--ready-file`.
+    pub ready_file: Option<PathBuf>,
+    /// `--ca`.
+    pub ca: Option<PathBuf>,
+    /// `--cert`.
+    pub cert: Option<PathBuf>,
+    /// `--key`.
+    pub key: Option<PathBuf>,
+    /// `--crl`.
+    pub crl: Option<PathBuf>,
+    /// `--window-periods`.
+    pub window_periods: Option<u32>,
+    /// `--max-nodes`.
+    pub max_nodes: Option<usize>,
+    /// `--max-connections`.
+    pub max_connections: Option<usize>,
+    /// `--idle-timeout`.
+    pub idle_timeout: Option<Duration>,
+}
+
+/// Everything the daemon needs, checked.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The selector's name (checked against its certificate at start).
+    pub name: String,
+    /// TLS address to bind.
+    pub listen: SocketAddr,
+    /// Address to announce (`None`: the bound address).
+    pub advertise: Option<SocketAddr>,
+    /// UDP address for unicast announcements.
+    pub udp_listen: Option<SocketAddr>,
+    /// Where to write the bound TLS address.
+    pub ready_file: Option<PathBuf>,
+    /// TLS material.
+    pub tls: TlsPaths,
+    /// The node table's settings (cluster filter included).
+    pub table: TableConfig,
+    /// Announcing and listening.
+    pub discovery: DiscoveryConfig,
+    /// Most simultaneous connections.
+    pub max_connections: usize,
+    /// Most connections from one remote address.
+    pub max_connections_per_address: usize,
+    /// Most connections of one certificate.
+    pub max_connections_per_identity: usize,
+    /// How long a silent connection is kept.
+    pub idle_timeout: Duration,
+}
+
+/// Why the configuration is unusable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// Cannot read the file.
+    #[error("cannot read config {path}: {cause}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause (in the message, so not a `source` too).
+        cause: std::io::Error,
+    },
+    /// Not valid TOML for this schema.
+    #[error("config {path} is invalid: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said, on one line.
+        message: String,
+    },
+    /// A required setting is absent.
+    #[error("no {0} configured: set it in the config file or pass the flag")]
+    Missing(&'static str),
+    /// No `[discovery]` table.
+    #[error(
+        "the config file has no [discovery] table: vexecd learns nodes only from announcements, so without one it would hear nothing (see deploy/etc/vexecd.toml)"
+    )]
+    NoDiscovery,
+    /// A value is out of range or malformed.
+    #[error("invalid {what}: {message}")]
+    Invalid {
+        /// Which setting.
+        what: &'static str,
+        /// Why.
+        message: String,
+    },
+}
+
+fn invalid(what: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        what,
+        message: message.into(),
+    }
+}
+
+impl FileConfig {
+    /// Reads and parses a config file.
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
+            path: path.to_path_buf(),
+            cause,
+        })?;
+        FileConfig::parse(path, &text)
+    }
+
+    /// Parses config text (`path` only names it in errors).
+    pub fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().replace('\n', " ").trim().to_string(),
+        })
+    }
+}
+
+fn socket_addr(what: &'static str, text: &str) -> Result<SocketAddr, ConfigError> {
+    text.to_socket_addrs()
+        .map_err(|e| invalid(what, format!("{text:?}: {e} (write host:port)")))?
+        .next()
+        .ok_or_else(|| invalid(what, format!("{text:?} has no address")))
+}
+
+/// Parses `10.0.0.0/8` (or a bare address, a network of one).
+pub fn parse_network(text: &str) -> Result<Network, ConfigError> {
+    let (addr, prefix) = match text.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (text, None),
+    };
+    let addr: IpAddr = addr
+        .trim()
+        .parse()
+        .map_err(|_| invalid("networks", format!("{text:?} is not an address/prefix")))?;
+    let bits = if addr.is_ipv4() { 32 } else { 128 };
+    let prefix = match prefix {
+        None => bits,
+        Some(p) => p
+            .trim()
+            .parse::<u8>()
+            .ok()
+            .filter(|p| *p <= bits)
+            .ok_or_else(|| invalid("networks", format!("{text:?}: prefix is not 0 to {bits}")))?,
+    };
+    Ok(Network { addr, prefix })
+}
+
+fn positive(what: &'static str, v: usize) -> Result<usize, ConfigError> {
+    if v == 0 {
+        return Err(invalid(what, "must be at least 1"));
+    }
+    Ok(v)
+}
+
+impl Config {
+    /// Flags over the file over the defaults, each value checked.
+    pub fn resolve(file: FileConfig, flags: Flags) -> Result<Config, ConfigError> {
+        let discovery = file
+            .discovery
+            .as_ref()
+            .ok_or(ConfigError::NoDiscovery)?
+            .resolve()
+            .map_err(|e| invalid("[discovery]", e.to_string()))?;
+        let name = flags
+            .name
+            .or(file.name)
+            .unwrap_or_else(|| DEFAULT_NAME.into());
+        certs::check_name(certs::Role::Service, &name)
+            .map_err(|e| invalid("name", e.to_string()))?;
+        let listen_text = flags
+            .listen
+            .or(file.listen)
+            .unwrap_or_else(|| DEFAULT_LISTEN.into());
+        let listen = socket_addr("listen", &listen_text)?;
+        let advertise = match flags.advertise.or(file.advertise) {
+            Some(a) => {
+                let a = socket_addr("advertise", &a)?;
+                if a.ip().is_unspecified() {
+                    return Err(invalid(
+                        "advertise",
+                        format!("{a} is not an address clients can reach"),
+                    ));
+                }
+                Some(a)
+            }
+            None if listen.ip().is_unspecified() => {
+                return Err(invalid(
+                    "advertise",
+                    format!(
+                        "listening on {listen} (every interface): set `advertise` to the address clients should use"
+                    ),
+                ));
+            }
+            None => None,
+        };
+        let udp_listen = match flags.udp_listen.or(file.udp_listen) {
+            Some(u) => Some(socket_addr("udp_listen", &u)?),
+            None => None,
+        };
+        if !discovery.multicast && udp_listen.is_none() {
+            return Err(invalid(
+                "udp_listen",
+                "multicast is off ([discovery] multicast = false): set udp_listen so nodes can send announcements to it",
+            ));
+        }
+        let tls = TlsPaths {
+            ca: flags
+                .ca
+                .or(file.ca)
+                .ok_or(ConfigError::Missing("CA certificate (--ca)"))?,
+            cert: flags
+                .cert
+                .or(file.cert)
+                .ok_or(ConfigError::Missing("certificate (--cert)"))?,
+            key: flags
+                .key
+                .or(file.key)
+                .ok_or(ConfigError::Missing("private key (--key)"))?,
+            crl: flags.crl.or(file.crl),
+        };
+        let window_periods = flags
+            .window_periods
+            .or(file.window_periods)
+            .unwrap_or(DEFAULT_WINDOW_PERIODS);
+        if !(1..=100).contains(&window_periods) {
+            return Err(invalid("window_periods", "must be 1 to 100"));
+        }
+        let max_nodes = positive(
+            "max_nodes",
+            flags
+                .max_nodes
+                .or(file.max_nodes)
+                .unwrap_or(DEFAULT_MAX_NODES),
+        )?;
+        let networks = file
+            .networks
+            .unwrap_or_default()
+            .iter()
+            .map(|n| parse_network(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        if file.name_suffix.as_deref() == Some("") {
+            return Err(invalid(
+                "name_suffix",
+                "empty; leave it out to accept every name",
+            ));
+        }
+        let table = TableConfig {
+            window_periods,
+            max_entries: max_nodes,
+            cluster: ClusterFilter {
+                cluster: discovery.cluster.clone(),
+                name_suffix: file.name_suffix,
+                networks,
+            },
+            ..TableConfig::default()
+        };
+        let idle_timeout = match (flags.idle_timeout, file.idle_timeout) {
+            (Some(d), _) => d,
+            (None, Some(t)) => {
+                parse_duration(&t).map_err(|e| invalid("idle_timeout", e.to_string()))?
+            }
+            (None, None) => DEFAULT_IDLE_TIMEOUT,
+        };
+        if idle_timeout.is_zero() {
+            return Err(invalid("idle_timeout", "must be more than 0"));
+        }
+        Ok(Config {
+            name,
+            listen,
+            advertise,
+            udp_listen,
+            ready_file: flags.ready_file.or(file.ready_file),
+            tls,
+            table,
+            discovery,
+            max_connections: positive(
+                "max_connections",
+                flags
+                    .max_connections
+                    .or(file.max_connections)
+                    .unwrap_or(DEFAULT_MAX_CONNECTIONS),
+            )?,
+            max_connections_per_address: positive(
+                "max_connections_per_address",
+                file.max_connections_per_address
+                    .unwrap_or(DEFAULT_MAX_CONNECTIONS_PER_ADDRESS),
+            )?,
+            max_connections_per_identity: positive(
+                "max_connections_per_identity",
+                file.max_connections_per_identity
+                    .unwrap_or(DEFAULT_MAX_CONNECTIONS_PER_IDENTITY),
+            )?,
+            idle_timeout,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::resolve(
+            FileConfig::parse(Path::new("t.toml"), text)?,
+            Flags::default(),
+        )
+    }
+
+    const BASE: &str = "ca = \"/ca.pem\"\ncert = \"/c.pem\"\nkey = \"/c.key\"\n";
+
+    #[test]
+    fn the_documented_example_parses() {
+        let doc = include_str!("config.rs");
+        let example: String = doc
+            .lines()
+            .skip_while(|l| !l.starts_with("//! ```toml"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("//! ```"))
+            .map(|l| l.trim_start_matches("//!").trim_start())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let c = parse(&example).unwrap();
+        assert_eq!(c.name, DEFAULT_NAME);
+        assert_eq!(c.advertise, Some("10.0.0.5:7478".parse().unwrap()));
+        assert_eq!(c.table.cluster.networks.len(), 1);
+        assert_eq!(c.idle_timeout, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn the_deployed_example_parses() {
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/etc/vexecd.toml"
+        ));
+        let c = Config::resolve(FileConfig::load(path).unwrap(), Flags::default()).unwrap();
+        assert_eq!(c.listen, DEFAULT_LISTEN.parse().unwrap());
+        assert!(c.advertise.is_some() && c.udp_listen.is_some() && c.tls.crl.is_some());
+        assert_eq!(c.table.window_periods, DEFAULT_WINDOW_PERIODS);
+    }
+
+    #[test]
+    fn discovery_is_required() {
+        let e = parse(&format!("{BASE}listen = \"127.0.0.1:0\"\n")).unwrap_err();
+        assert!(matches!(e, ConfigError::NoDiscovery), "{e}");
+        assert!(e.to_string().contains("[discovery]"));
+    }
+
+    #[test]
+    fn every_interface_needs_an_advertised_address() {
+        let e = parse(&format!("{BASE}[discovery]\n")).unwrap_err();
+        assert!(e.to_string().contains("advertise"), "{e}");
+        let c = parse(&format!(
+            "{BASE}advertise = \"10.1.2.3:7478\"\n[discovery]\n"
+        ))
+        .unwrap();
+        assert_eq!(c.advertise.unwrap().port(), 7478);
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        for (extra, disc, key) in [
+            ("window_periods = 0\n", "", "window_periods"),
+            ("max_nodes = 0\n", "", "max_nodes"),
+            ("networks = [\"10.0.0.0/33\"]\n", "", "networks"),
+            ("networks = [\"lab\"]\n", "", "networks"),
+            ("name_suffix = \"\"\n", "", "name_suffix"),
+            ("idle_timeout = \"soon\"\n", "", "idle_timeout"),
+            (
+                "",
+                "multicast = false\nunicast = [\"127.0.0.1:9\"]\n",
+                "udp_listen",
+            ),
+            ("", "ttl = 300\n", "[discovery]"),
+        ] {
+            let text = format!("{BASE}listen = \"127.0.0.1:0\"\n{extra}[discovery]\n{disc}");
+            let e = parse(&text).unwrap_err();
+            assert!(e.to_string().contains(key), "{text}: {e}");
+        }
+        let e = parse(&format!("{BASE}colour = 1\n[discovery]\n")).unwrap_err();
+        assert!(!e.to_string().contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn networks_parse() {
+        let n = parse_network("10.0.0.0/8").unwrap();
+        assert!(n.contains("10.9.8.7".parse().unwrap()));
+        assert!(!n.contains("11.0.0.1".parse().unwrap()));
+        assert_eq!(parse_network("::1").unwrap().prefix, 128);
+    }
+}

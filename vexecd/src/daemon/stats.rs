@@ -1,0 +1,108 @@
+//! The daemon's shared state and counters: the node table behind a lock
+//! (the receiver writes, requests read), the count of selects served, the
+//! [`SelectorStats`] a `Stats` request answers, and the periodic one-line
+//! summary in the log.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+use proto::select::SelectorStats;
+
+use crate::table::{Counters, NodeTable};
+
+/// Shortest gap between two summary lines.
+pub const SUMMARY_INTERVAL: Duration = Duration::from_secs(60);
+
+/// What the receiver and the server share.
+#[derive(Debug)]
+pub struct Shared {
+    table: RwLock<NodeTable>,
+    selects: AtomicU64,
+}
+
+impl Shared {
+    /// Wrap a table.
+    pub fn new(table: NodeTable) -> Shared {
+        Shared {
+            table: RwLock::new(table),
+            selects: AtomicU64::new(0),
+        }
+    }
+
+    /// The table for reading. A panic while holding the lock cannot leave
+    /// the table half-updated in a way readers would trip on (each ingest
+    /// is one step), so a poisoned lock is used as it is.
+    pub fn read(&self) -> RwLockReadGuard<'_, NodeTable> {
+        self.table.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The table for writing.
+    pub fn write(&self) -> RwLockWriteGuard<'_, NodeTable> {
+        self.table.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Count one select answered with nodes.
+    pub fn served_select(&self) {
+        self.selects.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn stats(&self, now: Instant) -> SelectorStats {
+        let (c, nodes, services) = {
+            let t = self.read();
+            let services = t.selectors(now).count() + t.account_services(now).count();
+            (t.counters(), t.nodes(now).count(), services)
+        };
+        stats_of(c, nodes, services, self.selects.load(Ordering::Relaxed))
+    }
+}
+
+fn stats_of(c: Counters, nodes: usize, services: usize, selects: u64) -> SelectorStats {
+    SelectorStats {
+        accepted: c.accepted,
+        malformed: c.malformed,
+        oversized: c.oversized,
+        foreign_cluster: c.foreign_cluster,
+        stale: c.stale,
+        table_full: c.table_full,
+        forgotten: c.forgotten,
+        nodes: nodes as u64,
+        services: services as u64,
+        selects,
+    }
+}
+
+/// The summary line's text.
+pub fn summary_line(s: &SelectorStats) -> String {
+    format!(
+        "{} nodes, {} services known; datagrams accepted {}, dropped: malformed {}, oversized {}, foreign cluster {}, stale {}, table full {}; forgotten {}; selects {}",
+        s.nodes,
+        s.services,
+        s.accepted,
+        s.malformed,
+        s.oversized,
+        s.foreign_cluster,
+        s.stale,
+        s.table_full,
+        s.forgotten,
+        s.selects
+    )
+}
+
+/// Log a one-line summary at most once per `interval`, only when something
+/// changed since the last one. Runs until dropped.
+pub async fn log_summaries(shared: std::sync::Arc<Shared>, interval: Duration) {
+    let mut last = SelectorStats::default();
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let now = shared.stats(Instant::now());
+        if now != last {
+            tracing::info!("{}", summary_line(&now));
+            last = now;
+        }
+    }
+}
