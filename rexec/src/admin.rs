@@ -3,6 +3,15 @@
 //! nodes were given. A node that cannot be reached is reported on its own
 //! line and the others are still shown; the exit status is then 1.
 //!
+//! The nodes asked: those of `--nodes`, else every node of the
+//! configuration's `[nodes]` table in file order. A configuration without
+//! `[nodes]` but with `[selectors]` or `[discovery]` asks a selector for
+//! the live nodes it knows (found and failed over as for a run, see
+//! [`crate::nodes::listing`]) and asks every one of them in name order
+//! (or those `--nodes` names). Each node's certificate must name it, as
+//! for a run. A configuration with none of the three is a usage error
+//! that says what to add.
+//!
 //! `rexec jobs` prints one row per rank (node, job, rank, user, bid, the
 //! market model's CPU share and the share measured over the last metering
 //! window, CPU seconds, credits charged, age, program) and then one row per
@@ -23,7 +32,7 @@ use tokio_rustls::TlsConnector;
 
 use crate::cli::{AdminArgs, AdminCommand};
 use crate::config::{Config, NodeEntry, config_path};
-use crate::plan::place;
+use crate::plan::{PlanError, place};
 use crate::say;
 use crate::session::{Session, SessionError};
 
@@ -39,23 +48,6 @@ pub async fn run(args: AdminArgs) -> i32 {
             return crate::run::USAGE;
         }
     };
-    let nodes: Vec<NodeEntry> = match &args.nodes {
-        Some(list) => match place(&config, Some(list), None) {
-            Ok(r) => r.into_iter().map(|t| t.node).collect(),
-            Err(e) => {
-                say(&e.to_string());
-                return crate::run::USAGE;
-            }
-        },
-        None => config.nodes.clone(),
-    };
-    if nodes.is_empty() {
-        say(&format!(
-            "{} lists no [nodes] to ask",
-            config.path.display()
-        ));
-        return crate::run::USAGE;
-    }
     let request = match &args.command {
         AdminCommand::Nodes(_) => unreachable!("`rexec nodes` returned above"),
         AdminCommand::Jobs => ToNode::ListJobs,
@@ -107,6 +99,18 @@ pub async fn run(args: AdminArgs) -> i32 {
             })
         }
     };
+    // Nodes of the file (or the file's fault) are known before any connection.
+    let configured = if config.selects() {
+        None
+    } else {
+        match configured_nodes(&config, args.nodes.as_deref()) {
+            Ok(nodes) => Some(nodes),
+            Err(e) => {
+                say(&e.to_string());
+                return crate::run::USAGE;
+            }
+        }
+    };
     let connector = match certs::connector(&config.tls) {
         Ok(c) => c,
         Err(e) => {
@@ -117,6 +121,13 @@ pub async fn run(args: AdminArgs) -> i32 {
             return 255;
         }
     };
+    let nodes = match configured {
+        Some(nodes) => nodes,
+        None => match listed_nodes(&config, args.nodes.as_deref(), &connector).await {
+            Ok(n) => n,
+            Err(code) => return code,
+        },
+    };
     let timeout = crate::clock::timeout_from_env().unwrap_or(crate::clock::DEFAULT_TIMEOUT);
     let answers = ask_all(&connector, &nodes, &request, timeout).await;
     match request {
@@ -124,6 +135,117 @@ pub async fn run(args: AdminArgs) -> i32 {
         ToNode::Rebid(r) => print_rebids(&nodes, answers, r.job),
         _ => print_jobs(&nodes, answers),
     }
+}
+
+/// The nodes to ask of a configuration that does not select: `names`
+/// (from `--nodes`) looked up in `[nodes]`, else all of `[nodes]` in file
+/// order; a configuration with no way to find nodes is an error that says
+/// what to add.
+///
+/// ```
+/// let text = "ca = \"c\"\ncert = \"u\"\nkey = \"k\"\n";
+/// let c = rexec::config::Config::parse("/etc/rexec.toml".as_ref(), text).unwrap();
+/// let e = rexec::admin::configured_nodes(&c, None).unwrap_err().to_string();
+/// assert!(e.contains("[nodes]") && e.contains("[selectors]") && e.contains("[discovery]"), "{e}");
+/// ```
+pub fn configured_nodes(
+    config: &Config,
+    names: Option<&[String]>,
+) -> Result<Vec<NodeEntry>, PlanError> {
+    match names {
+        Some(_) => Ok(place(config, names, None)?
+            .into_iter()
+            .map(|t| t.node)
+            .collect()),
+        None if config.nodes.is_empty() => Err(PlanError::NoNodes {
+            config: config.path.display().to_string(),
+        }),
+        None => Ok(config.nodes.clone()),
+    }
+}
+
+/// The nodes to ask from a selector's listing, by the rule in the module
+/// docs; on failure the message is said and the exit status returned.
+async fn listed_nodes(
+    config: &Config,
+    names: Option<&[String]>,
+    connector: &TlsConnector,
+) -> Result<Vec<NodeEntry>, i32> {
+    let listed = match crate::nodes::listing(config, connector, None, &|_| {}).await {
+        Ok(l) => l,
+        Err(e) => {
+            for line in e.to_string().lines() {
+                say(line);
+            }
+            return Err(1);
+        }
+    };
+    let via = &listed.selectors[listed.by].name;
+    let (live, bad) = crate::nodes::entries(&listed.list.nodes);
+    for name in bad {
+        say(&format!(
+            "selector {via} lists a node called {name:?}, which cannot be a node's name; skipped"
+        ));
+    }
+    if listed.list.total > listed.list.nodes.len() as u64 {
+        say(&format!(
+            "selector {via} knows {} live nodes but lists {}; the others are not asked (name them with --nodes)",
+            listed.list.total,
+            listed.list.nodes.len()
+        ));
+    }
+    let nodes = match names {
+        None => live,
+        Some(names) => match pick(&live, names, via) {
+            Ok(n) => n,
+            Err(e) => {
+                say(&e);
+                return Err(crate::run::USAGE);
+            }
+        },
+    };
+    if nodes.is_empty() {
+        say(&format!("selector {via} knows no live node to ask"));
+        return Err(1);
+    }
+    Ok(nodes)
+}
+
+/// The nodes `names` (from `--nodes`) among those a selector (`via`)
+/// listed, in the order given, each once.
+///
+/// ```
+/// use rexec::config::NodeEntry;
+/// let n = |name: &str| NodeEntry { name: name.into(), addr: "h:1".into() };
+/// let live = [n("n1"), n("n2")];
+/// let got = rexec::admin::pick(&live, &["n2".into(), "n1".into(), "n2".into()], "v1").unwrap();
+/// assert_eq!(got, [n("n2"), n("n1")]);
+/// let e = rexec::admin::pick(&live, &["n7".into()], "v1").unwrap_err();
+/// assert!(e.contains("n7") && e.contains("n1, n2"), "{e}");
+/// ```
+pub fn pick(live: &[NodeEntry], names: &[String], via: &str) -> Result<Vec<NodeEntry>, String> {
+    let mut out: Vec<NodeEntry> = Vec::with_capacity(names.len());
+    for name in names {
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(crate::plan::PlanError::EmptyNodeName.to_string());
+        }
+        let Some(node) = live.iter().find(|n| n.name == name) else {
+            let known: Vec<&str> = live.iter().map(|n| n.name.as_str()).collect();
+            return Err(format!(
+                "node {name:?} is not among the live nodes selector {via} knows: {}",
+                if known.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        };
+        if !out.contains(node) {
+            out.push(node.clone());
+        }
+    }
+    Ok(out)
 }
 
 async fn ask_all(
@@ -331,4 +453,67 @@ fn print_rebids(
         say(&format!("job {job} is not running on the nodes asked"));
     }
     if took > 0 && !failed { 0 } else { 1 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    const BASE: &str = "ca = \"c\"\ncert = \"u\"\nkey = \"k\"\n";
+
+    fn n(name: &str) -> NodeEntry {
+        NodeEntry {
+            name: name.into(),
+            addr: format!("{name}.example:7000"),
+        }
+    }
+
+    fn names(nodes: &[NodeEntry]) -> Vec<&str> {
+        nodes.iter().map(|n| n.name.as_str()).collect()
+    }
+
+    #[test]
+    fn without_nodes_every_node_of_the_file_is_asked_in_file_order() {
+        let text = format!("{BASE}[nodes]\nn3 = \"h:3\"\nn1 = \"h:1\"\nn2 = \"h:2\"\n");
+        let c = Config::parse(Path::new("/x/c.toml"), &text).unwrap();
+        assert!(!c.selects());
+        assert_eq!(
+            names(&configured_nodes(&c, None).unwrap()),
+            ["n3", "n1", "n2"]
+        );
+        let some = ["n2".to_string()];
+        assert_eq!(names(&configured_nodes(&c, Some(&some)).unwrap()), ["n2"]);
+        let e = configured_nodes(&c, Some(&["n9".to_string()])).unwrap_err();
+        assert!(matches!(e, PlanError::UnknownNode { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_file_with_no_node_source_is_refused_with_what_to_add() {
+        let c = Config::parse(Path::new("/x/c.toml"), BASE).unwrap();
+        let e = configured_nodes(&c, None).unwrap_err();
+        assert!(matches!(e, PlanError::NoNodes { .. }), "{e}");
+        let text = e.to_string();
+        for what in ["/x/c.toml", "[nodes]", "[selectors]", "[discovery]", "add "] {
+            assert!(text.contains(what), "{what} in {text}");
+        }
+    }
+
+    #[test]
+    fn nodes_named_among_the_listed_keep_the_order_given_once_each() {
+        let live = [n("n1"), n("n2"), n("n3")];
+        let want = ["n3".to_string(), " n1".to_string(), "n3".to_string()];
+        let got = pick(&live, &want, "v1").unwrap();
+        assert_eq!(names(&got), ["n3", "n1"]);
+        assert_eq!(got[0].addr, "n3.example:7000");
+        let e = pick(&live, &["n1".to_string(), "nx".to_string()], "v2").unwrap_err();
+        assert!(
+            e.contains("\"nx\" is not among the live nodes selector v2 knows: n1, n2, n3"),
+            "{e}"
+        );
+        let e = pick(&[], &["n1".to_string()], "v1").unwrap_err();
+        assert!(e.ends_with("(none)"), "{e}");
+        let e = pick(&live, &[String::new()], "v1").unwrap_err();
+        assert!(e.contains("empty entry"), "{e}");
+    }
 }

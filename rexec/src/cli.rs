@@ -49,7 +49,9 @@ Without --nodes and [nodes], a selector (vexecd) chooses N distinct nodes by --p
 --max-price): the selectors of the [selectors] table (name = \"host:port\", asked in file order),
 else those heard announcing on the group of the [discovery] table. A node that cannot be reached,
 refuses, or whose certificate names another node is replaced by the next candidate (3 times at
-most); -v says which selector answered and which nodes were chosen, and why.
+most); -v says which selector answered and which nodes were chosen, and why. jobs, kill and bid
+ask every node of [nodes] (or of --nodes); without [nodes], every live node a selector lists, by
+name (or those of them --nodes names).
 
 Configuration: --config PATH, else $REXEC_CONFIG, else $XDG_CONFIG_HOME/rexec/config.toml, else
 ~/.config/rexec/config.toml (TOML with ca, cert, key, optional crl and max_rate, and a [nodes]
@@ -131,7 +133,8 @@ pub struct AdminArgs {
     /// The admin command.
     #[command(subcommand)]
     pub command: AdminCommand,
-    /// Nodes to ask (default: every node of the configuration).
+    /// Nodes to ask (default: every node of the configuration's [nodes], or
+    /// without [nodes], every live node a selector lists).
     #[arg(long, value_name = "A,B,...", value_delimiter = ',', global = true)]
     pub nodes: Option<Vec<String>>,
     /// Client configuration file.

@@ -46,6 +46,12 @@ pub const DEFAULT_MAX_RATE: u32 = 1000;
 /// The configuration file name under `$HOME`.
 pub const HOME_CONFIG: &str = ".config/rexec/config.toml";
 
+/// What to add to a configuration that gives the client no way to find
+/// nodes; every message about such a file ends with it.
+pub const ADD_NODES: &str = "add a [nodes] table (name = \"host:port\" of each node), a \
+     [selectors] table (name = \"host:port\" of each vexecd selector) or a [discovery] table \
+     (the cluster's announcement group, to hear the selectors by multicast)";
+
 /// A node the client knows: its certificate name and where it listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeEntry {
@@ -316,6 +322,12 @@ impl Config {
         })
     }
 
+    /// Whether nodes come from selectors: no `[nodes]`, but `[selectors]`
+    /// or `[discovery]` (see the module docs for the precedence).
+    pub fn selects(&self) -> bool {
+        self.nodes.is_empty() && (!self.selectors.is_empty() || self.discovery.is_some())
+    }
+
     /// The node called `name`, if the file lists it.
     pub fn node(&self, name: &str) -> Option<&NodeEntry> {
         self.nodes.iter().find(|n| n.name == name)
@@ -491,6 +503,21 @@ mod tests {
         let e = parse(&format!("{BASE}[selectors]\n\"bad name!\" = \"h:1\"\n")).unwrap_err();
         assert!(e.to_string().contains("selectors.bad name!"), "{e}");
         assert!(e.to_string().contains("selector name"), "{e}");
+    }
+
+    #[test]
+    fn nodes_come_from_selectors_only_without_a_nodes_table() {
+        let sel = "[selectors]\nv1 = \"h:1\"\n";
+        let disc = "[discovery]\ngroup = \"239.255.77.9\"\n";
+        let nodes = "[nodes]\nn1 = \"h:2\"\n";
+        assert!(!parse(BASE).unwrap().selects());
+        assert!(parse(&format!("{BASE}{sel}")).unwrap().selects());
+        assert!(parse(&format!("{BASE}{disc}")).unwrap().selects());
+        assert!(
+            !parse(&format!("{BASE}{nodes}{sel}{disc}"))
+                .unwrap()
+                .selects()
+        );
     }
 
     #[test]

@@ -33,7 +33,9 @@ pub const GRACE: Duration = Duration::from_millis(200);
 pub enum FindError {
     /// Neither `[selectors]` nor `[discovery]` in the configuration.
     #[error(
-        "no nodes to run on: {config} has no [nodes], no [selectors] and no [discovery] table, and --nodes was not given"
+        "no selector to ask: {config} has no [selectors] and no [discovery] table; add a \
+         [selectors] table (name = \"host:port\" of each vexecd selector) or a [discovery] table \
+         (the cluster's announcement group, to hear the selectors by multicast)"
     )]
     NothingConfigured {
         /// The configuration file.

@@ -14,7 +14,8 @@
 //! - [`select`]: asking selectors, one after another until one answers.
 //! - [`choose`]: nodes chosen through a selector, each checked by opening its
 //!   session, and replaced when it fails before anything started.
-//! - [`nodes`]: `rexec nodes`, the table of nodes a selector knows.
+//! - [`nodes`]: `rexec nodes`, the table of nodes a selector knows, and the
+//!   listing the admin commands address.
 //! - [`session`]: one TLS session with a node up to `Started` or an admin answer.
 //! - [`launch`]: all ranks launched at once; all or nothing.
 //! - [`rank`]: a running rank's writer (control, stdin, heartbeats) and
@@ -25,7 +26,8 @@
 //! - [`signals`]: which signals are caught and how each is forwarded.
 //! - [`tty`]: raw mode and window size for `-t`, restored on every exit path.
 //! - [`clock`]: heartbeat interval and timeout, and excusing the client's own stops.
-//! - [`admin`]: `rexec jobs`, `rexec kill` and `rexec bid` (and the dispatch of `rexec nodes`).
+//! - [`admin`]: `rexec jobs`, `rexec kill` and `rexec bid` (and the dispatch of
+//!   `rexec nodes`), on the nodes of `[nodes]` or those a selector lists.
 //! - [`bill`]: what the job used and paid, per node (`rexec -v`), and the
 //!   credit notices shown once per job rather than once per rank.
 //! - [`sys`]: the one unsafe call (`TIOCGWINSZ`).

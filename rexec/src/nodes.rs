@@ -8,13 +8,103 @@
 //! Exit status: 0 with a table, 1 when no selector answered, 2 for a usage
 //! or configuration error.
 
-use proto::select::{NodeView, NodesQuery, SelectQuery, SelectorOp, SelectorReply};
+use proto::select::{NodeList, NodeView, NodesQuery, SelectQuery, SelectorOp, SelectorReply};
+use tokio_rustls::TlsConnector;
 
 use crate::cli::NodesArgs;
-use crate::config::{Config, config_path};
+use crate::config::{Config, NodeEntry, SelectorEntry, config_path};
+use crate::find::FindError;
 use crate::run::USAGE;
 use crate::say;
-use crate::select::{ASK_TIMEOUT, ask_any};
+use crate::select::{ASK_TIMEOUT, AskAnyError, ask_any};
+
+/// A selector's listing of the live nodes it knows.
+#[derive(Debug)]
+pub struct Listed {
+    /// The selectors found, in the order they were asked.
+    pub selectors: Vec<SelectorEntry>,
+    /// The index in `selectors` of the one that answered.
+    pub by: usize,
+    /// Its answer.
+    pub list: NodeList,
+}
+
+/// Why no listing was had.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ListError {
+    /// No selector to ask.
+    #[error(transparent)]
+    Find(#[from] FindError),
+    /// No selector answered.
+    #[error(transparent)]
+    Ask(#[from] AskAnyError),
+}
+
+/// The live nodes a selector knows: the selectors of `config` are found
+/// ([`crate::find::selectors`]) and asked in turn ([`ask_any`]) until one
+/// answers `Nodes`. `note` hears what a `-v` user should read.
+pub async fn listing(
+    config: &Config,
+    connector: &TlsConnector,
+    expected_cpu_ms: Option<u64>,
+    note: &dyn Fn(&str),
+) -> Result<Listed, ListError> {
+    let selectors = crate::find::selectors(config, connector, note).await?;
+    let op = SelectorOp::Nodes(NodesQuery { expected_cpu_ms });
+    let (by, list) = match ask_any(connector, &selectors, &op, ASK_TIMEOUT).await? {
+        (by, SelectorReply::Nodes(list)) => (by, list),
+        _ => unreachable!("ask_one checks the answer fits the question"),
+    };
+    note(&format!(
+        "selector {} at {} answered: {} live node{}",
+        selectors[by].name,
+        selectors[by].addr,
+        list.total,
+        if list.total == 1 { "" } else { "s" }
+    ));
+    Ok(Listed {
+        selectors,
+        by,
+        list,
+    })
+}
+
+/// The nodes of a listing to address, by name, each name once; a name
+/// that no node certificate could carry is left out (the second list).
+///
+/// ```
+/// use proto::announce::NodeStatus;
+/// use proto::select::NodeView;
+/// let v = |name: &str, port: u16| NodeView {
+///     name: name.into(),
+///     addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+///     status: NodeStatus { cpus: 1, price: 0, running_jobs: 0, runnable: 0,
+///                          load_milli: 0, idle_milli: 1000, free_mem_mib: 1 },
+///     idle_milli: 1000, speed_milli: None, predicted_ms: None, age_ms: 0,
+/// };
+/// let (nodes, bad) = rexec::nodes::entries(&[v("n2", 2), v("n1", 1), v("Bad Name", 3)]);
+/// let names: Vec<_> = nodes.iter().map(|n| n.name.as_str()).collect();
+/// assert_eq!(names, ["n1", "n2"]);
+/// assert_eq!(nodes[0].addr, "127.0.0.1:1");
+/// assert_eq!(bad, ["Bad Name"]);
+/// ```
+pub fn entries(views: &[NodeView]) -> (Vec<NodeEntry>, Vec<String>) {
+    let mut nodes: Vec<NodeEntry> = Vec::with_capacity(views.len());
+    let mut bad = Vec::new();
+    for v in views {
+        if certs::check_name(certs::Role::Node, &v.name).is_err() {
+            bad.push(v.name.clone());
+        } else if !nodes.iter().any(|n| n.name == v.name) {
+            nodes.push(NodeEntry {
+                name: v.name.clone(),
+                addr: v.addr.to_string(),
+            });
+        }
+    }
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    (nodes, bad)
+}
 
 /// Run `rexec nodes`; returns the exit status.
 pub async fn run(args: &NodesArgs, config: Option<&std::path::Path>) -> i32 {
@@ -54,30 +144,18 @@ pub async fn run(args: &NodesArgs, config: Option<&std::path::Path>) -> i32 {
             say(m);
         }
     };
-    let selectors = match crate::find::selectors(&config, &connector, &note).await {
-        Ok(s) => s,
-        Err(e) => {
-            say(&e.to_string());
-            return 1;
-        }
-    };
-    let op = SelectorOp::Nodes(NodesQuery { expected_cpu_ms });
-    let (by, list) = match ask_any(&connector, &selectors, &op, ASK_TIMEOUT).await {
-        Ok((by, SelectorReply::Nodes(list))) => (by, list),
-        Ok(_) => unreachable!("ask_one checks the answer fits the question"),
+    let Listed {
+        selectors,
+        by,
+        list,
+    } = match listing(&config, &connector, expected_cpu_ms, &note).await {
+        Ok(l) => l,
         Err(e) => {
             say(&e.to_string());
             return 1;
         }
     };
     let mut nodes = list.nodes;
-    note(&format!(
-        "selector {} at {} answered: {} live node{}",
-        selectors[by].name,
-        selectors[by].addr,
-        list.total,
-        if list.total == 1 { "" } else { "s" }
-    ));
     if let Some(policy) = &args.policy
         && !nodes.is_empty()
     {
@@ -211,5 +289,56 @@ pub fn show_ms(ms: u64) -> String {
         60_000..3_600_000 => format!("{}m{:02}s", s / 60, s % 60),
         3_600_000..86_400_000 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
         _ => format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::announce::NodeStatus;
+
+    fn view(name: &str, port: u16) -> NodeView {
+        NodeView {
+            name: name.into(),
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            status: NodeStatus {
+                cpus: 1,
+                price: 0,
+                running_jobs: 0,
+                runnable: 0,
+                load_milli: 0,
+                idle_milli: 1000,
+                free_mem_mib: 1,
+            },
+            idle_milli: 1000,
+            speed_milli: None,
+            predicted_ms: None,
+            age_ms: 0,
+        }
+    }
+
+    #[test]
+    fn listed_nodes_come_by_name_once_each_and_unusable_names_are_set_aside() {
+        let (nodes, bad) = entries(&[
+            view("n10", 10),
+            view("n2", 2),
+            view("n2", 22),
+            view("", 3),
+            view("n1", 1),
+        ]);
+        let got: Vec<_> = nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.addr.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("n1", "127.0.0.1:1"),
+                ("n10", "127.0.0.1:10"),
+                ("n2", "127.0.0.1:2")
+            ]
+        );
+        assert_eq!(bad, [""]);
+        assert_eq!(entries(&[]), (Vec::new(), Vec::new()));
     }
 }

@@ -35,8 +35,12 @@ pub enum PlanError {
     /// `--nodes` had an empty entry or no entry.
     #[error("--nodes has an empty entry; write it like --nodes n1,n2")]
     EmptyNodeName,
-    /// No `--nodes` and no node in the configuration.
-    #[error("no nodes to run on: {config} lists no [nodes] and --nodes was not given")]
+    /// No `--nodes` and no way to find a node in the configuration.
+    #[error(
+        "no nodes: {config} has no [nodes], no [selectors] and no [discovery] table, so rexec \
+         knows no node; {}",
+        crate::config::ADD_NODES
+    )]
     NoNodes {
         /// The configuration file.
         config: String,
@@ -246,6 +250,29 @@ mod tests {
             names(&place(&c, Some(&list[2..]), Some(2)).unwrap()),
             ["a", "a"]
         );
+    }
+
+    #[test]
+    fn a_config_without_any_node_source_says_what_to_add() {
+        let c = Config::parse(
+            Path::new("/x/c.toml"),
+            "ca = \"c\"\ncert = \"u\"\nkey = \"k\"\n",
+        )
+        .unwrap();
+        let e = place(&c, None, None).unwrap_err().to_string();
+        assert!(
+            e.contains("/x/c.toml has no [nodes], no [selectors] and no [discovery]"),
+            "{e}"
+        );
+        for add in [
+            "add a [nodes] table",
+            "[selectors] table",
+            "[discovery] table",
+        ] {
+            assert!(e.contains(add), "{add} in {e}");
+        }
+        assert!(e.contains("name = \"host:port\" of each node"), "{e}");
+        assert!(!e.contains('\n'), "one line: {e}");
     }
 
     #[test]

@@ -66,9 +66,7 @@ pub async fn run(args: RunArgs) -> i32 {
             config.path.display()
         ));
     }
-    let selecting = args.nodes.is_none()
-        && config.nodes.is_empty()
-        && (!config.selectors.is_empty() || config.discovery.is_some());
+    let selecting = args.nodes.is_none() && config.selects();
     let connector = match certs::connector(&config.tls) {
         Ok(c) => c,
         Err(e) => {

@@ -597,3 +597,95 @@ async fn no_selector_heard_is_a_clear_error_after_one_and_a_half_periods() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_commands_without_nodes_ask_every_listed_node_by_name() {
+    let pki = TestPki::new();
+    let dir = tempfile::tempdir().unwrap();
+    // n1's address holds another node's certificate; nothing listens at n2's.
+    let forged = node_impostor(&pki, "n9").await;
+    let dead = dead_addr().await;
+    let nodes = vec![view("n2", dead, 0), view("n1", forged, 0)];
+    let good = selector_peer(&pki, "v2", listing(nodes)).await;
+    let selectors = [
+        SelectorEntry {
+            name: "v1".into(),
+            addr: dead_addr().await.to_string(),
+        },
+        good.entry("v2"),
+    ];
+    let config = client_config(&pki, dir.path(), &selectors);
+
+    let out = rexec(&config, &["jobs"]).await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.starts_with("NODE "),
+        "the table is still printed: {stdout}"
+    );
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "one line per node, none about v1: {stderr}");
+    assert!(lines[0].starts_with("rexec: node n1: "), "{stderr}");
+    assert!(
+        lines[0].contains("does not name"),
+        "the certificate: {stderr}"
+    );
+    assert!(lines[1].starts_with("rexec: node n2: "), "{stderr}");
+    assert!(lines[1].contains(&dead.to_string()), "{stderr}");
+    let asked: Vec<bool> = good
+        .requests()
+        .iter()
+        .map(|r| matches!(r.op, SelectorOp::Nodes(_)))
+        .collect();
+    assert_eq!(asked, [true], "one Nodes request");
+
+    // --nodes picks among the listed nodes; a name not listed is a usage error.
+    let out = rexec(&config, &["kill", "00000000000000ff", "--nodes", "n7"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("node \"n7\" is not among the live nodes selector v2 knows: n1, n2"),
+        "{stderr}"
+    );
+    let out = rexec(&config, &["bid", "00000000000000ff", "1", "--nodes", "n2"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "only n2 is asked: {stderr}");
+    assert!(stderr.starts_with("rexec: node n2: "), "{stderr}");
+
+    // No selector answers: the selectors are named, exit status 1.
+    let config = client_config(&pki, dir.path(), &selectors[..1]);
+    let out = rexec(&config, &["jobs"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no selector could answer"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_with_no_way_to_find_nodes_says_what_to_add() {
+    let pki = TestPki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let config = client_config(&pki, dir.path(), &[]);
+    for args in [
+        &["jobs"][..],
+        &["kill", "00000000000000ff"],
+        &["bid", "00000000000000ff", "1"],
+        &["true"],
+    ] {
+        let out = rexec(&config, args).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        for what in [
+            "has no [nodes], no [selectors] and no [discovery] table",
+            "add a [nodes] table",
+            "a [selectors] table",
+            "a [discovery] table",
+        ] {
+            assert!(stderr.contains(what), "{args:?}: {what} in {stderr}");
+        }
+    }
+}

@@ -3,7 +3,8 @@
 //! `vexecd` selectors hearing them, and the real `rexec` client choosing
 //! nodes through the selectors (`[selectors]` or `[discovery]` in its
 //! configuration), failing over between selectors, and refusing a node
-//! whose announcement was forged.
+//! whose announcement was forged; and `rexec jobs`, `bid` and `kill`
+//! addressing the nodes a selector lists when the client has no `[nodes]`.
 //!
 //! Needs the `vexecd` binary (`cargo build --workspace --bins`).
 
@@ -17,20 +18,32 @@ use certs::Role;
 use certs::testing::TestPki;
 use proto::announce::{Announcement, Kind, NodeStatus};
 use rexec_tests::cluster::{Cluster, ClusterOptions, TEST_USER, bin};
+use rexec_tests::market::parse_jobs;
+use rexec_tests::wait_until;
 
 const GROUP: &str = "239.255.77.71";
 const CLUSTER: &str = "select-e2e";
 
 /// The `[discovery]` table of a test on `port` (period 500 ms).
 fn discovery_table(port: u16) -> String {
+    discovery_table_every(port, "500ms")
+}
+
+/// The `[discovery]` table of a test on `port`, announcing every `period`.
+fn discovery_table_every(port: u16, period: &str) -> String {
     format!(
         "[discovery]\ncluster = {CLUSTER:?}\ngroup = {GROUP:?}\nport = {port}\n\
-         interface = \"127.0.0.1\"\nttl = 0\nperiod = \"500ms\"\n"
+         interface = \"127.0.0.1\"\nttl = 0\nperiod = {period:?}\n"
     )
 }
 
 /// `n` announcing nodes on `port`.
 fn cluster(n: usize, port: u16) -> Cluster {
+    cluster_every(n, port, "500ms")
+}
+
+/// `n` nodes announcing on `port` every `period`.
+fn cluster_every(n: usize, port: u16, period: &str) -> Cluster {
     let options = ClusterOptions {
         nodes: n,
         ..ClusterOptions::default()
@@ -39,7 +52,7 @@ fn cluster(n: usize, port: u16) -> Cluster {
         let history = dir.join(format!("{name}.availability"));
         Some(format!(
             "{}[announce]\nhistory_file = {:?}\nfind_accountd = false\n",
-            discovery_table(port),
+            discovery_table_every(port, period),
             history.display().to_string()
         ))
     })
@@ -333,4 +346,127 @@ fn a_forged_announcement_never_receives_a_job() {
     assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) >= 1);
     drop(runtime);
     drop(v1);
+}
+
+/// Start a 3-rank job through the selectors of `config` (so on n1, n2 and
+/// n3), then show that `rexec jobs`, `rexec bid` and `rexec kill` through
+/// the same configuration (no `[nodes]`) reach every node, in name order.
+fn jobs_bid_kill_through(cluster: &Cluster, config: &Path) {
+    let client = cluster
+        .rexec()
+        .config(config)
+        .args(["-n", "3", "sleep", "1000"])
+        .spawn();
+    assert!(
+        wait_until(Duration::from_secs(15), || cluster
+            .marked(&[client.pid])
+            .len()
+            >= 3)
+        .is_some(),
+        "the job never ran on 3 nodes: {}\n{}",
+        client.stderr_now(),
+        cluster.logs()
+    );
+
+    let list = cluster.rexec().config(config).args(["jobs"]).run();
+    assert_eq!(list.code, Some(0), "{list:?}");
+    assert_eq!(list.stderr, "", "{list:?}");
+    let (rows, node_rows) = parse_jobs(&list.out());
+    let rows: Vec<_> = rows
+        .into_iter()
+        .filter(|r| r.user == TEST_USER && r.program.contains("sleep"))
+        .collect();
+    let nodes: Vec<&str> = rows.iter().map(|r| r.node.as_str()).collect();
+    assert_eq!(nodes, ["n1", "n2", "n3"], "by name: {}", list.out());
+    let job = rows[0].job.clone();
+    assert!(rows.iter().all(|r| r.job == job), "one job: {rows:?}");
+    let mut ranks: Vec<&str> = rows.iter().map(|r| r.rank.as_str()).collect();
+    ranks.sort();
+    assert_eq!(ranks, ["0/3", "1/3", "2/3"], "{rows:?}");
+    assert!(rows.iter().all(|r| r.bid == "0"), "{rows:?}");
+    let listed: Vec<&str> = node_rows.iter().map(|r| r.node.as_str()).collect();
+    assert_eq!(listed, ["n1", "n2", "n3"], "{}", list.out());
+
+    let bid = cluster
+        .rexec()
+        .config(config)
+        .args(["bid", &job, "2"])
+        .run();
+    assert_eq!(bid.code, Some(0), "{bid:?}\n{}", cluster.logs());
+    let lines: Vec<String> = bid.out().lines().map(str::to_string).collect();
+    let want: Vec<String> = ["n1", "n2", "n3"]
+        .iter()
+        .map(|n| format!("node {n}: 1 rank(s) of job {job} now bid 2 credits per minute"))
+        .collect();
+    assert_eq!(lines, want, "{bid:?}");
+    let list = cluster.rexec().config(config).args(["jobs"]).run();
+    assert_eq!(list.code, Some(0), "{list:?}");
+    let (rows, _) = parse_jobs(&list.out());
+    let bids: Vec<(&str, &str)> = rows
+        .iter()
+        .filter(|r| r.job == job)
+        .map(|r| (r.node.as_str(), r.bid.as_str()))
+        .collect();
+    assert_eq!(
+        bids,
+        [("n1", "2"), ("n2", "2"), ("n3", "2")],
+        "{}",
+        list.out()
+    );
+
+    let kill = cluster.rexec().config(config).args(["kill", &job]).run();
+    assert_eq!(kill.code, Some(0), "{kill:?}");
+    for n in ["n1", "n2", "n3"] {
+        assert!(
+            kill.out()
+                .contains(&format!("node {n}: signalled 1 rank(s) of job {job}")),
+            "{kill:?}"
+        );
+    }
+    let out = client.wait(Duration::from_secs(15));
+    assert_eq!(out.code, Some(137), "{out:?}");
+}
+
+#[test]
+fn jobs_bid_and_kill_reach_the_nodes_a_selectors_table_lists() {
+    if !rexec_tests::can_run("jobs_bid_and_kill_reach_the_nodes_a_selectors_table_lists") {
+        return;
+    }
+    // Nodes announce every 2 s, so a crashed node stays listed for a while.
+    let port = 7584;
+    let mut cluster = cluster_every(3, port, "2s");
+    let mut v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", port, None);
+    let v2 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v2", port, None);
+    let config = client_config(&cluster, "admin-sel.toml", &selectors_table(&[&v1, &v2]));
+    wait_for_nodes(&cluster, &config, 3);
+    jobs_bid_kill_through(&cluster, &config);
+
+    // With v1 dead and n2 crashed (still listed by v2): the others are
+    // listed, n2 is reported on its own line, and the status is 1.
+    v1.kill();
+    cluster.crash("n2");
+    let list = cluster.rexec().config(&config).args(["jobs"]).run();
+    assert_eq!(list.code, Some(1), "{list:?}");
+    let errors: Vec<&str> = list.stderr.lines().collect();
+    assert_eq!(errors.len(), 1, "{list:?}");
+    assert!(errors[0].starts_with("rexec: node n2: "), "{list:?}");
+    let (_, node_rows) = parse_jobs(&list.out());
+    let listed: Vec<&str> = node_rows.iter().map(|r| r.node.as_str()).collect();
+    assert_eq!(listed, ["n1", "n3"], "{}", list.out());
+    drop(v2);
+}
+
+#[test]
+fn jobs_bid_and_kill_reach_the_nodes_found_through_discovery() {
+    if !rexec_tests::can_run("jobs_bid_and_kill_reach_the_nodes_found_through_discovery") {
+        return;
+    }
+    let port = 7585;
+    let cluster = cluster(3, port);
+    let v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", port, None);
+    let v2 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v2", port, None);
+    let config = client_config(&cluster, "admin-disc.toml", &discovery_table(port));
+    wait_for_nodes(&cluster, &config, 3);
+    jobs_bid_kill_through(&cluster, &config);
+    drop((v1, v2));
 }
