@@ -7,7 +7,7 @@
 use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use certs::Role;
@@ -31,6 +31,11 @@ pub struct Channel {
     pub multicast: bool,
     /// Unicast peers (the selectors' `udp_listen`).
     pub unicast: Vec<SocketAddr>,
+    /// The interface to send and join on (a host's own address in a
+    /// [`crate::netns::Net`]).
+    pub interface: std::net::Ipv4Addr,
+    /// Multicast TTL.
+    pub ttl: u32,
 }
 
 impl Channel {
@@ -43,6 +48,18 @@ impl Channel {
             period: Duration::from_millis(500),
             multicast: true,
             unicast: Vec::new(),
+            interface: std::net::Ipv4Addr::LOCALHOST,
+            ttl: 0,
+        }
+    }
+
+    /// The same channel seen from a host with address `interface`: across
+    /// the bridge of a [`crate::netns::Net`], TTL 1.
+    pub fn on(&self, interface: std::net::Ipv4Addr) -> Channel {
+        Channel {
+            interface,
+            ttl: 1,
+            ..self.clone()
         }
     }
 
@@ -55,11 +72,13 @@ impl Channel {
             .collect();
         format!(
             "[discovery]\ncluster = {:?}\nmulticast = {}\ngroup = {:?}\nport = {}\n\
-             interface = \"127.0.0.1\"\nttl = 0\nperiod = \"{}ms\"\nunicast = [{}]\n",
+             interface = \"{}\"\nttl = {}\nperiod = \"{}ms\"\nunicast = [{}]\n",
             self.cluster,
             self.multicast,
             self.group,
             self.port,
+            self.interface,
+            self.ttl,
             self.period.as_millis(),
             unicast.join(", ")
         )
@@ -95,6 +114,7 @@ pub struct Vexecd {
     /// Its TLS address.
     pub addr: SocketAddr,
     tls: certs::TlsPaths,
+    netns: Option<String>,
     log: PathBuf,
     child: Option<Child>,
 }
@@ -109,16 +129,33 @@ impl Vexecd {
         channel: &Channel,
         udp: Option<SocketAddr>,
     ) -> Vexecd {
+        Vexecd::start_on(pki, dir, name, channel, udp, None)
+    }
+
+    /// [`Vexecd::start`] in a host's network namespace (name and address),
+    /// listening on the host's address, when given.
+    pub fn start_on(
+        pki: &TestPki,
+        dir: &Path,
+        name: &str,
+        channel: &Channel,
+        udp: Option<SocketAddr>,
+        host: Option<(String, std::net::Ipv4Addr)>,
+    ) -> Vexecd {
         let tls = pki.tls_paths(Role::Service, name);
         let config = dir.join(format!("{name}.toml"));
         fs::write(&config, channel.table()).expect("cannot write the vexecd config");
         let ready = dir.join(format!("{name}.ready"));
         let _ = fs::remove_file(&ready);
         let log = dir.join(format!("{name}.log"));
-        let mut cmd = Command::new(bin("vexecd"));
+        let listen = host
+            .as_ref()
+            .map_or("127.0.0.1:0".to_string(), |(_, a)| format!("{a}:0"));
+        let mut cmd =
+            crate::netns::command_in(host.as_ref().map(|(ns, _)| ns.as_str()), bin("vexecd"));
         cmd.arg("--config")
             .arg(&config)
-            .args(["--name", name, "--listen", "127.0.0.1:0", "--ready-file"])
+            .args(["--name", name, "--listen", &listen, "--ready-file"])
             .arg(&ready)
             .arg("--ca")
             .arg(&tls.ca)
@@ -159,6 +196,7 @@ impl Vexecd {
             name: name.into(),
             addr,
             tls: pki.tls_paths(Role::User, TEST_USER),
+            netns: host.map(|(ns, _)| ns),
             log,
             child: Some(child),
         }
@@ -177,6 +215,8 @@ impl Vexecd {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Ask over the selector protocol from this process (so only for a
+    /// selector on loopback; in a namespace, run `rexec nodes` there).
     fn ask<T>(
         &self,
         f: impl AsyncFnOnce(
@@ -187,6 +227,11 @@ impl Vexecd {
             .enable_all()
             .build()
             .expect("runtime");
+        assert!(
+            self.netns.is_none(),
+            "vexecd {} runs in a network namespace this process cannot reach",
+            self.name
+        );
         rt.block_on(async {
             let connector = certs::connector(&self.tls).expect("connector");
             let mut c = vexecd::client::SelectorClient::connect(

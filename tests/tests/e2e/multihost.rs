@@ -1,6 +1,8 @@
 //! Across real network boundaries: hosts in network namespaces on a bridge
-//! (see `rexec_tests::netns`), a rexecd on each of three hosts, and accountd
-//! and the client on a fourth. A parallel job runs on all three hosts;
+//! (see `rexec_tests::netns`), a rexecd on each of three hosts, and accountd,
+//! a selector and the client on a fourth. The selector hears the nodes'
+//! multicast announcements across the bridge and a parallel job runs on the
+//! three hosts it chose; a parallel job runs on all three hosts;
 //! cutting one host's link mid-run aborts the job everywhere within the
 //! heartbeat timeout, the cut host kills its part on its own, nothing is
 //! left after the link returns, and the charges up to the cut reach the
@@ -11,9 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ledger_client::journal::Journal;
-use rexec_tests::cluster::ClusterOptions;
+use rexec_tests::cluster::{Cluster, ClusterOptions};
 use rexec_tests::market::{Entry, MarketCluster, MarketOptions};
 use rexec_tests::netns::Net;
+use rexec_tests::selectors::{Channel, Vexecd, client_config, history, selectors_table};
 use rexec_tests::wait_until;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -165,4 +168,79 @@ fn a_cut_link_aborts_everywhere_and_charges_land_once() {
     }
     let audit = m.accountd.admin(&["audit"]);
     assert!(audit.ok().starts_with("audit passed"), "{audit:?}");
+}
+
+#[test]
+fn nodes_on_three_hosts_are_discovered_and_selected_across_the_bridge() {
+    if !rexec_tests::can_run("nodes_on_three_hosts_are_discovered_and_selected_across_the_bridge") {
+        return;
+    }
+    let net = Arc::new(Net::create(4));
+    let channel = Channel::loopback(7621);
+    let hosts = net.clone();
+    let cluster = Cluster::start_with_node_config(
+        ClusterOptions {
+            nodes: 3,
+            net: Some(net.clone()),
+            ..ClusterOptions::default()
+        },
+        |_, dir, name| {
+            // Node n<i> is on host i - 1 and announces from its own address.
+            let i: usize = name[1..].parse().expect("node names are n1, n2, ...");
+            Some(format!(
+                "{}[announce]\nhistory_file = {:?}\nfind_accountd = false\n",
+                channel.on(hosts.host(i - 1).addr).table(),
+                history(dir, name).display().to_string()
+            ))
+        },
+    );
+    let services = cluster.options.services_host().expect("a services host");
+    let v1 = Vexecd::start_on(
+        &cluster.pki,
+        cluster.dir.path(),
+        "v1",
+        &channel.on(services.1),
+        None,
+        Some(services.clone()),
+    );
+    let by_selector = client_config(&cluster, "sel.toml", &selectors_table(&[&v1]));
+    let by_group = client_config(&cluster, "group.toml", &channel.on(services.1).table());
+
+    // The selector on host 4 hears the three nodes over the bridge.
+    let mut listing = String::new();
+    let heard = wait_until(Duration::from_secs(15), || {
+        let out = cluster.rexec().config(&by_selector).args(["nodes"]).run();
+        listing = out.out();
+        (1..=3).all(|i| listing.contains(&format!("10.213.0.{i}:")))
+    });
+    assert!(
+        heard.is_some(),
+        "{listing}\n{}\n{}",
+        v1.log(),
+        cluster.logs()
+    );
+
+    // A parallel job on the three hosts, chosen by the selector, with a
+    // client that names it and with one that only knows the group.
+    for config in [&by_selector, &by_group] {
+        let out = cluster
+            .rexec()
+            .config(config)
+            .args([
+                "-n",
+                "3",
+                "sh",
+                "-c",
+                "echo rank $REXEC_RANK on $(ip -4 -o addr show dev eth0 | awk '{print $4}')",
+            ])
+            .run();
+        assert_eq!(out.code, Some(0), "{out:?}\n{}", cluster.logs());
+        let hosts: BTreeSet<String> = out
+            .out()
+            .lines()
+            .filter_map(|l| l.split(" on ").nth(1).map(str::to_string))
+            .collect();
+        let want: BTreeSet<String> = (1..=3).map(|i| format!("10.213.0.{i}/24")).collect();
+        assert_eq!(hosts, want, "{out:?}");
+    }
 }

@@ -8,151 +8,44 @@
 //!
 //! Needs the `vexecd` binary (`cargo build --workspace --bins`).
 
-use std::fs;
-use std::net::{SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::net::UdpSocket;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use certs::Role;
-use certs::testing::TestPki;
 use proto::announce::{Announcement, Kind, NodeStatus};
-use rexec_tests::cluster::{Cluster, ClusterOptions, TEST_USER, bin};
+use rexec_tests::cluster::{Cluster, TEST_USER};
 use rexec_tests::market::parse_jobs;
+use rexec_tests::selectors::{Channel, Vexecd, announcing_cluster, client_config, selectors_table};
 use rexec_tests::wait_until;
 
-const GROUP: &str = "239.255.77.71";
-const CLUSTER: &str = "select-e2e";
+const CLUSTER: &str = "e2e";
 
-/// The `[discovery]` table of a test on `port` (period 500 ms).
-fn discovery_table(port: u16) -> String {
-    discovery_table_every(port, "500ms")
-}
-
-/// The `[discovery]` table of a test on `port`, announcing every `period`.
-fn discovery_table_every(port: u16, period: &str) -> String {
-    format!(
-        "[discovery]\ncluster = {CLUSTER:?}\ngroup = {GROUP:?}\nport = {port}\n\
-         interface = \"127.0.0.1\"\nttl = 0\nperiod = {period:?}\n"
-    )
+/// The channel of a test on `port` (loopback multicast, every 500 ms).
+fn channel(port: u16) -> Channel {
+    Channel::loopback(port)
 }
 
 /// `n` announcing nodes on `port`.
 fn cluster(n: usize, port: u16) -> Cluster {
-    cluster_every(n, port, "500ms")
+    announcing_cluster(n, &channel(port))
 }
 
 /// `n` nodes announcing on `port` every `period`.
-fn cluster_every(n: usize, port: u16, period: &str) -> Cluster {
-    let options = ClusterOptions {
-        nodes: n,
-        ..ClusterOptions::default()
-    };
-    Cluster::start_with_node_config(options, |_, dir, name| {
-        let history = dir.join(format!("{name}.availability"));
-        Some(format!(
-            "{}[announce]\nhistory_file = {:?}\nfind_accountd = false\n",
-            discovery_table_every(port, period),
-            history.display().to_string()
-        ))
-    })
+fn cluster_every(n: usize, port: u16, period: Duration) -> Cluster {
+    announcing_cluster(
+        n,
+        &Channel {
+            period,
+            ..channel(port)
+        },
+    )
 }
 
-/// One real vexecd.
-struct Vexecd {
-    name: String,
-    addr: SocketAddr,
-    child: Option<Child>,
-}
-
-impl Vexecd {
-    /// Start selector `name` hearing the group on `port` and, by unicast,
-    /// `udp` (when given); wait until it listens.
-    fn start(pki: &TestPki, dir: &Path, name: &str, port: u16, udp: Option<u16>) -> Vexecd {
-        let tls = pki.tls_paths(Role::Service, name);
-        let config = dir.join(format!("{name}.toml"));
-        fs::write(&config, discovery_table(port)).unwrap();
-        let ready = dir.join(format!("{name}.ready"));
-        let log = dir.join(format!("{name}.log"));
-        let mut cmd = Command::new(bin("vexecd"));
-        cmd.args(["--config", &config.display().to_string()])
-            .args(["--name", name, "--listen", "127.0.0.1:0"])
-            .args(["--ready-file", &ready.display().to_string()])
-            .args(["--ca", &tls.ca.display().to_string()])
-            .args(["--cert", &tls.cert.display().to_string()])
-            .args(["--key", &tls.key.display().to_string()]);
-        if let Some(crl) = &tls.crl {
-            cmd.args(["--crl", &crl.display().to_string()]);
-        }
-        if let Some(p) = udp {
-            cmd.args(["--udp-listen", &format!("127.0.0.1:{p}")]);
-        }
-        let mut child = cmd
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("cannot start vexecd");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let addr = loop {
-            if let Ok(text) = fs::read_to_string(&ready)
-                && let Ok(addr) = text.trim().parse::<SocketAddr>()
-            {
-                break addr;
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!(
-                    "vexecd {name} exited with {status}:\n{}",
-                    fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-            assert!(Instant::now() < deadline, "vexecd {name} did not get ready");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Vexecd {
-            name: name.into(),
-            addr,
-            child: Some(child),
-        }
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Vexecd {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A client configuration for the test user: `extra` instead of `[nodes]`.
-fn client_config(cluster: &Cluster, file: &str, extra: &str) -> PathBuf {
-    let tls = cluster.pki.tls_paths(Role::User, TEST_USER);
-    let mut text = format!(
-        "ca = {:?}\ncert = {:?}\nkey = {:?}\nmax_rate = \"100\"\n",
-        tls.ca, tls.cert, tls.key
-    );
-    if let Some(crl) = &tls.crl {
-        text.push_str(&format!("crl = {crl:?}\n"));
-    }
-    text.push_str(extra);
-    let path = cluster.dir.path().join(file);
-    fs::write(&path, text).unwrap();
-    path
-}
-
-fn selectors_table(selectors: &[&Vexecd]) -> String {
-    let mut t = "[selectors]\n".to_string();
-    for v in selectors {
-        t.push_str(&format!("{} = \"{}\"\n", v.name, v.addr));
-    }
-    t
+/// Selector `name` hearing `port` and, by unicast, `udp`.
+fn vexecd(cluster: &Cluster, name: &str, port: u16, udp: Option<u16>) -> Vexecd {
+    let udp = udp.map(|p| std::net::SocketAddr::from(([127, 0, 0, 1], p)));
+    Vexecd::start(&cluster.pki, cluster.dir.path(), name, &channel(port), udp)
 }
 
 /// Wait until `rexec nodes` through `config` lists `want` nodes.
@@ -192,8 +85,8 @@ fn jobs_go_to_selected_nodes_and_survive_a_dead_selector_silently() {
     }
     let port = 7581;
     let cluster = cluster(3, port);
-    let mut v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", port, None);
-    let v2 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v2", port, None);
+    let mut v1 = vexecd(&cluster, "v1", port, None);
+    let v2 = vexecd(&cluster, "v2", port, None);
     let config = client_config(&cluster, "sel.toml", &selectors_table(&[&v1, &v2]));
     let table = wait_for_nodes(&cluster, &config, 3);
     for n in ["n1", "n2", "n3"] {
@@ -242,8 +135,8 @@ fn a_client_with_a_discovery_table_finds_the_selectors_itself() {
     }
     let port = 7582;
     let cluster = cluster(2, port);
-    let v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", port, None);
-    let config = client_config(&cluster, "disc.toml", &discovery_table(port));
+    let v1 = vexecd(&cluster, "v1", port, None);
+    let config = client_config(&cluster, "disc.toml", &channel(port).table());
     wait_for_nodes(&cluster, &config, 2);
     let out = cluster
         .rexec()
@@ -266,7 +159,7 @@ fn a_forged_announcement_never_receives_a_job() {
     }
     let (port, udp) = (7583, 7593);
     let cluster = cluster(2, port);
-    let v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", port, Some(udp));
+    let v1 = vexecd(&cluster, "v1", port, Some(udp));
     let config = client_config(&cluster, "forged.toml", &selectors_table(&[&v1]));
     wait_for_nodes(&cluster, &config, 2);
 
@@ -434,9 +327,9 @@ fn jobs_bid_and_kill_reach_the_nodes_a_selectors_table_lists() {
     }
     // Nodes announce every 2 s, so a crashed node stays listed for a while.
     let port = 7584;
-    let mut cluster = cluster_every(3, port, "2s");
-    let mut v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", port, None);
-    let v2 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v2", port, None);
+    let mut cluster = cluster_every(3, port, Duration::from_secs(2));
+    let mut v1 = vexecd(&cluster, "v1", port, None);
+    let v2 = vexecd(&cluster, "v2", port, None);
     let config = client_config(&cluster, "admin-sel.toml", &selectors_table(&[&v1, &v2]));
     wait_for_nodes(&cluster, &config, 3);
     jobs_bid_kill_through(&cluster, &config);
@@ -463,9 +356,9 @@ fn jobs_bid_and_kill_reach_the_nodes_found_through_discovery() {
     }
     let port = 7585;
     let cluster = cluster(3, port);
-    let v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", port, None);
-    let v2 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v2", port, None);
-    let config = client_config(&cluster, "admin-disc.toml", &discovery_table(port));
+    let v1 = vexecd(&cluster, "v1", port, None);
+    let v2 = vexecd(&cluster, "v2", port, None);
+    let config = client_config(&cluster, "admin-disc.toml", &channel(port).table());
     wait_for_nodes(&cluster, &config, 3);
     jobs_bid_kill_through(&cluster, &config);
     drop((v1, v2));
