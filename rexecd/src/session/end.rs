@@ -31,6 +31,12 @@ use crate::pump::Out;
 /// How long a last `Error` may take to reach a client that broke the protocol.
 const CLOSE_LIMIT: Duration = Duration::from_secs(5);
 
+/// How long, after its last frame, a session keeps reading (and dropping) what the
+/// client still sends, waiting for it to close first. A socket closed with unread
+/// input is reset, and a reset throws away whatever of the last frames the kernel
+/// had not yet sent: a client streaming stdin would lose its `Exit`.
+const LINGER: Duration = Duration::from_secs(2);
+
 /// Why the loop stopped.
 pub(super) enum End {
     /// The first process exited.
@@ -176,9 +182,18 @@ impl Running<'_> {
                 }
             }
         };
-        if let Some(why) = gone {
-            output.abort();
-            tracing::debug!(%job, rank, why, "last frames not delivered");
+        match gone {
+            Some(why) => {
+                output.abort();
+                tracing::debug!(%job, rank, why, "last frames not delivered");
+            }
+            None if client_ok => {
+                let _ = tokio::time::timeout(LINGER, async {
+                    while let Ok(Some(_)) = reader.recv::<ToNode>().await {}
+                })
+                .await;
+            }
+            None => {}
         }
     }
 }
