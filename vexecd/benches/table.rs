@@ -23,7 +23,7 @@ use proto::announce::{Announcement, Kind, NodeStatus};
 use vexecd::clock::Now;
 use vexecd::policy::PolicyName;
 use vexecd::profile::SLOTS;
-use vexecd::profile::summary::Summary;
+use vexecd::profile::summary::{Job, Summary};
 use vexecd::rng::{RandomSource, SplitMix64};
 use vexecd::select::SelectRequest;
 use vexecd::table::{NodeTable, TableConfig};
@@ -100,8 +100,7 @@ fn sender(target: SocketAddr) {
             if stop.load(Ordering::Relaxed) {
                 break 'periods;
             }
-            for i in b * BURST..((b + 1) * BURST).min(NODES) {
-                let n = &mut nodes[i];
+            for (i, n) in nodes.iter_mut().enumerate().skip(b * BURST).take(BURST) {
                 if (i as u64 + seq).is_multiple_of(SUMMARY_CHANGE_PERIODS) && seq > 0 {
                     // The node's profile moved: one slot's level changes.
                     let byte = 3 + rng.below(SLOTS / 2);
@@ -206,6 +205,22 @@ fn receive(socket: UdpSocket, feed: Feed) {
         feed.cpu_nanos
             .store(thread_cpu().as_nanos() as u64, Ordering::Relaxed);
     }
+}
+
+/// The reference for `history`: predict every node, keep the `count`
+/// earliest (positions in the table).
+fn predict_every_node(table: &NodeTable, req: &SelectRequest, now: Now) -> Vec<usize> {
+    let cpu = req.expected_cpu.unwrap_or_default().as_secs_f64();
+    let job = Job::new(now.week_secs() as f64, cpu);
+    let mut all: Vec<(u64, usize)> = table
+        .hot(now.instant)
+        .filter_map(|(p, h)| Some((h.summary.as_ref()?.predict_of(&job)?.to_bits(), p)))
+        .collect();
+    let count = req.count.min(all.len());
+    all.select_nth_unstable(count - 1);
+    all.truncate(count);
+    all.sort_unstable();
+    black_box(all.into_iter().map(|(_, p)| p).collect())
 }
 
 fn main() {
@@ -316,6 +331,17 @@ fn main() {
     let mut capped = SelectRequest::new(4, PolicyName::LowestPrice);
     capped.max_price = Some(1_000_000);
     cases.push(("lowest-price n=4 max-price=1.0".into(), capped));
+    // References, not policies: `history`'s ranking with every node
+    // predicted (no bounds), over the same table at the same moments.
+    let references = cases.len();
+    for length in [3600u64, 24 * 3600] {
+        let mut r = SelectRequest::new(4, PolicyName::History);
+        r.expected_cpu = Some(Duration::from_secs(length));
+        cases.push((
+            format!("(every node predicted) n=4 length={}h", length / 3600),
+            r,
+        ));
+    }
 
     let mut wall_of = vec![Vec::with_capacity(ROUNDS); cases.len()];
     let mut cpu_of = vec![Vec::with_capacity(ROUNDS); cases.len()];
@@ -337,12 +363,15 @@ fn main() {
                 instant: Instant::now(),
                 unix_secs,
             };
-            let picked = table.select(req, now, &mut pick_rng).unwrap();
+            let picked = if c < references {
+                table.select(req, now, &mut pick_rng).unwrap().len()
+            } else {
+                predict_every_node(&table, req, now).len()
+            };
             drop(table);
             wall_of[c].push(start.elapsed());
             cpu_of[c].push(thread_cpu() - cpu);
-            assert_eq!(picked.len(), req.count);
-            black_box(picked);
+            assert_eq!(picked, req.count);
         }
     }
     let wall = wall1.elapsed();

@@ -3,21 +3,35 @@
 //! starting now. Nodes without a summary (or never idle) come after every
 //! node with a prediction, in least-loaded order.
 //!
-//! A node can finish no sooner than its speed allows on a fully idle week
-//! (CPU length over speed), so once `count` predictions are in hand, a node
-//! whose bound is already worse than the `count`-th best is not predicted
-//! at all: with thousands of nodes most are passed over after reading only
-//! their speed.
+//! Predicting all of 10,000 nodes would take most of a millisecond, so
+//! nodes are passed over by two lower bounds once `count` predictions are
+//! in hand and a node's bound is already worse than the `count`-th best:
+//! first CPU length over speed (the node fully idle: from the packed
+//! record, no summary read), then [`Summary::finish_bound`] (each slot at
+//! its two-hour block's highest level: one cache line of the summary).
+//! The fastest nodes are predicted first, so the `count`-th best is tight
+//! from the start. Only nodes that pass both bounds are predicted, and the
+//! picks are the same as ranking every node by its prediction.
+//!
+//! [`Summary::finish_bound`]: crate::profile::summary::Summary::finish_bound
 
 use std::collections::BinaryHeap;
 
 use super::{Candidate, Context, Policy, top_by_key};
+use crate::profile::summary::Job;
 
 /// See the module documentation.
 pub struct History;
 
-/// Key of candidates passed over by the bound (never among the picks).
-const PRUNED: u64 = u64::MAX - 1;
+/// Key of candidates passed over by a bound (never among the picks).
+const PRUNED: [u64; 2] = [u64::MAX - 1, 0];
+
+/// Slack on a bound, so that rounding cannot pass over a node whose
+/// prediction ties the `count`-th best.
+const SLACK: f64 = 1.0 + 1e-9;
+
+/// Candidates whose summaries are read ahead together.
+const CHUNK: usize = 32;
 
 impl Policy for History {
     fn needs_length(&self) -> bool {
@@ -26,15 +40,12 @@ impl Policy for History {
 
     fn rank(&self, c: &mut [Candidate<'_>], count: usize, ctx: &mut Context<'_>) {
         let cpu = ctx.expected_cpu_secs.unwrap_or(0.0);
-        // First the bounds (from the hot record alone), and the nodes with
-        // the best bounds moved to the front, so the threshold below is
-        // tight from the start.
+        let job = Job::new(ctx.week_secs, cpu);
+        // Fastest first: the key is the speed bound's order, and nodes
+        // without a summary come last.
         for cand in c.iter_mut() {
             cand.key = match cand.hot.summary {
-                Some(_) => [
-                    (cpu / (cand.hot.speed_milli.max(1) as f64 / 1000.0)).to_bits(),
-                    0,
-                ],
+                Some(_) => [u32::MAX as u64 - cand.hot.speed_milli as u64, 0],
                 None => [u64::MAX, cand.load_key()],
             };
         }
@@ -43,22 +54,40 @@ impl Policy for History {
             c.select_nth_unstable_by_key(front - 1, |cand| cand.key);
         }
         // The `count` best predictions so far (as f64 bits: non-negative
-        // floats order like their bits), largest on top.
+        // floats order like their bits), largest on top, and the slowest
+        // speed (in thousandths) that can still beat the largest.
         let mut best: BinaryHeap<u64> = BinaryHeap::with_capacity(count + 1);
-        for cand in c.iter_mut() {
-            if cand.key[0] == u64::MAX {
-                continue;
+        let mut min_speed = 0.0f64;
+        // Predicted candidates are gathered at the front.
+        let mut predicted = 0;
+        let mut touched = 0.0;
+        for i in 0..c.len() {
+            if i % CHUNK == 0 {
+                // Read the summaries the speed bound lets through in the
+                // next chunk before working on any: their cache misses
+                // then overlap instead of coming one after another.
+                for cand in &c[i..(i + CHUNK).min(c.len())] {
+                    if let Some(s) = cand.hot.summary.as_deref()
+                        && cand.hot.speed_milli as f64 >= min_speed
+                    {
+                        touched += s.speed();
+                    }
+                }
             }
-            let bound = f64::from_bits(cand.key[0]);
-            if best.len() == count
-                && best
-                    .peek()
-                    .is_some_and(|&kth| bound > f64::from_bits(kth) * (1.0 + 1e-9))
-            {
-                cand.key = [PRUNED, 0];
+            let cand = &mut c[i];
+            let Some(summary) = cand.hot.summary.as_deref() else {
                 continue;
+            };
+            if best.len() == count {
+                let kth = f64::from_bits(*best.peek().unwrap_or(&0));
+                if (cand.hot.speed_milli as f64) < min_speed
+                    || summary.finish_bound_of(&job) > kth * SLACK
+                {
+                    cand.key = PRUNED;
+                    continue;
+                }
             }
-            cand.predicted = cand.predict(ctx.week_secs, cpu);
+            cand.predicted = summary.predict_of(&job);
             match cand.predicted {
                 Some(t) => {
                     let bits = t.max(0.0).to_bits();
@@ -67,10 +96,136 @@ impl Policy for History {
                     if best.len() > count {
                         best.pop();
                     }
+                    if best.len() == count {
+                        // speed_milli < cpu * 1000 / (kth * SLACK) means
+                        // the speed bound is over kth * SLACK.
+                        let kth = f64::from_bits(*best.peek().unwrap_or(&0));
+                        min_speed = if kth > 0.0 {
+                            cpu * 1000.0 / (kth * SLACK) * (1.0 - 1e-12)
+                        } else {
+                            0.0 // a zero-length job: every node ties
+                        };
+                    }
+                    c.swap(predicted, i);
+                    predicted += 1;
                 }
                 None => cand.key = [u64::MAX, cand.load_key()],
             }
         }
-        top_by_key(c, count);
+        std::hint::black_box(touched);
+        if predicted >= count {
+            // Every node passed over has a bound, so a prediction, worse
+            // than the `count` best predicted.
+            top_by_key(&mut c[..predicted], count);
+        } else {
+            // Nothing was passed over: rank all, unpredictable ones last.
+            top_by_key(c, count);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::profile::SLOTS;
+    use crate::profile::summary::Summary;
+    use crate::rng::{RandomSource, SplitMix64};
+    use crate::table::Hot;
+
+    fn hot(i: usize, summary: Option<Summary>, rng: &mut SplitMix64) -> Hot {
+        let cpus = 1 + rng.below(8) as u32;
+        let load_milli = rng.below(cpus as usize * 1500) as u32;
+        Hot {
+            deadline: Instant::now(),
+            price: 0,
+            cpus,
+            load_milli,
+            idle_milli: (cpus * 1000).saturating_sub(load_milli),
+            speed_milli: summary
+                .as_ref()
+                .map_or(1000, |s| (s.speed() * 1000.0).round() as u32),
+            name_hash: (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            summary: summary.map(Arc::new),
+        }
+    }
+
+    /// Ranking every node by its full key (prediction, then idle CPUs and
+    /// name; unpredictable nodes by load), with no bound.
+    fn brute_force(hots: &[Hot], count: usize, week_secs: f64, cpu: f64) -> Vec<usize> {
+        let mut keyed: Vec<([u64; 2], usize)> = hots
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let c = Candidate {
+                    position: i,
+                    hot: h,
+                    key: [0; 2],
+                    predicted: None,
+                };
+                let key = match c.predict(week_secs, cpu) {
+                    Some(t) => [t.max(0.0).to_bits(), c.idle_then_name()],
+                    None => [u64::MAX, c.load_key()],
+                };
+                (key, i)
+            })
+            .collect();
+        keyed.sort();
+        keyed.into_iter().take(count).map(|(_, i)| i).collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        /// The bounds only skip work: the picks, in order, are those of
+        /// ranking every node, on tables with desktop-like profiles, flat
+        /// ones, identical ones (ties), never-idle ones and none at all.
+        #[test]
+        fn picks_the_same_nodes_as_ranking_every_node(
+            seed in any::<u64>(),
+            nodes in 1usize..400,
+            count in 1usize..40,
+            start in 0.0..(crate::clock::WEEK_SECS as f64),
+            cpu in prop_oneof![1.0..7200.0f64, 1.0..(2.0 * crate::clock::WEEK_SECS as f64)],
+        ) {
+            let mut rng = SplitMix64::new(seed);
+            let shared = Summary::from_busy(&[0.3; SLOTS], 1.0);
+            let hots: Vec<Hot> = (0..nodes)
+                .map(|i| {
+                    let summary = match rng.below(10) {
+                        0 => None,
+                        1 => Some(Summary::from_busy(&[1.0; SLOTS], 1.0)),
+                        2 | 3 => Some(shared.clone()),
+                        4 => Some(Summary::from_busy(&[rng.unit(); SLOTS], 0.5 + rng.unit())),
+                        _ => {
+                            let base = rng.unit() * 0.7;
+                            let busy: Vec<f64> = (0..SLOTS)
+                                .map(|s| {
+                                    let work = s / 144 < 5 && (48..108).contains(&(s % 144));
+                                    if work { (base + 0.4 * rng.unit()).min(1.0) } else { 0.1 * rng.unit() }
+                                })
+                                .collect();
+                            Some(Summary::from_busy(&busy, 0.5 + rng.below(3) as f64 * 0.25))
+                        }
+                    };
+                    hot(i, summary, &mut rng)
+                })
+                .collect();
+            let count = count.min(nodes);
+            let mut cands: Vec<Candidate<'_>> = hots
+                .iter()
+                .enumerate()
+                .map(|(i, h)| Candidate { position: i, hot: h, key: [0; 2], predicted: None })
+                .collect();
+            let mut pick_rng = SplitMix64::new(1);
+            let mut ctx = Context { week_secs: start, expected_cpu_secs: Some(cpu), rng: &mut pick_rng };
+            History.rank(&mut cands, count, &mut ctx);
+            let got: Vec<usize> = cands[..count].iter().map(|c| c.position).collect();
+            prop_assert_eq!(got, brute_force(&hots, count, start, cpu));
+        }
     }
 }
