@@ -15,6 +15,7 @@
 //!
 //! [`Summary::finish_bound`]: crate::profile::summary::Summary::finish_bound
 
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::{Candidate, Context, Policy, top_by_key};
@@ -41,18 +42,10 @@ impl Policy for History {
     fn rank(&self, c: &mut [Candidate<'_>], count: usize, ctx: &mut Context<'_>) {
         let cpu = ctx.expected_cpu_secs.unwrap_or(0.0);
         let job = Job::new(ctx.week_secs, cpu);
-        // Fastest first: the key is the speed bound's order, and nodes
-        // without a summary come last.
-        for cand in c.iter_mut() {
-            cand.key = match cand.hot.summary {
-                Some(_) => [u32::MAX as u64 - cand.hot.speed_milli as u64, 0],
-                None => [u64::MAX, cand.load_key()],
-            };
-        }
+        // The fastest nodes with a summary first, so the `count`-th best
+        // is tight early.
         let front = (2 * count + 16).min(c.len());
-        if front < c.len() {
-            c.select_nth_unstable_by_key(front - 1, |cand| cand.key);
-        }
+        move_fastest_first(c, front);
         // The `count` best predictions so far (as f64 bits: non-negative
         // floats order like their bits), largest on top, and the slowest
         // speed (in thousandths) that can still beat the largest.
@@ -62,7 +55,7 @@ impl Policy for History {
         let mut predicted = 0;
         let mut touched = 0.0;
         for i in 0..c.len() {
-            if i % CHUNK == 0 {
+            if i.is_multiple_of(CHUNK) {
                 // Read the summaries the speed bound lets through in the
                 // next chunk before working on any: their cache misses
                 // then overlap instead of coming one after another.
@@ -109,7 +102,7 @@ impl Policy for History {
                     c.swap(predicted, i);
                     predicted += 1;
                 }
-                None => cand.key = [u64::MAX, cand.load_key()],
+                None => {} // never idle: ranked with the nodes without a summary
             }
         }
         std::hint::black_box(touched);
@@ -119,8 +112,36 @@ impl Policy for History {
             top_by_key(&mut c[..predicted], count);
         } else {
             // Nothing was passed over: rank all, unpredictable ones last.
+            for cand in &mut c[predicted..] {
+                cand.key = [u64::MAX, cand.load_key()];
+            }
             top_by_key(c, count);
         }
+    }
+}
+
+/// Move the `front` fastest candidates with a summary to the front, found
+/// with a small heap in one pass that moves nothing and computes no key.
+fn move_fastest_first(c: &mut [Candidate<'_>], front: usize) {
+    let mut fastest: BinaryHeap<Reverse<(u32, usize)>> = BinaryHeap::with_capacity(front + 1);
+    for (i, cand) in c.iter().enumerate() {
+        if cand.hot.summary.is_none() {
+            continue;
+        }
+        let speed = cand.hot.speed_milli;
+        if fastest.len() < front {
+            fastest.push(Reverse((speed, i)));
+        } else if fastest.peek().is_some_and(|Reverse((s, _))| speed > *s) {
+            fastest.pop();
+            fastest.push(Reverse((speed, i)));
+        }
+    }
+    let mut at: Vec<usize> = fastest.into_iter().map(|Reverse((_, i))| i).collect();
+    at.sort_unstable();
+    // In ascending order each position is at least its destination, so no
+    // swap moves one already placed.
+    for (to, &from) in at.iter().enumerate() {
+        c.swap(to, from);
     }
 }
 
