@@ -81,28 +81,27 @@ impl Policy for History {
                 }
             }
             cand.predicted = summary.predict_of(&job);
-            match cand.predicted {
-                Some(t) => {
-                    let bits = t.max(0.0).to_bits();
-                    cand.key = [bits, cand.idle_then_name()];
-                    best.push(bits);
-                    if best.len() > count {
-                        best.pop();
-                    }
-                    if best.len() == count {
-                        // speed_milli < cpu * 1000 / (kth * SLACK) means
-                        // the speed bound is over kth * SLACK.
-                        let kth = f64::from_bits(*best.peek().unwrap_or(&0));
-                        min_speed = if kth > 0.0 {
-                            cpu * 1000.0 / (kth * SLACK) * (1.0 - 1e-12)
-                        } else {
-                            0.0 // a zero-length job: every node ties
-                        };
-                    }
-                    c.swap(predicted, i);
-                    predicted += 1;
+            // Never idle (no prediction): ranked with the nodes without a
+            // summary.
+            if let Some(t) = cand.predicted {
+                let bits = t.max(0.0).to_bits();
+                cand.key = [bits, cand.idle_then_name()];
+                best.push(bits);
+                if best.len() > count {
+                    best.pop();
                 }
-                None => {} // never idle: ranked with the nodes without a summary
+                if best.len() == count {
+                    // speed_milli < cpu * 1000 / (kth * SLACK) means the
+                    // speed bound is over kth * SLACK.
+                    let kth = f64::from_bits(*best.peek().unwrap_or(&0));
+                    min_speed = if kth > 0.0 {
+                        cpu * 1000.0 / (kth * SLACK) * (1.0 - 1e-12)
+                    } else {
+                        0.0 // a zero-length job: every node ties
+                    };
+                }
+                c.swap(predicted, i);
+                predicted += 1;
             }
         }
         std::hint::black_box(touched);
