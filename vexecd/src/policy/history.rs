@@ -3,15 +3,17 @@
 //! starting now. Nodes without a summary (or never idle) come after every
 //! node with a prediction, in least-loaded order.
 //!
-//! Predicting all of 10,000 nodes would take most of a millisecond, so
-//! nodes are passed over by two lower bounds once `count` predictions are
-//! in hand and a node's bound is already worse than the `count`-th best:
-//! first CPU length over speed (the node fully idle: from the packed
-//! record, no summary read), then [`Summary::finish_bound`] (each slot at
-//! its two-hour block's highest level: one cache line of the summary).
-//! The fastest nodes are predicted first, so the `count`-th best is tight
-//! from the start. Only nodes that pass both bounds are predicted, and the
-//! picks are the same as ranking every node by its prediction.
+//! Predicting all of 10,000 nodes takes about a millisecond (two for day-long
+//! jobs), so once `count` predictions are in hand a node is passed over
+//! when a lower bound on its completion is already worse than the
+//! `count`-th best: first CPU length over speed (the node fully idle: read
+//! from the packed record, no summary), then [`Summary::finish_bound`]
+//! (each slot at the highest level of its two-hour block, eight-hour spans
+//! further out: one cache line of the summary, read ahead a chunk of
+//! candidates at a time so the cache misses overlap). The fastest nodes
+//! are predicted first, so the `count`-th best tightens early. Only nodes
+//! that pass both bounds are predicted, and the picks are the same as
+//! ranking every node by its prediction (a property test checks this).
 //!
 //! [`Summary::finish_bound`]: crate::profile::summary::Summary::finish_bound
 
