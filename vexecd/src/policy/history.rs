@@ -88,11 +88,18 @@ impl Policy for History {
             if let Some(t) = cand.predicted {
                 let bits = t.max(0.0).to_bits();
                 cand.key = [bits, cand.idle_then_name()];
-                best.push(bits);
-                if best.len() > count {
-                    best.pop();
-                }
-                if best.len() == count {
+                // Most predictions lose to the `count`-th best: the heap
+                // changes only for the others.
+                let changed = if best.len() < count {
+                    best.push(bits);
+                    true
+                } else if let Some(mut kth) = best.peek_mut().filter(|kth| bits < **kth) {
+                    *kth = bits;
+                    true
+                } else {
+                    false
+                };
+                if changed && best.len() == count {
                     // speed_milli < cpu * 1000 / (kth * SLACK) means the
                     // speed bound is over kth * SLACK.
                     let kth = f64::from_bits(*best.peek().unwrap_or(&0));
