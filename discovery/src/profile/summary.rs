@@ -8,9 +8,9 @@
 //! over the hours plus at most six slots, in exact integer units
 //! (one unit is 40 idle CPU-seconds: a fifteenth of a ten-minute slot).
 //! Cheaper still, [`Summary::finish_bound`] reads only the summary's first
-//! cache line (speed, weekly total, and the highest level of each two-hour
-//! block) for a lower bound on the prediction, so a selector can pass over
-//! most nodes without predicting them.
+//! cache line (speed, weekly totals, and the highest level of each two-hour
+//! block and eight-hour span) for a lower bound on the prediction, so a
+//! selector can pass over most nodes without predicting them.
 
 use super::{SLOT_SECS, SLOTS};
 use crate::clock::WEEK_SECS;
@@ -94,7 +94,7 @@ impl Job {
 /// A node's announced availability: speed and weekly idle levels.
 ///
 /// Laid out so that what [`Summary::finish_bound`] reads (speed, weekly
-/// total, block maxima: 46 bytes) is the first cache line.
+/// totals, block and span maxima: 59 bytes) is the first cache line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[repr(C, align(64))]
 pub struct Summary {
@@ -271,8 +271,10 @@ impl Summary {
 
     /// A lower bound on [`Summary::predict`] (never more than it, `f64::INFINITY`
     /// when the node is never idle) from the first cache line alone: the
-    /// job is given each slot at the highest level of its two-hour block.
-    /// A node whose bound is worse than a prediction in hand cannot beat it.
+    /// job is given each slot at the highest level of its two-hour block
+    /// for the first eight hours or more, then at the highest level of its
+    /// eight-hour span (so a day-long job costs a few steps). A node whose
+    /// bound is worse than a prediction in hand cannot beat it.
     pub fn finish_bound(&self, week_secs: f64, cpu_secs: f64) -> f64 {
         self.finish_bound_of(&Job::new(week_secs, cpu_secs))
     }
@@ -295,11 +297,14 @@ impl Summary {
             remaining -= weeks * week_cap;
             elapsed += weeks * SLOTS as f64;
         }
-        // Block by block to the end of the current span, then span by
-        // span; `at` is in slots from the start of the week.
+        // Block by block for at least a span (eight hours) and on to the
+        // end of a span, then span by span; `at` is in slots from the
+        // start of the week.
         let mut at = job.at;
         let mut block = job.block;
-        while !block.is_multiple_of(SPAN) || at > (block * BLOCK) as f64 {
+        let mut walked = 0;
+        while walked < SPAN || !block.is_multiple_of(SPAN) {
+            walked += 1;
             let m = self.block_max(block);
             let end = ((block + 1) * BLOCK) as f64;
             let width = (end - at).max(0.0);
@@ -418,6 +423,21 @@ mod tests {
         let b = s.finish_bound(0.0, 600.0);
         assert!((b - 86_400.0 - 600.0).abs() < 1e-6, "{b}");
         assert_eq!(s.predict(0.0, 600.0), Some(b));
+    }
+
+    #[test]
+    fn the_bound_walks_blocks_for_eight_hours_before_spans() {
+        // Monday 8:00-10:00 busy, the rest idle. An hour's job from 7:30
+        // (the last block of the first span) waits out the busy block; a
+        // bound taking the next eight-hour span at its highest level would
+        // miss that and let the node through.
+        let busy: Vec<f64> = (0..SLOTS)
+            .map(|s| if (48..60).contains(&s) { 1.0 } else { 0.0 })
+            .collect();
+        let s = Summary::from_busy(&busy, 1.0);
+        let start = 7.5 * 3600.0;
+        assert_eq!(s.predict(start, 3600.0), Some(3.0 * 3600.0));
+        assert!((s.finish_bound(start, 3600.0) - 3.0 * 3600.0).abs() < 1e-6);
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //! when a lower bound on its completion is already worse than the
 //! `count`-th best: first CPU length over speed (the node fully idle: read
 //! from the packed record, no summary), then [`Summary::finish_bound`]
-//! (each slot at the highest level of its two-hour block, eight-hour spans
-//! further out: one cache line of the summary, read ahead a chunk of
+//! (each slot at the highest level of its two-hour block, of its
+//! eight-hour span beyond the first eight hours: one cache line of the summary, read ahead a chunk of
 //! candidates at a time so the cache misses overlap). The fastest nodes
 //! are predicted first, so the `count`-th best tightens early. Only nodes
 //! that pass both bounds are predicted, and the picks are the same as
