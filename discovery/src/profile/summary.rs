@@ -7,6 +7,10 @@
 //! running sum of idle capacity per hour; a prediction is a binary search
 //! over the hours plus at most six slots, in exact integer units
 //! (one unit is 40 idle CPU-seconds: a fifteenth of a ten-minute slot).
+//! Cheaper still, [`Summary::finish_bound`] reads only the summary's first
+//! cache line (speed, weekly totals, and the highest level of each two-hour
+//! block and eight-hour span) for a lower bound on the prediction, so a
+//! selector can pass over most nodes without predicting them.
 
 use super::{SLOT_SECS, SLOTS};
 use crate::clock::WEEK_SECS;
@@ -22,6 +26,13 @@ pub const LEVELS: u8 = 15;
 
 const HOURS: usize = SLOTS / 6;
 const UNIT_SECS: f64 = SLOT_SECS as f64 / LEVELS as f64;
+
+/// Slots in a block of [`Summary::finish_bound`] (two hours).
+const BLOCK: usize = 12;
+const BLOCKS: usize = SLOTS / BLOCK;
+/// Blocks in a span (eight hours), which long jobs walk span by span.
+const SPAN: usize = 4;
+const SPANS: usize = BLOCKS / SPAN;
 
 /// Why a summary cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,10 +57,56 @@ pub enum SummaryError {
     ZeroSpeed,
 }
 
+/// A job's start and CPU length, prepared once to rank many summaries
+/// ([`Summary::predict_of`], [`Summary::finish_bound_of`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Job {
+    /// CPU seconds on a speed-1.0 machine.
+    cpu_secs: f64,
+    /// Start, seconds into the week.
+    t: f64,
+    /// Start, slots into the week (a real number).
+    at: f64,
+    /// The start's slot, and the fraction of it left.
+    s0: usize,
+    left: f64,
+    /// The start's block (see [`Summary::finish_bound`]).
+    block: usize,
+}
+
+impl Job {
+    /// A job of `cpu_secs` (on a speed-1.0 machine) started `week_secs`
+    /// into the week.
+    pub fn new(week_secs: f64, cpu_secs: f64) -> Job {
+        let t = week_secs.rem_euclid(WEEK_SECS as f64);
+        let s0 = ((t / SLOT_SECS as f64) as usize).min(SLOTS - 1);
+        Job {
+            cpu_secs,
+            t,
+            at: t / SLOT_SECS as f64,
+            s0,
+            left: ((s0 + 1) as f64 * SLOT_SECS as f64 - t) / SLOT_SECS as f64,
+            block: s0 / BLOCK,
+        }
+    }
+}
+
 /// A node's announced availability: speed and weekly idle levels.
+///
+/// Laid out so that what [`Summary::finish_bound`] reads (speed, weekly
+/// totals, block and span maxima: 59 bytes) is the first cache line.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[repr(C, align(64))]
 pub struct Summary {
     speed_milli: u16,
+    /// Idle units in the whole week (`cum[HOURS]`).
+    total: u16,
+    /// Most units a week could give at the block maxima.
+    week_cap: u16,
+    /// The highest level of each [`BLOCK`] of slots, two blocks a byte.
+    block_max: [u8; BLOCKS / 2],
+    /// The highest level of each [`SPAN`] of blocks, two spans a byte.
+    span_max: [u8; SPANS.div_ceil(2)],
     packed: [u8; SLOTS / 2],
     /// `cum[h]`: idle units in hours `0..h` of the week.
     cum: [u16; HOURS + 1],
@@ -79,8 +136,27 @@ impl Summary {
                 .sum();
             cum[h + 1] = cum[h] + hour;
         }
+        let mut block_max = [0u8; BLOCKS / 2];
+        for b in 0..BLOCKS {
+            let max = (BLOCK * b..BLOCK * b + BLOCK)
+                .map(|s| (packed[s / 2] >> (4 * (s % 2))) & 0xf)
+                .max()
+                .unwrap_or(0);
+            block_max[b / 2] |= max << (4 * (b % 2));
+        }
+        let block = |b: usize| (block_max[b / 2] >> (4 * (b % 2))) & 0xf;
+        let week_cap = (0..BLOCKS).map(|b| block(b) as u16 * BLOCK as u16).sum();
+        let mut span_max = [0u8; SPANS.div_ceil(2)];
+        for p in 0..SPANS {
+            let max = (SPAN * p..SPAN * p + SPAN).map(block).max().unwrap_or(0);
+            span_max[p / 2] |= max << (4 * (p % 2));
+        }
         Summary {
             speed_milli,
+            total: cum[HOURS],
+            week_cap,
+            block_max,
+            span_max,
             packed,
             cum,
         }
@@ -185,25 +261,98 @@ impl Summary {
         (6 * h + 6) as f64 * SLOT_SECS as f64
     }
 
+    fn block_max(&self, block: usize) -> f64 {
+        ((self.block_max[block / 2] >> (4 * (block % 2))) & 0xf) as f64
+    }
+
+    fn span_max(&self, span: usize) -> f64 {
+        ((self.span_max[span / 2] >> (4 * (span % 2))) & 0xf) as f64
+    }
+
+    /// A lower bound on [`Summary::predict`] (never more than it, `f64::INFINITY`
+    /// when the node is never idle) from the first cache line alone: the
+    /// job is given each slot at the highest level of its two-hour block
+    /// for the first eight hours or more, then at the highest level of its
+    /// eight-hour span (so a day-long job costs a few steps). A node whose
+    /// bound is worse than a prediction in hand cannot beat it.
+    pub fn finish_bound(&self, week_secs: f64, cpu_secs: f64) -> f64 {
+        self.finish_bound_of(&Job::new(week_secs, cpu_secs))
+    }
+
+    /// [`Summary::finish_bound`] of a prepared job.
+    pub fn finish_bound_of(&self, job: &Job) -> f64 {
+        if job.cpu_secs <= 0.0 {
+            return 0.0;
+        }
+        if self.total == 0 || !job.cpu_secs.is_finite() {
+            return f64::INFINITY;
+        }
+        let mut remaining = job.cpu_secs / self.speed() / UNIT_SECS;
+        let mut elapsed = 0.0;
+        // The most a whole week can give; jobs longer than two of them skip
+        // whole weeks at once.
+        let week_cap = self.week_cap as f64;
+        if remaining >= 2.0 * week_cap {
+            let weeks = (remaining / week_cap).floor() - 1.0;
+            remaining -= weeks * week_cap;
+            elapsed += weeks * SLOTS as f64;
+        }
+        // Block by block for at least a span (eight hours) and on to the
+        // end of a span, then span by span; `at` is in slots from the
+        // start of the week.
+        let mut at = job.at;
+        let mut block = job.block;
+        let mut walked = 0;
+        while walked < SPAN || !block.is_multiple_of(SPAN) {
+            walked += 1;
+            let m = self.block_max(block);
+            let end = ((block + 1) * BLOCK) as f64;
+            let width = (end - at).max(0.0);
+            if m > 0.0 && m * width >= remaining {
+                return (elapsed + remaining / m) * SLOT_SECS as f64;
+            }
+            remaining -= m * width;
+            elapsed += width;
+            block = if block + 1 == BLOCKS { 0 } else { block + 1 };
+            at = (block * BLOCK) as f64;
+        }
+        let mut span = block / SPAN;
+        const WIDTH: f64 = (SPAN * BLOCK) as f64;
+        for _ in 0..=2 * SPANS {
+            let m = self.span_max(span);
+            if m > 0.0 && m * WIDTH >= remaining {
+                return (elapsed + remaining / m) * SLOT_SECS as f64;
+            }
+            remaining -= m * WIDTH;
+            elapsed += WIDTH;
+            span = if span + 1 == SPANS { 0 } else { span + 1 };
+        }
+        // Not reached: two weeks give at least `week_cap >= remaining`.
+        elapsed * SLOT_SECS as f64
+    }
+
     /// Predicted seconds to complete a job of `cpu_secs` (on a speed-1.0
     /// machine) started `week_secs` into the week on this node: the Ring
     /// Leader rule over the summarised profile, same result as
     /// [`super::predict::walk`] over [`Summary::busy_fractions`]. `None`
     /// when the summary has no idle time at all.
     pub fn predict(&self, week_secs: f64, cpu_secs: f64) -> Option<f64> {
-        if cpu_secs <= 0.0 {
+        self.predict_of(&Job::new(week_secs, cpu_secs))
+    }
+
+    /// [`Summary::predict`] of a prepared job.
+    pub fn predict_of(&self, job: &Job) -> Option<f64> {
+        if job.cpu_secs <= 0.0 {
             return Some(0.0);
         }
-        let total = self.cum[HOURS] as f64;
-        if total == 0.0 || !cpu_secs.is_finite() {
+        let total = self.total as f64;
+        if total == 0.0 || !job.cpu_secs.is_finite() {
             return None;
         }
         let week = WEEK_SECS as f64;
-        let t = week_secs.rem_euclid(week);
-        let units = cpu_secs / self.speed() / UNIT_SECS;
-        let s0 = ((t / SLOT_SECS as f64) as usize).min(SLOTS - 1);
+        let (t, s0, left) = (job.t, job.s0, job.left);
+        let units = job.cpu_secs / self.speed() / UNIT_SECS;
         let q0 = self.level(s0) as f64;
-        let left = ((s0 + 1) as f64 * SLOT_SECS as f64 - t) / SLOT_SECS as f64;
         let c0 = q0 * left;
         if q0 > 0.0 && units <= c0 {
             return Some(units / q0 * SLOT_SECS as f64);
@@ -253,6 +402,48 @@ mod tests {
         let s = Summary::from_busy(&[1.0; SLOTS], 1.0);
         assert_eq!(s.predict(0.0, 60.0), None);
         assert_eq!(s.predict(0.0, 0.0), Some(0.0));
+        assert_eq!(s.finish_bound(0.0, 60.0), f64::INFINITY);
+        assert_eq!(s.finish_bound(0.0, 0.0), 0.0);
+    }
+
+    #[test]
+    fn the_bound_is_tight_on_a_flat_profile_and_sees_busy_blocks() {
+        // Idle half the time, everywhere: bound and prediction agree.
+        let s = Summary::from_busy(&[0.6; SLOTS], 2.0);
+        let (b, p) = (
+            s.finish_bound(1234.0, 7200.0),
+            s.predict(1234.0, 7200.0).unwrap(),
+        );
+        assert!((b - p).abs() < 1e-6 * p, "bound {b} prediction {p}");
+        // Busy for the first day: the bound waits for the second.
+        let busy: Vec<f64> = (0..SLOTS)
+            .map(|s| if s < 144 { 1.0 } else { 0.0 })
+            .collect();
+        let s = Summary::from_busy(&busy, 1.0);
+        let b = s.finish_bound(0.0, 600.0);
+        assert!((b - 86_400.0 - 600.0).abs() < 1e-6, "{b}");
+        assert_eq!(s.predict(0.0, 600.0), Some(b));
+    }
+
+    #[test]
+    fn the_bound_walks_blocks_for_eight_hours_before_spans() {
+        // Monday 8:00-10:00 busy, the rest idle. An hour's job from 7:30
+        // (the last block of the first span) waits out the busy block; a
+        // bound taking the next eight-hour span at its highest level would
+        // miss that and let the node through.
+        let busy: Vec<f64> = (0..SLOTS)
+            .map(|s| if (48..60).contains(&s) { 1.0 } else { 0.0 })
+            .collect();
+        let s = Summary::from_busy(&busy, 1.0);
+        let start = 7.5 * 3600.0;
+        assert_eq!(s.predict(start, 3600.0), Some(3.0 * 3600.0));
+        assert!((s.finish_bound(start, 3600.0) - 3.0 * 3600.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_bound_reads_one_cache_line() {
+        assert_eq!(std::mem::align_of::<Summary>(), 64);
+        assert!(std::mem::offset_of!(Summary, span_max) + SPANS.div_ceil(2) <= 64);
     }
 
     proptest! {
@@ -275,6 +466,23 @@ mod tests {
                 (Some(f), Some(w)) => prop_assert!((f - w).abs() <= 1e-6 * w.max(1.0), "fast {f} walk {w}"),
                 (f, w) => prop_assert_eq!(f.is_some(), w.is_some()),
             }
+        }
+
+        #[test]
+        fn the_bound_never_exceeds_the_prediction(
+            levels in proptest::collection::vec(prop_oneof![Just(0u8), Just(15u8), 0u8..=15], SLOTS),
+            speed_milli in 100u16..3000,
+            start in 0.0..(WEEK_SECS as f64),
+            cpu in prop_oneof![1.0..7200.0f64, 1.0..(3.0 * WEEK_SECS as f64)],
+        ) {
+            let busy: Vec<f64> = levels.iter().map(|&l| 1.0 - l as f64 / 15.0).collect();
+            let s = Summary::from_busy(&busy, speed_milli as f64 / 1000.0);
+            let bound = s.finish_bound(start, cpu);
+            match s.predict(start, cpu) {
+                Some(p) => prop_assert!(bound <= p * (1.0 + 1e-12), "bound {bound} prediction {p}"),
+                None => prop_assert_eq!(bound, f64::INFINITY),
+            }
+            prop_assert!(bound >= cpu / s.speed() * (1.0 - 1e-12), "bound {bound} under the speed bound");
         }
 
         #[test]
