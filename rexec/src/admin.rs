@@ -166,7 +166,7 @@ pub fn configured_nodes(
 
 /// The nodes to ask from a selector's listing, by the rule in the module
 /// docs; on failure the message is said and the exit status returned.
-async fn listed_nodes(
+pub(crate) async fn listed_nodes(
     config: &Config,
     names: Option<&[String]>,
     connector: &TlsConnector,

@@ -119,7 +119,23 @@ pub async fn run(args: RunArgs) -> i32 {
             }
         }
     } else {
-        match place(&config, args.nodes.as_deref(), args.nranks) {
+        // `--nodes` with no [nodes] table: the names are looked up in a
+        // selector's listing of the live nodes (repeats still give a node
+        // several ranks).
+        let listed;
+        let pool = if config.nodes.is_empty() && config.selects() {
+            listed = Config {
+                nodes: match crate::admin::listed_nodes(&config, None, &connector).await {
+                    Ok(nodes) => nodes,
+                    Err(code) => return code,
+                },
+                ..config.clone()
+            };
+            &listed
+        } else {
+            &config
+        };
+        match place(pool, args.nodes.as_deref(), args.nranks) {
             Ok(r) => (r, Vec::new()),
             Err(e) => return usage(e.to_string()),
         }

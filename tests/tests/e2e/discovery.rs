@@ -379,3 +379,36 @@ fn unicast_works_with_multicast_off() {
     let first = out.out().lines().next().unwrap_or_default().to_string();
     assert_eq!(first.split(',').count(), 2, "{out:?}");
 }
+
+#[test]
+fn nodes_named_with_nodes_are_found_through_the_selectors() {
+    if !rexec_tests::can_run("nodes_named_with_nodes_are_found_through_the_selectors") {
+        return;
+    }
+    let channel = Channel::loopback(7607);
+    let cluster = announcing_cluster(3, &channel);
+    let v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", &channel, None);
+    both_list(
+        &[&v1],
+        &["n1", "n2", "n3"],
+        Duration::from_secs(5),
+        &cluster,
+    );
+    let config = client_config(&cluster, "sel.toml", &selectors_table(&[&v1]));
+    // No [nodes] table: the names come from the selector's listing, and a
+    // repeated name still gives its node two ranks.
+    let out = cluster
+        .rexec()
+        .config(&config)
+        .args(["--nodes", "n2,n3,n2", "printenv", "REXEC_NODES"])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.out(), "n2,n3,n2\n".repeat(3), "{out:?}");
+    let unknown = cluster
+        .rexec()
+        .config(&config)
+        .args(["--nodes", "n9", "true"])
+        .run();
+    assert_eq!(unknown.code, Some(2), "{unknown:?}");
+    assert!(unknown.stderr.contains("n9"), "{unknown:?}");
+}
