@@ -15,6 +15,9 @@
 //! [accountd]
 //! address = "accounts.example.org:7071"
 //! server_name = "accountd"      # name in accountd's certificate
+//!
+//! [discovery]                   # without an address: hear accountd announce itself
+//! cluster = "mycluster"
 //! ```
 //!
 //! This is the one client file every rexec tool reads: the certificate keys at
@@ -45,6 +48,9 @@ pub struct CtlFile {
     pub key: Option<PathBuf>,
     /// Certificate revocation list (top-level `crl`).
     pub crl: Option<PathBuf>,
+    /// `[discovery]`: with no accountd address anywhere, listen for
+    /// accountd's announcements on this group.
+    pub discovery: Option<discovery::config::DiscoveryFile>,
 }
 
 /// `[accountd]` in the client config.

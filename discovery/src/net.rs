@@ -226,6 +226,45 @@ fn unicast_socket(addr: SocketAddr) -> Result<UdpSocket, NetError> {
     UdpSocket::from_std(socket.into()).map_err(ctx("cannot register the announcement socket"))
 }
 
+/// Listen on `config`'s group for announcements of its cluster that `want`
+/// accepts: at most `limit`, and only `grace` more once the first is heard
+/// (to collect the others announcing about then). Returns them in the order
+/// heard, the newest of each sender (by [`Announcement::supersedes`]);
+/// empty when none was heard in time. How a client finds the services
+/// nobody configured for it.
+pub async fn hear(
+    config: &DiscoveryConfig,
+    limit: Duration,
+    grace: Duration,
+    want: impl Fn(&Announcement) -> bool,
+) -> Result<Vec<Announcement>, NetError> {
+    let receiver = Receiver::bind(config, None)?;
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut until = deadline;
+    let mut heard: Vec<Announcement> = Vec::new();
+    while let Ok(got) = tokio::time::timeout_at(until, receiver.recv()).await {
+        let Ok(datagram) = got else { continue };
+        let Ok(a) = Announcement::decode(&datagram.bytes) else {
+            continue;
+        };
+        if a.cluster != config.cluster || !want(&a) {
+            continue;
+        }
+        if heard.is_empty() {
+            until = deadline.min(tokio::time::Instant::now() + grace);
+        }
+        match heard
+            .iter_mut()
+            .find(|h| h.name == a.name && h.kind == a.kind && h.addr == a.addr)
+        {
+            Some(h) if a.supersedes(h) => *h = a,
+            Some(_) => {}
+            None => heard.push(a),
+        }
+    }
+    Ok(heard)
+}
+
 /// This start's incarnation: the wall clock in Unix microseconds (larger at
 /// every restart, unless the clock went back).
 pub fn incarnation() -> u64 {

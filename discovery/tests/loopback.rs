@@ -123,3 +123,48 @@ fn nothing_to_listen_on_is_an_error() {
     let err = Receiver::bind(&config, None).unwrap_err();
     assert!(err.to_string().contains("nothing to listen on"), "{err}");
 }
+
+#[tokio::test]
+async fn a_client_hears_the_services_it_wants_and_stops_soon_after() {
+    let config = loopback(47_705);
+    let sender = Sender::new(&config).unwrap();
+    let changed = Arc::new(Notify::new());
+    let period = Duration::from_millis(300);
+    let task = tokio::spawn(announce_loop(sender, period, changed, || {
+        let mut a = selector("s5");
+        a.kind = Kind::Account;
+        a
+    }));
+    let other = tokio::spawn({
+        let sender = Sender::new(&config).unwrap();
+        announce_loop(sender, period, Arc::new(Notify::new()), || selector("s6"))
+    });
+    let t0 = std::time::Instant::now();
+    let heard = discovery::net::hear(
+        &config,
+        Duration::from_secs(5),
+        Duration::from_millis(100),
+        |a| a.kind == Kind::Account,
+    )
+    .await
+    .unwrap();
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert_eq!(
+        (heard[0].name.as_str(), &heard[0].kind),
+        ("s5", &Kind::Account)
+    );
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    // Another cluster's announcements are not heard: nothing, after the limit.
+    let foreign = DiscoveryConfig {
+        cluster: "elsewhere".into(),
+        ..config.clone()
+    };
+    let none = discovery::net::hear(&foreign, Duration::from_millis(700), Duration::ZERO, |_| {
+        true
+    })
+    .await
+    .unwrap();
+    assert!(none.is_empty(), "{none:?}");
+    task.abort();
+    other.abort();
+}

@@ -15,7 +15,6 @@ use std::time::Duration;
 use discovery::config::DiscoveryConfig;
 use proto::announce::{Announcement, Kind};
 use proto::select::{SelectorOp, SelectorReply, ServiceKind};
-use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
 use crate::config::{Config, SelectorEntry};
@@ -126,23 +125,14 @@ async fn listen(d: &DiscoveryConfig, config: &Config) -> Result<Vec<SelectorEntr
                 .into(),
         ));
     }
-    let receiver =
-        discovery::net::Receiver::bind(d, None).map_err(|e| listen_err(e.to_string()))?;
     let waited = d.period.mul_f64(LISTEN_PERIODS);
-    let deadline = Instant::now() + waited;
-    let mut heard: Vec<SelectorEntry> = Vec::new();
-    let mut until = deadline;
-    loop {
-        let got = tokio::time::timeout_at(until, receiver.recv()).await;
-        let Ok(got) = got else { break };
-        let Ok(datagram) = got else { continue };
-        if let Some(entry) = selector_in(&datagram.bytes, &d.cluster) {
-            if heard.is_empty() {
-                until = deadline.min(Instant::now() + GRACE);
-            }
-            heard = merge(heard, vec![entry]);
-        }
-    }
+    let heard = discovery::net::hear(d, waited, GRACE, |a| selector_of(a, &d.cluster).is_some())
+        .await
+        .map_err(|e| listen_err(e.to_string()))?;
+    let heard: Vec<SelectorEntry> = heard
+        .iter()
+        .filter_map(|a| selector_of(a, &d.cluster))
+        .fold(Vec::new(), |known, e| merge(known, vec![e]));
     if heard.is_empty() {
         return Err(FindError::NoneHeard {
             config: config.path.display().to_string(),
@@ -158,13 +148,18 @@ async fn listen(d: &DiscoveryConfig, config: &Config) -> Result<Vec<SelectorEntr
 /// The selector a datagram announces, if it is a valid selector
 /// announcement of `cluster` with a usable name.
 pub fn selector_in(datagram: &[u8], cluster: &str) -> Option<SelectorEntry> {
-    let a = Announcement::decode(datagram).ok()?;
+    selector_of(&Announcement::decode(datagram).ok()?, cluster)
+}
+
+/// The selector an announcement announces, if it is one of `cluster` with
+/// a usable name.
+pub fn selector_of(a: &Announcement, cluster: &str) -> Option<SelectorEntry> {
     if a.cluster != cluster || a.kind != Kind::Selector {
         return None;
     }
     certs::check_name(certs::Role::Service, &a.name).ok()?;
     Some(SelectorEntry {
-        name: a.name,
+        name: a.name.clone(),
         addr: a.addr.to_string(),
     })
 }

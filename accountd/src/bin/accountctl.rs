@@ -178,16 +178,43 @@ async fn connect(cli: &Cli) -> anyhow::Result<AccountClient> {
         )?,
         crl: cli.crl.clone().or(file.crl),
     };
-    let addr = cli.server.clone().or(file.accountd.address).ok_or_else(|| {
-        anyhow!("no accountd address: pass --server HOST:PORT, set ACCOUNTD_ADDR, or set address under [accountd] in the config file")
-    })?;
     let name = cli
         .server_name
         .clone()
         .or(file.accountd.server_name)
         .unwrap_or_else(|| DEFAULT_SERVER_NAME.to_string());
+    let addr = match cli.server.clone().or(file.accountd.address) {
+        Some(addr) => addr,
+        None => match &file.discovery {
+            Some(d) => hear_accountd(d, &name).await?,
+            None => bail!(
+                "no accountd address: pass --server HOST:PORT, set ACCOUNTD_ADDR, set address under [accountd] in the config file, or give a [discovery] table to hear accountd announce itself"
+            ),
+        },
+    };
     let connector = certs::connector(&paths)?;
     Ok(AccountClient::connect(&addr, &connector, &name, Duration::from_secs(cli.timeout)).await?)
+}
+
+/// The address accountd `name` announces on the group of `d` (heard within
+/// one and a half announcement periods; the certificate is checked on connect).
+async fn hear_accountd(d: &discovery::config::DiscoveryFile, name: &str) -> anyhow::Result<String> {
+    let d = d.resolve()?;
+    let limit = d.period.mul_f64(1.5);
+    let heard = discovery::net::hear(&d, limit, Duration::ZERO, |a| {
+        a.kind == proto::announce::Kind::Account && a.name == name
+    })
+    .await?;
+    match heard.first() {
+        Some(a) => Ok(a.addr.to_string()),
+        None => bail!(
+            "no accountd address configured, and no accountd named {name} announced itself on {}:{} (cluster {}) within {:?}; pass --server HOST:PORT",
+            d.group,
+            d.port,
+            d.cluster,
+            limit
+        ),
+    }
 }
 
 fn amount(text: &str) -> anyhow::Result<i64> {

@@ -17,6 +17,8 @@ fn a_node_finds_accountd_from_its_announcements_and_charges_there() {
     if !rexec_tests::can_run("a_node_finds_accountd_from_its_announcements_and_charges_there") {
         return;
     }
+    let table = "[discovery]\ncluster = \"e2e-discovery\"\ngroup = \"239.255.77.42\"\nport = 47751\n\
+                 interface = \"127.0.0.1\"\nttl = 0\nperiod = \"300ms\"\n";
     let m = MarketCluster::start(MarketOptions {
         cluster: ClusterOptions {
             nodes: 1,
@@ -24,16 +26,38 @@ fn a_node_finds_accountd_from_its_announcements_and_charges_there() {
         },
         // Under `paper` two jobs on one node pay whether or not they contend.
         policy: "paper",
-        discovery: Some(
-            "[discovery]\ncluster = \"e2e-discovery\"\ngroup = \"239.255.77.42\"\nport = 47751\n\
-             interface = \"127.0.0.1\"\nttl = 0\nperiod = \"300ms\"\n"
-                .to_string(),
-        ),
+        discovery: Some(table.to_string()),
         ..MarketOptions::default()
     });
     let config = std::fs::read_to_string(m.dir.path().join("n1.toml")).unwrap();
     assert!(!config.contains("accountd = "), "{config}");
     let log = &m.node("n1").log;
+    // accountctl with no address but the table finds accountd too.
+    let user_config = m.dir.path().join("user-discovery.toml");
+    let tls = m
+        .pki
+        .tls_paths(certs::Role::User, rexec_tests::cluster::TEST_USER);
+    std::fs::write(
+        &user_config,
+        format!(
+            "ca = {:?}\ncert = {:?}\nkey = {:?}\n{table}",
+            tls.ca, tls.cert, tls.key
+        ),
+    )
+    .unwrap();
+    let balance = std::process::Command::new(rexec_tests::cluster::bin("accountctl"))
+        .args(["--config"])
+        .arg(&user_config)
+        .arg("balance")
+        .env_remove("ACCOUNTD_ADDR")
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&balance.stdout);
+    assert!(
+        balance.status.success() && printed.starts_with(rexec_tests::cluster::TEST_USER),
+        "accountctl did not find accountd: {printed} {}",
+        String::from_utf8_lossy(&balance.stderr)
+    );
     let found = wait_until(Duration::from_secs(10), || {
         std::fs::read_to_string(log)
             .unwrap_or_default()
