@@ -7,9 +7,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
+use certs::daemon::Signals;
 use clap::Parser;
-use tokio::signal::unix::{Signal, SignalKind, signal};
 use vexecd::daemon::Daemon;
 use vexecd::daemon::config::{Config, FileConfig, Flags};
 
@@ -85,18 +84,9 @@ fn resolve(args: Args) -> anyhow::Result<Config> {
     Ok(Config::resolve(file, flags)?)
 }
 
-async fn shutdown_signal(mut term: Signal, mut int: Signal) {
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received; stopping"),
-        _ = int.recv() => tracing::info!("SIGINT received; stopping"),
-    }
-}
-
 async fn real_main(args: Args) -> anyhow::Result<()> {
     // First, so a signal during start-up is queued, not fatal.
-    let hangups = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
-    let term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-    let int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let signals = Signals::install()?;
     let config = resolve(args)?;
     if config.tls.crl.is_none() {
         tracing::warn!(
@@ -105,40 +95,16 @@ async fn real_main(args: Args) -> anyhow::Result<()> {
     }
     let ready_file = config.ready_file.clone();
     let daemon = Daemon::start(config).await?;
-    certs::reload_on_sighup(daemon.tls(), hangups);
+    certs::reload_on_sighup(daemon.tls(), signals.hangups);
     tracing::info!("{}", daemon.describe());
     if let Some(path) = ready_file {
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, format!("{}\n", daemon.addr()))
-            .and_then(|_| std::fs::rename(&tmp, &path))
-            .with_context(|| format!("cannot write ready file {}", path.display()))?;
+        certs::daemon::write_ready_file(&path, daemon.addr())?;
     }
-    daemon.run(shutdown_signal(term, int)).await;
+    daemon.run(signals.stop.recv()).await;
     Ok(())
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let args = Args::parse();
-    let rt = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("vexecd: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match rt.block_on(real_main(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("vexecd: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    certs::daemon::run("vexecd", real_main(args))
 }
