@@ -88,21 +88,13 @@ fn resolve(args: Args) -> Result<Resolved, ConfigError> {
         Some(p) => FileConfig::load(p)?,
         None => FileConfig::default(),
     };
-    let tls = certs::TlsPaths {
-        ca: args
-            .ca
-            .or(file.ca)
-            .ok_or(ConfigError::Missing("CA certificate (--ca)"))?,
-        cert: args
-            .cert
-            .or(file.cert)
-            .ok_or(ConfigError::Missing("certificate (--cert)"))?,
-        key: args
-            .key
-            .or(file.key)
-            .ok_or(ConfigError::Missing("private key (--key)"))?,
-        crl: args.crl.or(file.crl),
-    };
+    let tls = certs::TlsPaths::from_settings(
+        args.ca.or(file.ca),
+        args.cert.or(file.cert),
+        args.key.or(file.key),
+        args.crl.or(file.crl),
+    )
+    .map_err(ConfigError::Missing)?;
     let peers = file.limits.peer_limits(PeerFlags {
         per_address: args.max_connections_per_address,
         per_identity: args.max_connections_per_identity,

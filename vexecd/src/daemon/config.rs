@@ -309,21 +309,13 @@ impl Config {
                 "multicast is off ([discovery] multicast = false): set udp_listen so nodes can send announcements to it",
             ));
         }
-        let tls = TlsPaths {
-            ca: flags
-                .ca
-                .or(file.ca)
-                .ok_or(ConfigError::Missing("CA certificate (--ca)"))?,
-            cert: flags
-                .cert
-                .or(file.cert)
-                .ok_or(ConfigError::Missing("certificate (--cert)"))?,
-            key: flags
-                .key
-                .or(file.key)
-                .ok_or(ConfigError::Missing("private key (--key)"))?,
-            crl: flags.crl.or(file.crl),
-        };
+        let tls = TlsPaths::from_settings(
+            flags.ca.or(file.ca),
+            flags.cert.or(file.cert),
+            flags.key.or(file.key),
+            flags.crl.or(file.crl),
+        )
+        .map_err(ConfigError::Missing)?;
         let window_periods = flags
             .window_periods
             .or(file.window_periods)
