@@ -7,13 +7,15 @@
 //! It lives in `certs` because `certs` is the one library all three daemons link,
 //! and it already owns their SIGHUP handling; nothing here is about certificates.
 
-use std::ffi::OsString;
 use std::future::Future;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use crate::error::CertError;
+use crate::files;
 
 /// Sets up logging to standard error (`RUST_LOG` filters, `info` by default),
 /// coloured only on a terminal: escape codes would litter journald and log files.
@@ -67,7 +69,7 @@ pub struct SignalError {
 #[derive(Debug, thiserror::Error)]
 #[error("cannot write ready file {}", path.display())]
 pub struct ReadyFileError {
-    /// The file that could not be written (the temporary one, if that failed).
+    /// The file (or its directory) that could not be written.
     pub path: PathBuf,
     /// Why.
     #[source]
@@ -123,23 +125,17 @@ impl StopSignals {
     }
 }
 
-/// Writes `addr` and a newline to `path` atomically: to a temporary file beside it
-/// (named after `path` and this process), then renamed over it, so a reader never
-/// sees a partial address.
+/// Writes `addr` and a newline to `path` atomically (a temporary file beside it,
+/// then renamed over it, as every file `certs` writes), so a reader never sees a
+/// partial address.
 pub fn write_ready_file(path: &Path, addr: impl std::fmt::Display) -> Result<(), ReadyFileError> {
-    let mut tmp = OsString::from(path.as_os_str());
-    tmp.push(format!(".tmp.{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, format!("{addr}\n")).map_err(|source| ReadyFileError {
-        path: tmp.clone(),
-        source,
-    })?;
-    std::fs::rename(&tmp, path).map_err(|source| {
-        let _ = std::fs::remove_file(&tmp);
-        ReadyFileError {
+    let text = format!("{addr}\n");
+    files::write_atomic(path, text.as_bytes(), files::PUBLIC_MODE).map_err(|e| match e {
+        CertError::Write { path, source } => ReadyFileError { path, source },
+        other => ReadyFileError {
             path: path.to_path_buf(),
-            source,
-        }
+            source: std::io::Error::other(other.to_string()),
+        },
     })
 }
 
