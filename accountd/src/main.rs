@@ -12,8 +12,8 @@ use accountd::config::{ConfigError, DEFAULT_LISTEN, DEFAULT_MAX_ENTRY, FileConfi
 use accountd::server::{Server, ServerConfig};
 use accountd::store::StoreConfig;
 use anyhow::Context;
+use certs::daemon::Signals;
 use clap::Parser;
-use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// The rexec market's credit ledger: accounts, grants, idempotent debits, audit.
 #[derive(Parser, Debug)]
@@ -88,21 +88,13 @@ fn resolve(args: Args) -> Result<Resolved, ConfigError> {
         Some(p) => FileConfig::load(p)?,
         None => FileConfig::default(),
     };
-    let tls = certs::TlsPaths {
-        ca: args
-            .ca
-            .or(file.ca)
-            .ok_or(ConfigError::Missing("CA certificate (--ca)"))?,
-        cert: args
-            .cert
-            .or(file.cert)
-            .ok_or(ConfigError::Missing("certificate (--cert)"))?,
-        key: args
-            .key
-            .or(file.key)
-            .ok_or(ConfigError::Missing("private key (--key)"))?,
-        crl: args.crl.or(file.crl),
-    };
+    let tls = certs::TlsPaths::from_settings(
+        args.ca.or(file.ca),
+        args.cert.or(file.cert),
+        args.key.or(file.key),
+        args.crl.or(file.crl),
+    )
+    .map_err(ConfigError::Missing)?;
     let peers = file.limits.peer_limits(PeerFlags {
         per_address: args.max_connections_per_address,
         per_identity: args.max_connections_per_identity,
@@ -234,21 +226,10 @@ fn start_announcing(
     Ok(())
 }
 
-/// Waits for SIGTERM or SIGINT. The streams are created before the ready file is
-/// written, so a stop sent the moment accountd is up is a clean shutdown.
-async fn shutdown_signal(mut term: Signal, mut int: Signal) {
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
-    }
-}
-
 async fn real_main(args: Args) -> anyhow::Result<()> {
     // First, so a signal during start-up is queued (SIGHUP for the reload loop,
     // SIGTERM and SIGINT for a clean shutdown), not fatal.
-    let hangups = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
-    let term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-    let int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let signals = Signals::install()?;
     let (cfg, listen, ready_file, announce) = resolve(args)?;
     let cert = cfg.tls.cert.clone();
     if cfg.tls.crl.is_none() {
@@ -258,7 +239,7 @@ async fn real_main(args: Args) -> anyhow::Result<()> {
     }
     let db = cfg.store.path.clone();
     let server = Server::open(cfg)?;
-    certs::reload_on_sighup(server.tls(), hangups);
+    certs::reload_on_sighup(server.tls(), signals.hangups);
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -270,38 +251,13 @@ async fn real_main(args: Args) -> anyhow::Result<()> {
         start_announcing(setup, &cert, addr)?;
     }
     if let Some(path) = ready_file {
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, format!("{addr}\n"))
-            .and_then(|_| std::fs::rename(&tmp, &path))
-            .with_context(|| format!("cannot write ready file {}", path.display()))?;
+        certs::daemon::write_ready_file(&path, addr)?;
     }
-    server.run(listener, shutdown_signal(term, int)).await;
+    server.run(listener, signals.stop.recv()).await;
     Ok(())
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        // Colour only on a terminal: escape codes would litter journald and log files.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let args = Args::parse();
-    let rt = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("accountd: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match rt.block_on(real_main(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("accountd: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    certs::daemon::run("accountd", real_main(args))
 }

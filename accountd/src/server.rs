@@ -18,11 +18,11 @@
 //! queued and checkpoints the WAL).
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use certs::serve::{AcceptLimits, Gate};
 use certs::{ConnectionCaps, PeerIdentity, ReloadableAcceptor, TlsPaths};
 use proto::account::{
     ACCOUNT_PROTOCOL_VERSION, AccountError, AccountReply, AccountRequest, AccountResponse,
@@ -31,7 +31,7 @@ use proto::account::{
 use proto::{FrameError, Framed};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
@@ -46,9 +46,6 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_IDENTITY: usize = 64;
 
 /// How often windows of refusal counts are closed (their summaries written).
 const REFUSAL_TICK: Duration = Duration::from_secs(1);
-
-/// At most one warning per this interval about connections closed at a cap.
-const CAP_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// What one peer may take, below the global connection limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,29 +106,6 @@ pub struct Server {
     cfg: ServerConfig,
 }
 
-/// Rate-limits the warning about connections closed at a cap.
-#[derive(Debug, Default)]
-struct CapLog {
-    last: Option<tokio::time::Instant>,
-    unlogged: u64,
-}
-
-impl CapLog {
-    fn closed(&mut self, addr: SocketAddr, why: &str) {
-        self.unlogged += 1;
-        let now = tokio::time::Instant::now();
-        if self
-            .last
-            .is_some_and(|t| now.duration_since(t) < CAP_LOG_INTERVAL)
-        {
-            return;
-        }
-        tracing::warn!(%addr, closed = self.unlogged, "{why}; closing new connections at once");
-        self.last = Some(now);
-        self.unlogged = 0;
-    }
-}
-
 /// Opens the server and serves `listener` until `shutdown` completes.
 pub async fn run(
     listener: TcpListener,
@@ -159,43 +133,20 @@ impl Server {
     /// Serves `listener` until `shutdown` completes, then shuts down gracefully.
     pub async fn run(self, listener: TcpListener, shutdown: impl Future) {
         let (stop_tx, stop_rx) = watch::channel(false);
-        let limit = Arc::new(Semaphore::new(self.cfg.max_connections.max(1)));
-        let caps = ConnectionCaps::new(self.cfg.peers.per_address, self.cfg.peers.per_identity);
+        let gate = Gate::new(AcceptLimits {
+            max_connections: self.cfg.max_connections,
+            per_address: self.cfg.peers.per_address,
+            per_identity: self.cfg.peers.per_identity,
+        });
+        let caps = gate.caps();
         let book = Arc::new(RefusalBook::new(self.cfg.peers.refusals));
-        let mut log = CapLog::default();
         let mut tasks = JoinSet::new();
         tasks.spawn(close_refusal_windows(
             book.clone(),
             self.store.clone(),
             stop_rx.clone(),
         ));
-        tokio::pin!(shutdown);
-        loop {
-            let accepted = tokio::select! {
-                _ = &mut shutdown => break,
-                a = listener.accept() => a,
-            };
-            let (tcp, addr) = match accepted {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed; pausing briefly");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            while tasks.try_join_next().is_some() {}
-            let Ok(permit) = limit.clone().try_acquire_owned() else {
-                log.closed(addr, "connection limit reached (max_connections)");
-                continue;
-            };
-            let address_slot = match caps.admit_address(addr.ip()) {
-                Ok(slot) => slot,
-                Err(e) => {
-                    log.closed(addr, &e.to_string());
-                    continue;
-                }
-            };
-            let _ = tcp.set_nodelay(true);
+        gate.run(&listener, shutdown, &mut tasks, |tcp, addr| {
             let conn = Connection {
                 acceptor: self.tls.current(),
                 store: self.store.clone(),
@@ -207,22 +158,14 @@ impl Server {
                 book: book.clone(),
                 cut_off: AtomicBool::new(false),
             };
-            tasks.spawn(async move {
-                conn.serve(tcp, addr.to_string()).await;
-                drop(address_slot);
-                drop(permit);
-            });
-        }
+            conn.serve(tcp, addr.to_string())
+        })
+        .await;
         tracing::info!("shutting down: no new connections, finishing requests in flight");
         drop(listener);
         let _ = stop_tx.send(true);
-        let drained = tokio::time::timeout(Duration::from_secs(10), async {
-            while tasks.join_next().await.is_some() {}
-        })
-        .await;
-        if drained.is_err() {
+        if !certs::serve::drain(&mut tasks, Duration::from_secs(10)).await {
             tracing::warn!("some connections did not finish in 10 s; closing them");
-            tasks.shutdown().await;
         }
         for summary in book.drain() {
             self.store.record_refusal(summary).await;

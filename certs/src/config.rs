@@ -51,6 +51,32 @@ impl TlsPaths {
             crl: Some(ca_dir.join(crate::ca::CRL_FILE)),
         }
     }
+
+    /// A daemon's paths from its settings, each a flag's value already chosen over
+    /// the config file's: the CA, certificate and key are required, the CRL is not.
+    /// The error names the first one missing as an admin sets it, e.g.
+    /// `"certificate (--cert)"`.
+    ///
+    /// ```
+    /// use certs::TlsPaths;
+    /// let p = |s: &str| Some(std::path::PathBuf::from(s));
+    /// assert!(TlsPaths::from_settings(p("ca.pem"), p("d.pem"), p("d.key"), None).is_ok());
+    /// let e = TlsPaths::from_settings(p("ca.pem"), None, p("d.key"), None);
+    /// assert_eq!(e, Err("certificate (--cert)"));
+    /// ```
+    pub fn from_settings(
+        ca: Option<PathBuf>,
+        cert: Option<PathBuf>,
+        key: Option<PathBuf>,
+        crl: Option<PathBuf>,
+    ) -> Result<TlsPaths, &'static str> {
+        Ok(TlsPaths {
+            ca: ca.ok_or("CA certificate (--ca)")?,
+            cert: cert.ok_or("certificate (--cert)")?,
+            key: key.ok_or("private key (--key)")?,
+            crl,
+        })
+    }
 }
 
 /// The one crypto provider used for every configuration: ring, offering only

@@ -10,7 +10,7 @@
 //! - `ca`: [`Ca`]: create, load, issue ([`Issued`]).
 //! - `crl`: revocation state and CRL signing ([`Ca::revoke`], [`CrlState`]).
 //! - `config`: [`TlsPaths`], [`server_config`], [`client_config`], [`peer_identity`].
-//! - `stream`: [`accept`] and [`connect`] over tokio-rustls (any [`PeerAddr`] transport),
+//! - `stream`: [`accept`], [`connect`] and [`dial`] over tokio-rustls (any [`PeerAddr`] transport),
 //!   handshake error explanations.
 //! - `reload`: [`ReloadableAcceptor`], a server's TLS rebuilt from its files on SIGHUP
 //!   ([`reload_on_sighup`]), so a revocation takes effect without a restart.
@@ -18,6 +18,9 @@
 //! - `files`: PEM loading, key permission checks, atomic writes.
 //! - `error`: [`CertError`], [`AuthError`].
 //! - `caps`: [`ConnectionCaps`], per-address and per-identity connection caps for the daemons.
+//! - [`serve`]: [`serve::Gate`], a daemon's accept loop under its connection limits.
+//! - [`daemon`]: the start-up shim of the daemons' `main` (logging, runtime, signals,
+//!   ready file).
 //! - [`testing`]: [`testing::TestPki`], a temporary CA for tests.
 //!
 //! ```
@@ -37,12 +40,14 @@ mod ca;
 mod caps;
 mod config;
 mod crl;
+pub mod daemon;
 mod error;
 mod files;
 mod identity;
 mod inspect;
 mod names;
 mod reload;
+pub mod serve;
 mod stream;
 pub mod testing;
 
@@ -57,6 +62,6 @@ pub use inspect::{CertInfo, CrlInfo, fingerprint};
 pub use names::{MAX_NAME_LEN, check_name, check_plain_name};
 pub use reload::{ReloadableAcceptor, reload_on_sighup};
 pub use stream::{
-    HANDSHAKE_TIMEOUT, LazyBufReader, PeerAddr, accept, acceptor, connect, connector, explain,
-    explain_certificate_error, explain_error, explain_io, handshake_error,
+    DialError, HANDSHAKE_TIMEOUT, LazyBufReader, PeerAddr, accept, acceptor, connect, connector,
+    dial, explain, explain_certificate_error, explain_error, explain_io, handshake_error,
 };

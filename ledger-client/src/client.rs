@@ -6,7 +6,7 @@
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use certs::Role;
+use certs::{DialError, Role};
 use proto::account::{AccountError, AccountOp, AccountReply, AccountRequest, AccountResponse};
 use proto::{DEFAULT_MAX_FRAME, FrameError, Framed};
 use tokio::net::TcpStream;
@@ -142,22 +142,21 @@ impl AccountClient {
         timeout: Duration,
     ) -> Result<AccountClient, ClientError> {
         let a = addr.to_string();
-        let tcp = tokio::time::timeout(timeout, TcpStream::connect(addr))
+        let (stream, _peer) = certs::dial(addr, connector, Role::Service, server_name, timeout)
             .await
-            .map_err(|_| ClientError::Timeout {
-                addr: a.clone(),
-                secs: timeout.as_secs(),
-            })?
-            .map_err(|cause| ClientError::Connect {
-                addr: a.clone(),
-                cause,
-            })?;
-        let _ = tcp.set_nodelay(true);
-        let (stream, _peer) = certs::connect(connector, tcp, Role::Service, server_name)
-            .await
-            .map_err(|cause| ClientError::Tls {
-                addr: a.clone(),
-                cause,
+            .map_err(|e| match e {
+                DialError::Timeout(_) => ClientError::Timeout {
+                    addr: a.clone(),
+                    secs: timeout.as_secs(),
+                },
+                DialError::Connect(cause) => ClientError::Connect {
+                    addr: a.clone(),
+                    cause,
+                },
+                DialError::Tls(cause) => ClientError::Tls {
+                    addr: a.clone(),
+                    cause,
+                },
             })?;
         Ok(AccountClient {
             framed: Framed::new(stream, DEFAULT_MAX_FRAME),

@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use certs::Role;
+use certs::{DialError, Role};
 use proto::select::{
     MAX_SELECTOR_REQUEST, NodeList, NodeView, NodesQuery, SelectQuery, SelectorError, SelectorOp,
     SelectorReply, SelectorRequest, SelectorResponse, SelectorStats, ServiceView,
@@ -103,23 +103,21 @@ impl SelectorClient {
         timeout: Duration,
     ) -> Result<SelectorClient, ClientError> {
         let a = addr.to_string();
-        let ms = timeout.as_millis() as u64;
-        let tcp = tokio::time::timeout(timeout, TcpStream::connect(addr))
+        let (stream, _peer) = certs::dial(addr, connector, Role::Service, server_name, timeout)
             .await
-            .map_err(|_| ClientError::Timeout {
-                addr: a.clone(),
-                ms,
-            })?
-            .map_err(|cause| ClientError::Connect {
-                addr: a.clone(),
-                cause,
-            })?;
-        let _ = tcp.set_nodelay(true);
-        let (stream, _peer) = certs::connect(connector, tcp, Role::Service, server_name)
-            .await
-            .map_err(|cause| ClientError::Tls {
-                addr: a.clone(),
-                cause,
+            .map_err(|e| match e {
+                DialError::Timeout(_) => ClientError::Timeout {
+                    addr: a.clone(),
+                    ms: timeout.as_millis() as u64,
+                },
+                DialError::Connect(cause) => ClientError::Connect {
+                    addr: a.clone(),
+                    cause,
+                },
+                DialError::Tls(cause) => ClientError::Tls {
+                    addr: a.clone(),
+                    cause,
+                },
             })?;
         Ok(SelectorClient {
             framed: Framed::with_limits(stream, MAX_SELECTOR_REPLY, MAX_SELECTOR_REQUEST),

@@ -97,34 +97,54 @@ pub struct FileConfig {
     pub discovery: Option<DiscoveryFile>,
 }
 
-/// Command-line overrides (each beats the file's key of the same name).
-#[derive(Debug, Clone, Default)]
+/// The rexec market's selector: hears node announcements and answers
+/// "select N nodes by POLICY" over mutual TLS.
+// vexecd's command line (its doc comment above is `--help`'s): each flag beats the
+// config file's key of the same name.
+#[derive(clap::Parser, Debug, Clone, Default)]
+#[command(name = "vexecd", version)]
 pub struct Flags {
-    /// `--name`.
+    /// TOML config file; it must hold a [discovery] table (flags override its values).
+    #[arg(long, env = "VEXECD_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Selector name, as in its service certificate [default: vexecd].
+    #[arg(long)]
     pub name: Option<String>,
-    /// `--listen`.
+    /// TLS address to listen on [default: 0.0.0.0:7478]; port 0 picks a free port.
+    #[arg(long)]
     pub listen: Option<String>,
-    /// `--advertise`.
+    /// Address to announce (required when listening on every interface).
+    #[arg(long)]
     pub advertise: Option<String>,
-    /// `--udp-listen`.
+    /// UDP address to hear unicast announcements on (e.g. 0.0.0.0:7478).
+    #[arg(long)]
     pub udp_listen: Option<String>,
-    /// `--ready-file`.
+    /// Write the bound TLS address to this file once listening.
+    #[arg(long)]
     pub ready_file: Option<PathBuf>,
-    /// `--ca`.
+    /// Cluster CA certificate.
+    #[arg(long)]
     pub ca: Option<PathBuf>,
-    /// `--cert`.
+    /// vexecd's certificate (role service).
+    #[arg(long)]
     pub cert: Option<PathBuf>,
-    /// `--key`.
+    /// vexecd's private key.
+    #[arg(long)]
     pub key: Option<PathBuf>,
-    /// `--crl`.
+    /// Certificate revocation list.
+    #[arg(long)]
     pub crl: Option<PathBuf>,
-    /// `--window-periods`.
+    /// Forget a sender after this many of its periods without an announcement [default: 3].
+    #[arg(long)]
     pub window_periods: Option<u32>,
-    /// `--max-nodes`.
+    /// Most senders kept [default: 100000].
+    #[arg(long)]
     pub max_nodes: Option<usize>,
-    /// `--max-connections`.
+    /// Most simultaneous connections [default: 1024].
+    #[arg(long)]
     pub max_connections: Option<usize>,
-    /// `--idle-timeout`.
+    /// How long a silent connection is kept, e.g. 300 (seconds), 5m [default: 5m].
+    #[arg(long, value_parser = proto::duration::parse_duration)]
     pub idle_timeout: Option<Duration>,
 }
 
@@ -259,6 +279,15 @@ fn positive(what: &'static str, v: usize) -> Result<usize, ConfigError> {
 }
 
 impl Config {
+    /// Reads the config file `flags` name (if any) and resolves it with them.
+    pub fn load(flags: Flags) -> Result<Config, ConfigError> {
+        let file = match &flags.config {
+            Some(p) => FileConfig::load(p)?,
+            None => FileConfig::default(),
+        };
+        Config::resolve(file, flags)
+    }
+
     /// Flags over the file over the defaults, each value checked.
     pub fn resolve(file: FileConfig, flags: Flags) -> Result<Config, ConfigError> {
         let discovery = file
@@ -309,21 +338,13 @@ impl Config {
                 "multicast is off ([discovery] multicast = false): set udp_listen so nodes can send announcements to it",
             ));
         }
-        let tls = TlsPaths {
-            ca: flags
-                .ca
-                .or(file.ca)
-                .ok_or(ConfigError::Missing("CA certificate (--ca)"))?,
-            cert: flags
-                .cert
-                .or(file.cert)
-                .ok_or(ConfigError::Missing("certificate (--cert)"))?,
-            key: flags
-                .key
-                .or(file.key)
-                .ok_or(ConfigError::Missing("private key (--key)"))?,
-            crl: flags.crl.or(file.crl),
-        };
+        let tls = TlsPaths::from_settings(
+            flags.ca.or(file.ca),
+            flags.cert.or(file.cert),
+            flags.key.or(file.key),
+            flags.crl.or(file.crl),
+        )
+        .map_err(ConfigError::Missing)?;
         let window_periods = flags
             .window_periods
             .or(file.window_periods)

@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use certs::serve::{AcceptLimits, Gate};
 use certs::{ConnectionCaps, PeerIdentity, ReloadableAcceptor};
 use proto::select::{
     MAX_LISTED, MAX_SELECTOR_REQUEST, NodeList, NodeView, SelectorError, SelectorErrorCode,
@@ -24,7 +25,7 @@ use proto::select::{
 use proto::{FrameError, Framed};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::stats::Shared;
@@ -37,9 +38,6 @@ use crate::table::{Entry, idle_milli};
 /// Largest reply sent (a full node listing fits with room to spare); the
 /// client reads with the same limit.
 pub const MAX_SELECTOR_REPLY: usize = 8 << 20;
-
-/// At most one warning per this interval about connections closed at a cap.
-const CAP_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// How the server limits its peers.
 #[derive(Debug, Clone)]
@@ -64,38 +62,15 @@ pub async fn serve(
     shutdown: impl Future,
 ) {
     let (stop_tx, stop_rx) = watch::channel(false);
-    let global = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let caps = ConnectionCaps::new(limits.per_address, limits.per_identity);
-    let mut cap_log = CapLog::default();
+    let gate = Gate::new(AcceptLimits {
+        max_connections: limits.max_connections,
+        per_address: limits.per_address,
+        per_identity: limits.per_identity,
+    });
+    let caps = gate.caps();
     let mut tasks = JoinSet::new();
     let mut seed = SplitMix64::from_entropy();
-    tokio::pin!(shutdown);
-    loop {
-        let accepted = tokio::select! {
-            _ = &mut shutdown => break,
-            a = listener.accept() => a,
-        };
-        let (tcp, addr) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!(error = %e, "accept failed; pausing briefly");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        while tasks.try_join_next().is_some() {}
-        let Ok(permit) = global.clone().try_acquire_owned() else {
-            cap_log.closed(addr, "connection limit reached (max_connections)");
-            continue;
-        };
-        let address_slot = match caps.admit_address(addr.ip()) {
-            Ok(slot) => slot,
-            Err(e) => {
-                cap_log.closed(addr, &e.to_string());
-                continue;
-            }
-        };
-        let _ = tcp.set_nodelay(true);
+    gate.run(&listener, shutdown, &mut tasks, |tcp, addr| {
         let conn = Connection {
             shared: shared.clone(),
             caps: caps.clone(),
@@ -103,41 +78,12 @@ pub async fn serve(
             stop: stop_rx.clone(),
             rng: SplitMix64::new(seed.next_u64()),
         };
-        let acceptor = tls.current();
-        tasks.spawn(async move {
-            conn.serve(acceptor, tcp, addr).await;
-            drop(address_slot);
-            drop(permit);
-        });
-    }
-    drop(listener);
-    let _ = stop_tx.send(true);
-    let drained = tokio::time::timeout(Duration::from_secs(5), async {
-        while tasks.join_next().await.is_some() {}
+        conn.serve(tls.current(), tcp, addr)
     })
     .await;
-    if drained.is_err() {
-        tasks.shutdown().await;
-    }
-}
-
-/// Rate-limits the warning about connections closed at a cap.
-#[derive(Debug, Default)]
-struct CapLog {
-    last: Option<Instant>,
-    unlogged: u64,
-}
-
-impl CapLog {
-    fn closed(&mut self, addr: SocketAddr, why: &str) {
-        self.unlogged += 1;
-        if self.last.is_some_and(|t| t.elapsed() < CAP_LOG_INTERVAL) {
-            return;
-        }
-        tracing::warn!(%addr, closed = self.unlogged, "{why}; closing new connections at once");
-        self.last = Some(Instant::now());
-        self.unlogged = 0;
-    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    certs::serve::drain(&mut tasks, Duration::from_secs(5)).await;
 }
 
 struct Connection {
