@@ -84,15 +84,16 @@ impl Entry {
     }
 }
 
-/// Idle CPUs of a node as announced, in thousandths: the smaller of what
-/// it measured idle over its last period and its CPUs less the larger of its
-/// market jobs' runnable threads and its load average (so a node that has
-/// just taken work is not counted idle until its measurement catches up).
+/// Idle CPUs of a node as announced, in thousandths: the smaller of what it
+/// measured idle on its own CPUs over its last period and its CPUs less its
+/// market jobs' runnable threads (so a node that has just taken work, which
+/// announces at once, is not counted idle until its measurement catches up).
+/// The load average is left out: it is the whole machine's, and a node may
+/// own only some of the machine's CPUs.
 pub fn idle_milli(s: &NodeStatus) -> u32 {
-    let demand = s.runnable.saturating_mul(1000).max(s.load_milli);
     s.cpus
         .saturating_mul(1000)
-        .saturating_sub(demand)
+        .saturating_sub(s.runnable.saturating_mul(1000))
         .min(s.idle_milli)
 }
 

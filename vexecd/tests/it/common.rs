@@ -25,7 +25,7 @@ pub fn status(cpus: u32, price: i64, load_milli: u32) -> NodeStatus {
         running_jobs: 0,
         runnable: 0,
         load_milli,
-        // Measured fully idle: the load and runnable threads decide.
+        // Measured fully idle: the runnable threads decide.
         idle_milli: cpus * 1000,
         free_mem_mib: 0,
     }

@@ -328,3 +328,21 @@ fn selectors_sharing_a_name_are_kept_apart_by_address() {
     assert_eq!(table.counters().stale, 0);
     assert_eq!(table.selectors(t0).count(), 2);
 }
+
+#[test]
+fn idle_cpus_are_the_nodes_own_measurement_less_its_runnable_jobs() {
+    use vexecd::table::idle_milli;
+    // A node pinned to one CPU of a busy machine: the machine's load does
+    // not make its own idle CPU busy.
+    let mut s = status(1, 0, 1500);
+    s.idle_milli = 800;
+    assert_eq!(idle_milli(&s), 800);
+    // A job just started (runnable, announced at once) counts before the
+    // next measurement does.
+    s.runnable = 1;
+    assert_eq!(idle_milli(&s), 0);
+    let mut big = status(8, 0, 0);
+    big.idle_milli = 7500;
+    big.runnable = 2;
+    assert_eq!(idle_milli(&big), 6000);
+}
