@@ -120,12 +120,15 @@ pub async fn run(args: RunArgs) -> i32 {
         }
     } else {
         // `--nodes` with no [nodes] table: the names are looked up in a
-        // selector's listing of the live nodes (repeats still give a node
-        // several ranks).
+        // selector's listing of the live nodes (an unknown name is refused
+        // there, naming the live ones; repeats still give a node several
+        // ranks).
         let listed;
         let pool = if config.nodes.is_empty() && config.selects() {
             listed = Config {
-                nodes: match crate::admin::listed_nodes(&config, None, &connector).await {
+                nodes: match crate::admin::listed_nodes(&config, args.nodes.as_deref(), &connector)
+                    .await
+                {
                     Ok(nodes) => nodes,
                     Err(code) => return code,
                 },
