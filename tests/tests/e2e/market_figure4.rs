@@ -106,3 +106,77 @@ fn figure_4_charges_reach_the_ledger_as_the_model_predicts() {
         );
     }
 }
+
+/// The demo's `rexec-figure4` against a real node: it runs the seven
+/// intervals, prints a row per job and interval, and the ledger it reads back
+/// holds what the model says each job owes within one metering tick (the
+/// shares themselves are left to the quiet machine of the demo and of
+/// rexecd's `shares` tests).
+#[test]
+fn the_demo_tool_replays_figure_4_and_reads_the_ledger_back() {
+    if !rexec_tests::can_run("the_demo_tool_replays_figure_4_and_reads_the_ledger_back") {
+        return;
+    }
+    let m = MarketCluster::start(MarketOptions {
+        cluster: ClusterOptions {
+            nodes: 1,
+            ..ClusterOptions::default()
+        },
+        ..MarketOptions::default()
+    });
+    let out = std::process::Command::new(rexec_tests::cluster::bin("rexec-figure4"))
+        .args([
+            "--node",
+            "n1",
+            "--interval",
+            "3s",
+            "--tick",
+            "250ms",
+            "--rexec",
+        ])
+        .arg(rexec_tests::cluster::bin("rexec"))
+        .arg("--accountctl")
+        .arg(rexec_tests::cluster::bin("accountctl"))
+        .env("REXEC_CONFIG", &m.config)
+        .env("ACCOUNTD_ADDR", &m.accountd.addr)
+        .env_remove("XDG_CONFIG_HOME")
+        .output()
+        .expect("cannot run rexec-figure4");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // 0: everything matched; 1: a share was off (a busy machine); 2: it failed.
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{stdout}\n{stderr}\n{}",
+        m.logs()
+    );
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .collect();
+    // 1 + 2 + 3 + 4 + 3 + 2 + 1 jobs over the seven intervals.
+    let share_rows = rows
+        .iter()
+        .filter(|f| f.len() >= 6 && f[2].starts_with('#') && f[3].ends_with('%'))
+        .count();
+    assert_eq!(share_rows, 16, "{stdout}");
+    let ledger_rows: Vec<&Vec<&str>> = rows
+        .iter()
+        .filter(|f| f.len() >= 4 && f.iter().take(4).all(|x| x.parse::<f64>().is_ok()))
+        .collect();
+    assert_eq!(ledger_rows.len(), 4, "{stdout}");
+    for f in ledger_rows {
+        let (ledger, model, tick): (f64, f64, f64) = (
+            f[1].parse().unwrap(),
+            f[2].parse().unwrap(),
+            f[3].parse().unwrap(),
+        );
+        assert!(model > 0.0, "{stdout}");
+        assert!(
+            (ledger - model).abs() <= tick,
+            "bid {}: ledger {ledger}, model {model}, tick {tick}\n{stdout}",
+            f[0]
+        );
+    }
+    eprintln!("{stdout}");
+}
