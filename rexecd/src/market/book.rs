@@ -365,7 +365,13 @@ impl Book {
             };
             // A thread can be caught sleeping at the sample; CPU used says otherwise.
             let busy = (r.tick_cpus - 0.5).ceil().max(0.0) as u32;
-            r.demand = s.runnable.max(busy);
+            // The first sample of a rank that has used no CPU yet may come before its
+            // process has even run (the tick a launch triggers): it keeps the demand
+            // assumed at join until a sample says more.
+            let not_started = r.window.is_empty() && s.usage_ns == 0 && s.runnable == 0;
+            if !not_started {
+                r.demand = s.runnable.max(busy);
+            }
             r.usage_ns = r.usage_ns.max(s.usage_ns);
             if r.window.len() == WINDOW {
                 r.window.pop_front();
