@@ -296,3 +296,33 @@ pub fn selectors_table(selectors: &[&Vexecd]) -> String {
     }
     t
 }
+
+/// An announcement of a node nobody runs: `name` at `addr`, 64 idle CPUs,
+/// price 0 (as attractive as a node can be), for forging and flooding.
+pub fn fake_node(
+    cluster: &str,
+    name: &str,
+    addr: SocketAddr,
+    incarnation: u64,
+    seq: u64,
+) -> proto::announce::Announcement {
+    use proto::announce::{Announcement, Kind, NodeStatus};
+    Announcement {
+        cluster: cluster.into(),
+        name: name.into(),
+        addr,
+        incarnation,
+        seq,
+        period_ms: 500,
+        kind: Kind::Node(NodeStatus {
+            cpus: 64,
+            price: 0,
+            running_jobs: 0,
+            runnable: 0,
+            load_milli: 0,
+            idle_milli: 64_000,
+            free_mem_mib: 1 << 20,
+        }),
+        summary: None,
+    }
+}

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use discovery::clock::WEEK_SECS;
 use discovery::profile::{History, SLOT_SECS, SLOTS, file};
-use proto::announce::{Announcement, Kind, MAX_DATAGRAM, NodeStatus};
+use proto::announce::MAX_DATAGRAM;
 use rexec_tests::cluster::Cluster;
 use rexec_tests::selectors::{
-    Channel, Vexecd, announcing_cluster, client_config, history, selectors_table,
+    Channel, Vexecd, announcing_cluster, client_config, fake_node, history, selectors_table,
 };
 use rexec_tests::wait_until;
 
@@ -293,23 +293,8 @@ fn hostile_datagrams_are_counted_and_change_nothing() {
     sock.set_multicast_loop_v4(true).unwrap();
     sock.set_multicast_ttl_v4(0).unwrap();
     let to = format!("{}:{}", channel.group, channel.port);
-    let node = |name: &str, cluster_name: &str, seq: u64| Announcement {
-        cluster: cluster_name.into(),
-        name: name.into(),
-        addr: "127.0.0.1:9".parse().unwrap(),
-        incarnation: 1,
-        seq,
-        period_ms: 500,
-        kind: Kind::Node(NodeStatus {
-            cpus: 64,
-            price: 0,
-            running_jobs: 0,
-            runnable: 0,
-            load_milli: 0,
-            idle_milli: 64_000,
-            free_mem_mib: 1 << 20,
-        }),
-        summary: None,
+    let node = |name: &str, cluster_name: &str, seq: u64| {
+        fake_node(cluster_name, name, "127.0.0.1:9".parse().unwrap(), 1, seq)
     };
     let malformed: [&[u8]; 3] = [b"GET / HTTP/1.1\r\n\r\n", b"RXMA", b"RXMA\x02\xff\xff\xff"];
     for d in malformed {

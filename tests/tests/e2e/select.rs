@@ -13,10 +13,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use certs::Role;
-use proto::announce::{Announcement, Kind, NodeStatus};
 use rexec_tests::cluster::{Cluster, TEST_USER};
 use rexec_tests::market::parse_jobs;
-use rexec_tests::selectors::{Channel, Vexecd, announcing_cluster, client_config, selectors_table};
+use rexec_tests::selectors::{
+    Channel, Vexecd, announcing_cluster, client_config, fake_node, selectors_table,
+};
 use rexec_tests::wait_until;
 
 const CLUSTER: &str = "e2e";
@@ -184,24 +185,7 @@ fn a_forged_announcement_never_receives_a_job() {
             });
         }
     });
-    let forged = Announcement {
-        cluster: CLUSTER.into(),
-        name: "n1".into(),
-        addr: impostor,
-        incarnation: u64::MAX / 2,
-        seq: 0,
-        period_ms: 500,
-        kind: Kind::Node(NodeStatus {
-            cpus: 64,
-            price: 0,
-            running_jobs: 0,
-            runnable: 0,
-            load_milli: 0,
-            idle_milli: 64_000,
-            free_mem_mib: 1 << 20,
-        }),
-        summary: None,
-    };
+    let forged = fake_node(CLUSTER, "n1", impostor, u64::MAX / 2, 0);
     let udp_sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let send_forged = |seq: u64| {
         let mut a = forged.clone();
