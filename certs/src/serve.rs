@@ -1,5 +1,5 @@
 //! A daemon's accept loop under its connection limits, shared by the TLS servers
-//! (accountd, vexecd): at most `max_connections` connections in all (a global
+//! (accountd, rexecd, vexecd): at most `max_connections` connections in all (a global
 //! semaphore) and at most `per_address` from one remote address ([`ConnectionCaps`],
 //! counted from accept, so unfinished TLS handshakes count). A connection over either
 //! limit is accepted and closed at once, so the loop never stalls; the warning that
