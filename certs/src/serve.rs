@@ -212,15 +212,24 @@ impl CapLog {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn connections_over_a_limit_are_closed_and_places_come_back() {
+    /// A listener on a loopback port, its address, and a gate with these limits.
+    async fn gate_on_loopback(
+        max_connections: usize,
+        per_address: usize,
+    ) -> (TcpListener, SocketAddr, Gate) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let mut gate = Gate::new(AcceptLimits {
-            max_connections: 2,
-            per_address: 1,
+        let gate = Gate::new(AcceptLimits {
+            max_connections,
+            per_address,
             per_identity: 1,
         });
+        (listener, addr, gate)
+    }
+
+    #[tokio::test]
+    async fn connections_over_a_limit_are_closed_and_places_come_back() {
+        let (listener, addr, mut gate) = gate_on_loopback(2, 1).await;
         let _c1 = TcpStream::connect(addr).await.unwrap();
         let (_s1, _, first) = gate.accept(&listener).await;
         // Same address: over its cap, so closed; the next one waits for a place.
@@ -248,14 +257,8 @@ mod tests {
         fn hear(_: SocketAddr, closed: u64, why: &Refused) {
             HEARD.lock().unwrap().push((closed, why.clone()));
         }
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mut gate = Gate::new(AcceptLimits {
-            max_connections: 1,
-            per_address: 4,
-            per_identity: 1,
-        })
-        .with_refusal_log(hear);
+        let (listener, addr, gate) = gate_on_loopback(1, 4).await;
+        let mut gate = gate.with_refusal_log(hear);
         let _c1 = TcpStream::connect(addr).await.unwrap();
         let (_s1, _, _first) = gate.accept(&listener).await;
         let _c2 = TcpStream::connect(addr).await.unwrap();
