@@ -1,10 +1,11 @@
 //! A daemon's accept loop under its connection limits, shared by the TLS servers
-//! (accountd, vexecd): at most `max_connections` connections in all (a global
+//! (accountd, rexecd, vexecd): at most `max_connections` connections in all (a global
 //! semaphore) and at most `per_address` from one remote address ([`ConnectionCaps`],
 //! counted from accept, so unfinished TLS handshakes count). A connection over either
 //! limit is accepted and closed at once, so the loop never stalls; the warning that
 //! says so is rate-limited ([`CAP_LOG_INTERVAL`]), counting the connections closed
-//! since the last one. An accept error (out of file descriptors, say) pauses the loop
+//! since the last one ([`Gate::with_refusal_log`] lets a daemon word it its own
+//! way). An accept error (out of file descriptors, say) pauses the loop
 //! briefly instead of spinning.
 //!
 //! What a connection does (its TLS handshake, its per-identity cap, its protocol) is
@@ -23,7 +24,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::caps::{AddressSlot, ConnectionCaps};
+use crate::caps::{AddressSlot, CapExceeded, ConnectionCaps};
 
 /// At most one warning per this interval about connections closed at a limit.
 pub const CAP_LOG_INTERVAL: Duration = Duration::from_secs(10);
@@ -50,10 +51,32 @@ pub struct Admission {
     _address: AddressSlot,
 }
 
+/// Why a connection was closed at once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// `max_connections` (the number) connections were open.
+    #[error("connection limit reached (max_connections)")]
+    MaxConnections(usize),
+    /// Its remote address held all its places.
+    #[error(transparent)]
+    Address(CapExceeded),
+}
+
+/// Writes the rate-limited warning about connections closed at a limit: the last
+/// one's remote address, how many were closed since the last warning (this one
+/// included), and why the last one was.
+pub type RefusalLog = fn(remote: SocketAddr, closed: u64, why: &Refused);
+
+/// The default [`RefusalLog`].
+fn warn_closed(addr: SocketAddr, closed: u64, why: &Refused) {
+    tracing::warn!(%addr, closed, "{why}; closing new connections at once");
+}
+
 /// Admits accepted connections under [`AcceptLimits`].
 #[derive(Debug)]
 pub struct Gate {
     global: Arc<Semaphore>,
+    max_connections: usize,
     caps: Arc<ConnectionCaps>,
     log: CapLog,
 }
@@ -61,11 +84,24 @@ pub struct Gate {
 impl Gate {
     /// A gate enforcing `limits`.
     pub fn new(limits: AcceptLimits) -> Gate {
+        let max_connections = limits.max_connections.max(1);
         Gate {
-            global: Arc::new(Semaphore::new(limits.max_connections.max(1))),
+            global: Arc::new(Semaphore::new(max_connections)),
+            max_connections,
             caps: ConnectionCaps::new(limits.per_address, limits.per_identity),
-            log: CapLog::default(),
+            log: CapLog {
+                last: None,
+                unlogged: 0,
+                warn: warn_closed,
+            },
         }
+    }
+
+    /// Writes the warning about connections closed at a limit with `log` (still at
+    /// most one per [`CAP_LOG_INTERVAL`]) instead of the default one.
+    pub fn with_refusal_log(mut self, log: RefusalLog) -> Gate {
+        self.log.warn = log;
+        self
     }
 
     /// The per-address and per-identity counts; connections take their identity's
@@ -88,13 +124,13 @@ impl Gate {
             };
             let Ok(permit) = Arc::clone(&self.global).try_acquire_owned() else {
                 self.log
-                    .closed(addr, "connection limit reached (max_connections)");
+                    .closed(addr, &Refused::MaxConnections(self.max_connections));
                 continue;
             };
             let address = match self.caps.admit_address(addr.ip()) {
                 Ok(slot) => slot,
                 Err(e) => {
-                    self.log.closed(addr, &e.to_string());
+                    self.log.closed(addr, &Refused::Address(e));
                     continue;
                 }
             };
@@ -149,14 +185,15 @@ pub async fn drain(tasks: &mut JoinSet<()>, grace: Duration) -> bool {
 }
 
 /// Rate-limits the warning about connections closed at a limit.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct CapLog {
     last: Option<Instant>,
     unlogged: u64,
+    warn: RefusalLog,
 }
 
 impl CapLog {
-    fn closed(&mut self, addr: SocketAddr, why: &str) {
+    fn closed(&mut self, addr: SocketAddr, why: &Refused) {
         self.unlogged += 1;
         let now = Instant::now();
         if self
@@ -165,7 +202,7 @@ impl CapLog {
         {
             return;
         }
-        tracing::warn!(%addr, closed = self.unlogged, "{why}; closing new connections at once");
+        (self.warn)(addr, self.unlogged, why);
         self.last = Some(now);
         self.unlogged = 0;
     }
@@ -175,15 +212,24 @@ impl CapLog {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn connections_over_a_limit_are_closed_and_places_come_back() {
+    /// A listener on a loopback port, its address, and a gate with these limits.
+    async fn gate_on_loopback(
+        max_connections: usize,
+        per_address: usize,
+    ) -> (TcpListener, SocketAddr, Gate) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let mut gate = Gate::new(AcceptLimits {
-            max_connections: 2,
-            per_address: 1,
+        let gate = Gate::new(AcceptLimits {
+            max_connections,
+            per_address,
             per_identity: 1,
         });
+        (listener, addr, gate)
+    }
+
+    #[tokio::test]
+    async fn connections_over_a_limit_are_closed_and_places_come_back() {
+        let (listener, addr, mut gate) = gate_on_loopback(2, 1).await;
         let _c1 = TcpStream::connect(addr).await.unwrap();
         let (_s1, _, first) = gate.accept(&listener).await;
         // Same address: over its cap, so closed; the next one waits for a place.
@@ -203,6 +249,32 @@ mod tests {
         let _c3 = TcpStream::connect(addr).await.unwrap();
         let (_s3, from, _second) = gate.accept(&listener).await;
         assert_eq!(from.ip(), addr.ip());
+    }
+
+    #[tokio::test]
+    async fn a_refusal_log_hears_the_limit_and_the_count() {
+        static HEARD: std::sync::Mutex<Vec<(u64, Refused)>> = std::sync::Mutex::new(Vec::new());
+        fn hear(_: SocketAddr, closed: u64, why: &Refused) {
+            HEARD.lock().unwrap().push((closed, why.clone()));
+        }
+        let (listener, addr, gate) = gate_on_loopback(1, 4).await;
+        let mut gate = gate.with_refusal_log(hear);
+        let _c1 = TcpStream::connect(addr).await.unwrap();
+        let (_s1, _, _first) = gate.accept(&listener).await;
+        let _c2 = TcpStream::connect(addr).await.unwrap();
+        let _c3 = TcpStream::connect(addr).await.unwrap();
+        let next = tokio::time::timeout(Duration::from_millis(300), gate.accept(&listener));
+        assert!(
+            next.await.is_err(),
+            "a connection over max_connections got in"
+        );
+        // Two closed, one warning: the second falls within CAP_LOG_INTERVAL.
+        let heard = HEARD.lock().unwrap().clone();
+        assert_eq!(heard, vec![(1, Refused::MaxConnections(1))]);
+        assert_eq!(
+            heard[0].1.to_string(),
+            "connection limit reached (max_connections)"
+        );
     }
 
     #[tokio::test]

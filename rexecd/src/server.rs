@@ -15,7 +15,8 @@
 //! address holds at most `max_connections_per_address` (counted from accept, so
 //! unfinished handshakes count) and one certificate at most
 //! `max_connections_per_identity` (counted after the handshake; one over is answered
-//! `Busy` and closed), so no single client or user can take every slot.
+//! `Busy` and closed), so no single client or user can take every slot. The accept
+//! loop is [`certs::serve::Gate`]'s, with rexecd's wording of its refusal warning.
 //!
 //! Once its handshake has succeeded, a connection is read through a
 //! [`READ_BUFFER`]-sized buffer under TLS: rustls asks its transport for 4 KiB at a
@@ -32,16 +33,19 @@
 //! listener on port 0.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use certs::serve::{AcceptLimits, Gate, Refused};
 use certs::{ConnectionCaps, LazyBufReader, ReloadableAcceptor};
 use proto::Framed;
 use proto::node::{ErrorCode, ErrorReply, FromNode};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 use crate::cgroup::{CgroupError, JobCgroups};
 use crate::config::Config;
@@ -61,31 +65,15 @@ const STOP_GRACE: Duration = Duration::from_secs(15);
 /// in the journal for the next start).
 const SETTLE_GRACE: Duration = Duration::from_secs(3);
 
-/// At most one "connection limit reached" warning per this interval.
-const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
-
-/// Rate-limits the warning about connections closed at the limit.
-#[derive(Debug, Default)]
-struct Refusals {
-    last_logged: Option<tokio::time::Instant>,
-    unlogged: u64,
-}
-
-impl Refusals {
-    fn refused(&mut self, remote: std::net::SocketAddr, why: &str) {
-        self.unlogged += 1;
-        let now = tokio::time::Instant::now();
-        if self
-            .last_logged
-            .is_some_and(|t| now.duration_since(t) < REFUSAL_LOG_INTERVAL)
-        {
-            return;
+/// rexecd's wording of the rate-limited warning about connections closed at a limit.
+fn log_refusal(remote: SocketAddr, refused: u64, why: &Refused) {
+    let why = match why {
+        Refused::MaxConnections(limit) => {
+            format!("connection limit reached (max_connections = {limit})")
         }
-        tracing::warn!(%remote, refused = self.unlogged,
-            "{why}; closing new connections at once");
-        self.last_logged = Some(now);
-        self.unlogged = 0;
-    }
+        other => other.to_string(),
+    };
+    tracing::warn!(%remote, refused, "{why}; closing new connections at once");
 }
 
 /// Why the server could not start.
@@ -226,75 +214,26 @@ impl Server {
             stop: stop_rx,
         });
         let mut sessions = JoinSet::new();
-        let limit = shared.config.max_connections;
-        let slots = Arc::new(Semaphore::new(limit));
-        let caps = ConnectionCaps::new(
-            shared.config.max_connections_per_address,
-            shared.config.max_connections_per_identity,
-        );
-        let mut refusals = Refusals::default();
-        tokio::pin!(shutdown);
+        let gate = Gate::new(AcceptLimits {
+            max_connections: shared.config.max_connections,
+            per_address: shared.config.max_connections_per_address,
+            per_identity: shared.config.max_connections_per_identity,
+        })
+        .with_refusal_log(log_refusal);
+        let caps = gate.caps();
         if let Ok(addr) = listener.local_addr() {
             tracing::info!(node = %shared.config.name, %addr, "listening");
         }
-        loop {
-            tokio::select! {
-                _ = &mut shutdown => break,
-                accepted = listener.accept() => match accepted {
-                    Ok((tcp, remote)) => {
-                        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-                            drop(tcp);
-                            refusals.refused(remote, &format!(
-                                "connection limit reached (max_connections = {limit})"));
-                            continue;
-                        };
-                        let address_slot = match caps.admit_address(remote.ip()) {
-                            Ok(s) => s,
-                            Err(e) => {
-                                drop(tcp);
-                                refusals.refused(remote, &e.to_string());
-                                continue;
-                            }
-                        };
-                        let _ = tcp.set_nodelay(true);
-                        let shared = Arc::clone(&shared);
-                        let acceptor = self.tls.current();
-                        let caps = Arc::clone(&caps);
-                        sessions.spawn(async move {
-                            let _slots = (slot, address_slot);
-                            let remote = remote.to_string();
-                            let mut stop = shared.stop.clone();
-                            let handshake = tokio::select! {
-                                done = certs::accept(&acceptor, LazyBufReader::new(tcp)) => done,
-                                _ = stop.wait_for(|s| *s) => return,
-                            };
-                            let (mut stream, peer) = match handshake {
-                                Ok(x) => x,
-                                Err(e) => {
-                                    tracing::info!(%remote, error = %e, "TLS handshake failed");
-                                    return;
-                                }
-                            };
-                            let _identity_slot = match caps.admit_identity(&peer) {
-                                Ok(s) => s,
-                                Err(e) => return turn_away(stream, &remote, e.to_string()).await,
-                            };
-                            stream.get_mut().0.buffer(READ_BUFFER);
-                            session::serve(shared, stream, peer, remote).await;
-                        });
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed; retrying");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                },
-                Some(done) = sessions.join_next(), if !sessions.is_empty() => {
-                    if let Err(e) = done {
-                        tracing::error!(error = %e, "session task failed");
-                    }
-                }
-            }
-        }
+        gate.run(&listener, shutdown, &mut sessions, |tcp, remote| {
+            connection(
+                Arc::clone(&shared),
+                self.tls.current(),
+                Arc::clone(&caps),
+                tcp,
+                remote,
+            )
+        })
+        .await;
         drop(listener);
         if let Some(announcer) = self.announcer {
             announcer.shutdown().await;
@@ -304,13 +243,8 @@ impl Server {
             "shutting down; destroying every job"
         );
         let _ = stop_tx.send(true);
-        let drained = tokio::time::timeout(STOP_GRACE, async {
-            while sessions.join_next().await.is_some() {}
-        })
-        .await;
-        if drained.is_err() {
+        if !certs::serve::drain(&mut sessions, STOP_GRACE).await {
             tracing::warn!("sessions did not end in time; cutting them off");
-            sessions.shutdown().await;
         }
         let cgroups = self.cgroups;
         let swept = tokio::task::spawn_blocking(move || {
@@ -333,6 +267,36 @@ impl Server {
         }
         self.market.shutdown(SETTLE_GRACE).await;
     }
+}
+
+/// One admitted connection: its TLS handshake (given up when rexecd stops), its
+/// identity's place, then its session.
+async fn connection(
+    shared: Arc<Shared>,
+    acceptor: TlsAcceptor,
+    caps: Arc<ConnectionCaps>,
+    tcp: TcpStream,
+    remote: SocketAddr,
+) {
+    let remote = remote.to_string();
+    let mut stop = shared.stop.clone();
+    let handshake = tokio::select! {
+        done = certs::accept(&acceptor, LazyBufReader::new(tcp)) => done,
+        _ = stop.wait_for(|s| *s) => return,
+    };
+    let (mut stream, peer) = match handshake {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::info!(%remote, error = %e, "TLS handshake failed");
+            return;
+        }
+    };
+    let _identity_slot = match caps.admit_identity(&peer) {
+        Ok(s) => s,
+        Err(e) => return turn_away(stream, &remote, e.to_string()).await,
+    };
+    stream.get_mut().0.buffer(READ_BUFFER);
+    session::serve(shared, stream, peer, remote).await;
 }
 
 /// Answers an authenticated connection over its identity's cap with `Busy`, and closes it.
