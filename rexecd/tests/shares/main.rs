@@ -123,6 +123,22 @@ fn model(cpus: u32, jobs: &[&Busy]) -> Vec<f64> {
 /// points of a 2-CPU node, with the shares measured (in CPUs, scaled as the module says).
 /// Also returns the CPU (in CPUs) that other work on the machine took meanwhile.
 fn errors(jobs: &[&Busy], window: Duration) -> (Vec<f64>, Vec<f64>, f64) {
+    let (used, outside) = shares(jobs, window);
+    let want = model(2, jobs);
+    let total_used: f64 = used.iter().sum();
+    let total_want: f64 = want.iter().sum();
+    let got: Vec<f64> = used.iter().map(|u| u / total_used * total_want).collect();
+    let points = got
+        .iter()
+        .zip(&want)
+        .map(|(g, w)| (g - w).abs() / 2.0 * 100.0)
+        .collect();
+    (points, got, outside)
+}
+
+/// CPUs (CPU seconds per wall second) each job used over `window`, and the CPU the
+/// rest of the machine used meanwhile.
+pub(crate) fn shares(jobs: &[&Busy], window: Duration) -> (Vec<f64>, f64) {
     let before: Vec<u64> = jobs.iter().map(|j| usage(&j.cgroup)).collect();
     let busy0 = machine_busy_ns();
     let t0 = Instant::now();
@@ -135,17 +151,8 @@ fn errors(jobs: &[&Busy], window: Duration) -> (Vec<f64>, Vec<f64>, f64) {
         .zip(&after)
         .map(|(b, a)| (a - b) as f64 / 1e9 / secs)
         .collect();
-    let want = model(2, jobs);
-    let total_used: f64 = used.iter().sum();
-    let total_want: f64 = want.iter().sum();
-    let got: Vec<f64> = used.iter().map(|u| u / total_used * total_want).collect();
-    let points = got
-        .iter()
-        .zip(&want)
-        .map(|(g, w)| (g - w).abs() / 2.0 * 100.0)
-        .collect();
-    let outside = ((busy1 - busy0) as f64 / 1e9 / secs - total_used).max(0.0);
-    (points, got, outside)
+    let outside = ((busy1 - busy0) as f64 / 1e9 / secs - used.iter().sum::<f64>()).max(0.0);
+    (used, outside)
 }
 
 /// CPU time every CPU of the machine has spent busy so far (`/proc/stat`), nanoseconds.

@@ -10,10 +10,10 @@
 //! neighbours, it gives both nodes' parent cgroups the largest CPU weight the kernel
 //! allows (one CPU-bound outside task then takes well under 1% from a node).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::util::{Daemon, can_run, cpu_dir};
-use crate::{Busy, SERIAL, machine_busy_ns, start_busy, stop, usage};
+use crate::{Busy, SERIAL, shares, start_busy, stop};
 
 /// How far A's share may fall (in CPUs) when B gets busy, for pinned nodes: noise of
 /// this shared machine, not the other node.
@@ -42,25 +42,6 @@ meter_interval = "500ms"
         key = tls.key.display(),
         ca = tls.ca.display(),
     )
-}
-
-/// CPUs (CPU seconds per wall second) each job used over `window`, and the CPU the
-/// rest of the machine used meanwhile.
-fn shares(jobs: &[&Busy], window: Duration) -> (Vec<f64>, f64) {
-    let before: Vec<u64> = jobs.iter().map(|j| usage(&j.cgroup)).collect();
-    let busy0 = machine_busy_ns();
-    let t0 = Instant::now();
-    std::thread::sleep(window);
-    let after: Vec<u64> = jobs.iter().map(|j| usage(&j.cgroup)).collect();
-    let busy1 = machine_busy_ns();
-    let secs = t0.elapsed().as_secs_f64();
-    let used: Vec<f64> = before
-        .iter()
-        .zip(&after)
-        .map(|(b, a)| (a - b) as f64 / 1e9 / secs)
-        .collect();
-    let outside = ((busy1 - busy0) as f64 / 1e9 / secs - used.iter().sum::<f64>()).max(0.0);
-    (used, outside)
 }
 
 /// The `Cpus_allowed_list` of every process of a job.
