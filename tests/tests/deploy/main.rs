@@ -8,6 +8,7 @@
 //! Shared here: where the workspace and its binaries are, and the skip rule.
 
 mod guide;
+mod hosts;
 mod sandbox;
 mod units;
 
