@@ -539,6 +539,11 @@ fn user_kit_hands_a_user_her_files_owned_by_her() {
             assert_eq!(meta.gid(), nobody.gid.as_raw(), "group of {f:?}");
         }
     }
+    // The CA keeps a copy for revoke.
+    assert_eq!(
+        fs::read(ca.join("user-alice.pem")).unwrap(),
+        fs::read(kit.join("user-alice.pem")).unwrap()
+    );
     let shown = ok(&["show", kit.join("user-alice.pem").to_str().unwrap()]);
     assert!(shown.contains("user") && shown.contains("alice"), "{shown}");
     // The config names the kit's files, relative to itself, and keeps the rest.
@@ -576,6 +581,18 @@ fn user_kit_hands_a_user_her_files_owned_by_her() {
         "user-kit", "--dir", ca_s, "alice", "--out", kit_s, "--force",
     ]);
     assert_ne!(fs::read(kit.join("user-alice.key")).unwrap(), before[3].1);
+
+    assert_eq!(
+        fs::read(ca.join("user-alice.pem")).unwrap(),
+        fs::read(kit.join("user-alice.pem")).unwrap(),
+        "the CA's copy is the new certificate"
+    );
+    ok(&[
+        "revoke",
+        "--dir",
+        ca_s,
+        ca.join("user-alice.pem").to_str().unwrap(),
+    ]);
 
     // Without --out the kit goes to the user's home, so she must exist.
     let err = fails(&["user-kit", "--dir", ca_s, "no-such-user-x"]);

@@ -335,6 +335,29 @@ fn ledger_shows_the_charges(hosts: &Hosts) {
     );
 }
 
+/// Every `Documentation=file://PATH` of the units installed on `host` (PATH already in
+/// the host's root, as the sandbox installs rewritten units) names a file the guide
+/// installed there.
+fn documentation_is_installed(hosts: &Hosts, host: &str) {
+    let sandbox = hosts.host(host);
+    for unit in crate::units::UNITS {
+        let path = sandbox.path(&format!("/etc/systemd/system/{unit}"));
+        let text = fs::read_to_string(&path).unwrap();
+        for doc in text
+            .lines()
+            .filter_map(|l| l.strip_prefix("Documentation="))
+        {
+            let file = doc
+                .strip_prefix("file://")
+                .unwrap_or_else(|| panic!("{unit}: Documentation={doc} is not a file"));
+            assert!(
+                std::path::Path::new(file).is_file(),
+                "{unit} on {host}: Documentation= names {file}, which the guide does not install"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_guide_runs_in_order_on_its_hosts() {
     if !rexec_tests::can_run("the_guide_runs_in_order_on_its_hosts")
@@ -419,6 +442,9 @@ fn the_guide_runs_in_order_on_its_hosts() {
         "the guide no longer has alice's competing jobs ({COMPETING_JOBS}...)"
     );
     // The guide's hosts really hold what the commands made.
+    for host in ["ledger", "selector", "n1", "n2"] {
+        documentation_is_installed(&hosts, host);
+    }
     let ledger = hosts.root("ledger").join("var/lib/rexec/ledger.db");
     assert!(
         ledger.exists(),

@@ -6,7 +6,8 @@
 //!
 //! The rest of the config (`[selectors]`, `[discovery]`, `[accountd]`, ...) comes from a
 //! template the admin writes once: every line of it except top-level `ca`, `cert`, `key`
-//! and `crl`, which the kit sets.
+//! and `crl`, which the kit sets. A copy of the certificate stays in the CA directory, as
+//! for every certificate `issue` writes, for `revoke`.
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, chown};
@@ -69,13 +70,18 @@ impl Kit {
             "crl.pem",
             "config.toml",
         ];
-        if !self.force {
-            if let Some(f) = files.iter().map(|f| out.join(f)).find(|p| p.exists()) {
-                bail!(
-                    "{} exists: give --force to replace the kit (and her key)",
-                    f.display()
-                );
-            }
+        // The CA keeps a copy of the certificate, as `issue` does: `revoke` needs it.
+        let kept = ca.dir().join(&cert);
+        let existing = files
+            .iter()
+            .map(|f| out.join(f))
+            .chain([kept.clone()])
+            .find(|p| p.exists());
+        if let Some(f) = existing.filter(|_| !self.force) {
+            bail!(
+                "{} exists: give --force to replace the kit (and her key)",
+                f.display()
+            );
         }
         if let Some(parent) = out.parent() {
             fs::create_dir_all(parent)
@@ -84,6 +90,9 @@ impl Kit {
         fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
         set_mode(&out, 0o700)?;
         ca.issue(Role::User, &self.name, &[], self.days, &out)?;
+        if kept != out.join(&cert) {
+            copy(&out.join(&cert), &kept)?;
+        }
         copy(&ca.ca_cert_path(), &out.join("ca.pem"))?;
         copy(&ca.crl_path(), &out.join("crl.pem"))?;
         let config = out.join("config.toml");
