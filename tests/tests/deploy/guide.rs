@@ -1,6 +1,6 @@
 //! The guide, `docs/OPERATIONS.md`, followed in order as a new admin would, on the
 //! network-namespace hosts of its example cluster ([`Hosts`]): every command of its
-//! `sh` blocks runs on the machine its `<!-- on: HOST... -->` marker names, or is
+//! `sh` blocks runs on the machines named by the "On `HOST`:" line before its block, or is
 //! listed in [`NOT_RUN`] with what covers it. At the end a user's job has run through
 //! the market and the ledger shows what it paid. The rules are written out in the
 //! guide's section 14.
@@ -105,9 +105,9 @@ pub struct GuideCommand {
     pub line: usize,
     /// The command, here-document included.
     pub text: String,
-    /// The machines it runs on, from its block's marker.
+    /// The machines it runs on, from the "On" line before its block.
     pub hosts: Vec<String>,
-    /// Run as the guide's user (`<!-- on: HOST as alice -->`), else as root.
+    /// Run as the guide's user ("On `HOST`, as alice:"), else as root.
     pub as_user: bool,
 }
 
@@ -128,24 +128,27 @@ impl GuideCommand {
     }
 }
 
-/// The marker before an `sh` block: the hosts, and whether it runs as the user.
+/// The line right before an `sh` block, "On `HOST`, `HOST` and `HOST`:" or
+/// "On `HOST`, as alice:": the hosts (every name in backquotes), and
+/// whether it runs as the user.
 fn marker(line: &str) -> Option<(Vec<String>, bool)> {
-    let inner = line.trim().strip_prefix("<!-- on:")?.strip_suffix("-->")?;
-    let (hosts, as_user) = match inner.split_once(" as ") {
-        Some((h, who)) => {
-            assert_eq!(who.trim(), "alice", "only alice is played: {line}");
-            (h, true)
-        }
+    let inner = line.trim().strip_prefix("On `")?.strip_suffix(':')?;
+    let (inner, as_user) = match inner.strip_suffix(", as alice") {
+        Some(rest) => (rest, true),
         None => (inner, false),
     };
-    Some((
-        hosts.split_whitespace().map(str::to_string).collect(),
-        as_user,
-    ))
+    let names = format!("`{inner}");
+    let hosts = names
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect();
+    Some((hosts, as_user))
 }
 
 /// The commands of every ```` ```sh ```` block, in order, each with the hosts of the
-/// marker that precedes its block. Panics on a block without a marker.
+/// "On" line that precedes its block. Panics on a block without one.
 pub fn commands(markdown: &str) -> Vec<GuideCommand> {
     let mut out = Vec::new();
     let mut in_sh = false;
@@ -169,7 +172,7 @@ pub fn commands(markdown: &str) -> Vec<GuideCommand> {
                 in_sh = true;
                 assert!(
                     on.is_some(),
-                    "OPERATIONS.md:{}: an sh block without <!-- on: HOST --> before it",
+                    "OPERATIONS.md:{}: an sh block without an \"On `HOST`:\" line right before it",
                     i + 1
                 );
             } else if !fence.is_empty() {
@@ -214,7 +217,7 @@ fn guide() -> String {
 
 #[test]
 fn the_parser_sees_blocks_markers_here_documents_and_comments() {
-    let md = "text\n<!-- on: admin -->\n```sh\n# a comment\nls /etc/rexec   # trailing\n\ncat > f <<'EOF'\na = 1\nEOF\n```\n```toml\nx = 1\n```\n<!-- on: n1 n2 as alice -->\n```sh\necho hi\n```\n";
+    let md = "text\nOn `admin`:\n```sh\n# a comment\nls /etc/rexec   # trailing\n\ncat > f <<'EOF'\na = 1\nEOF\n```\n```toml\nx = 1\n```\nOn `n1` and `n2`, as alice:\n```sh\necho hi\n```\n";
     let cmds = commands(md);
     let texts: Vec<&str> = cmds.iter().map(|c| c.text.as_str()).collect();
     assert_eq!(
@@ -238,6 +241,12 @@ fn the_parser_sees_blocks_markers_here_documents_and_comments() {
     assert_eq!(node.on("n1"), node.text);
     let unmarked = std::panic::catch_unwind(|| commands("text\n\n```sh\nls\n```\n"));
     assert!(unmarked.is_err(), "a block without a marker is refused");
+    let far = std::panic::catch_unwind(|| commands("On `admin`:\nmore text\n```sh\nls\n```\n"));
+    assert!(far.is_err(), "a marker counts only right before its block");
+    assert_eq!(
+        marker("On `build`, the build machine:").unwrap().0,
+        ["build"]
+    );
 }
 
 /// Runs `text` on `sandbox` (as alice when `as_user`), again as [`RETRIED`] says;
