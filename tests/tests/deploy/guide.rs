@@ -44,10 +44,6 @@ const NOT_RUN: &[(&str, &str)] = &[
         "needs a running job: e2e market_checks and market_dry (rexec bid)",
     ),
     (
-        "accountctl history alice           # each debit with its node, job, rank and cpu_s",
-        "an admin's command run from alice's section; this test reads the same debits with accountctl report after her job",
-    ),
-    (
         "rexec jobs                         # one row per rank, then one per node; every node in [nodes]",
         "needs a running job and [nodes] in the admin's config: e2e admin::jobs_lists_a_running_job_and_kill_ends_it",
     ),
