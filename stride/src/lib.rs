@@ -1,9 +1,7 @@
 //! Stride scheduling and the CPU market rules of rexec market: pure, deterministic, no I/O,
 //! integer arithmetic only. The reference every other part of the system is checked against.
 //!
-//! Map of the crate:
-//!
-//! Money (micro-credits, [`money::Bid`], the credits parser) is the `money` crate's.
+//! Bids and amounts are the `money` crate's ([`money::Bid`], micro-credits). Map of the crate:
 //!
 //! - [`tickets`]: bids to tickets ([`tickets_for_bids`]) and to kernel CPU weights
 //!   ([`weights_for_bids`]), with the rules for zero bids.
