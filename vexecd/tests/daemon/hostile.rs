@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use proto::announce::MAX_DATAGRAM;
 use proto::select::{MAX_SELECTOR_REQUEST, SelectQuery, SelectorErrorCode};
-use vexecd::rng::{RandomSource, SplitMix64};
+use vexecd::rng::{RandomSource, Rng, SeedableRng, SplitMix64};
 
 use crate::util::*;
 
@@ -58,7 +58,7 @@ async fn bad_datagrams_are_dropped_counted_and_survived() {
 
     // A burst of garbage: random bytes, and good datagrams with bytes flipped.
     let before = stats(&d).await;
-    let mut rng = SplitMix64::new(11);
+    let mut rng = SplitMix64::seed_from_u64(11);
     for i in 0..500 {
         let mut b = if i % 2 == 0 {
             let len = rng.below(MAX_DATAGRAM + 50);
