@@ -51,7 +51,7 @@ fn firstprice_starts_the_highest_bid_per_processor_hour_and_charges_it() {
     let snap = Snapshot {
         now: 0,
         procs: 2,
-        queued: vec![queued(&a), queued(&b)],
+        queued: vec![queued(&a), queued(&b)].into(),
         running: vec![],
     };
     let d = FirstPrice { preempt: false }.decide(&snap);
@@ -77,7 +77,7 @@ fn sjf_and_priofifo_orders() {
     let snap = Snapshot {
         now: 10,
         procs: 1,
-        queued: vec![queued(&a), queued(&b)],
+        queued: vec![queued(&a), queued(&b)].into(),
         running: vec![],
     };
     assert_eq!(Sjf.decide(&snap).start, vec![2]);
@@ -97,14 +97,14 @@ fn easy_backfills_only_what_does_not_delay_the_head() {
     let snap = Snapshot {
         now: 0,
         procs: 4,
-        queued: vec![queued(&head), queued(&short), queued(&long)],
+        queued: vec![queued(&head), queued(&short), queued(&long)].into(),
         running: vec![running(&r, 0)],
     };
     let d = Fifo::new(Backfill::Easy).decide(&snap);
     assert_eq!(d.start, vec![2]);
     assert_eq!(d.reserved, Some((1, 100)));
     let snap2 = Snapshot {
-        queued: vec![queued(&head), queued(&long)],
+        queued: vec![queued(&head), queued(&long)].into(),
         ..snap.clone()
     };
     // The long job uses the one processor the head does not need at t=100.
@@ -127,7 +127,7 @@ fn conservative_reserves_for_every_job() {
     let snap = Snapshot {
         now: 0,
         procs: 2,
-        queued: vec![queued(&wide), queued(&mid), queued(&short)],
+        queued: vec![queued(&wide), queued(&mid), queued(&short)].into(),
         running: vec![running(&r, 0)],
     };
     let d = Fifo::new(Backfill::Conservative).decide(&snap);
@@ -145,7 +145,7 @@ fn vickrey_prices_at_the_first_bid_that_does_not_fit_and_suspends_outbid_jobs() 
     let snap = Snapshot {
         now: 0,
         procs: 2,
-        queued: vec![queued(&high), queued(&mid)],
+        queued: vec![queued(&high), queued(&mid)].into(),
         running: vec![running(&low, 0)],
     };
     let d = Vickrey { fill: false }.decide(&snap);

@@ -26,14 +26,18 @@ pub struct Vickrey {
 
 impl Policy for Vickrey {
     fn name(&self) -> String {
-        "vickrey".into()
+        if self.fill {
+            "vickrey".into()
+        } else {
+            "vickrey-strict".into()
+        }
     }
 
     fn decide(&mut self, snap: &Snapshot<'_>) -> Decision {
         let now = snap.now;
         // (bid, submit, id, width, running)
         let mut all: Vec<(Micros, i64, JobId, u32, bool)> = Vec::new();
-        for q in &snap.queued {
+        for q in snap.queued.iter() {
             all.push((
                 q.job.bid_at(now, q.remaining_estimate()),
                 q.job.submit,
