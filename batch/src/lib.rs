@@ -14,6 +14,8 @@
 //!   without preemption), Vickrey, GA.
 //! - [`sim`]: the event-driven simulator around a policy.
 //! - [`check`]: an independent checker of finished schedules.
+//! - [`schedule`]: the per-job schedule as CSV (`marketsim run --schedule`), and reading
+//!   it back for the checker.
 //! - [`metrics`]: aggregate utility, waits, slowdown, utilisation, revenue, price.
 //! - [`experiments`]: the sweeps and trace studies that regenerate `docs/ECONOMICS.md`.
 //! - [`svg`]: line charts written as plain SVG.
@@ -42,6 +44,7 @@ pub mod job;
 pub mod metrics;
 pub mod policy;
 pub mod rng;
+pub mod schedule;
 pub mod sim;
 pub mod svg;
 pub mod utility;

@@ -102,13 +102,26 @@ mod tests {
         // First outputs of the xoshiro256** + SplitMix64 generator this crate used to carry,
         // so every seed printed before the switch still gives the same run.
         let golden: [(u64, [u64; 3]); 3] = [
-            (0, [0x99ec5f36cb75f2b4, 0xbf6e1f784956452a, 0x1a5f849d4933e6e0]),
-            (1, [0xb3f2af6d0fc710c5, 0x853b559647364cea, 0x92f89756082a4514]),
-            (42, [0x15780b2e0c2ec716, 0x6104d9866d113a7e, 0xae17533239e499a1]),
+            (
+                0,
+                [0x99ec5f36cb75f2b4, 0xbf6e1f784956452a, 0x1a5f849d4933e6e0],
+            ),
+            (
+                1,
+                [0xb3f2af6d0fc710c5, 0x853b559647364cea, 0x92f89756082a4514],
+            ),
+            (
+                42,
+                [0x15780b2e0c2ec716, 0x6104d9866d113a7e, 0xae17533239e499a1],
+            ),
         ];
         for (seed, want) in golden {
             let mut r = Rng::new(seed);
-            assert_eq!([r.next_u64(), r.next_u64(), r.next_u64()], want, "seed {seed}");
+            assert_eq!(
+                [r.next_u64(), r.next_u64(), r.next_u64()],
+                want,
+                "seed {seed}"
+            );
         }
     }
 }

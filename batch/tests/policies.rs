@@ -259,3 +259,11 @@ fn ga_is_deterministic_for_a_seed_and_beats_or_matches_easy_on_a_congested_queue
     let u = |r| batch::metrics::measure(&jobs, r).utility;
     assert!(u(&a) > u(&easy), "ga {} easy {}", u(&a), u(&easy));
 }
+
+#[test]
+fn every_policy_reports_the_name_it_was_asked_by() {
+    for name in batch::policy::NAMES {
+        let p = batch::policy::by_name(name, 1, Default::default()).unwrap();
+        assert_eq!(p.name(), *name);
+    }
+}

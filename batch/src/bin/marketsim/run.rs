@@ -1,0 +1,99 @@
+//! `marketsim run`: one workload (an SWF trace valued with Lee's utility functions, or a
+//! synthetic one), every asked policy simulated and checked, then the metrics table, the
+//! delays by bid class, and optionally the metrics CSV and the per-job schedule CSV.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use batch::experiments::{self, trace};
+use batch::job::Job;
+use batch::policy::ga::GaConfig;
+use batch::workload::lee::LeeConfig;
+use batch::workload::swf::{self, ToJobs};
+use batch::workload::synth::generate;
+
+use crate::{Synth, read_swf, write};
+
+/// What `run` was asked.
+pub struct RunArgs {
+    pub names: Vec<String>,
+    pub swf: Option<PathBuf>,
+    pub compress: f64,
+    pub csv: Option<PathBuf>,
+    pub schedule: Option<PathBuf>,
+    pub ga_budget_ms: u64,
+    pub synth: Synth,
+}
+
+/// The jobs and machine size of an SWF trace, valued with Lee's utility functions.
+fn trace_workload(path: &PathBuf, a: &RunArgs, ga: GaConfig) -> Result<(Vec<Job>, u32)> {
+    let f = read_swf(path)?;
+    let procs = swf::max_procs(&f).unwrap_or(a.synth.procs);
+    let how = ToJobs {
+        procs,
+        pad: a.synth.pad,
+        compress: a.compress,
+    };
+    let (mut jobs, skipped) = swf::to_jobs(&f, how).with_context(|| path.display().to_string())?;
+    eprintln!(
+        "{}: {} jobs ({skipped} records without a runtime or width skipped) on {procs} processors, \
+         arrivals {} (offered load {:.2})",
+        path.display(),
+        jobs.len(),
+        trace::describe_compression(a.compress.max(1e-9)),
+        trace::offered_load(&jobs, procs)
+    );
+    let lee = LeeConfig {
+        seed: a.synth.seed,
+        ..LeeConfig::default()
+    };
+    let weights = experiments::TraceStudy::default().priority_weights;
+    let drawn = trace::value_trace_jobs(&mut jobs, procs, &lee, &weights, ga)?;
+    eprintln!(
+        "utilities: Lee's generator, seed {} (--seed), deadline {} times each job's wait under EASY; \
+         priorities {}",
+        lee.seed,
+        lee.factor,
+        if drawn {
+            "drawn 20% high, 50% normal, 30% low (the trace has none)"
+        } else {
+            "from the trace's queue field"
+        }
+    );
+    Ok((jobs, procs))
+}
+
+pub fn run(a: &RunArgs) -> Result<()> {
+    let ga = GaConfig {
+        budget: Duration::from_millis(a.ga_budget_ms),
+        ..GaConfig::default()
+    };
+    let (jobs, procs) = match &a.swf {
+        Some(p) => trace_workload(p, a, ga)?,
+        None => {
+            let cfg = a.synth.config();
+            eprintln!("synthetic workload, seed {}: {cfg:?}", cfg.seed);
+            (generate(&cfg), cfg.procs)
+        }
+    };
+    let mut ms = Vec::new();
+    let mut schedule = format!("{}\n", batch::schedule::HEADER);
+    for (k, n) in a.names.iter().enumerate() {
+        eprintln!("[{}/{}] {n}", k + 1, a.names.len());
+        let (m, res) = experiments::run(&jobs, procs, n, a.synth.seed, ga)?;
+        batch::check::check_schedule(&jobs, &res)
+            .map_err(|e| anyhow::anyhow!("{n}: schedule check failed: {e}"))?;
+        schedule.push_str(&batch::schedule::rows(&jobs, &res));
+        ms.push(m);
+    }
+    print!("{}", experiments::metrics_table(&ms));
+    print!("\nDelay by bid class:\n\n{}", experiments::class_table(&ms));
+    if let Some(c) = &a.csv {
+        write(c, &experiments::metrics_csv("run", &ms, true))?;
+    }
+    if let Some(s) = &a.schedule {
+        write(s, &schedule)?;
+    }
+    Ok(())
+}
