@@ -148,7 +148,7 @@ fn vickrey_prices_at_the_first_bid_that_does_not_fit_and_suspends_outbid_jobs() 
         queued: vec![queued(&high), queued(&mid)].into(),
         running: vec![running(&low, 0)],
     };
-    let d = Vickrey { fill: false }.decide(&snap);
+    let d = Vickrey::new(false).decide(&snap);
     // Ranking: high (50/h), mid (10/h per processor), low (1/h). high fits; mid (2 procs)
     // does not fit in the 1 left: the descent stops, price = mid's bid, low is suspended.
     assert_eq!(d.start, vec![2]);
@@ -156,7 +156,7 @@ fn vickrey_prices_at_the_first_bid_that_does_not_fit_and_suspends_outbid_jobs() 
     assert_eq!(d.price, Some(10 * MICROS_PER_CREDIT));
     // Run what fits: the descent goes on and low keeps the processor mid cannot use; the
     // price is still the bid of the highest bidder that cannot run.
-    let d = Vickrey { fill: true }.decide(&snap);
+    let d = Vickrey::new(true).decide(&snap);
     assert_eq!(d.start, vec![2]);
     assert!(d.suspend.is_empty());
     assert_eq!(d.price, Some(10 * MICROS_PER_CREDIT));
@@ -166,7 +166,7 @@ fn vickrey_prices_at_the_first_bid_that_does_not_fit_and_suspends_outbid_jobs() 
 fn vickrey_runs_suspend_and_resume_to_completion() {
     // A long low bidder is suspended when a high bidder arrives and resumes after it.
     let jobs = vec![job(1, 0, 1, 1000, 1, 10.0), job(2, 100, 1, 100, 100, 1.0)];
-    let res = simulate(&jobs, 1, &mut Vickrey { fill: true }).unwrap();
+    let res = simulate(&jobs, 1, &mut Vickrey::new(true)).unwrap();
     batch::check::check_schedule(&jobs, &res).unwrap();
     assert_eq!(res.outcomes[0].preempted, 1);
     assert_eq!(res.outcomes[1].start, 100);

@@ -121,8 +121,8 @@ pub fn by_name(name: &str, seed: u64, ga: ga::GaConfig) -> Option<Box<dyn Policy
         "priofifo" => Box::new(priofifo::PrioFifo::default()),
         "firstprice" => Box::new(firstprice::FirstPrice { preempt: false }),
         "firstprice-preempt" => Box::new(firstprice::FirstPrice { preempt: true }),
-        "vickrey" => Box::new(vickrey::Vickrey { fill: true }),
-        "vickrey-strict" => Box::new(vickrey::Vickrey { fill: false }),
+        "vickrey" => Box::new(vickrey::Vickrey::new(true)),
+        "vickrey-strict" => Box::new(vickrey::Vickrey::new(false)),
         "ga" => Box::new(ga::Ga::new(ga, seed)),
         _ => return None,
     })
