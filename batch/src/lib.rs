@@ -18,6 +18,7 @@
 //!   it back for the checker.
 //! - [`metrics`]: aggregate utility, waits, slowdown, utilisation, revenue, price.
 //! - [`experiments`]: the sweeps and trace studies that regenerate `docs/ECONOMICS.md`.
+//! - [`report`]: `docs/ECONOMICS.md` itself: the studies run, their prose, charts and CSV.
 //! - [`svg`]: line charts written as plain SVG.
 //! - [`rng`]: the seeded generator behind every random choice.
 //!
@@ -43,6 +44,7 @@ pub mod experiments;
 pub mod job;
 pub mod metrics;
 pub mod policy;
+pub mod report;
 pub mod rng;
 pub mod schedule;
 pub mod sim;

@@ -15,6 +15,7 @@ use batch::workload::swf;
 use batch::workload::synth::SynthConfig;
 use clap::{Args, Parser, Subcommand};
 
+mod bench;
 mod doc;
 mod run;
 
@@ -259,7 +260,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             )?;
             write(
                 &out.join(format!("sweep-{param}.svg")),
-                &doc::chart(
+                &batch::report::charts::sweep_chart(
                     &pts,
                     &format!("Aggregate utility vs {}", p.label()),
                     p.label(),
@@ -273,7 +274,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             load,
             out,
             policies: list,
-        } => doc::bench(&path, load, out.as_deref(), &policies(&list)?)?,
+        } => bench::bench(&path, load, out.as_deref(), &policies(&list)?)?,
     }
     Ok(())
 }

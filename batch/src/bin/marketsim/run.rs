@@ -2,7 +2,7 @@
 //! synthetic one), every asked policy simulated and checked, then the metrics table, the
 //! delays by bid class, and optionally the metrics CSV and the per-job schedule CSV.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -27,7 +27,7 @@ pub struct RunArgs {
 }
 
 /// The jobs and machine size of an SWF trace, valued with Lee's utility functions.
-fn trace_workload(path: &PathBuf, a: &RunArgs, ga: GaConfig) -> Result<(Vec<Job>, u32)> {
+fn trace_workload(path: &Path, a: &RunArgs, ga: GaConfig) -> Result<(Vec<Job>, u32)> {
     let f = read_swf(path)?;
     let procs = swf::max_procs(&f).unwrap_or(a.synth.procs);
     let how = ToJobs {
