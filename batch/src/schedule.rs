@@ -73,7 +73,7 @@ pub fn read(text: &str, jobs: &[Job], procs: u32) -> Result<Vec<SimResult>, Sche
         let k = match runs.iter().position(|r| r.policy == f[0]) {
             Some(k) => k,
             None => {
-                runs.push(empty(f[0], procs));
+                runs.push(SimResult::empty(f[0], procs));
                 charges.push(BTreeMap::new());
                 runs.len() - 1
             }
@@ -95,18 +95,6 @@ pub fn read(text: &str, jobs: &[Job], procs: u32) -> Result<Vec<SimResult>, Sche
             .collect();
     }
     Ok(runs)
-}
-
-fn empty(policy: &str, procs: u32) -> SimResult {
-    SimResult {
-        policy: policy.to_string(),
-        procs,
-        outcomes: Vec::new(),
-        segments: Vec::new(),
-        prices: Vec::new(),
-        reservations: Vec::new(),
-        decisions: 0,
-    }
 }
 
 fn outcome(segments: &[Segment], job: JobId, charge: Option<i64>) -> Outcome {

@@ -98,15 +98,7 @@ impl<'a> Sim<'a> {
             ends: BinaryHeap::new(),
             next: 0,
             free: procs,
-            res: SimResult {
-                policy: name.clone(),
-                procs,
-                outcomes: Vec::new(),
-                segments: Vec::new(),
-                prices: Vec::new(),
-                reservations: Vec::new(),
-                decisions: 0,
-            },
+            res: SimResult::empty(&name, procs),
             name,
         }
     }

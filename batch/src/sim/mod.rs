@@ -97,6 +97,21 @@ pub struct SimResult {
     pub decisions: u64,
 }
 
+impl SimResult {
+    /// A run of `policy` on `procs` processors with nothing recorded yet.
+    pub fn empty(policy: &str, procs: u32) -> Self {
+        SimResult {
+            policy: policy.to_string(),
+            procs,
+            outcomes: Vec::new(),
+            segments: Vec::new(),
+            prices: Vec::new(),
+            reservations: Vec::new(),
+            decisions: 0,
+        }
+    }
+}
+
 /// Checks that `jobs` can be simulated on `procs` processors.
 pub fn validate(jobs: &[Job], procs: u32) -> Result<(), SimError> {
     let mut seen = HashMap::new();

@@ -30,7 +30,7 @@ struct Cli {
 }
 
 #[derive(Args, Clone)]
-struct Synth {
+pub(crate) struct Synth {
     /// Jobs to generate.
     #[arg(long, default_value_t = 2000)]
     jobs: usize,
@@ -80,30 +80,7 @@ impl Synth {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run policies on one workload and print their metrics.
-    Run {
-        /// Policies, comma-separated, or "all".
-        #[arg(long, default_value = "all")]
-        policy: String,
-        /// SWF trace (otherwise a synthetic workload).
-        #[arg(long)]
-        swf: Option<PathBuf>,
-        /// With --swf: divide submit times by this to raise the load.
-        #[arg(long, default_value_t = 1.0)]
-        compress: f64,
-        /// Write CSV here.
-        #[arg(long)]
-        csv: Option<PathBuf>,
-        /// Write the per-job schedule here as CSV, one row per run segment:
-        /// policy,job,submit,start,stop,width,charged (seconds; the job's charge in
-        /// micro-credits on its completing segment, 0 on earlier suspended ones).
-        #[arg(long)]
-        schedule: Option<PathBuf>,
-        /// GA wall-clock budget per decision, milliseconds.
-        #[arg(long, default_value_t = 50)]
-        ga_budget_ms: u64,
-        #[command(flatten)]
-        synth: Synth,
-    },
+    Run(run::RunArgs),
     /// Sweep one generator knob; print a table, write CSV and an SVG plot.
     Sweep {
         /// spread | tolerance | burst | load | width
@@ -153,7 +130,7 @@ enum Cmd {
     },
 }
 
-fn policies(list: &str) -> Result<Vec<String>> {
+pub(crate) fn policies(list: &str) -> Result<Vec<String>> {
     let names: Vec<String> = if list == "all" {
         batch::policy::NAMES.iter().map(|s| s.to_string()).collect()
     } else {
@@ -215,23 +192,7 @@ fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> Result<()> {
     match cli.cmd {
-        Cmd::Run {
-            policy,
-            swf,
-            compress,
-            csv,
-            schedule,
-            ga_budget_ms,
-            synth,
-        } => run::run(&run::RunArgs {
-            names: policies(&policy)?,
-            swf,
-            compress,
-            csv,
-            schedule,
-            ga_budget_ms,
-            synth,
-        })?,
+        Cmd::Run(a) => run::run(&a)?,
         Cmd::Sweep {
             param,
             values,

@@ -13,17 +13,36 @@ use batch::workload::lee::LeeConfig;
 use batch::workload::swf::{self, ToJobs};
 use batch::workload::synth::generate;
 
-use crate::{Synth, read_swf, write};
+use clap::Args;
 
-/// What `run` was asked.
+use crate::{Synth, policies, read_swf, write};
+
+/// What `run` is asked.
+#[derive(Args)]
 pub struct RunArgs {
-    pub names: Vec<String>,
-    pub swf: Option<PathBuf>,
-    pub compress: f64,
-    pub csv: Option<PathBuf>,
-    pub schedule: Option<PathBuf>,
-    pub ga_budget_ms: u64,
-    pub synth: Synth,
+    /// Policies, comma-separated, or "all".
+    #[arg(long, default_value = "all")]
+    policy: String,
+    /// SWF trace (otherwise a synthetic workload); its jobs get Lee utility functions
+    /// drawn with --seed.
+    #[arg(long)]
+    swf: Option<PathBuf>,
+    /// With --swf: divide submit times by this to raise the load.
+    #[arg(long, default_value_t = 1.0)]
+    compress: f64,
+    /// Write CSV here.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Write the per-job schedule here as CSV, one row per run segment:
+    /// policy,job,submit,start,stop,width,charged (seconds; the job's charge in
+    /// micro-credits on its completing segment, 0 on earlier suspended ones).
+    #[arg(long)]
+    schedule: Option<PathBuf>,
+    /// GA wall-clock budget per decision, milliseconds.
+    #[arg(long, default_value_t = 50)]
+    ga_budget_ms: u64,
+    #[command(flatten)]
+    synth: Synth,
 }
 
 /// The jobs and machine size of an SWF trace, valued with Lee's utility functions.
@@ -65,6 +84,7 @@ fn trace_workload(path: &Path, a: &RunArgs, ga: GaConfig) -> Result<(Vec<Job>, u
 }
 
 pub fn run(a: &RunArgs) -> Result<()> {
+    let names = policies(&a.policy)?;
     let ga = GaConfig {
         budget: Duration::from_millis(a.ga_budget_ms),
         ..GaConfig::default()
@@ -79,8 +99,8 @@ pub fn run(a: &RunArgs) -> Result<()> {
     };
     let mut ms = Vec::new();
     let mut schedule = format!("{}\n", batch::schedule::HEADER);
-    for (k, n) in a.names.iter().enumerate() {
-        eprintln!("[{}/{}] {n}", k + 1, a.names.len());
+    for (k, n) in names.iter().enumerate() {
+        eprintln!("[{}/{}] {n}", k + 1, names.len());
         let (m, res) = experiments::run(&jobs, procs, n, a.synth.seed, ga)?;
         batch::check::check_schedule(&jobs, &res)
             .map_err(|e| anyhow::anyhow!("{n}: schedule check failed: {e}"))?;
