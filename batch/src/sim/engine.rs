@@ -217,14 +217,9 @@ impl<'a> Sim<'a> {
         for id in d.suspend {
             self.suspend(now, id)?;
         }
-        let mut started = false;
         for id in d.start {
             let rate = d.rates.iter().find(|r| r.0 == id).map(|r| r.1).unwrap_or(0);
             self.start(now, id, rate)?;
-            started = true;
-        }
-        if started {
-            self.drop_started();
         }
         if let Some(p) = d.price {
             self.set_price(now, p);
@@ -235,18 +230,10 @@ impl<'a> Sim<'a> {
         Ok(())
     }
 
-    /// Removes the jobs that just started from both views of the queue, keeping order.
-    fn drop_started(&mut self) {
-        let mut kept = 0;
-        for k in 0..self.queue.len() {
-            if self.st[self.queue[k]].state == State::Queued {
-                self.queue[kept] = self.queue[k];
-                self.queued[kept] = self.queued[k];
-                kept += 1;
-            }
-        }
-        self.queue.truncate(kept);
-        self.queued.truncate(kept);
+    /// Where job `i` is, or belongs, in the queue (which is in arrival order).
+    fn queue_pos(&self, i: usize) -> usize {
+        let rank = &self.rank;
+        self.queue.partition_point(|&q| rank[q] < rank[i])
     }
 
     /// Suspends running job `id`: it keeps its work and returns to its place in the queue.
@@ -262,8 +249,7 @@ impl<'a> Sim<'a> {
         s.state = State::Queued;
         s.preempted += 1;
         s.epoch += 1;
-        let rank = &self.rank;
-        let pos = self.queue.partition_point(|&q| rank[q] < rank[i]);
+        let pos = self.queue_pos(i);
         self.queue.insert(pos, i);
         self.queued.insert(pos, self.as_queued(i));
         Ok(())
@@ -285,6 +271,9 @@ impl<'a> Sim<'a> {
             return Err(self.policy_error(now, why));
         }
         self.free -= width;
+        let pos = self.queue_pos(i);
+        self.queue.remove(pos);
+        self.queued.remove(pos);
         let s = &mut self.st[i];
         s.state = State::Running;
         s.since = now;
