@@ -22,7 +22,11 @@ fn tests_of_this_binary(ignored: bool) -> BTreeSet<String> {
         cmd.arg("--ignored");
     }
     let out = cmd.output().expect("cannot list the tests");
-    assert!(out.status.success(), "{} --list failed: {out:?}", exe.display());
+    assert!(
+        out.status.success(),
+        "{} --list failed: {out:?}",
+        exe.display()
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.strip_suffix(": test"))
@@ -33,10 +37,17 @@ fn tests_of_this_binary(ignored: bool) -> BTreeSet<String> {
 #[test]
 fn every_in_vm_test_is_on_the_list_the_vm_runs() {
     let listed: BTreeSet<String> = GUEST_TESTS.iter().map(|t| t.to_string()).collect();
-    assert_eq!(listed.len(), GUEST_TESTS.len(), "GUEST_TESTS names a test twice");
+    assert_eq!(
+        listed.len(),
+        GUEST_TESTS.len(),
+        "GUEST_TESTS names a test twice"
+    );
     let all = tests_of_this_binary(false);
     let unknown: Vec<&String> = listed.difference(&all).collect();
-    assert!(unknown.is_empty(), "GUEST_TESTS names tests that do not exist: {unknown:?}");
+    assert!(
+        unknown.is_empty(),
+        "GUEST_TESTS names tests that do not exist: {unknown:?}"
+    );
     // Every ignored test is ignored because it runs in the VM, and every test of the
     // VM's modules runs there.
     let ignored = tests_of_this_binary(true);

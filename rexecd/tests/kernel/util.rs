@@ -80,7 +80,6 @@ pub fn start_in(jobs: &JobCgroups, id: u64, script: &str) -> Child {
         .unwrap()
 }
 
-
 /// The scheduler state of a process, or `None` when it no longer exists.
 pub fn state_of(pid: ProcessId) -> Option<char> {
     let line = std::fs::read_to_string(format!("/proc/{}/stat", pid.0)).ok()?;

@@ -213,7 +213,9 @@ impl Drop for Daemon {
                 nix::unistd::Pid::from_raw(child.id() as i32),
                 nix::sys::signal::Signal::SIGTERM,
             );
-            until(PATIENCE, || (!matches!(child.try_wait(), Ok(None))).then_some(()));
+            until(PATIENCE, || {
+                (!matches!(child.try_wait(), Ok(None))).then_some(())
+            });
             let _ = child.kill();
             let _ = child.wait();
         }

@@ -103,7 +103,6 @@ pub fn job_dirs(parent: &str) -> Vec<String> {
     out
 }
 
-
 /// True once `pid` is gone or a zombie.
 pub fn is_dead(pid: i32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
