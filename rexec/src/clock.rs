@@ -239,8 +239,9 @@ mod tests {
             .collect();
         assert_eq!(watch(ms(5000), &beats, 600_000).await, None);
         assert_eq!(watch(ms(5000), &[], 60_000).await, Some(5000));
+        // Minutes on the paused clock in a fraction of a second (bounded loosely).
         assert!(
-            wall.elapsed() < Duration::from_secs(1),
+            wall.elapsed() < Duration::from_secs(10),
             "{:?}",
             wall.elapsed()
         );

@@ -149,9 +149,10 @@ async fn beats_go_out_on_schedule_and_a_beating_client_stays_alive() {
     for (i, &(at, seq)) in run.beats.iter().enumerate() {
         assert_eq!((at, seq), (i as u64 * 1000, i as u64 + 1));
     }
-    // Ten minutes of session in (much) less than a second.
+    // Ten minutes of session on the paused clock: a fraction of a second of real
+    // time (bounded loosely: a loaded machine runs other tests beside it).
     assert!(
-        wall.elapsed() < Duration::from_secs(1),
+        wall.elapsed() < Duration::from_secs(10),
         "{:?}",
         wall.elapsed()
     );
