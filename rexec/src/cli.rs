@@ -59,10 +59,12 @@ table of name = \"host:port\", or a [selectors] table, or a [discovery] table; s
 tools, such as [accountd], are left alone).
 REXEC_CA, REXEC_CERT, REXEC_KEY and REXEC_CRL override the file's keys of the same name.
 REXEC_HEARTBEAT_TIMEOUT (e.g. 5s, 500ms) sets how long a silent node is trusted (default 5s).
+-v prints each rank's job id at start (`rexec: job ID on NODE (rank R)`), for rexec bid and kill.
+";
 
-Exit status: the first non-zero status among the ranks, in the order they finish (128+N for a rank
-killed by signal N); 255 when a node is lost or fails, 127 when the program cannot be started,
-130 after a double Ctrl-C, 2 for a usage or configuration error.";
+fn after_help() -> String {
+    format!("{RUN_AFTER_HELP}\n{}", crate::exit::help_table())
+}
 
 /// `rexec [OPTIONS] [--] PROG [ARGS...]`.
 #[derive(Debug, Parser)]
@@ -71,7 +73,7 @@ killed by signal N); 255 when a node is lost or fails, 127 when the program cann
     version,
     about = "Run a program on several cluster nodes as if it ran here",
     override_usage = "rexec [OPTIONS] [--] PROG [ARGS...]\n       rexec jobs [--nodes A,B,...]\n       rexec kill JOBID [--nodes A,B,...] [-s SIG]\n       rexec bid JOBID RATE [--nodes A,B,...]\n       rexec nodes [--length DURATION] [--policy P]",
-    after_help = RUN_AFTER_HELP
+    after_help = after_help()
 )]
 pub struct RunArgs {
     /// Bid in credits per minute.
