@@ -28,7 +28,8 @@ pub enum StdinMode {
 fn rate_help() -> String {
     format!(
         "Bid RATE credits per minute of CPU on each node (decimal, e.g. 2 or 0.5; default 0). \
-         Negative, malformed or larger than the configured max_rate is refused before anything starts.\n\n{}",
+         A zero bid runs on CPU that no bidding job wants, and pays nothing. Negative, malformed \
+         or larger than the configured max_rate is refused before anything starts.\n\n{}",
         stride::BID_HELP
     )
 }
@@ -179,8 +180,8 @@ pub struct BidArgs {
     /// The job id, as printed by `rexec jobs` (16 hex digits).
     #[arg(value_name = "JOBID")]
     pub job: String,
-    /// The new bid, credits per minute of CPU (decimal, e.g. 2 or 0.5; 0 runs on CPU nobody
-    /// else wants).
+    /// The new bid, credits per minute of CPU (decimal, e.g. 2 or 0.5; 0 runs on CPU that no
+    /// bidding job wants).
     #[arg(value_name = "RATE", allow_hyphen_values = true)]
     pub rate: String,
 }
