@@ -123,6 +123,13 @@ pub struct Market {
     learnt: Option<LearntAddress>,
 }
 
+/// Node `node`'s refusal of a bid that cannot be one (negative), with its own
+/// code so that a client can tell it from a malformed request.
+pub fn refuse_bid(node: &str, e: &stride::BidError) -> ErrorReply {
+    let text = format!("node {node}: {e} (a zero bid runs on CPU no bidding job wants)");
+    ErrorReply::new(ErrorCode::BadBid, text)
+}
+
 impl std::fmt::Debug for Market {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Market")
@@ -225,10 +232,7 @@ impl Market {
     pub async fn check_bid(&self, user: &str, bid: i64) -> Result<Bid, ErrorReply> {
         let node = &self.node;
         // A refusal of the bid itself has its own code, so a client can tell it apart.
-        let bid = Bid::new(bid).map_err(|e| {
-            let text = format!("node {node}: {e} (a zero bid runs on CPU no bidding job wants)");
-            ErrorReply::new(ErrorCode::BadBid, text)
-        })?;
+        let bid = Bid::new(bid).map_err(|e| refuse_bid(node, &e))?;
         if bid > self.cfg.max_rate {
             let max = self.cfg.max_rate.micros_per_minute();
             let default = Bid::from_credits(crate::config::market::DEFAULT_MAX_RATE_CREDITS);
