@@ -282,6 +282,38 @@ mod tests {
     }
 
     #[test]
+    fn help_prints_the_table() {
+        use clap::CommandFactory;
+        let help = crate::cli::RunArgs::command()
+            .render_long_help()
+            .to_string();
+        for (status, meaning) in TABLE {
+            let row = format!("{status:<6} {meaning}");
+            assert!(help.contains(&row), "{row:?} in {help}");
+        }
+    }
+
+    #[test]
+    fn the_readme_table_is_the_code_table() {
+        let readme = include_str!("../../README.md");
+        let rows: Vec<String> = readme
+            .lines()
+            .skip_while(|l| *l != "| status | meaning |")
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(str::to_string)
+            .collect();
+        let code: Vec<String> = TABLE
+            .iter()
+            .map(|(status, meaning)| format!("| {status} | {meaning} |"))
+            .collect();
+        assert_eq!(
+            rows, code,
+            "README.md's exit status table drifted from exit::TABLE"
+        );
+    }
+
+    #[test]
     fn selectors_that_agree_are_one_line_and_a_usage_error() {
         use SelectorErrorCode as C;
         let text = "3 nodes asked for, 1 qualify";
