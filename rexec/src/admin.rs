@@ -20,8 +20,9 @@
 //!
 //! `rexec bid` prints one line per node asked: the ranks that took the new
 //! bid, that the job does not run there, or (on stderr) why the node refused.
-//! It exits 1 unless at least one node took the bid and none refused or
-//! failed.
+//! It exits 0 when at least one node took the bid and none refused or
+//! failed; 254 when every failure was the market refusing the bid
+//! (negative, over `max_rate`, no credit); 1 otherwise.
 
 use std::time::Duration;
 
