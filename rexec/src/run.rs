@@ -139,6 +139,11 @@ impl Job {
         if let Err(e) = input::start(args.stdin, links.iter().map(|l| l.stdin.clone()).collect()) {
             say(&format!("cannot read standard input: {e}"));
         }
+        Job::new(links, pause, args.tty, args.kill_on_bad_exit)
+    }
+
+    /// The coordinator's state for `links`, nothing done yet.
+    fn new(links: Vec<RankLink>, pause: Arc<Pause>, tty: bool, kill_on_bad_exit: bool) -> Job {
         let nodes = links.iter().map(|l| l.node.clone()).collect();
         Job {
             done: vec![false; links.len()],
@@ -148,8 +153,8 @@ impl Job {
             aborting: None,
             forwarded: Vec::new(),
             last_int: None,
-            tty: args.tty,
-            kill_on_bad_exit: args.kill_on_bad_exit,
+            tty,
+            kill_on_bad_exit,
             pause,
             exits: Vec::new(),
             nodes,

@@ -75,15 +75,7 @@ fn market_refusals_exit_254_in_credits_per_minute_naming_the_node() {
     if !rexec_tests::can_run("market_refusals_exit_254_in_credits_per_minute_naming_the_node") {
         return;
     }
-    let m = MarketCluster::start(MarketOptions {
-        cluster: ClusterOptions {
-            nodes: 1,
-            ..ClusterOptions::default()
-        },
-        max_rate: "50",
-        initial: Some("0"),
-        ..MarketOptions::default()
-    });
+    let m = crate::market_checks::dry_node();
     let refused = |args: &[&str], needles: &[&str]| {
         let out = m.rexec().args(args).run();
         assert_eq!(out.code, Some(REFUSED), "{args:?}: {out:?}");

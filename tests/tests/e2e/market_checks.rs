@@ -32,14 +32,9 @@ fn nothing_created(m: &MarketCluster, what: &str) {
     );
 }
 
-#[test]
-fn a_node_refuses_bids_over_its_max_rate_or_without_credit_and_runs_zero_bids() {
-    if !rexec_tests::can_run(
-        "a_node_refuses_bids_over_its_max_rate_or_without_credit_and_runs_zero_bids",
-    ) {
-        return;
-    }
-    let m = MarketCluster::start(MarketOptions {
+/// One node accepting bids up to 50, and a test user whose balance is 0.
+pub(crate) fn dry_node() -> MarketCluster {
+    MarketCluster::start(MarketOptions {
         cluster: ClusterOptions {
             nodes: 1,
             ..ClusterOptions::default()
@@ -47,7 +42,17 @@ fn a_node_refuses_bids_over_its_max_rate_or_without_credit_and_runs_zero_bids() 
         max_rate: "50",
         initial: Some("0"),
         ..MarketOptions::default()
-    });
+    })
+}
+
+#[test]
+fn a_node_refuses_bids_over_its_max_rate_or_without_credit_and_runs_zero_bids() {
+    if !rexec_tests::can_run(
+        "a_node_refuses_bids_over_its_max_rate_or_without_credit_and_runs_zero_bids",
+    ) {
+        return;
+    }
+    let m = dry_node();
     let sleep = ["sleep", "1000"];
 
     // A raw client skips rexec's own max_rate check; the node does not.
