@@ -129,20 +129,7 @@ pub fn entries(views: &[NodeView]) -> (Vec<NodeEntry>, Vec<String>) {
 /// Run `rexec nodes`.
 pub async fn run(args: &NodesArgs, config: Option<&std::path::Path>) -> Result<(), Error> {
     let config = crate::request::load(config)?;
-    let expected_cpu_ms = match &args.length {
-        None => None,
-        Some(l) => Some(
-            proto::duration::parse_duration(l)
-                .map_err(|e| Error::Usage(format!("--length {l}: {e}")))?
-                .as_millis() as u64,
-        ),
-    };
-    if args.policy.as_deref() == Some("history") && expected_cpu_ms.is_none() {
-        return Err(Error::Usage(
-            "--policy history needs --length, the job's expected CPU time (e.g. --length 20m)"
-                .into(),
-        ));
-    }
+    let expected_cpu_ms = crate::request::length(args.length.as_deref(), args.policy.as_deref())?;
     let connector = crate::request::connector(&config)?;
     let note = |m: &str| {
         if args.verbose {

@@ -174,7 +174,18 @@ pub fn wanted(args: &RunArgs) -> Result<crate::choose::Wanted, Error> {
             Some(micros)
         }
     };
-    let expected_cpu_ms = match &args.length {
+    let expected_cpu_ms = length(args.length.as_deref(), Some(&args.policy))?;
+    Ok(crate::choose::Wanted {
+        count: args.nranks.unwrap_or(1),
+        policy: args.policy.clone(),
+        max_price,
+        expected_cpu_ms,
+    })
+}
+
+/// `--length` in milliseconds of CPU; `--policy history` needs it.
+pub fn length(text: Option<&str>, policy: Option<&str>) -> Result<Option<u64>, Error> {
+    let ms = match text {
         None => None,
         Some(text) => Some(
             proto::duration::parse_duration(text)
@@ -182,17 +193,12 @@ pub fn wanted(args: &RunArgs) -> Result<crate::choose::Wanted, Error> {
                 .as_millis() as u64,
         ),
     };
-    if args.policy == "history" && expected_cpu_ms.is_none() {
+    if policy == Some("history") && ms.is_none() {
         return Err(Error::Usage(
             "--policy history needs --length, the job's expected CPU time (e.g. --length 20m): \
              it places the job where that much CPU would finish soonest"
                 .to_string(),
         ));
     }
-    Ok(crate::choose::Wanted {
-        count: args.nranks.unwrap_or(1),
-        policy: args.policy.clone(),
-        max_price,
-        expected_cpu_ms,
-    })
+    Ok(ms)
 }
