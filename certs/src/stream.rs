@@ -402,7 +402,18 @@ pub fn explain_certificate_error(e: &CertificateError) -> String {
             "it is not valid for this use (a client-only certificate presented by a server?)"
         }
         CertificateError::BadEncoding => "it is malformed",
-        other => return format!("the peer's certificate was refused: {other:?}"),
+        // webpki's reasons arrive as `Other`, named only by their Debug text.
+        CertificateError::Other(other) => match other.to_string().as_str() {
+            "CaUsedAsEndEntity" => {
+                "it is a CA certificate (self-signed?), not one the cluster CA issued to a peer"
+            }
+            "EndEntityUsedAsCa" => "its chain uses a peer's certificate as a CA",
+            "UnsupportedSignatureAlgorithm" | "UnsupportedSignatureAlgorithmForPublicKey" => {
+                "it is signed with an algorithm this cluster does not accept"
+            }
+            _ => "it is not a certificate this cluster accepts",
+        },
+        _ => "it is not a certificate this cluster accepts",
     };
     format!("the peer's certificate was refused: {what}")
 }
@@ -459,6 +470,42 @@ mod tests {
         assert_eq!(
             server.await.unwrap(),
             PeerIdentity::new(Role::User, "alice").unwrap()
+        );
+    }
+
+    /// A peer presenting the CA's own (self-signed) certificate is explained in
+    /// words, never as rustls's `Other(OtherError(CaUsedAsEndEntity))`.
+    #[tokio::test]
+    async fn a_peer_showing_the_ca_certificate_is_refused_in_words() {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let pki = TestPki::new();
+        let dir = pki.ca().dir();
+        let cert = CertificateDer::from_pem_file(dir.join(crate::ca::CA_CERT_FILE)).unwrap();
+        let key = PrivateKeyDer::from_pem_file(dir.join(crate::ca::CA_KEY_FILE)).unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(crate::crypto_provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let _ = acceptor.accept(tcp).await;
+        });
+        let connector = pki.connector(Role::User, "alice").unwrap();
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let err = super::connect(&connector, tcp, Role::Node, "n1")
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("it is a CA certificate"), "{text}");
+        assert!(
+            !text.contains("CaUsedAsEndEntity") && !text.contains("Other("),
+            "{text}"
         );
     }
 }

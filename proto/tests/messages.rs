@@ -294,7 +294,9 @@ fn exit_status_maps_to_the_shell_convention() {
 
 #[test]
 fn codes_unknown_to_this_build_survive_a_round_trip() {
-    for code in [0u16, 12, 500, u16::MAX] {
+    // 12 is the newest code: a refused bid.
+    assert_eq!(ErrorCode::from(12), ErrorCode::BadBid);
+    for code in [0u16, 99, 500, u16::MAX] {
         let e = ErrorCode::from(code);
         assert_eq!(e, ErrorCode::Unknown(code));
         assert_eq!(

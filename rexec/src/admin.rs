@@ -20,79 +20,44 @@
 //!
 //! `rexec bid` prints one line per node asked: the ranks that took the new
 //! bid, that the job does not run there, or (on stderr) why the node refused.
-//! It exits 1 unless at least one node took the bid and none refused or
-//! failed.
+//! It exits 0 when at least one node took the bid and none refused or
+//! failed; 254 when every failure was the market refusing the bid
+//! (negative, over `max_rate`, no credit); 1 otherwise.
 
 use std::time::Duration;
 
-use money::Bid;
 use proto::node::{ErrorCode, FromNode, JobId, JobInfo, JobList, Kill, Rebid, Signal, ToNode};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
 use crate::cli::{AdminArgs, AdminCommand};
-use crate::config::{Config, NodeEntry, config_path};
+use crate::config::{Config, NodeEntry};
+use crate::exit::{Class, Error};
 use crate::plan::{PlanError, place};
 use crate::say;
 use crate::session::{Session, SessionError};
 
-/// Run an admin command; returns the exit status.
-pub async fn run(args: AdminArgs) -> i32 {
+/// Run an admin command; `Ok` when every node answered as hoped.
+pub async fn run(args: AdminArgs) -> Result<(), Error> {
     if let AdminCommand::Nodes(n) = &args.command {
         return crate::nodes::run(n, args.config.as_deref()).await;
     }
-    let config = match config_path(args.config.as_deref()).and_then(|p| Config::load(&p)) {
-        Ok(c) => c,
-        Err(e) => {
-            say(&e.to_string());
-            return crate::run::USAGE;
-        }
-    };
+    let config = crate::request::load(args.config.as_deref())?;
+    let usage = |e: String| Error::Usage(e);
     let request = match &args.command {
         AdminCommand::Nodes(_) => unreachable!("`rexec nodes` returned above"),
         AdminCommand::Jobs => ToNode::ListJobs,
         AdminCommand::Kill(k) => {
-            let job: JobId = match k.job.parse() {
-                Ok(j) => j,
-                Err(e) => {
-                    say(&e.to_string());
-                    return crate::run::USAGE;
-                }
-            };
-            let signal: Signal = match k.signal.parse() {
-                Ok(s) => s,
-                Err(e) => {
-                    say(&e.to_string());
-                    return crate::run::USAGE;
-                }
-            };
+            let job: JobId = k.job.parse::<JobId>().map_err(|e| usage(e.to_string()))?;
+            let signal: Signal = k
+                .signal
+                .parse::<Signal>()
+                .map_err(|e| usage(e.to_string()))?;
             ToNode::Kill(Kill { job, signal })
         }
         AdminCommand::Bid(b) => {
-            let job: JobId = match b.job.parse() {
-                Ok(j) => j,
-                Err(e) => {
-                    say(&e.to_string());
-                    return crate::run::USAGE;
-                }
-            };
-            let bid: Bid = match b.rate.parse() {
-                Ok(r) => r,
-                Err(e) => {
-                    say(&format!("RATE {}: {e}", b.rate));
-                    return crate::run::USAGE;
-                }
-            };
-            if bid > config.max_rate {
-                say(&format!(
-                    "RATE {}: a bid of {bid} credits per minute is over the maximum of {} set by \
-                     max_rate in {}",
-                    b.rate,
-                    config.max_rate,
-                    config.path.display()
-                ));
-                return crate::run::USAGE;
-            }
+            let job: JobId = b.job.parse::<JobId>().map_err(|e| usage(e.to_string()))?;
+            let bid = crate::request::bid(&b.rate, "RATE", &config)?;
             ToNode::Rebid(Rebid {
                 job,
                 bid: bid.micros_per_minute(),
@@ -103,37 +68,32 @@ pub async fn run(args: AdminArgs) -> i32 {
     let configured = if config.selects() {
         None
     } else {
-        match configured_nodes(&config, args.nodes.as_deref()) {
-            Ok(nodes) => Some(nodes),
-            Err(e) => {
-                say(&e.to_string());
-                return crate::run::USAGE;
-            }
-        }
+        Some(configured_nodes(&config, args.nodes.as_deref()).map_err(|e| usage(e.to_string()))?)
     };
-    let connector = match certs::connector(&config.tls) {
-        Ok(c) => c,
-        Err(e) => {
-            say(&format!(
-                "client configuration {}: {e}",
-                config.path.display()
-            ));
-            return 255;
-        }
-    };
+    let connector = crate::request::connector(&config)?;
     let nodes = match configured {
         Some(nodes) => nodes,
-        None => match listed_nodes(&config, args.nodes.as_deref(), &connector).await {
-            Ok(n) => n,
-            Err(code) => return code,
-        },
+        None => listed_nodes(&config, args.nodes.as_deref(), &connector).await?,
     };
     let timeout = crate::clock::timeout_from_env().unwrap_or(crate::clock::DEFAULT_TIMEOUT);
     let answers = ask_all(&connector, &nodes, &request, timeout).await;
     match request {
-        ToNode::Kill(k) => print_kills(&nodes, answers, k.job),
+        ToNode::Kill(k) => complete(print_kills(&nodes, answers, k.job)),
         ToNode::Rebid(r) => print_rebids(&nodes, answers, r.job),
-        _ => print_jobs(&nodes, answers),
+        _ => complete(print_jobs(&nodes, answers)),
+    }
+}
+
+/// An answer that does not fit the question, in words.
+fn unexpected(node: &str) -> String {
+    format!("node {node}: its answer does not fit the question (is its rexecd another version?)")
+}
+
+/// `Ok` for status 0; otherwise the lines were printed already.
+fn complete(code: i32) -> Result<(), Error> {
+    match code {
+        0 => Ok(()),
+        _ => Err(Error::Incomplete(String::new())),
     }
 }
 
@@ -165,21 +125,15 @@ pub fn configured_nodes(
 }
 
 /// The nodes to ask from a selector's listing, by the rule in the module
-/// docs; on failure the message is said and the exit status returned.
+/// docs.
 pub(crate) async fn listed_nodes(
     config: &Config,
     names: Option<&[String]>,
     connector: &TlsConnector,
-) -> Result<Vec<NodeEntry>, i32> {
-    let listed = match crate::nodes::listing(config, connector, None, &|_| {}).await {
-        Ok(l) => l,
-        Err(e) => {
-            for line in e.to_string().lines() {
-                say(line);
-            }
-            return Err(1);
-        }
-    };
+) -> Result<Vec<NodeEntry>, Error> {
+    let listed = crate::nodes::listing(config, connector, None, &|_| {})
+        .await
+        .map_err(crate::nodes::ListError::into_error)?;
     let via = &listed.selectors[listed.by].name;
     let (live, bad) = crate::nodes::entries(&listed.list.nodes);
     for name in bad {
@@ -196,17 +150,12 @@ pub(crate) async fn listed_nodes(
     }
     let nodes = match names {
         None => live,
-        Some(names) => match pick(&live, names, via) {
-            Ok(n) => n,
-            Err(e) => {
-                say(&e);
-                return Err(crate::run::USAGE);
-            }
-        },
+        Some(names) => pick(&live, names, via).map_err(Error::Usage)?,
     };
     if nodes.is_empty() {
-        say(&format!("selector {via} knows no live node to ask"));
-        return Err(1);
+        return Err(Error::Incomplete(format!(
+            "selector {via} knows no live node to ask"
+        )));
     }
     Ok(nodes)
 }
@@ -291,8 +240,8 @@ fn print_jobs(nodes: &[NodeEntry], answers: Vec<Result<FromNode, SessionError>>)
                 rows.extend(jobs.into_iter().map(|j| (node.name.clone(), j)));
                 lists.push((node.name.clone(), list));
             }
-            Ok(other) => {
-                say(&format!("node {}: unexpected answer {other:?}", node.name));
+            Ok(_) => {
+                say(&unexpected(&node.name));
                 code = 1;
             }
             Err(e) => {
@@ -334,11 +283,30 @@ fn print_jobs(nodes: &[NodeEntry], answers: Vec<Result<FromNode, SessionError>>)
                 "{:<12} {:>5} {:>12}  {state}",
                 node,
                 list.cpus,
-                money::format_credits(list.price)
+                price_column(&list)
             );
         }
     }
     code
+}
+
+/// A node's price as `rexec jobs` shows it: what a newcomer competes
+/// against, so 0 while the node has idle CPUs (nobody pays then, however
+/// much a lone job bids).
+///
+/// ```
+/// let mut list = proto::node::JobList::default();
+/// list.price = 2_000_000;
+/// assert_eq!(rexec::admin::price_column(&list), "0");
+/// list.contended = true;
+/// assert_eq!(rexec::admin::price_column(&list), "2");
+/// ```
+pub fn price_column(list: &JobList) -> String {
+    if list.contended {
+        money::format_credits(list.price)
+    } else {
+        "0".to_string()
+    }
 }
 
 /// The bid asked for, and the bid in force after an arrow when it differs.
@@ -388,8 +356,8 @@ fn print_kills(
                 }
             }
             Err(SessionError::Refused(e)) if e.code == proto::node::ErrorCode::NoSuchJob => {}
-            Ok(other) => {
-                say(&format!("node {}: unexpected answer {other:?}", node.name));
+            Ok(_) => {
+                say(&unexpected(&node.name));
                 code = 1;
             }
             Err(e) => {
@@ -409,9 +377,11 @@ fn print_rebids(
     nodes: &[NodeEntry],
     answers: Vec<Result<FromNode, SessionError>>,
     job: JobId,
-) -> i32 {
+) -> Result<(), Error> {
     let mut took = 0u64;
     let mut failed = false;
+    // Whether every failure was the market refusing the bid.
+    let mut refused = true;
     for (node, answer) in nodes.iter().zip(answers) {
         match answer {
             Ok(FromNode::Rebidded(r)) if r.ranks > 0 => {
@@ -437,22 +407,32 @@ fn print_rebids(
                 } else {
                     say(&format!("{prefix} {}", e.message));
                 }
+                refused &= SessionError::Refused(e).class() == Class::Refused;
                 failed = true;
             }
-            Ok(other) => {
-                say(&format!("node {}: unexpected answer {other:?}", node.name));
+            Ok(_) => {
+                say(&unexpected(&node.name));
+                refused = false;
                 failed = true;
             }
             Err(e) => {
                 say(&format!("node {}: {e}", node.name));
+                refused = false;
                 failed = true;
             }
         }
     }
-    if took == 0 && !failed {
-        say(&format!("job {job} is not running on the nodes asked"));
+    match (took, failed) {
+        (0, false) => Err(Error::Incomplete(format!(
+            "job {job} is not running on the nodes asked"
+        ))),
+        (_, false) => Ok(()),
+        (_, true) if refused => Err(Error::Lines {
+            lines: Vec::new(),
+            class: Class::Refused,
+        }),
+        (_, true) => Err(Error::Incomplete(String::new())),
     }
-    if took > 0 && !failed { 0 } else { 1 }
 }
 
 #[cfg(test)]

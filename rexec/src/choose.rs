@@ -22,6 +22,7 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
 use crate::config::{NodeEntry, SelectorEntry};
+use crate::exit::{Class, Error};
 use crate::plan::RankTarget;
 use crate::select::{ASK_TIMEOUT, AskAnyError, ask_any};
 use crate::session::{Session, SessionError};
@@ -89,12 +90,12 @@ pub enum ChooseError {
     },
     /// A node refused in a way another node would too (the user is unknown
     /// there, has no credit, ...).
-    #[error("node {} at {}: {why}", .node.name, .node.addr)]
+    #[error("node {} at {}: {}", .node.name, .node.addr, unprefixed(&.node.name, .error))]
     Refused {
         /// The node.
         node: NodeEntry,
         /// Why.
-        why: String,
+        error: SessionError,
     },
     /// The rounds ran out.
     #[error(
@@ -110,6 +111,53 @@ pub enum ChooseError {
         /// Nodes given up on.
         rejected: Vec<Rejected>,
     },
+}
+
+impl ChooseError {
+    /// The client's error for this: a selectors' failure keeps its class
+    /// (see [`crate::exit::selector_class`]), a refusal the node's (the
+    /// market's refusal of the bid, a program that cannot start), running
+    /// out of working nodes is a failure.
+    pub fn into_error(self) -> Error {
+        match self {
+            ChooseError::Select { error, rejected } if rejected.is_empty() => {
+                Error::Selectors(error)
+            }
+            ChooseError::Select { error, rejected } => {
+                // Nodes were given up on: too few working ones is the
+                // cluster's state, whatever the selectors say now.
+                let class = Class::Failed;
+                let mut lines = crate::exit::selector_lines(&error, false);
+                lines.extend(
+                    rejected_lines(&rejected)
+                        .lines()
+                        .skip(1)
+                        .map(str::to_string),
+                );
+                Error::Lines { lines, class }
+            }
+            refused @ ChooseError::Refused { .. } => {
+                let class = match &refused {
+                    ChooseError::Refused { error, .. } => error.class(),
+                    _ => Class::Failed,
+                };
+                Error::Lines {
+                    lines: vec![refused.to_string()],
+                    class,
+                }
+            }
+            other => Error::Failed(other.to_string()),
+        }
+    }
+}
+
+/// A node's message without the `node NAME: ` it may start with.
+fn unprefixed(node: &str, e: &SessionError) -> String {
+    let text = e.to_string();
+    match text.strip_prefix(&format!("node {node}: ")) {
+        Some(rest) => rest.to_string(),
+        None => text,
+    }
 }
 
 fn rejected_lines(rejected: &[Rejected]) -> String {
@@ -132,6 +180,7 @@ pub fn replaceable(e: &SessionError) -> bool {
         | SessionError::Frame(_)
         | SessionError::Closed
         | SessionError::Silent(_)
+        | SessionError::NoSession(_)
         | SessionError::Unexpected { .. }
         | SessionError::Version(_) => true,
         // What is about this user or request would be refused everywhere.
@@ -218,16 +267,13 @@ pub async fn choose(
             set.spawn(async move {
                 let open = Session::open(&connector, &node.name, &node.addr, timeout);
                 let result = match tokio::time::timeout(PROBE_TIMEOUT, open).await {
-                    Ok(r) => r.map_err(|e| (replaceable(&e), e.to_string())),
-                    Err(_) => Err((
-                        true,
-                        format!("no session within {}s", PROBE_TIMEOUT.as_secs()),
-                    )),
+                    Ok(r) => r.map_err(|e| (replaceable(&e), e)),
+                    Err(_) => Err((true, SessionError::NoSession(PROBE_TIMEOUT))),
                 };
                 (i, result)
             });
         }
-        let mut results: Vec<Option<Result<Session, (bool, String)>>> =
+        let mut results: Vec<Option<Result<Session, (bool, SessionError)>>> =
             batch.iter().map(|_| None).collect();
         while let Some(joined) = set.join_next().await {
             if let Ok((i, r)) = joined {
@@ -237,8 +283,9 @@ pub async fn choose(
         for (node, result) in batch.into_iter().zip(results) {
             match result {
                 Some(Ok(session)) => kept.push((node, session)),
-                Some(Err((false, why))) => return Err(ChooseError::Refused { node, why }),
-                Some(Err((true, why))) => {
+                Some(Err((false, error))) => return Err(ChooseError::Refused { node, error }),
+                Some(Err((true, error))) => {
+                    let why = error.to_string();
                     note(&format!(
                         "node {} at {}: {why}; asking for another",
                         node.name, node.addr

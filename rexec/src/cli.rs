@@ -28,7 +28,8 @@ pub enum StdinMode {
 fn rate_help() -> String {
     format!(
         "Bid RATE credits per minute of CPU on each node (decimal, e.g. 2 or 0.5; default 0). \
-         Negative, malformed or larger than the configured max_rate is refused before anything starts.\n\n{}",
+         A zero bid runs on CPU that no bidding job wants, and pays nothing. Negative, malformed \
+         or larger than the configured max_rate is refused before anything starts.\n\n{}",
         stride::BID_HELP
     )
 }
@@ -59,10 +60,12 @@ table of name = \"host:port\", or a [selectors] table, or a [discovery] table; s
 tools, such as [accountd], are left alone).
 REXEC_CA, REXEC_CERT, REXEC_KEY and REXEC_CRL override the file's keys of the same name.
 REXEC_HEARTBEAT_TIMEOUT (e.g. 5s, 500ms) sets how long a silent node is trusted (default 5s).
+-v prints each rank's job id at start (`rexec: job ID on NODE (rank R)`), for rexec bid and kill.
+";
 
-Exit status: the first non-zero status among the ranks, in the order they finish (128+N for a rank
-killed by signal N); 255 when a node is lost or fails, 127 when the program cannot be started,
-130 after a double Ctrl-C, 2 for a usage or configuration error.";
+fn after_help() -> String {
+    format!("{RUN_AFTER_HELP}\n{}", crate::exit::help_table())
+}
 
 /// `rexec [OPTIONS] [--] PROG [ARGS...]`.
 #[derive(Debug, Parser)]
@@ -71,7 +74,7 @@ killed by signal N); 255 when a node is lost or fails, 127 when the program cann
     version,
     about = "Run a program on several cluster nodes as if it ran here",
     override_usage = "rexec [OPTIONS] [--] PROG [ARGS...]\n       rexec jobs [--nodes A,B,...]\n       rexec kill JOBID [--nodes A,B,...] [-s SIG]\n       rexec bid JOBID RATE [--nodes A,B,...]\n       rexec nodes [--length DURATION] [--policy P]",
-    after_help = RUN_AFTER_HELP
+    after_help = after_help()
 )]
 pub struct RunArgs {
     /// Bid in credits per minute.
@@ -177,8 +180,8 @@ pub struct BidArgs {
     /// The job id, as printed by `rexec jobs` (16 hex digits).
     #[arg(value_name = "JOBID")]
     pub job: String,
-    /// The new bid, credits per minute of CPU (decimal, e.g. 2 or 0.5; 0 runs on CPU nobody
-    /// else wants).
+    /// The new bid, credits per minute of CPU (decimal, e.g. 2 or 0.5; 0 runs on CPU that no
+    /// bidding job wants).
     #[arg(value_name = "RATE", allow_hyphen_values = true)]
     pub rate: String,
 }

@@ -80,6 +80,8 @@ pub struct Config {
     pub tls: TlsPaths,
     /// The largest bid `-r` may ask for.
     pub max_rate: Bid,
+    /// Whether the file set `max_rate` (else it is [`DEFAULT_MAX_RATE`]).
+    pub max_rate_set: bool,
     /// The known nodes, in the order the file lists them.
     pub nodes: Vec<NodeEntry>,
     /// The configured selectors, in the order the file lists them.
@@ -252,6 +254,7 @@ impl Config {
                 .filter(|s| !s.is_empty())
                 .map(|s| base.join(s)),
         };
+        let max_rate_set = raw.max_rate.is_some();
         let max_rate = match raw.max_rate {
             None => Bid::from_credits(DEFAULT_MAX_RATE),
             Some(v) => {
@@ -316,10 +319,37 @@ impl Config {
             path: path.to_path_buf(),
             tls,
             max_rate,
+            max_rate_set,
             nodes: nodes.into_iter().map(|(_, n)| n).collect(),
             selectors: selectors.into_iter().map(|(_, n)| n).collect(),
             discovery,
         })
+    }
+
+    /// Where the client's largest bid comes from, for a refusal: the file
+    /// that sets `max_rate`, or the default.
+    ///
+    /// ```
+    /// let base = "ca = \"c\"\ncert = \"u\"\nkey = \"k\"\n";
+    /// let c = rexec::config::Config::parse("/x/a.toml".as_ref(), base).unwrap();
+    /// assert!(c.max_rate_source().starts_with("the default of 1000 credits per minute"));
+    /// let c = rexec::config::Config::parse("/x/a.toml".as_ref(), &format!("{base}max_rate = 5\n")).unwrap();
+    /// assert_eq!(c.max_rate_source(), "max_rate = 5 credits per minute in /x/a.toml");
+    /// ```
+    pub fn max_rate_source(&self) -> String {
+        if self.max_rate_set {
+            format!(
+                "max_rate = {} credits per minute in {}",
+                self.max_rate,
+                self.path.display()
+            )
+        } else {
+            format!(
+                "the default of {} credits per minute (set max_rate in {} to change it)",
+                self.max_rate,
+                self.path.display()
+            )
+        }
     }
 
     /// Whether nodes come from selectors: no `[nodes]`, but `[selectors]`

@@ -28,6 +28,7 @@ use tokio::time::{Instant, sleep_until};
 use tokio_rustls::TlsConnector;
 
 use crate::clock::Pause;
+use crate::exit::{Class, Error};
 use crate::output::Out;
 use crate::plan::{JobSpec, RankTarget};
 use crate::rank::{self, RankEvent, RankLink};
@@ -53,8 +54,9 @@ const AFTER_FAILURE: Duration = Duration::from_secs(1);
 /// How the launch phase ended without a running job.
 #[derive(Debug)]
 pub struct LaunchFailed {
-    /// Exit status for the client.
-    pub code: i32,
+    /// One line per failed rank (and one if interrupted), with the class
+    /// of the first failure (or of the interruption).
+    pub error: Error,
 }
 
 /// A job whose every rank started.
@@ -130,7 +132,7 @@ pub async fn launch_all(
             },
             _ = sleep_until(give_up.unwrap_or_else(Instant::now)), if give_up.is_some() => break,
             sig = signals.recv() => match sig {
-                Some(Caught::Int) => { interrupted = Some(130); break; }
+                Some(Caught::Int) => { interrupted = Some(crate::exit::INTERRUPTED); break; }
                 Some(Caught::Forward(s)) => { interrupted = Some(128 + i32::from(s.code())); break; }
                 Some(other) => deferred.push(other),
                 None => {}
@@ -143,23 +145,28 @@ pub async fn launch_all(
         return Ok(Launched { links, deferred });
     }
     failures.sort_by_key(|f| f.0);
-    for (rank, e) in &failures {
-        let node = &ranks[*rank as usize].node.name;
-        let text = e.to_string();
-        // Nodes may name themselves in their messages; say it only once.
-        let text = text
-            .strip_prefix(&format!("node {node}: "))
-            .unwrap_or(&text);
-        eprintln!("rexec: node {node} (rank {rank}): {text}");
-    }
-    let mut code = failures.first().map_or(255, |f| f.1.exit_code());
+    let mut lines: Vec<String> = failures
+        .iter()
+        .map(|(rank, e)| {
+            let node = &ranks[*rank as usize].node.name;
+            let text = e.to_string();
+            // Nodes may name themselves in their messages; say it only once.
+            let text = text
+                .strip_prefix(&format!("node {node}: "))
+                .unwrap_or(&text);
+            format!("node {node} (rank {rank}): {text}")
+        })
+        .collect();
+    let mut class = failures.first().map_or(Class::Failed, |f| f.1.class());
     if let Some(c) = interrupted {
-        eprintln!("rexec: interrupted while starting; nothing was left running");
-        code = c;
+        lines.push("interrupted while starting; nothing was left running".into());
+        class = Class::Interrupted(c);
     }
     kill_started(started.into_iter().flatten().collect()).await;
     set.shutdown().await;
-    Err(LaunchFailed { code })
+    Err(LaunchFailed {
+        error: Error::Lines { lines, class },
+    })
 }
 
 /// Tell each started rank to abort, and wait (briefly) until that is sent.

@@ -7,6 +7,10 @@
 //! - [`cli`]: the command line (run form, `jobs`, `kill`, `bid`) and the rule that
 //!   tells them apart (`rexec -- jobs` runs a program called `jobs`).
 //! - [`config`]: the client configuration file and its errors.
+//! - [`exit`]: the documented exit statuses, the client's one error type
+//!   and the one mapping from an outcome to a status.
+//! - [`request`]: the run form's request checked before anything starts
+//!   (rate, configuration, where the ranks go).
 //! - [`plan`]: rank placement from `--nodes` or `[nodes]`, job id, the
 //!   `Launch` message of each rank.
 //! - [`find`]: which selectors to ask (`[selectors]`, or announcements heard
@@ -43,9 +47,10 @@
 //!   order, cycling; without those too, to N distinct nodes a selector
 //!   (vexecd) chooses by `--policy`. N defaults to 1.
 //! - Exit status: first non-zero rank status in order of completion
-//!   (`128+N` for signal N), 255 for a lost or failed node, 127 when the
-//!   program cannot be started, 130 after a double Ctrl-C, 141 when stdout's
-//!   reader went away, 2 for usage and configuration errors.
+//!   (`128+N` for signal N), 255 for a lost or failed node, 254 when the
+//!   market refuses the bid, 127 when the program cannot be started, 130
+//!   after a double Ctrl-C, 141 when stdout's reader went away, 2 for usage
+//!   and configuration errors: the table is [`exit::TABLE`].
 //! - A node silent for `REXEC_HEARTBEAT_TIMEOUT` (default 5s) is dead.
 //!
 //! # Deviations from the rexec/rexecd session contract
@@ -68,6 +73,7 @@ pub mod choose;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod exit;
 pub mod find;
 pub mod input;
 pub mod launch;
@@ -75,6 +81,7 @@ pub mod nodes;
 pub mod output;
 pub mod plan;
 pub mod rank;
+pub mod request;
 pub mod run;
 pub mod select;
 pub mod session;

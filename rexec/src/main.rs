@@ -1,29 +1,34 @@
 //! The `rexec` binary: parse the command line, run, restore the terminal
-//! and exit with the status the library computed.
+//! and exit with the status of the outcome — the one place an error
+//! becomes an exit status ([`rexec::exit::status`]).
 
-use rexec::cli::{self, Invocation};
+use rexec::cli::{self, AdminCommand, Invocation};
+use rexec::exit::Error;
 
 fn main() {
     rexec::tty::restore_on_panic();
     let invocation = cli::parse(std::env::args_os().collect());
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let verbose = match &invocation {
+        Invocation::Run(args) => args.verbose,
+        Invocation::Admin(args) => matches!(&args.command, AdminCommand::Nodes(n) if n.verbose),
+    };
+    let outcome = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
     {
-        Ok(r) => r,
-        Err(e) => {
-            rexec::say(&format!("cannot start the async runtime: {e}"));
-            std::process::exit(255);
-        }
+        Ok(runtime) => runtime.block_on(async move {
+            match invocation {
+                Invocation::Run(args) => rexec::run::run(args).await,
+                Invocation::Admin(args) => rexec::admin::run(args).await.map(|()| 0),
+            }
+        }),
+        Err(e) => Err(Error::Failed(format!(
+            "cannot start the async runtime: {e}"
+        ))),
     };
-    let code = runtime.block_on(async move {
-        match invocation {
-            Invocation::Run(args) => rexec::run::run(args).await,
-            Invocation::Admin(args) => rexec::admin::run(args).await,
-        }
-    });
     rexec::tty::restore();
+    let code = rexec::exit::status(outcome, verbose);
     // Exit without waiting for the stdin thread, which may be blocked in read.
     std::process::exit(code);
 }

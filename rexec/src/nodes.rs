@@ -6,15 +6,15 @@
 //! would choose them (the selector ranks every node it knows).
 //!
 //! Exit status: 0 with a table, 1 when no selector answered, 2 for a usage
-//! or configuration error.
+//! or configuration error (a policy every selector refuses is one).
 
 use proto::select::{NodeList, NodeView, NodesQuery, SelectQuery, SelectorOp, SelectorReply};
 use tokio_rustls::TlsConnector;
 
 use crate::cli::NodesArgs;
-use crate::config::{Config, NodeEntry, SelectorEntry, config_path};
+use crate::config::{Config, NodeEntry, SelectorEntry};
+use crate::exit::{Class, Error};
 use crate::find::FindError;
-use crate::run::USAGE;
 use crate::say;
 use crate::select::{ASK_TIMEOUT, AskAnyError, ask_any};
 
@@ -39,6 +39,26 @@ pub enum ListError {
     /// No selector answered.
     #[error(transparent)]
     Ask(#[from] AskAnyError),
+}
+
+impl ListError {
+    /// The client's error for this: a failure of the command (1), or a
+    /// usage error (2) when the selectors refused the request as asked.
+    pub fn into_error(self) -> Error {
+        match self {
+            ListError::Find(e) => Error::Incomplete(e.to_string()),
+            ListError::Ask(e) => {
+                let class = match crate::exit::selector_class(&e) {
+                    Class::Usage => Class::Usage,
+                    _ => Class::Incomplete,
+                };
+                Error::Lines {
+                    lines: crate::exit::selector_lines(&e, false),
+                    class,
+                }
+            }
+        }
+    }
 }
 
 /// The live nodes a selector knows: the selectors of `config` are found
@@ -106,39 +126,11 @@ pub fn entries(views: &[NodeView]) -> (Vec<NodeEntry>, Vec<String>) {
     (nodes, bad)
 }
 
-/// Run `rexec nodes`; returns the exit status.
-pub async fn run(args: &NodesArgs, config: Option<&std::path::Path>) -> i32 {
-    let config = match config_path(config).and_then(|p| Config::load(&p)) {
-        Ok(c) => c,
-        Err(e) => {
-            say(&e.to_string());
-            return USAGE;
-        }
-    };
-    let expected_cpu_ms = match &args.length {
-        None => None,
-        Some(l) => match proto::duration::parse_duration(l) {
-            Ok(d) => Some(d.as_millis() as u64),
-            Err(e) => {
-                say(&format!("--length {l}: {e}"));
-                return USAGE;
-            }
-        },
-    };
-    if args.policy.as_deref() == Some("history") && expected_cpu_ms.is_none() {
-        say("--policy history needs --length, the job's expected CPU time (e.g. --length 20m)");
-        return USAGE;
-    }
-    let connector = match certs::connector(&config.tls) {
-        Ok(c) => c,
-        Err(e) => {
-            say(&format!(
-                "client configuration {}: {e}",
-                config.path.display()
-            ));
-            return 255;
-        }
-    };
+/// Run `rexec nodes`.
+pub async fn run(args: &NodesArgs, config: Option<&std::path::Path>) -> Result<(), Error> {
+    let config = crate::request::load(config)?;
+    let expected_cpu_ms = crate::request::length(args.length.as_deref(), args.policy.as_deref())?;
+    let connector = crate::request::connector(&config)?;
     let note = |m: &str| {
         if args.verbose {
             say(m);
@@ -148,13 +140,9 @@ pub async fn run(args: &NodesArgs, config: Option<&std::path::Path>) -> i32 {
         selectors,
         by,
         list,
-    } = match listing(&config, &connector, expected_cpu_ms, &note).await {
-        Ok(l) => l,
-        Err(e) => {
-            say(&e.to_string());
-            return 1;
-        }
-    };
+    } = listing(&config, &connector, expected_cpu_ms, &note)
+        .await
+        .map_err(ListError::into_error)?;
     let mut nodes = list.nodes;
     if let Some(policy) = &args.policy
         && !nodes.is_empty()
@@ -168,8 +156,13 @@ pub async fn run(args: &NodesArgs, config: Option<&std::path::Path>) -> i32 {
             Ok((_, SelectorReply::Selected(ranked))) => nodes = ranked,
             Ok(_) => unreachable!("ask_one checks the answer fits the question"),
             Err(e) => {
-                say(&format!("--policy {policy}: {e}"));
-                return 1;
+                let class = match crate::exit::selector_class(&e) {
+                    Class::Usage => Class::Usage,
+                    _ => Class::Incomplete,
+                };
+                let mut lines = crate::exit::selector_lines(&e, args.verbose);
+                lines[0] = format!("--policy {policy}: {}", lines[0]);
+                return Err(Error::Lines { lines, class });
             }
         }
     } else {
@@ -183,7 +176,7 @@ pub async fn run(args: &NodesArgs, config: Option<&std::path::Path>) -> i32 {
             proto::select::MAX_LISTED
         ));
     }
-    0
+    Ok(())
 }
 
 /// The table `rexec nodes` prints, header first, columns aligned.

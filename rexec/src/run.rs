@@ -17,19 +17,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use money::Bid;
 use proto::node::{ExitStatus, Signal, ToNode};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
 use crate::cli::RunArgs;
 use crate::clock::Pause;
-use crate::config::{Config, config_path};
+use crate::exit::{BROKEN_PIPE, Error, FAILED, INTERRUPTED};
 use crate::output::{Output, OutputEvent};
-use crate::plan::{JobSpec, place};
+use crate::plan::JobSpec;
 use crate::rank::{RankEvent, RankLink};
 use crate::signals::{Caught, DOUBLE_INT};
-use crate::{input, launch, rank, say, signals, tty};
+use crate::{input, launch, rank, request, say, signals, tty};
 
 /// How long ranks may take to confirm an abort.
 pub const ABORT_GRACE: Duration = Duration::from_secs(3);
@@ -37,134 +36,22 @@ pub const ABORT_GRACE: Duration = Duration::from_secs(3);
 /// How long ranks may take to confirm the abort of a double Ctrl-C.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(1);
 
-/// Exit status for a usage or configuration error.
-pub const USAGE: i32 = 2;
-
-/// Run the program the arguments name; returns the client's exit status.
-pub async fn run(args: RunArgs) -> i32 {
-    let usage = |msg: String| {
-        say(&msg);
-        USAGE
-    };
-    let bid: Bid = match args.rate.parse() {
-        Ok(b) => b,
-        Err(e) => return usage(format!("-r {}: {e}", args.rate)),
-    };
-    let timeout = match crate::clock::timeout_from_env() {
-        Ok(t) => t,
-        Err(e) => return usage(e),
-    };
-    let config = match config_path(args.config.as_deref()).and_then(|p| Config::load(&p)) {
-        Ok(c) => c,
-        Err(e) => return usage(e.to_string()),
-    };
-    if bid > config.max_rate {
-        return usage(format!(
-            "-r {}: a bid of {bid} credits per minute is over the maximum of {} set by max_rate in {}",
-            args.rate,
-            config.max_rate,
-            config.path.display()
-        ));
-    }
-    let selecting = args.nodes.is_none() && config.selects();
-    let connector = match certs::connector(&config.tls) {
-        Ok(c) => c,
-        Err(e) => {
-            say(&format!(
-                "client configuration {}: {e}",
-                config.path.display()
-            ));
-            return 255;
-        }
-    };
-    let (ranks, opened) = if selecting {
-        let wanted = match wanted(&args) {
-            Ok(w) => w,
-            Err(e) => return usage(e),
-        };
-        // Check what can be checked before asking anyone (the node names
-        // are not known yet; the full check follows the choice).
-        let placeholder = [crate::plan::RankTarget {
-            rank: 0,
-            node: crate::config::NodeEntry {
-                name: "node".into(),
-                addr: String::new(),
-            },
-        }];
-        if let Err(e) = JobSpec::from_process(&placeholder, bid, args.command.clone(), None)
-            .launch(0)
-            .validate()
-        {
-            return usage(format!("cannot launch this: {e}"));
-        }
-        let note = |m: &str| {
-            if args.verbose {
-                say(m);
-            }
-        };
-        let selectors = match crate::find::selectors(&config, &connector, &note).await {
-            Ok(s) => s,
-            Err(e) => {
-                say(&e.to_string());
-                return 255;
-            }
-        };
-        match crate::choose::choose(&connector, &selectors, &wanted, timeout, &note).await {
-            Ok(chosen) => (chosen.ranks, chosen.sessions),
-            Err(e) => {
-                for line in e.to_string().lines() {
-                    say(line);
-                }
-                return 255;
-            }
-        }
-    } else {
-        // `--nodes` with no [nodes] table: the names are looked up in a
-        // selector's listing of the live nodes (an unknown name is refused
-        // there, naming the live ones; repeats still give a node several
-        // ranks).
-        let listed;
-        let pool = if config.nodes.is_empty() && config.selects() {
-            listed = Config {
-                nodes: match crate::admin::listed_nodes(&config, args.nodes.as_deref(), &connector)
-                    .await
-                {
-                    Ok(nodes) => nodes,
-                    Err(code) => return code,
-                },
-                ..config.clone()
-            };
-            &listed
-        } else {
-            &config
-        };
-        match place(pool, args.nodes.as_deref(), args.nranks) {
-            Ok(r) => (r, Vec::new()),
-            Err(e) => return usage(e.to_string()),
-        }
-    };
+/// Run the program the arguments name: the job's exit status (the ranks',
+/// or 130/141), or why it could not run.
+pub async fn run(args: RunArgs) -> Result<i32, Error> {
+    let request = request::check(&args)?;
+    let connector = request::connector(&request.config)?;
+    let (ranks, opened) = request::place_ranks(&args, &request, &connector).await?;
     let terminal = args
         .tty
         .then(|| tty::window_size().unwrap_or(tty::DEFAULT_SIZE));
-    let spec = JobSpec::from_process(&ranks, bid, args.command.clone(), terminal);
-    if let Err(e) = spec.launch(0).validate() {
-        return usage(format!("cannot launch this: {e}"));
-    }
-    let mut signals = match signals::install() {
-        Ok(s) => s,
-        Err(e) => {
-            say(&format!("cannot install signal handlers: {e}"));
-            return 255;
-        }
-    };
+    let spec = JobSpec::from_process(&ranks, request.bid, args.command.clone(), terminal);
+    request::validate(&spec)?;
+    let mut signals = signals::install()
+        .map_err(|e| Error::Failed(format!("cannot install signal handlers: {e}")))?;
     let (out_tx, out_rx) = mpsc::unbounded_channel();
-    let output = match Output::start(args.label, out_tx) {
-        Ok(o) => o,
-        Err(e) => {
-            say(&format!("cannot start the output thread: {e}"));
-            return 255;
-        }
-    };
+    let output = Output::start(args.label, out_tx)
+        .map_err(|e| Error::Failed(format!("cannot start the output thread: {e}")))?;
     let pause = Arc::new(Pause::new());
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let spawner = launch::Spawner {
@@ -178,107 +65,48 @@ pub async fn run(args: RunArgs) -> i32 {
         &spec,
         &ranks,
         opened,
-        timeout,
+        request.timeout,
         &mut signals,
         spawner,
     )
     .await;
-    let launch::Launched { links, deferred } = match launched {
+    let launched = match launched {
         Ok(launched) => launched,
-        Err(f) => {
+        Err(failed) => {
             // What the started ranks printed before they were stopped still shows.
             let finish = tokio::task::spawn_blocking(move || output.finish());
             let _ = tokio::time::timeout(INTERRUPT_GRACE, finish).await;
-            return f.code;
+            return Err(failed.error);
         }
     };
-    if args.tty {
-        let _ = tty::enter_raw();
+    if args.verbose {
+        announce(&spec, &launched.links);
     }
-    if let Err(e) = input::start(args.stdin, links.iter().map(|l| l.stdin.clone()).collect()) {
-        say(&format!("cannot read standard input: {e}"));
-    }
-    let nodes = links.iter().map(|l| l.node.clone()).collect();
-    let mut job = Job {
-        done: vec![false; links.len()],
-        links,
-        first_bad: None,
-        forced: None,
-        aborting: None,
-        forwarded: Vec::new(),
-        last_int: None,
-        tty: args.tty,
-        kill_on_bad_exit: args.kill_on_bad_exit,
-        pause,
-        exits: Vec::new(),
-        nodes,
-    };
+    let deferred = launched.deferred;
+    let mut job = Job::start(&args, launched.links, pause);
     for sig in deferred {
         job.on_signal(sig).await;
     }
     job.coordinate(ev_rx, out_rx, signals).await;
-    let code = job.forced.or(job.first_bad).unwrap_or(0);
-    for link in &job.links {
-        link.reader.abort();
-    }
-    let links = std::mem::take(&mut job.links);
-    for link in links {
-        let _ = link.reader.await;
-    }
-    let finish = tokio::task::spawn_blocking(move || output.finish());
-    if job.aborting.is_some() {
-        // Output still queued may be stuck behind a reader that stopped
-        // reading; an aborted job does not wait for it long.
-        let _ = tokio::time::timeout(INTERRUPT_GRACE, finish).await;
-    } else {
-        let _ = finish.await;
-    }
+    let code = job.finish(output).await;
     if args.verbose {
         let exits = job.exits.iter().map(|(r, e)| (job.node_of(*r), e.clone()));
         for bill in crate::bill::per_node(exits) {
             say(&bill.to_string());
         }
     }
-    code
+    Ok(code)
 }
 
-/// What to ask a selector for, from `-n`, `--policy`, `--max-price` and
-/// `--length`; an error is a usage message.
-pub fn wanted(args: &RunArgs) -> Result<crate::choose::Wanted, String> {
-    let max_price = match &args.max_price {
-        None => None,
-        Some(text) => {
-            let micros =
-                money::parse_credits(text).map_err(|e| format!("--max-price {text}: {e}"))?;
-            if micros < 0 {
-                return Err(format!(
-                    "--max-price {text}: a price cap cannot be negative; give credits per minute like 0.5"
-                ));
-            }
-            Some(micros)
-        }
-    };
-    let expected_cpu_ms = match &args.length {
-        None => None,
-        Some(text) => Some(
-            proto::duration::parse_duration(text)
-                .map_err(|e| format!("--length {text}: {e}"))?
-                .as_millis() as u64,
-        ),
-    };
-    if args.policy == "history" && expected_cpu_ms.is_none() {
-        return Err(
-            "--policy history needs --length, the job's expected CPU time (e.g. --length 20m): \
-             it places the job where that much CPU would finish soonest"
-                .to_string(),
-        );
+/// `-v`: the job's id on each node, so `rexec bid` and `rexec kill` can
+/// name it while it runs.
+fn announce(spec: &JobSpec, links: &[RankLink]) {
+    for link in links {
+        say(&format!(
+            "job {} on {} (rank {})",
+            spec.job, link.node, link.rank
+        ));
     }
-    Ok(crate::choose::Wanted {
-        count: args.nranks.unwrap_or(1),
-        policy: args.policy.clone(),
-        max_price,
-        expected_cpu_ms,
-    })
 }
 
 struct Job {
@@ -302,6 +130,58 @@ struct Job {
 }
 
 impl Job {
+    /// The coordinator of the ranks just launched: the terminal in raw mode
+    /// under `-t`, standard input pumped to the ranks.
+    fn start(args: &RunArgs, links: Vec<RankLink>, pause: Arc<Pause>) -> Job {
+        if args.tty {
+            let _ = tty::enter_raw();
+        }
+        if let Err(e) = input::start(args.stdin, links.iter().map(|l| l.stdin.clone()).collect()) {
+            say(&format!("cannot read standard input: {e}"));
+        }
+        Job::new(links, pause, args.tty, args.kill_on_bad_exit)
+    }
+
+    /// The coordinator's state for `links`, nothing done yet.
+    fn new(links: Vec<RankLink>, pause: Arc<Pause>, tty: bool, kill_on_bad_exit: bool) -> Job {
+        let nodes = links.iter().map(|l| l.node.clone()).collect();
+        Job {
+            done: vec![false; links.len()],
+            links,
+            first_bad: None,
+            forced: None,
+            aborting: None,
+            forwarded: Vec::new(),
+            last_int: None,
+            tty,
+            kill_on_bad_exit,
+            pause,
+            exits: Vec::new(),
+            nodes,
+        }
+    }
+
+    /// After coordination: stop the readers, let the output drain (not
+    /// long after an abort), and return the job's exit status.
+    async fn finish(&mut self, output: Output) -> i32 {
+        let code = self.forced.or(self.first_bad).unwrap_or(0);
+        for link in &self.links {
+            link.reader.abort();
+        }
+        for link in std::mem::take(&mut self.links) {
+            let _ = link.reader.await;
+        }
+        let finish = tokio::task::spawn_blocking(move || output.finish());
+        if self.aborting.is_some() {
+            // Output still queued may be stuck behind a reader that stopped
+            // reading; an aborted job does not wait for it long.
+            let _ = tokio::time::timeout(INTERRUPT_GRACE, finish).await;
+        } else {
+            let _ = finish.await;
+        }
+        code
+    }
+
     async fn coordinate(
         &mut self,
         mut events: mpsc::UnboundedReceiver<RankEvent>,
@@ -353,7 +233,7 @@ impl Job {
             }
             RankEvent::Failed { rank, why } => {
                 self.done[rank as usize] = true;
-                self.first_bad.get_or_insert(255);
+                self.first_bad.get_or_insert(FAILED);
                 self.abort(rank, &why, false);
             }
         }
@@ -394,11 +274,11 @@ impl Job {
     fn on_output(&mut self, ev: OutputEvent) {
         match ev {
             OutputEvent::BrokenPipe => {
-                self.forced.get_or_insert(141);
+                self.forced.get_or_insert(BROKEN_PIPE);
             }
             OutputEvent::Failed(msg) => {
                 say(&msg);
-                self.first_bad.get_or_insert(255);
+                self.first_bad.get_or_insert(FAILED);
             }
         }
         if self.aborting.is_none() {
@@ -415,7 +295,7 @@ impl Job {
                     .is_some_and(|t| now.duration_since(t) < DOUBLE_INT)
                 {
                     say("interrupted twice, aborting");
-                    self.forced = Some(130);
+                    self.forced = Some(INTERRUPTED);
                     self.kill_all(INTERRUPT_GRACE);
                     return;
                 }

@@ -28,20 +28,7 @@ fn job(n: u32, kill_on_bad_exit: bool) -> (Job, Queues) {
         });
         queues.push(rx);
     }
-    let job = Job {
-        done: vec![false; n as usize],
-        links,
-        first_bad: None,
-        forced: None,
-        aborting: None,
-        forwarded: Vec::new(),
-        last_int: None,
-        tty: false,
-        kill_on_bad_exit,
-        pause: Arc::new(Pause::new()),
-        exits: Vec::new(),
-        nodes: Vec::new(),
-    };
+    let job = Job::new(links, Arc::new(Pause::new()), false, kill_on_bad_exit);
     (job, queues)
 }
 

@@ -14,6 +14,8 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
+use crate::exit::Class;
+
 /// The stream of a session: TLS over a read-buffered TCP stream.
 pub type Tls = TlsStream<BufReader<TcpStream>>;
 
@@ -79,6 +81,9 @@ pub enum SessionError {
     /// The node said nothing for too long.
     #[error("missed heartbeats for {}", crate::clock::show(*.0))]
     Silent(Duration),
+    /// The node did not accept a session in time.
+    #[error("no session within {}s", .0.as_secs())]
+    NoSession(Duration),
     /// The node sent something out of order.
     #[error("protocol error: expected {expected}, got {got}")]
     Unexpected {
@@ -93,12 +98,17 @@ pub enum SessionError {
 }
 
 impl SessionError {
-    /// The exit status the client uses when a launch fails this way: 127
-    /// when the program could not be started, 255 otherwise.
-    pub fn exit_code(&self) -> i32 {
+    /// The class of a launch that fails this way: the program could not
+    /// be started, the market refused the bid (negative, over the node's
+    /// `max_rate`, no credit), or the node failed.
+    pub fn class(&self) -> Class {
         match self {
-            SessionError::Refused(e) if e.code == ErrorCode::SpawnFailed => 127,
-            _ => 255,
+            SessionError::Refused(e) => match e.code {
+                ErrorCode::SpawnFailed => Class::NotStarted,
+                ErrorCode::NoCredit | ErrorCode::BadBid => Class::Refused,
+                _ => Class::Failed,
+            },
+            _ => Class::Failed,
         }
     }
 }

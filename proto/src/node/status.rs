@@ -78,6 +78,9 @@ code_enum! {
         10 => AccountUnavailable,
         /// A fault inside the node.
         11 => Internal,
+        /// The market refused the bid itself: negative, or above the node's `max_rate`
+        /// (a client older than this code reads it as `Unknown(12)`).
+        12 => BadBid,
     }
 }
 

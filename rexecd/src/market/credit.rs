@@ -105,7 +105,7 @@ impl Credit {
                     ErrorCode::NoCredit,
                     format!(
                         "node {node}: {user} has no account ({message}); ask an admin to create \
-                         one, or bid 0 (-r 0) to run on CPU nobody else wants"
+                         one, or bid 0 (-r 0) to run on CPU that no bidding job wants"
                     ),
                 ));
             }
@@ -115,8 +115,9 @@ impl Credit {
                     return Err(ErrorReply::new(
                         ErrorCode::NoCredit,
                         format!(
-                            "node {node}: cannot check {user}'s balance ({why}); a positive bid \
-                             needs a known positive balance, but a zero bid (-r 0) still runs"
+                            "node {node}: cannot check {user}'s balance ({why}); a bid of {bid} \
+                             credits per minute needs a known positive balance, but a zero bid \
+                             (-r 0) still runs, on CPU that no bidding job wants"
                         ),
                     ));
                 }
@@ -128,8 +129,9 @@ impl Credit {
             Err(ErrorReply::new(
                 ErrorCode::NoCredit,
                 format!(
-                    "node {node}: {user}'s balance is {} credits; a positive bid needs credit \
-                     (ask an admin for a grant), but a zero bid (-r 0) still runs",
+                    "node {node}: {user}'s balance is {} credits; a bid of {bid} credits per \
+                     minute needs credit (ask an admin for a grant), but a zero bid (-r 0) still \
+                     runs, on CPU that no bidding job wants",
                     money::format_credits(balance)
                 ),
             ))

@@ -123,6 +123,13 @@ pub struct Market {
     learnt: Option<LearntAddress>,
 }
 
+/// Node `node`'s refusal of a bid that cannot be one (negative), with its own
+/// code so that a client can tell it from a malformed request.
+pub fn refuse_bid(node: &str, e: &money::BidError) -> ErrorReply {
+    let text = format!("node {node}: {e} (a zero bid runs on CPU no bidding job wants)");
+    ErrorReply::new(ErrorCode::BadBid, text)
+}
+
 impl std::fmt::Debug for Market {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Market")
@@ -224,16 +231,26 @@ impl Market {
     /// `max_rate`, and (when positive) with a positive balance.
     pub async fn check_bid(&self, user: &str, bid: i64) -> Result<Bid, ErrorReply> {
         let node = &self.node;
-        let bid = Bid::new(bid)
-            .map_err(|e| ErrorReply::new(ErrorCode::BadRequest, format!("node {node}: {e}")))?;
+        // A refusal of the bid itself has its own code, so a client can tell it apart.
+        let bid = Bid::new(bid).map_err(|e| refuse_bid(node, &e))?;
         if bid > self.cfg.max_rate {
+            let max = self.cfg.max_rate.micros_per_minute();
+            let default = Bid::from_credits(crate::config::market::DEFAULT_MAX_RATE_CREDITS);
+            let (before, after) = if self.cfg.max_rate == default {
+                (
+                    "the default max_rate of",
+                    " (this node's configuration sets none)",
+                )
+            } else {
+                ("the max_rate of", " set in this node's configuration")
+            };
             return Err(ErrorReply::new(
-                ErrorCode::BadRequest,
+                ErrorCode::BadBid,
                 format!(
-                    "node {node}: a bid of {} credits per minute is above this node's max_rate \
-                     of {}; bid less",
+                    "node {node}: a bid of {} credits per minute is above {before} {} credits \
+                     per minute{after}; bid less",
                     money::format_credits(bid.micros_per_minute()),
-                    money::format_credits(self.cfg.max_rate.micros_per_minute())
+                    money::format_credits(max)
                 ),
             ));
         }

@@ -111,9 +111,16 @@ fn authorize(shared: &Shared, peer: &PeerIdentity, request: &Launch) -> Result<(
             ),
         ));
     }
-    request
-        .validate()
-        .map_err(|e| ErrorReply::new(ErrorCode::BadRequest, format!("bad launch request: {e}")))?;
+    request.validate().map_err(|e| match e {
+        // A refusal of the bid, said as the market says it (`Market::check_bid`).
+        proto::node::LaunchError::NegativeBid(micros) => {
+            crate::market::refuse_bid(&config.name, &money::BidError::Negative(micros))
+        }
+        other => ErrorReply::new(
+            ErrorCode::BadRequest,
+            format!("bad launch request: {other}"),
+        ),
+    })?;
     if let Some(allowed) = &config.allowed_users
         && !allowed.iter().any(|u| u == &peer.name)
     {

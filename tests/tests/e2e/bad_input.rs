@@ -25,9 +25,18 @@ fn bad_bids_and_unknown_nodes_are_refused_before_anything_starts() {
     }
     let cluster = Cluster::start(1);
     // The harness's client configuration sets max_rate = "100".
-    for rate in ["-1", "NaN", "2,5", "1e3", "0.0000001", "100.5"] {
+    // Malformed is a usage error (2); negative or over max_rate is refused
+    // as the market refuses a bid (254).
+    for (rate, code) in [
+        ("-1", 254),
+        ("NaN", 2),
+        ("2,5", 2),
+        ("1e3", 2),
+        ("0.0000001", 2),
+        ("100.5", 254),
+    ] {
         let out = cluster.rexec().args(["-r", rate, "sleep", "100"]).run();
-        assert_eq!(out.code, Some(2), "rate {rate}: {out:?}");
+        assert_eq!(out.code, Some(code), "rate {rate}: {out:?}");
         one_clear_line(&out.stderr);
     }
     let out = cluster.rexec().args(["-r", "100.5", "true"]).run();

@@ -8,6 +8,7 @@
 mod admin;
 mod bad_input;
 mod discovery;
+mod exit_codes;
 mod failures;
 mod interrupt;
 mod job_control;

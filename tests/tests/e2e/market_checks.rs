@@ -32,14 +32,9 @@ fn nothing_created(m: &MarketCluster, what: &str) {
     );
 }
 
-#[test]
-fn a_node_refuses_bids_over_its_max_rate_or_without_credit_and_runs_zero_bids() {
-    if !rexec_tests::can_run(
-        "a_node_refuses_bids_over_its_max_rate_or_without_credit_and_runs_zero_bids",
-    ) {
-        return;
-    }
-    let m = MarketCluster::start(MarketOptions {
+/// One node accepting bids up to 50, and a test user whose balance is 0.
+pub(crate) fn dry_node() -> MarketCluster {
+    MarketCluster::start(MarketOptions {
         cluster: ClusterOptions {
             nodes: 1,
             ..ClusterOptions::default()
@@ -47,13 +42,23 @@ fn a_node_refuses_bids_over_its_max_rate_or_without_credit_and_runs_zero_bids() 
         max_rate: "50",
         initial: Some("0"),
         ..MarketOptions::default()
-    });
+    })
+}
+
+#[test]
+fn a_node_refuses_bids_over_its_max_rate_or_without_credit_and_runs_zero_bids() {
+    if !rexec_tests::can_run(
+        "a_node_refuses_bids_over_its_max_rate_or_without_credit_and_runs_zero_bids",
+    ) {
+        return;
+    }
+    let m = dry_node();
     let sleep = ["sleep", "1000"];
 
     // A raw client skips rexec's own max_rate check; the node does not.
     let mut s = RawSession::open(&m, "n1", TEST_USER);
     let answer = s.launch(&m, 0xe2e1, 51 * C, &sleep);
-    refused(answer, ErrorCode::BadRequest, &["max_rate", "50"]);
+    refused(answer, ErrorCode::BadBid, &["max_rate", "50"]);
     nothing_created(&m, "a bid over max_rate");
 
     // Balance 0: a positive bid is refused, however small.
@@ -71,13 +76,14 @@ fn a_node_refuses_bids_over_its_max_rate_or_without_credit_and_runs_zero_bids() 
     refused(answer, ErrorCode::NoCredit, &["balance is -2.5"]);
     nothing_created(&m, "a positive bid with balance -2.5");
 
-    // The user of rexec sees the same reasons in one line.
+    // The user of rexec sees the same reasons in one line, and the
+    // market's own exit status.
     let out = m.rexec().args(["-r", "5", "true"]).run();
-    assert_eq!(out.code, Some(255), "{out:?}");
+    assert_eq!(out.code, Some(254), "{out:?}");
     assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
     assert!(out.stderr.contains("balance is -2.5"), "{}", out.stderr);
     let out = m.rexec().args(["-r", "60", "true"]).run();
-    assert_eq!(out.code, Some(255), "{out:?}");
+    assert_eq!(out.code, Some(254), "{out:?}");
     assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
     assert!(out.stderr.contains("max_rate of 50"), "{}", out.stderr);
     nothing_created(&m, "refused rexec runs");
@@ -109,10 +115,11 @@ fn a_node_refuses_bids_over_its_max_rate_or_without_credit_and_runs_zero_bids() 
         out.stderr.contains("is not running on the nodes asked"),
         "{out:?}"
     );
-    // A bid it cannot parse, or over the client's own max_rate, never leaves.
-    for rate in ["-1", "lots", "100.5"] {
+    // A bid it cannot parse (usage, 2), negative or over the client's own
+    // max_rate (refused as the market refuses, 254), never leaves.
+    for (rate, code) in [("-1", 254), ("lots", 2), ("100.5", 254)] {
         let out = m.rexec().args(["bid", job, rate]).run();
-        assert_eq!(out.code, Some(2), "{rate}: {out:?}");
+        assert_eq!(out.code, Some(code), "{rate}: {out:?}");
         assert_eq!(out.stderr.lines().count(), 1, "{rate}: {out:?}");
         assert!(out.stderr.starts_with("rexec: RATE "), "{rate}: {out:?}");
     }
