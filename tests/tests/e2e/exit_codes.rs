@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use proto::account::MICROS_PER_CREDIT as C;
+use money::MICROS_PER_CREDIT as C;
 use proto::node::{ErrorCode, FromNode};
 use rexec_tests::cluster::{ClusterOptions, TEST_USER};
 use rexec_tests::market::{MarketCluster, MarketOptions, RawSession};
@@ -33,7 +33,7 @@ fn usage_errors_exit_2_whether_the_client_or_every_selector_finds_them() {
     {
         return;
     }
-    let channel = Channel::loopback(7641);
+    let channel = Channel::loopback();
     let cluster = announcing_cluster(1, &channel);
     let v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", &channel, None);
     let v2 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v2", &channel, None);
