@@ -173,6 +173,11 @@ impl DebitClient {
             .max()
     }
 
+    /// The charges not yet settled, oldest first.
+    pub fn pending_charges(&self) -> Vec<Charge> {
+        lock(&self.journal).pending()
+    }
+
     /// Charges not yet settled.
     pub fn pending(&self) -> usize {
         lock(&self.journal).pending_len()

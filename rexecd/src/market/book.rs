@@ -477,12 +477,20 @@ impl Book {
             .collect()
     }
 
-    /// Debits due at `now`: every rank whose last debit is at least `every` old and that
-    /// owes something. (A rank that owes nothing has its interval start moved on.)
-    pub fn due_debits(&mut self, now: Instant, every: Duration) -> Vec<DueDebit> {
+    /// Debits due at the metering tick at `now` (ticks every `tick`): every rank whose
+    /// last debit is `every` old, give or take half a tick, and that owes something. (A
+    /// rank that owes nothing has its interval start moved on.)
+    ///
+    /// The half tick matters: ticks jitter a few milliseconds around their interval, so
+    /// with a strict `>= every` a debit that fell due a millisecond after this tick
+    /// would wait a whole tick more, and half the debits of a rank would cover
+    /// `every + tick`. With the tolerance a debit covers `every` rounded to the nearest
+    /// whole number of ticks, never a whole tick more.
+    pub fn due_debits(&mut self, now: Instant, every: Duration, tick: Duration) -> Vec<DueDebit> {
+        let threshold = every.saturating_sub(tick / 2);
         let mut due = Vec::new();
         for (key, r) in self.ranks.iter_mut() {
-            if now.saturating_duration_since(r.billed_until) < every {
+            if now.saturating_duration_since(r.billed_until) < threshold {
                 continue;
             }
             if let Some(d) = take_debit(key, r, now) {
