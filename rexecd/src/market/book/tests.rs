@@ -233,7 +233,7 @@ fn gains_reset_when_the_market_changes_and_stay_bounded() {
             .collect();
         book.tick(&samples, true);
     }
-    let gains: Vec<f64> = book.ranks().map(|(_, r)| r.gain).collect();
+    let gains: Vec<f64> = book.ranks().map(|(_, r)| r.share.gain).collect();
     assert!(gains[0] > 1.0 && gains[1] < 1.0, "{gains:?}");
     assert!(
         gains
@@ -258,7 +258,7 @@ fn gains_reset_when_the_market_changes_and_stay_bounded() {
         })
         .collect();
     book.tick(&samples, true);
-    assert!(book.ranks().all(|(_, r)| r.gain == 1.0));
+    assert!(book.ranks().all(|(_, r)| r.share.gain == 1.0));
 }
 
 #[test]
