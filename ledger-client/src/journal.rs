@@ -527,4 +527,4 @@ fn sync_dir(path: &Path) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

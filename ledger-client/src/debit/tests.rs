@@ -2,32 +2,7 @@
 //! when the compaction after it fails.
 
 use super::*;
-use proto::account::{Debit, DebitKey, MeterInterval};
-
-fn charge(seq: u64) -> Charge {
-    Charge::Debit(Debit {
-        key: DebitKey {
-            node: "n1".into(),
-            job: "j".into(),
-            seq,
-        },
-        user: "alice".into(),
-        amount: 10,
-        rank: 0,
-        interval: MeterInterval::default(),
-        cpu_us: 0,
-    })
-}
-
-fn applied() -> Outcome {
-    Outcome::Applied(ChargeReceipt {
-        entry_id: 1,
-        amount: -10,
-        balance_after: 0,
-        balance_now: 0,
-        duplicate: false,
-    })
-}
+use crate::journal::tests::{applied, charge};
 
 #[tokio::test]
 async fn a_failed_compaction_still_reports_the_settlement() {

@@ -213,16 +213,7 @@ fn with_one_second_ticks_no_debit_of_a_running_rank_covers_more_than_one_and_a_h
     // Ticks jitter a few milliseconds around their second. A debit that fell due just
     // after a tick used to wait for the next one and cover two seconds (10 to 13 of
     // every 26 to 30); on the tick, each covers one.
-    let m = MarketCluster::start(MarketOptions {
-        cluster: ClusterOptions {
-            nodes: 1,
-            ..ClusterOptions::default()
-        },
-        policy: "paper",
-        meter_interval: "1s",
-        debit_interval: "1s",
-        ..MarketOptions::default()
-    });
+    let m = MarketCluster::start(MarketOptions::paper_with_one_second_ticks());
     let a = spin(&m, "30", 12);
     let b = spin(&m, "30", 12);
     let done = [finish(a, 30.0), finish(b, 30.0)];

@@ -139,15 +139,8 @@ fn a_user_running_dry_overdraws_by_at_most_one_debit_interval_at_the_bid() {
     // per rank below zero (0.2 credits), plus what accrues while the receipt that says
     // "dry" is on its way (allowed: a quarter of a second).
     let m = MarketCluster::start(MarketOptions {
-        cluster: ClusterOptions {
-            nodes: 1,
-            ..ClusterOptions::default()
-        },
-        policy: "paper",
-        meter_interval: "1s",
-        debit_interval: "1s",
         initial: Some("0.25"),
-        ..MarketOptions::default()
+        ..MarketOptions::paper_with_one_second_ticks()
     });
     let client = m
         .rexec()
