@@ -57,8 +57,10 @@ impl Noise {
 /// Figure 4's first interval: bids 40/30/20, the kernel's bias making open loop give
 /// about 0.80/0.72/0.47. Each tick the kernel moves up to `noise` CPU between the jobs
 /// at random (what its load balancer does to single threads). Returns each tick's
-/// shares as received (and measured).
-fn figure4(ticks: usize, dt: f64, noise: f64) -> Vec<Vec<f64>> {
+/// shares as received (and measured). The kernel splits by weight raised to
+/// `sensitivity` (1: in proportion; higher: a small change of weight moves more CPU,
+/// as placement of single threads on two CPUs does).
+fn figure4(ticks: usize, dt: f64, noise: f64, sensitivity: i32) -> Vec<Vec<f64>> {
     let model = [0.889, 0.667, 0.444];
     let tickets = [40.0, 30.0, 20.0];
     let bias = [0.80 / 0.889, 0.72 / 0.667, 0.47 / 0.444];
@@ -67,7 +69,7 @@ fn figure4(ticks: usize, dt: f64, noise: f64) -> Vec<Vec<f64>> {
     let mut out = Vec::new();
     for _ in 0..ticks {
         let w: Vec<f64> = (0..3)
-            .map(|i| tickets[i] * bias[i] * states[i].gain)
+            .map(|i| (tickets[i] * bias[i] * states[i].gain).powi(sensitivity))
             .collect();
         let got = kernel(&w);
         let shift = noise * rng.next();
@@ -102,17 +104,19 @@ fn mean(shares: &[Vec<f64>]) -> Vec<f64> {
 }
 
 #[test]
-fn figure_4_converges_within_two_seconds_and_stays() {
-    let shares = figure4(80, 0.25, 0.0);
+fn figure_4_converges_and_stays() {
+    let shares = figure4(80, 0.25, 0.0, 1);
     assert!(
         worst(&shares[..1]) > 0.05,
         "open loop is off: {:?}",
         shares[0]
     );
-    // From 2 s on every tick within one point of one CPU, and it stays there: no
-    // swing grows back.
-    assert!(worst(&shares[8..]) < 0.01, "{:?}", &shares[8..]);
-    assert!(worst(&shares[40..]) < 0.002, "{:?}", &shares[40..]);
+    // From 2 s on every tick within 3 points of one CPU (what the jobs short of their
+    // share at the start are paid back), from 10 s within half a point, and no swing
+    // grows back.
+    assert!(worst(&shares[8..]) < 0.03, "{:?}", &shares[8..]);
+    assert!(worst(&shares[40..]) < 0.005, "{:?}", &shares[40..]);
+    assert!(worst(&shares[60..]) <= worst(&shares[40..60]) + 1e-9);
 }
 
 #[test]
@@ -121,7 +125,7 @@ fn noise_averages_out_instead_of_steering() {
     // every sample exactly, so over the interval each job receives its model share
     // within half a point of one CPU; one multiplicative step per noisy sample
     // chased each sample instead.
-    let shares = figure4(160, 0.25, 0.15);
+    let shares = figure4(160, 0.25, 0.15, 1);
     let m = mean(&shares[8..]);
     assert!(worst(std::slice::from_ref(&m)) < 0.005, "{m:?}");
     // The gains move by bounded steps: every 1 s window is within the noise's own
@@ -130,6 +134,23 @@ fn noise_averages_out_instead_of_steering() {
         let w = mean(window);
         assert!(worst(std::slice::from_ref(&w)) < 0.15, "window {k}: {w:?}");
     }
+}
+
+#[test]
+fn a_sensitive_kernel_with_one_second_ticks_does_not_ring() {
+    // Where a small change of weight moves much CPU, a step per tick as large as the
+    // error over-corrects and the shares swing tick by tick (the former law moved the
+    // smallest job by 1.4 points a tick on average here; this law's first gains, by
+    // 18). The loop's gain per tick stays below one: no swing.
+    let shares = figure4(30, 1.0, 0.0, 3);
+    let swing: f64 = shares[5..]
+        .windows(2)
+        .map(|w| (w[1][2] - w[0][2]).abs())
+        .sum::<f64>()
+        / (shares.len() - 6) as f64;
+    assert!(swing < 0.006, "mean swing {swing:.4}: {shares:?}");
+    assert!(worst(&shares[5..]) < 0.04, "{shares:?}");
+    assert!(worst(&shares[15..]) < 0.01, "{shares:?}");
 }
 
 #[test]
