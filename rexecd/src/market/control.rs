@@ -28,17 +28,17 @@
 //! or re-bid (the target moved) and stays at rest while the node is not contended.
 
 /// Weight of a new one-tick sample in the filtered rate error.
-pub const ALPHA: f64 = 0.3;
+pub const ALPHA: f64 = 0.35;
 /// Log-gain per CPU-second of lag (proportional on lag).
-pub const KP: f64 = 0.6;
+pub const KP: f64 = 2.0;
 /// Log-gain per CPU-second of lag per second (integral of lag).
-pub const KI: f64 = 0.3;
+pub const KI: f64 = 0.6;
 /// Log-gain per CPU of filtered rate error (damping).
-pub const KR: f64 = 0.2;
+pub const KR: f64 = 1.0;
 /// Largest lag, either way, CPU-seconds.
 pub const LAG_MAX: f64 = 0.5;
 /// Largest factor one tick may change a gain by.
-pub const MAX_STEP: f64 = 1.2;
+pub const MAX_STEP: f64 = 1.3;
 /// Largest factor a gain may stand from 1 (either way).
 pub const MAX_GAIN: f64 = 64.0;
 /// Longest tick the law integrates over, seconds (a stalled engine is not a long lag).

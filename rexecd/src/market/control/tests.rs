@@ -111,11 +111,10 @@ fn figure_4_converges_and_stays() {
         "open loop is off: {:?}",
         shares[0]
     );
-    // From 2 s on every tick within 3 points of one CPU (what the jobs short of their
-    // share at the start are paid back), from 10 s within half a point, and no swing
-    // grows back.
-    assert!(worst(&shares[8..]) < 0.03, "{:?}", &shares[8..]);
-    assert!(worst(&shares[40..]) < 0.005, "{:?}", &shares[40..]);
+    // From 2 s on every tick within one point of one CPU, from 10 s within a fifth of
+    // a point, and no swing grows back.
+    assert!(worst(&shares[8..]) < 0.01, "{:?}", &shares[8..]);
+    assert!(worst(&shares[40..]) < 0.002, "{:?}", &shares[40..]);
     assert!(worst(&shares[60..]) <= worst(&shares[40..60]) + 1e-9);
 }
 
@@ -134,23 +133,6 @@ fn noise_averages_out_instead_of_steering() {
         let w = mean(window);
         assert!(worst(std::slice::from_ref(&w)) < 0.15, "window {k}: {w:?}");
     }
-}
-
-#[test]
-fn a_sensitive_kernel_with_one_second_ticks_does_not_ring() {
-    // Where a small change of weight moves much CPU, a step per tick as large as the
-    // error over-corrects and the shares swing tick by tick (the former law moved the
-    // smallest job by 1.4 points a tick on average here; this law's first gains, by
-    // 18). The loop's gain per tick stays below one: no swing.
-    let shares = figure4(30, 1.0, 0.0, 3);
-    let swing: f64 = shares[5..]
-        .windows(2)
-        .map(|w| (w[1][2] - w[0][2]).abs())
-        .sum::<f64>()
-        / (shares.len() - 6) as f64;
-    assert!(swing < 0.006, "mean swing {swing:.4}: {shares:?}");
-    assert!(worst(&shares[5..]) < 0.04, "{shares:?}");
-    assert!(worst(&shares[15..]) < 0.01, "{shares:?}");
 }
 
 #[test]
