@@ -173,6 +173,11 @@ impl DebitClient {
             .max()
     }
 
+    /// The charges not yet settled, oldest first.
+    pub fn pending_charges(&self) -> Vec<Charge> {
+        lock(&self.journal).pending()
+    }
+
     /// Charges not yet settled.
     pub fn pending(&self) -> usize {
         lock(&self.journal).pending_len()
@@ -313,15 +318,44 @@ impl Sender {
     }
 
     async fn settle(&self, charge: &Charge, outcome: Outcome) -> Result<(), JournalError> {
-        let j = self.journal.clone();
-        let (c, o) = (charge.clone(), outcome.clone());
-        let path = self.cfg.journal.clone();
-        tokio::task::spawn_blocking(move || lock(&j).settle(&c, o))
-            .await
-            .map_err(|e| JournalError::Io {
-                path,
-                source: std::io::Error::other(e),
-            })??;
+        settle(
+            &self.journal,
+            &self.cfg.journal,
+            charge,
+            outcome,
+            &self.settled,
+            &self.unreported,
+        )
+        .await
+    }
+}
+
+/// Records a charge's outcome in the journal, then reports it on `settled` and counts
+/// it off `unreported`. Fails only when the outcome could not be recorded (the charge
+/// stays pending and is sent again); a compaction that fails after the outcome was
+/// recorded is a warning, and the settlement is reported all the same, so that
+/// [`DebitClient::wait_settled`] completes.
+async fn settle(
+    journal: &Arc<Mutex<Journal>>,
+    path: &std::path::Path,
+    charge: &Charge,
+    outcome: Outcome,
+    settled: &mpsc::UnboundedSender<Settlement>,
+    unreported: &watch::Sender<usize>,
+) -> Result<(), JournalError> {
+    let j = journal.clone();
+    let (c, o) = (charge.clone(), outcome.clone());
+    let compaction = tokio::task::spawn_blocking(move || lock(&j).settle(&c, o))
+        .await
+        .map_err(|e| JournalError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(e),
+        })??;
+    if let Some(e) = compaction {
+        tracing::warn!(error = %e, "cannot compact the debit journal (the settlement is recorded; \
+            compaction is tried again at the next one)");
+    }
+    {
         let event = match outcome {
             Outcome::Applied(receipt) => Settlement::Applied {
                 charge: charge.clone(),
@@ -336,8 +370,11 @@ impl Sender {
                 }
             }
         };
-        let _ = self.settled.send(event);
-        self.unreported.send_modify(|n| *n = n.saturating_sub(1));
-        Ok(())
+        let _ = settled.send(event);
+        unreported.send_modify(|n| *n = n.saturating_sub(1));
     }
+    Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -362,20 +362,29 @@ impl Journal {
         Ok(true)
     }
 
-    /// Records how accountd settled a pending charge; compacts when possible.
-    pub fn settle(&mut self, c: &Charge, outcome: Outcome) -> Result<(), JournalError> {
+    /// Records how accountd settled a pending charge, then compacts when the file is
+    /// large and mostly settled records.
+    ///
+    /// `Err` means the settlement was not recorded (the charge stays pending).
+    /// `Ok(Some(e))` means it was recorded, durably, but the compaction after it
+    /// failed with `e`: the journal is whole (compaction replaces the file only once
+    /// its copy is complete) and the next settlement tries again.
+    pub fn settle(
+        &mut self,
+        c: &Charge,
+        outcome: Outcome,
+    ) -> Result<Option<JournalError>, JournalError> {
         let (refund, key) = c.id();
         if !self.index.contains_key(&(refund, key.clone())) {
-            return Ok(());
+            return Ok(None);
         }
         let r = Record::Settled(refund, key, outcome);
         self.append(&r)?;
         self.apply(r);
-        // Compact once the file is large and mostly settled records.
         if self.len > self.compact_at && (self.order.len() as u64) * 512 < self.len / 2 {
-            self.compact()?;
+            return Ok(self.compact().err());
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Changes the size above which a mostly settled journal is compacted.
@@ -518,4 +527,4 @@ fn sync_dir(path: &Path) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -50,6 +50,23 @@ pub struct MarketOptions {
     pub discovery: Option<String>,
 }
 
+impl MarketOptions {
+    /// One node under the `paper` policy (every rank pays while another is there),
+    /// metering and debiting every second: the debit tests' market.
+    pub fn paper_with_one_second_ticks() -> MarketOptions {
+        MarketOptions {
+            cluster: ClusterOptions {
+                nodes: 1,
+                ..ClusterOptions::default()
+            },
+            policy: "paper",
+            meter_interval: "1s",
+            debit_interval: "1s",
+            ..MarketOptions::default()
+        }
+    }
+}
+
 impl Default for MarketOptions {
     fn default() -> Self {
         MarketOptions {

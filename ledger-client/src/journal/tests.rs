@@ -4,7 +4,7 @@ use super::*;
 use proto::account::MeterInterval;
 use std::os::unix::fs::PermissionsExt;
 
-fn charge(seq: u64) -> Charge {
+pub(crate) fn charge(seq: u64) -> Charge {
     Charge::Debit(Debit {
         key: DebitKey {
             node: "n1".into(),
@@ -19,7 +19,7 @@ fn charge(seq: u64) -> Charge {
     })
 }
 
-fn applied() -> Outcome {
+pub(crate) fn applied() -> Outcome {
     Outcome::Applied(ChargeReceipt {
         entry_id: 1,
         amount: -1,

@@ -1,5 +1,5 @@
 //! The arithmetic of shares: each job's CPUs over a run of usage samples, its
-//! error against the model in points of the node, and how quickly the errors
+//! error against the model in points of one CPU, and how quickly the errors
 //! settle after an event.
 
 use std::time::Instant;
@@ -37,17 +37,17 @@ pub(crate) fn measured_cpus(samples: &[(Instant, Vec<u64>)], model: &[f64]) -> V
         .collect()
 }
 
-/// Per-job errors in points over the whole of `samples`, and the CPUs the jobs got.
+/// Per-job errors in points of one CPU over the whole of `samples`, and the CPUs the jobs got.
 pub(crate) fn window_errors(
     samples: &[(Instant, Vec<u64>)],
     model: &[f64],
-    cpus: u32,
+    _cpus: u32,
 ) -> (Vec<f64>, f64) {
     let measured = measured_cpus(samples, model);
     let errors = measured
         .iter()
         .zip(model)
-        .map(|(m, a)| (m - a).abs() / f64::from(cpus) * 100.0)
+        .map(|(m, a)| (m - a).abs() * 100.0)
         .collect();
     let (first, last) = (&samples[0], &samples[samples.len() - 1]);
     let secs = last.0.duration_since(first.0).as_secs_f64().max(1e-9);
@@ -75,6 +75,7 @@ pub(crate) fn convergence(
         first: None,
         windows: 0,
         within: 0,
+        worst_window: 0.0,
     };
     for end in 1..samples.len() {
         let t = samples[end].0;
@@ -93,6 +94,7 @@ pub(crate) fn convergence(
         if t >= start + CONVERGE_TARGET {
             c.windows += 1;
             c.within += usize::from(ok);
+            c.worst_window = errors.iter().copied().fold(c.worst_window, f64::max);
         }
     }
     c

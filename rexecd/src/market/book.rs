@@ -45,6 +45,8 @@ pub struct RankState {
     pub accrued_until: Instant,
     /// CPU measured over the last tick, CPUs.
     pub tick_cpus: f64,
+    /// Length of the last tick, seconds.
+    pub tick_secs: f64,
     /// (instant, usage) of the last samples, for the windowed share.
     window: VecDeque<(Instant, u64)>,
     /// The model's allocation, milli-CPUs.
@@ -59,8 +61,8 @@ pub struct RankState {
     pub billed_cpu_ns: u64,
     /// Where the next debit's interval starts.
     pub billed_until: Instant,
-    /// The closed-loop gain.
-    pub gain: f64,
+    /// The closed-loop controller's state (its gain, the rank's lag).
+    pub share: control::State,
     /// When it joined.
     pub joined: Instant,
     /// Its session's control queue (for notices).
@@ -251,6 +253,7 @@ impl Book {
             sampled_at: now,
             accrued_until: now,
             tick_cpus: 0.0,
+            tick_secs: 0.0,
             window: VecDeque::with_capacity(WINDOW),
             model_milli: 0,
             rate: Bid::ZERO,
@@ -258,7 +261,7 @@ impl Book {
             billed: 0,
             billed_cpu_ns: 0,
             billed_until: now,
-            gain: 1.0,
+            share: control::State::default(),
             joined: now,
             control,
         };
@@ -359,6 +362,7 @@ impl Book {
             let now = s.at;
             let dt = now.saturating_duration_since(r.sampled_at);
             let used = s.usage_ns.saturating_sub(r.usage_ns);
+            r.tick_secs = dt.as_secs_f64();
             r.tick_cpus = if dt.is_zero() {
                 0.0
             } else {
@@ -400,13 +404,13 @@ impl Book {
         // correction would only chase noise (or other work on the machine).
         if !self.contended {
             for r in self.ranks.values_mut() {
-                r.gain = 1.0;
+                r.share = control::State::default();
             }
             return;
         }
         if self.gains_at != self.generation {
             for r in self.ranks.values_mut() {
-                r.gain = 1.0;
+                r.share = control::State::default();
             }
             self.gains_at = self.generation;
             // The tick that saw the change measured the old market: skip it.
@@ -417,7 +421,7 @@ impl Book {
             .map(|(k, _)| *k)
             .filter(|k| self.ranks.contains_key(k))
             .collect();
-        let mut gains: Vec<f64> = keys.iter().map(|k| self.ranks[k].gain).collect();
+        let mut states: Vec<control::State> = keys.iter().map(|k| self.ranks[k].share).collect();
         let inputs: Vec<control::Sample> = keys
             .iter()
             .map(|k| {
@@ -425,14 +429,15 @@ impl Book {
                 control::Sample {
                     model: r.model_milli as f64 / 1000.0,
                     measured: r.tick_cpus,
+                    dt: r.tick_secs,
                 }
             })
             .collect();
-        control::step(&mut gains, &inputs);
-        tracing::trace!(?inputs, ?gains, "share control step");
-        for (k, g) in keys.iter().zip(gains) {
+        control::step(&mut states, &inputs);
+        tracing::trace!(?inputs, ?states, "share control step");
+        for (k, st) in keys.iter().zip(states) {
             if let Some(r) = self.ranks.get_mut(k) {
-                r.gain = g;
+                r.share = st;
             }
         }
     }
@@ -474,16 +479,24 @@ impl Book {
         stride::tickets_for_bids(&bids)
             .into_iter()
             .zip(self.ranks.values())
-            .map(|(t, r)| (r.cgroup, control::corrected_tickets(t, r.gain)))
+            .map(|(t, r)| (r.cgroup, control::corrected_tickets(t, r.share.gain)))
             .collect()
     }
 
-    /// Debits due at `now`: every rank whose last debit is at least `every` old and that
-    /// owes something. (A rank that owes nothing has its interval start moved on.)
-    pub fn due_debits(&mut self, now: Instant, every: Duration) -> Vec<DueDebit> {
+    /// Debits due at the metering tick at `now` (ticks every `tick`): every rank whose
+    /// last debit is `every` old, give or take half a tick, and that owes something. (A
+    /// rank that owes nothing has its interval start moved on.)
+    ///
+    /// The half tick matters: ticks jitter a few milliseconds around their interval, so
+    /// with a strict `>= every` a debit that fell due a millisecond after this tick
+    /// would wait a whole tick more, and half the debits of a rank would cover
+    /// `every + tick`. With the tolerance a debit covers `every` rounded to the nearest
+    /// whole number of ticks, never a whole tick more.
+    pub fn due_debits(&mut self, now: Instant, every: Duration, tick: Duration) -> Vec<DueDebit> {
+        let threshold = every.saturating_sub(tick / 2);
         let mut due = Vec::new();
         for (key, r) in self.ranks.iter_mut() {
-            if now.saturating_duration_since(r.billed_until) < every {
+            if now.saturating_duration_since(r.billed_until) < threshold {
                 continue;
             }
             if let Some(d) = take_debit(key, r, now) {

@@ -165,6 +165,7 @@ impl Market {
                 dc.server_name = l.server_name.clone();
                 dc.learnt = learnt.clone();
                 let (client, rx) = DebitClient::start(dc).await?;
+                log_replay(&l.journal, &client.pending_charges());
                 (Some(client), Some(rx))
             }
             None => {
@@ -515,7 +516,11 @@ impl Market {
             book.tick(&samples, closed);
             let moved = book.status() != before;
             (
-                book.due_debits(Instant::now(), self.cfg.debit_interval),
+                book.due_debits(
+                    Instant::now(),
+                    self.cfg.debit_interval,
+                    self.cfg.meter_interval,
+                ),
                 moved,
             )
         };
@@ -598,6 +603,35 @@ impl Market {
         }
         !newly.is_empty()
     }
+}
+
+/// Says once, at start, what the journal held that accountd has not acknowledged yet
+/// (it is sent again now); nothing when it held nothing.
+fn log_replay(journal: &std::path::Path, pending: &[Charge]) {
+    if pending.is_empty() {
+        return;
+    }
+    let (mut debits, mut debited, mut refunds, mut refunded) = (0usize, 0i64, 0usize, 0i64);
+    for c in pending {
+        match c {
+            Charge::Debit(d) => {
+                debits += 1;
+                debited = debited.saturating_add(d.amount);
+            }
+            Charge::Refund(r) => {
+                refunds += 1;
+                refunded = refunded.saturating_add(r.amount);
+            }
+        }
+    }
+    tracing::info!(
+        journal = %journal.display(),
+        debits,
+        credits = %money::format_credits(debited),
+        refunds,
+        refunded = %money::format_credits(refunded),
+        "replaying the debit journal: charges accountd has not acknowledged are sent again"
+    );
 }
 
 /// Creates the journal's directory (mode 0700: the journal names users and what they

@@ -11,6 +11,7 @@ mod cli;
 mod hardening;
 mod heartbeat;
 mod joblog;
+mod journal;
 mod launch;
 mod limits;
 mod stdin_window;

@@ -13,15 +13,22 @@
 #[path = "../daemon/util/mod.rs"]
 mod util;
 
+mod measure;
 mod pinned;
 
 use std::time::{Duration, Instant};
 
 use money::Bid;
 use proto::node::{FromNode, Signal, ToNode};
-use stride::Claim;
 
+use crate::measure::{errors, model};
 use crate::util::{Client, Daemon, can_run, cpu_dir, launch};
+
+/// Worst error of a job over the measured part of a Figure 4 interval, points of one
+/// CPU, beside at most modest other work (the benchmark's target is 1).
+const MAX_POINTS: f64 = 3.0;
+/// Worst error of a job over any judged second of it, points of one CPU.
+const MAX_SECOND_POINTS: f64 = 8.0;
 
 /// Share tests measure CPU: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -80,97 +87,6 @@ async fn start_busy(daemon: &Daemon, credits: u32, threads: u32) -> Busy {
     }
 }
 
-/// CPU used by a job cgroup so far, nanoseconds (read with rexecd's own cgroup code,
-/// which knows where this host keeps usage: `cpuacct.usage` on v1, `cpu.stat` on v2).
-fn usage(cgroup: &std::path::Path) -> u64 {
-    let id: u64 = cgroup
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix("job-"))
-        .and_then(|n| n.parse().ok())
-        .expect("a job cgroup");
-    let parent = cgroup
-        .parent()
-        .unwrap()
-        .file_name()
-        .unwrap()
-        .to_str()
-        .unwrap();
-    let cgroups =
-        rexecd::cgroup::JobCgroups::detect(&rexecd::cgroup::ParentName::new(parent).unwrap())
-            .unwrap();
-    u64::try_from(cgroups.usage(id).unwrap().as_nanos()).unwrap()
-}
-
-/// The model's shares of `jobs` on `cpus` CPUs, in CPUs.
-fn model(cpus: u32, jobs: &[&Busy]) -> Vec<f64> {
-    let bids: Vec<Bid> = jobs.iter().map(|j| j.bid).collect();
-    let claims: Vec<Claim> = stride::tickets_for_bids(&bids)
-        .into_iter()
-        .zip(jobs)
-        .map(|(tickets, j)| Claim {
-            tickets,
-            demand: j.threads,
-        })
-        .collect();
-    stride::water_fill(cpus, &claims)
-        .milli_cpus()
-        .iter()
-        .map(|m| *m as f64 / 1000.0)
-        .collect()
-}
-
-/// Measures `jobs` over `window` and returns each job's error against the model, in
-/// points of a 2-CPU node, with the shares measured (in CPUs, scaled as the module says).
-/// Also returns the CPU (in CPUs) that other work on the machine took meanwhile.
-fn errors(jobs: &[&Busy], window: Duration) -> (Vec<f64>, Vec<f64>, f64) {
-    let (used, outside) = shares(jobs, window);
-    let want = model(2, jobs);
-    let total_used: f64 = used.iter().sum();
-    let total_want: f64 = want.iter().sum();
-    let got: Vec<f64> = used.iter().map(|u| u / total_used * total_want).collect();
-    let points = got
-        .iter()
-        .zip(&want)
-        .map(|(g, w)| (g - w).abs() / 2.0 * 100.0)
-        .collect();
-    (points, got, outside)
-}
-
-/// CPUs (CPU seconds per wall second) each job used over `window`, and the CPU the
-/// rest of the machine used meanwhile.
-pub(crate) fn shares(jobs: &[&Busy], window: Duration) -> (Vec<f64>, f64) {
-    let before: Vec<u64> = jobs.iter().map(|j| usage(&j.cgroup)).collect();
-    let busy0 = machine_busy_ns();
-    let t0 = Instant::now();
-    std::thread::sleep(window);
-    let after: Vec<u64> = jobs.iter().map(|j| usage(&j.cgroup)).collect();
-    let busy1 = machine_busy_ns();
-    let secs = t0.elapsed().as_secs_f64();
-    let used: Vec<f64> = before
-        .iter()
-        .zip(&after)
-        .map(|(b, a)| (a - b) as f64 / 1e9 / secs)
-        .collect();
-    let outside = ((busy1 - busy0) as f64 / 1e9 / secs - used.iter().sum::<f64>()).max(0.0);
-    (used, outside)
-}
-
-/// CPU time every CPU of the machine has spent busy so far (`/proc/stat`), nanoseconds.
-fn machine_busy_ns() -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap();
-    let cpu = stat.lines().next().unwrap();
-    let ticks: Vec<u64> = cpu
-        .split_whitespace()
-        .skip(1)
-        .map(|v| v.parse().unwrap())
-        .collect();
-    // user nice system idle iowait irq softirq steal ...: busy is all but idle and iowait.
-    let busy: u64 = ticks.iter().sum::<u64>() - ticks[3] - ticks.get(4).copied().unwrap_or(0);
-    let hz = 100; // USER_HZ on Linux
-    busy * (1_000_000_000 / hz)
-}
-
 /// Kills a job; returns what it was charged (its `Exit`).
 async fn stop(mut job: Busy) -> i64 {
     job.client.send(ToNode::Signal(Signal::Kill)).await;
@@ -197,13 +113,14 @@ async fn three_two_thread_jobs_bidding_1_2_3_get_a_sixth_two_sixths_and_three_si
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let refs: Vec<&Busy> = jobs.iter().collect();
-    let (points, got, outside) =
-        tokio::task::block_in_place(|| errors(&refs, Duration::from_secs(10)));
+    let m = tokio::task::block_in_place(|| errors(&refs, Duration::from_secs(10)));
+    let (points, got, outside) = (m.points, m.got, m.outside);
     eprintln!(
-        "shares 1:2:3 measured {got:?}, error {points:?} points (other work: {outside:.2} CPU)"
+        "shares 1:2:3 measured {got:?}, error {points:?} points of one CPU (other work: \
+         {outside:.2} CPU)"
     );
     for (i, p) in points.iter().enumerate() {
-        assert!(*p <= 1.0, "job {i} is {p:.2} points off its share: {got:?}");
+        assert!(*p <= 2.0, "job {i} is {p:.2} points off its share: {got:?}");
     }
     for j in jobs {
         stop(j).await;
@@ -224,7 +141,7 @@ async fn figure_4_live_with_closed_loop_control() {
             .and_then(|s| s.parse().ok())
             .unwrap_or(10),
     );
-    let settle = Duration::from_secs(3);
+    let settle = Duration::from_secs(2);
     let mut present: Vec<Option<Busy>> = Vec::new();
     let mut worst: f64 = 0.0;
     let mut failures = Vec::new();
@@ -252,12 +169,17 @@ async fn figure_4_live_with_closed_loop_control() {
         }
         tokio::time::sleep(settle).await;
         let live: Vec<&Busy> = present.iter().flatten().collect();
-        let (points, got, outside) =
-            tokio::task::block_in_place(|| errors(&live, interval - settle));
+        let m = tokio::task::block_in_place(|| errors(&live, interval - settle));
+        let (points, got, outside) = (m.points, m.got, m.outside);
         let want = model(2, &live);
+        let per_second: Vec<String> = m
+            .seconds
+            .iter()
+            .map(|(p, o)| format!("{p:.1}/{o:.2}"))
+            .collect();
         eprintln!(
-            "interval {step}: model {want:?} measured {got:?} error {points:?} \
-             (other work: {outside:.2} CPU)"
+            "interval {step}: model {want:?} measured {got:?} error {points:?} points of one \
+             CPU (other work: {outside:.2} CPU); worst per second/other work: {per_second:?}"
         );
         // Without contention each job has a CPU of its own, and the market has nothing to
         // divide: how they fare then is how other work on the machine falls on the two
@@ -270,8 +192,27 @@ async fn figure_4_live_with_closed_loop_control() {
         for p in &points {
             worst = worst.max(*p);
         }
-        if points.iter().any(|p| *p > 1.5) {
+        // Beside heavy other work (a CPU or more of the two: the jobs got at most half
+        // the node, and one point is then a fiftieth of a second of theirs per second)
+        // the bound is doubled; beside modest work it is the bound.
+        let bound = if outside >= 1.0 {
+            2.0 * MAX_POINTS
+        } else {
+            MAX_POINTS
+        };
+        if points.iter().any(|p| *p > bound) {
             failures.push(format!("interval {step}: model {want:?} measured {got:?}"));
+        }
+        // Second by second: a controller that over-corrects swings each job by 10 points
+        // or more every tick; one that settles stays within a few. A second in which
+        // other work took half a CPU or more is not judged (the load balancer then
+        // moves the jobs' threads for reasons of its own).
+        for (k, (p, o)) in m.seconds.iter().enumerate() {
+            if *o < 0.5 && *p > MAX_SECOND_POINTS {
+                failures.push(format!(
+                    "interval {step}, second {k}: {p:.1} points off (other work {o:.2} CPU)"
+                ));
+            }
         }
     }
     // The ledger side: under `contention` a job pays its bid while three or more of the

@@ -12,8 +12,9 @@
 
 use std::time::Duration;
 
+use crate::measure::shares;
 use crate::util::{Daemon, can_run, cpu_dir};
-use crate::{Busy, SERIAL, shares, start_busy, stop};
+use crate::{Busy, SERIAL, start_busy, stop};
 
 /// How far A's share may fall (in CPUs) when B gets busy, for pinned nodes: noise of
 /// this shared machine, not the other node.

@@ -202,3 +202,36 @@ fn under_the_paper_policy_two_jobs_pay_their_bids_and_history_shows_each_debit()
         assert!((0.0..=10.0).contains(&secs), "{text}");
     }
 }
+
+#[test]
+fn with_one_second_ticks_no_debit_of_a_running_rank_covers_more_than_one_and_a_half_seconds() {
+    if !rexec_tests::can_run(
+        "with_one_second_ticks_no_debit_of_a_running_rank_covers_more_than_one_and_a_half_seconds",
+    ) {
+        return;
+    }
+    // Ticks jitter a few milliseconds around their second. A debit that fell due just
+    // after a tick used to wait for the next one and cover two seconds (10 to 13 of
+    // every 26 to 30); on the tick, each covers one.
+    let m = MarketCluster::start(MarketOptions::paper_with_one_second_ticks());
+    let a = spin(&m, "30", 12);
+    let b = spin(&m, "30", 12);
+    let done = [finish(a, 30.0), finish(b, 30.0)];
+    // At 30 credits a minute, one second is 0.5 credits: a debit covers its span
+    // (under `paper` both pay the whole time they run together).
+    let per_second = 30.0 * 1e6 / 60.0;
+    for d in &done {
+        let debits = ledger_matches(&m, d);
+        assert!(debits.len() >= 8, "{}: {debits:?}", d.job);
+        let spans: Vec<f64> = debits
+            .iter()
+            .map(|e| e.amount.abs() as f64 / per_second)
+            .collect();
+        eprintln!("{}: debits covered {spans:.2?} s", d.job);
+        assert!(
+            spans.iter().all(|s| *s <= 1.5),
+            "{}: a debit covered more than 1.5 intervals: {spans:.2?}",
+            d.job
+        );
+    }
+}

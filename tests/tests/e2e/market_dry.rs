@@ -125,3 +125,49 @@ fn a_user_running_dry_drops_to_bid_zero_until_a_grant_and_a_rebid() {
     let out = client.wait(LIMIT);
     assert_eq!(out.code, Some(137), "{out:?}");
 }
+
+#[test]
+fn a_user_running_dry_overdraws_by_at_most_one_debit_interval_at_the_bid() {
+    if !rexec_tests::can_run(
+        "a_user_running_dry_overdraws_by_at_most_one_debit_interval_at_the_bid",
+    ) {
+        return;
+    }
+    // Two sleeping ranks on n1 at 6 credits a minute pay 0.1 credits a second each
+    // under the paper's policy; the node sends a debit a second (on its one-second
+    // tick) and learns the balance from its receipts. A debit is never a tick late, so
+    // the user's balance, 0.25 credits at the start, ends at most one interval's worth
+    // per rank below zero (0.2 credits), plus what accrues while the receipt that says
+    // "dry" is on its way (allowed: a quarter of a second).
+    let m = MarketCluster::start(MarketOptions {
+        initial: Some("0.25"),
+        ..MarketOptions::paper_with_one_second_ticks()
+    });
+    let client = m
+        .rexec()
+        .args(["-r", "6", "--nodes", "n1,n1", "sleep", "1000"])
+        .spawn();
+    let dry = wait_until(LIMIT, || {
+        let rows = m.jobs().0;
+        rows.len() == 2 && rows.iter().all(|r| r.bid == "6->0")
+    });
+    assert!(
+        dry.is_some(),
+        "never ran dry: {:?}\n{}",
+        m.jobs().0,
+        m.logs()
+    );
+    let job = m.jobs().0[0].job.clone();
+    let stopped = settled_balance(&m, Duration::from_secs(2)).expect("balance never settled");
+    eprintln!("ran dry at a balance of {stopped} micro-credits");
+    let per_rank_second = 100_000;
+    let bound = -(2 * per_rank_second + 2 * per_rank_second / 4);
+    assert!(
+        stopped >= bound,
+        "overdrawn to {stopped} micro-credits, more than one interval at the bid ({bound})"
+    );
+    let kill = m.rexec().args(["kill", &job]).run();
+    assert_eq!(kill.code, Some(0), "{kill:?}");
+    let out = client.wait(LIMIT);
+    assert_eq!(out.code, Some(137), "{out:?}");
+}

@@ -139,7 +139,10 @@ fn debits_and_the_final_charge_add_up_to_exactly_what_was_charged() {
     for s in 1..=95u64 {
         sim.second(&[0.7, 0.3], &[1, 1]);
         let now = sim.t0 + sim.now;
-        for d in sim.book.due_debits(now, Duration::from_secs(10)) {
+        for d in sim
+            .book
+            .due_debits(now, Duration::from_secs(10), Duration::from_secs(1))
+        {
             assert!(d.amount > 0 && d.end > d.start);
             assert_eq!(
                 d.end.duration_since(d.start),
@@ -231,7 +234,7 @@ fn gains_reset_when_the_market_changes_and_stay_bounded() {
             .collect();
         book.tick(&samples, true);
     }
-    let gains: Vec<f64> = book.ranks().map(|(_, r)| r.gain).collect();
+    let gains: Vec<f64> = book.ranks().map(|(_, r)| r.share.gain).collect();
     assert!(gains[0] > 1.0 && gains[1] < 1.0, "{gains:?}");
     assert!(
         gains
@@ -256,5 +259,39 @@ fn gains_reset_when_the_market_changes_and_stay_bounded() {
         })
         .collect();
     book.tick(&samples, true);
-    assert!(book.ranks().all(|(_, r)| r.gain == 1.0));
+    assert!(book.ranks().all(|(_, r)| r.share.gain == 1.0));
+}
+
+#[test]
+fn a_debit_falls_due_on_its_tick_even_when_the_tick_comes_a_little_early() {
+    // Ticks jitter around their second: some come a few milliseconds early. A debit
+    // every second must still cover one second, not two.
+    let mut sim = Sim::new(1, Policy::Contention, &[6, 6]);
+    let jitter = [3i64, -4, 2, -1, -5, 4, 0, -3, 5, -2];
+    let mut spans = Vec::new();
+    for (s, j) in (1..=40u64).zip(jitter.iter().cycle()) {
+        sim.second(&[0.5, 0.5], &[1, 1]);
+        let now = jittered(sim.t0 + sim.now, *j);
+        for d in sim
+            .book
+            .due_debits(now, Duration::from_secs(1), Duration::from_secs(1))
+        {
+            if d.job.0 == 1 {
+                spans.push((s, d.end.duration_since(d.start)));
+            }
+        }
+    }
+    assert!(spans.len() >= 39, "{spans:?}");
+    for (s, span) in spans.iter().skip(1) {
+        assert!(
+            *span <= Duration::from_millis(1500),
+            "second {s}: a debit covered {span:?}"
+        );
+    }
+}
+
+/// `at` moved by `ms` milliseconds either way.
+fn jittered(at: Instant, ms: i64) -> Instant {
+    let d = Duration::from_millis(ms.unsigned_abs());
+    if ms >= 0 { at + d } else { at - d }
 }

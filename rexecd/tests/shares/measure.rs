@@ -1,0 +1,139 @@
+//! Measuring jobs' CPU: each job cgroup's usage over a window, second by second, the
+//! CPU the rest of the machine used meanwhile, and the error against the model in
+//! points of one CPU (1 point = 0.01 CPU), with shares taken relative to the CPU the
+//! jobs received together (scaled to the model's total) so that outside work is not
+//! counted as the market's error.
+
+use std::time::{Duration, Instant};
+
+use money::Bid;
+use stride::Claim;
+
+use crate::Busy;
+
+/// CPU used by a job cgroup so far, nanoseconds (read with rexecd's own cgroup code,
+/// which knows where this host keeps usage: `cpuacct.usage` on v1, `cpu.stat` on v2).
+fn usage(cgroup: &std::path::Path) -> u64 {
+    let id: u64 = cgroup
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("job-"))
+        .and_then(|n| n.parse().ok())
+        .expect("a job cgroup");
+    let parent = cgroup
+        .parent()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    let cgroups =
+        rexecd::cgroup::JobCgroups::detect(&rexecd::cgroup::ParentName::new(parent).unwrap())
+            .unwrap();
+    u64::try_from(cgroups.usage(id).unwrap().as_nanos()).unwrap()
+}
+
+/// The model's shares of `jobs` on `cpus` CPUs, in CPUs.
+pub(crate) fn model(cpus: u32, jobs: &[&Busy]) -> Vec<f64> {
+    let bids: Vec<Bid> = jobs.iter().map(|j| j.bid).collect();
+    let claims: Vec<Claim> = stride::tickets_for_bids(&bids)
+        .into_iter()
+        .zip(jobs)
+        .map(|(tickets, j)| Claim {
+            tickets,
+            demand: j.threads,
+        })
+        .collect();
+    stride::water_fill(cpus, &claims)
+        .milli_cpus()
+        .iter()
+        .map(|m| *m as f64 / 1000.0)
+        .collect()
+}
+
+/// What [`errors`] measured over a window.
+pub(crate) struct Measured {
+    /// Each job's error over the whole window, points of one CPU.
+    pub points: Vec<f64>,
+    /// Each job's share over the whole window, CPUs (scaled as the module says).
+    pub got: Vec<f64>,
+    /// CPU other work on the machine took over the whole window.
+    pub outside: f64,
+    /// Per 1 s window: the worst job's error (points of one CPU) and the outside work.
+    pub seconds: Vec<(f64, f64)>,
+}
+
+/// Measures `jobs` over `window`, second by second, against the model on 2 CPUs.
+pub(crate) fn errors(jobs: &[&Busy], window: Duration) -> Measured {
+    let want = model(2, jobs);
+    let mut seconds = Vec::new();
+    let mut total = vec![0.0; jobs.len()];
+    let mut outside_total = 0.0;
+    let n = window.as_secs().max(1);
+    for _ in 0..n {
+        let (used, outside) = shares(jobs, window / n as u32);
+        let (points, _) = against(&used, &want);
+        seconds.push((points.iter().copied().fold(0.0, f64::max), outside));
+        for (t, u) in total.iter_mut().zip(&used) {
+            *t += u / n as f64;
+        }
+        outside_total += outside / n as f64;
+    }
+    let (points, got) = against(&total, &want);
+    Measured {
+        points,
+        got,
+        outside: outside_total,
+        seconds,
+    }
+}
+
+/// Errors (points of one CPU) and shares (CPUs) of `used` against `want`.
+fn against(used: &[f64], want: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let total_used: f64 = used.iter().sum();
+    let total_want: f64 = want.iter().sum();
+    let got: Vec<f64> = used
+        .iter()
+        .map(|u| u / total_used.max(1e-9) * total_want)
+        .collect();
+    let points = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (g - w).abs() * 100.0)
+        .collect();
+    (points, got)
+}
+
+/// CPUs (CPU seconds per wall second) each job used over `window`, and the CPU the
+/// rest of the machine used meanwhile.
+pub(crate) fn shares(jobs: &[&Busy], window: Duration) -> (Vec<f64>, f64) {
+    let before: Vec<u64> = jobs.iter().map(|j| usage(&j.cgroup)).collect();
+    let busy0 = machine_busy_ns();
+    let t0 = Instant::now();
+    std::thread::sleep(window);
+    let after: Vec<u64> = jobs.iter().map(|j| usage(&j.cgroup)).collect();
+    let busy1 = machine_busy_ns();
+    let secs = t0.elapsed().as_secs_f64();
+    let used: Vec<f64> = before
+        .iter()
+        .zip(&after)
+        .map(|(b, a)| (a - b) as f64 / 1e9 / secs)
+        .collect();
+    let outside = ((busy1 - busy0) as f64 / 1e9 / secs - used.iter().sum::<f64>()).max(0.0);
+    (used, outside)
+}
+
+/// CPU time every CPU of the machine has spent busy so far (`/proc/stat`), nanoseconds.
+fn machine_busy_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let cpu = stat.lines().next().unwrap();
+    let ticks: Vec<u64> = cpu
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...: busy is all but idle and iowait.
+    let busy: u64 = ticks.iter().sum::<u64>() - ticks[3] - ticks.get(4).copied().unwrap_or(0);
+    let hz = 100; // USER_HZ on Linux
+    busy * (1_000_000_000 / hz)
+}
