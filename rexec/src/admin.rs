@@ -111,15 +111,8 @@ pub async fn run(args: AdminArgs) -> i32 {
             }
         }
     };
-    let connector = match certs::connector(&config.tls) {
-        Ok(c) => c,
-        Err(e) => {
-            say(&format!(
-                "client configuration {}: {e}",
-                config.path.display()
-            ));
-            return 255;
-        }
+    let Ok(connector) = config.connector().map_err(|e| say(&e.to_string())) else {
+        return 255;
     };
     let nodes = match configured {
         Some(nodes) => nodes,

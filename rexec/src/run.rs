@@ -67,15 +67,8 @@ pub async fn run(args: RunArgs) -> i32 {
         ));
     }
     let selecting = args.nodes.is_none() && config.selects();
-    let connector = match certs::connector(&config.tls) {
-        Ok(c) => c,
-        Err(e) => {
-            say(&format!(
-                "client configuration {}: {e}",
-                config.path.display()
-            ));
-            return 255;
-        }
+    let Ok(connector) = config.connector().map_err(|e| say(&e.to_string())) else {
+        return 255;
     };
     let (ranks, opened) = if selecting {
         let wanted = match wanted(&args) {

@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use accountd::amount::{format_credits, parse_credits};
-use accountd::client::{AccountClient, DEFAULT_SERVER_NAME};
 use accountd::ctl::{Format, default_config_path, load_ctl_file, render_entries, render_report};
 use accountd::time::parse_time;
 use anyhow::{anyhow, bail};
 use clap::{Parser, Subcommand, ValueEnum};
+use clients::account::{AccountClient, DEFAULT_SERVER_NAME};
 use proto::account::*;
 
 /// Read and manage rexec credit accounts (amounts in credits, 6 decimals).

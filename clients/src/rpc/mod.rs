@@ -246,8 +246,14 @@ impl<P: Protocol> Client<P> {
         let addr = &self.addr;
         let framed = &mut self.framed;
         let exchange = async {
-            framed.send(request).await.map_err(|e| frame::<P>(addr, e))?;
-            framed.recv::<P::Response>().await.map_err(|e| frame::<P>(addr, e))
+            framed
+                .send(request)
+                .await
+                .map_err(|e| frame::<P>(addr, e))?;
+            framed
+                .recv::<P::Response>()
+                .await
+                .map_err(|e| frame::<P>(addr, e))
         };
         tokio::time::timeout(self.timeout, exchange)
             .await

@@ -91,6 +91,15 @@ async fn connect(pki: &TestPki, addr: SocketAddr, limit: Duration) -> SelectorCl
         .unwrap()
 }
 
+/// A server of service certificate v1 answering as `script` says, and the error of
+/// one `stats` call to it.
+async fn failed_call(script: Arc<Script>) -> (SocketAddr, RpcError<SelectorError>) {
+    let pki = TestPki::new();
+    let (addr, _) = server(&pki, Role::Service, "v1", script).await;
+    let e = connect(&pki, addr, PATIENCE).await.stats().await;
+    (addr, e.expect_err("the call must fail"))
+}
+
 #[tokio::test]
 async fn each_call_has_a_fresh_id_and_gets_its_typed_answer() {
     let pki = TestPki::new();
@@ -105,11 +114,16 @@ async fn each_call_has_a_fresh_id_and_gets_its_typed_answer() {
 
 #[tokio::test]
 async fn an_answer_to_another_request_is_a_mismatch() {
-    let pki = TestPki::new();
-    let (addr, _) = server(&pki, Role::Service, "v1", Arc::new(|r| stats(r.id + 7))).await;
-    let e = connect(&pki, addr, PATIENCE).await.stats().await.unwrap_err();
+    let (addr, e) = failed_call(Arc::new(|r| stats(r.id + 7))).await;
     assert!(
-        matches!(e, RpcError::Mismatch { want: 1, got: 8, .. }),
+        matches!(
+            e,
+            RpcError::Mismatch {
+                want: 1,
+                got: 8,
+                ..
+            }
+        ),
         "{e:?}"
     );
     assert_eq!(
@@ -120,29 +134,32 @@ async fn an_answer_to_another_request_is_a_mismatch() {
 
 #[tokio::test]
 async fn a_refusal_under_another_id_is_the_servers_refusal() {
-    let pki = TestPki::new();
     let script: Arc<Script> = Arc::new(|_| {
         Action::Answer(SelectorResponse {
             id: 0,
-            result: Err(SelectorError::new(SelectorErrorCode::BadRequest, "unreadable")),
+            result: Err(SelectorError::new(
+                SelectorErrorCode::BadRequest,
+                "unreadable",
+            )),
         })
     });
-    let (addr, _) = server(&pki, Role::Service, "v1", script).await;
-    let e = connect(&pki, addr, PATIENCE).await.stats().await.unwrap_err();
+    let (_, e) = failed_call(script).await;
     assert!(matches!(e, RpcError::Server(ref r) if r.code == SelectorErrorCode::BadRequest));
     assert_eq!(e.to_string(), "unreadable");
 }
 
 #[tokio::test]
 async fn an_answer_of_the_wrong_kind_is_an_error_not_a_panic() {
-    let pki = TestPki::new();
-    let script: Arc<Script> =
-        Arc::new(|r| answer(r.id, SelectorReply::Nodes(NodeList {
-            total: 0,
-            nodes: Vec::new(),
-        })));
-    let (addr, _) = server(&pki, Role::Service, "v1", script).await;
-    let e = connect(&pki, addr, PATIENCE).await.stats().await.unwrap_err();
+    let script: Arc<Script> = Arc::new(|r| {
+        answer(
+            r.id,
+            SelectorReply::Nodes(NodeList {
+                total: 0,
+                nodes: Vec::new(),
+            }),
+        )
+    });
+    let (addr, e) = failed_call(script).await;
     assert_eq!(
         e.to_string(),
         format!("selector at {addr} answered Nodes to a Stats")
@@ -159,10 +176,7 @@ async fn a_silent_server_times_out_within_the_limit() {
     let e = c.stats().await.unwrap_err();
     let took = started.elapsed();
     assert!(matches!(e, RpcError::Timeout { .. }), "{e:?}");
-    assert!(
-        took >= limit && took < limit * 10,
-        "gave up after {took:?}"
-    );
+    assert!(took >= limit && took < limit * 10, "gave up after {took:?}");
     assert_eq!(
         e.to_string(),
         format!("selector at {addr} did not answer within 300 ms")
@@ -172,9 +186,7 @@ async fn a_silent_server_times_out_within_the_limit() {
 
 #[tokio::test]
 async fn a_server_closing_without_answering_is_closed() {
-    let pki = TestPki::new();
-    let (addr, _) = server(&pki, Role::Service, "v1", Arc::new(|_| Action::Close)).await;
-    let e = connect(&pki, addr, PATIENCE).await.stats().await.unwrap_err();
+    let (addr, e) = failed_call(Arc::new(|_| Action::Close)).await;
     assert!(matches!(e, RpcError::Closed { .. }), "{e:?}");
     assert_eq!(
         e.to_string(),
@@ -221,7 +233,8 @@ async fn nothing_listening_is_a_connect_error_naming_the_address() {
         .err()
         .expect("nothing listens");
     assert!(
-        e.to_string().starts_with(&format!("cannot reach selector at {addr}: ")),
+        e.to_string()
+            .starts_with(&format!("cannot reach selector at {addr}: ")),
         "{e}"
     );
 }

@@ -132,7 +132,13 @@ impl fmt::Display for NoneAnswered<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "no selector could answer:")?;
         for a in self.0 {
-            write!(f, "\n  selector {} at {}: {}", a.name, a.addr, why(&a.error))?;
+            write!(
+                f,
+                "\n  selector {} at {}: {}",
+                a.name,
+                a.addr,
+                why(&a.error)
+            )?;
         }
         Ok(())
     }
@@ -143,11 +149,12 @@ fn why(e: &ClientError) -> String {
     match e {
         RpcError::Connect { addr, cause, .. } => format!("cannot connect to {addr}: {cause}"),
         RpcError::Tls {
-            cause: CertError::WrongPeer {
-                peer,
-                expected,
-                got,
-            },
+            cause:
+                CertError::WrongPeer {
+                    peer,
+                    expected,
+                    got,
+                },
             ..
         } => format!("{peer} is {got}, not {expected}"),
         RpcError::Tls { cause, .. } => cause.to_string(),
@@ -209,7 +216,12 @@ mod tests {
         for code in [C::BadRequest, C::UnknownPolicy, C::NeedsLength] {
             assert_eq!(after_failure(&refused(code)), Next::Stop, "{code:?}");
         }
-        for code in [C::NotEnoughNodes, C::Busy, C::Unsupported, C::IncompatibleVersion] {
+        for code in [
+            C::NotEnoughNodes,
+            C::Busy,
+            C::Unsupported,
+            C::IncompatibleVersion,
+        ] {
             assert_eq!(after_failure(&refused(code)), Next::TryNext, "{code:?}");
         }
         let (service, addr) = ("selector", || "a:1".to_string());

@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 use certs::serve::{AcceptLimits, Gate};
 use certs::{ConnectionCaps, PeerIdentity, ReloadableAcceptor};
 use proto::select::{
-    MAX_SELECTOR_REPLY,
-    MAX_LISTED, MAX_SELECTOR_REQUEST, NodeList, NodeView, SelectorError, SelectorErrorCode,
-    SelectorOp, SelectorReply, SelectorRequest, SelectorResponse, ServiceKind, ServiceView,
+    MAX_LISTED, MAX_SELECTOR_REPLY, MAX_SELECTOR_REQUEST, NodeList, NodeView, SelectorError,
+    SelectorErrorCode, SelectorOp, SelectorReply, SelectorRequest, SelectorResponse, ServiceKind,
+    ServiceView,
 };
 use proto::{FrameError, Framed};
 use tokio::io::AsyncWriteExt;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use certs::Role;
 use certs::testing::TestPki;
+use clients::selector::SelectorClient;
 use discovery::config::DiscoveryConfig;
 use discovery::net::Sender;
 use discovery::profile::summary::Summary;
@@ -20,7 +21,6 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ClientConfig, RootCertStore};
 use tokio_rustls::TlsConnector;
-use vexecd::client::SelectorClient;
 
 /// The name in every test selector's certificate.
 pub const SELECTOR: &str = "vexecd";
