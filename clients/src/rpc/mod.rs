@@ -76,8 +76,8 @@ pub enum RpcError<R> {
         service: &'static str,
         /// The address dialled.
         addr: String,
-        /// The cause.
-        cause: CertError,
+        /// The cause (boxed: it is large, and errors are passed by value).
+        cause: Box<CertError>,
     },
     /// The connection broke or carried garbage.
     #[error("connection to {service} at {addr} failed: {detail}")]
@@ -88,8 +88,8 @@ pub enum RpcError<R> {
         addr: String,
         /// The cause in one phrase (a refused certificate is explained).
         detail: String,
-        /// The cause as it came.
-        cause: FrameError,
+        /// The cause as it came (boxed: it is large).
+        cause: Box<FrameError>,
     },
     /// The server closed the connection without answering (it may have refused our
     /// certificate).
@@ -201,7 +201,7 @@ impl<P: Protocol> Client<P> {
                 DialError::Tls(cause) => RpcError::Tls {
                     service,
                     addr: a.clone(),
-                    cause,
+                    cause: Box::new(cause),
                 },
             })?;
         Ok(Client {
@@ -302,7 +302,7 @@ fn frame<P: Protocol>(addr: &str, cause: FrameError) -> RpcError<P::Refusal> {
         service: P::SERVICE,
         addr: addr.to_string(),
         detail: certs::explain_error(&cause),
-        cause,
+        cause: Box::new(cause),
     }
 }
 

@@ -148,16 +148,14 @@ impl fmt::Display for NoneAnswered<'_> {
 fn why(e: &ClientError) -> String {
     match e {
         RpcError::Connect { addr, cause, .. } => format!("cannot connect to {addr}: {cause}"),
-        RpcError::Tls {
-            cause:
-                CertError::WrongPeer {
-                    peer,
-                    expected,
-                    got,
-                },
-            ..
-        } => format!("{peer} is {got}, not {expected}"),
-        RpcError::Tls { cause, .. } => cause.to_string(),
+        RpcError::Tls { cause, .. } => match &**cause {
+            CertError::WrongPeer {
+                peer,
+                expected,
+                got,
+            } => format!("{peer} is {got}, not {expected}"),
+            other => other.to_string(),
+        },
         RpcError::Frame { detail, .. } => format!("lost connection: {detail}"),
         RpcError::Closed { .. } => "it closed the connection without answering".to_string(),
         RpcError::Timeout { limit, .. } => format!("no answer within {}s", limit.as_secs_f32()),
@@ -244,11 +242,11 @@ mod tests {
             RpcError::Tls {
                 service,
                 addr: addr(),
-                cause: CertError::WrongPeer {
+                cause: Box::new(CertError::WrongPeer {
                     peer: addr(),
                     expected: "service v1".into(),
                     got: "service v9".into(),
-                },
+                }),
             },
             RpcError::Mismatch {
                 service,
