@@ -13,6 +13,7 @@ use accountd::store::StoreConfig;
 use certs::Role;
 use certs::testing::TestPki;
 use clients::account::AccountClient;
+use money::MICROS_PER_CREDIT;
 use proto::account::*;
 
 const RUN: Duration = Duration::from_millis(2500);

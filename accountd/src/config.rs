@@ -239,7 +239,7 @@ mod tests {
         let c = FileConfig::parse(&dir.join("accountd.toml"), &text).unwrap();
         assert_eq!(c.listen.as_deref(), Some(DEFAULT_LISTEN));
         assert!(c.crl.is_some());
-        let client = crate::ctl::load_ctl_file(&dir.join("client.toml"), true).unwrap();
+        let client = crate::ctl::settings::load_ctl_file(&dir.join("client.toml"), true).unwrap();
         assert_eq!(client.accountd.address.as_deref(), Some("10.0.0.9:7071"));
         assert!(client.cert.is_some() && client.key.is_some() && client.ca.is_some());
     }
@@ -253,7 +253,7 @@ mod tests {
             "ca = \"ca.pem\"\ncert = \"/abs/u.pem\"\nkey = \"keys/u.key\"\n",
         )
         .unwrap();
-        let c = crate::ctl::load_ctl_file(&path, true).unwrap();
+        let c = crate::ctl::settings::load_ctl_file(&path, true).unwrap();
         assert_eq!(c.ca, Some(dir.path().join("ca.pem")));
         assert_eq!(c.cert, Some(PathBuf::from("/abs/u.pem")));
         assert_eq!(c.key, Some(dir.path().join("keys/u.key")));

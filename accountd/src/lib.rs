@@ -13,20 +13,19 @@
 //!   (the append-only file of unsettled charges). The client connection to
 //!   accountd is `clients::account`.
 //! - [`ctl`]: accountctl's settings and output formats.
-//! - Shared: [`amount`] (decimal credits to and from `i64` micro-credits),
-//!   [`time`] (UTC times for the record and the CLI), [`validate`] (checks on
+//! - Shared: [`time`] (UTC times for the record and the CLI), [`validate`] (checks on
 //!   names, reasons and amounts from the network).
+//!   Amounts of credits are parsed and printed by the `money` crate.
 //!
 //! ```
-//! use accountd::amount::{format_credits, parse_credits};
+//! use money::{format_credits_fixed, parse_credits};
 //! let micros = parse_credits("2.5").unwrap();
 //! assert_eq!(micros, 2_500_000);
-//! assert_eq!(format_credits(-micros), "-2.500000");
+//! assert_eq!(format_credits_fixed(-micros), "-2.500000");
 //! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod amount;
 pub mod authz;
 pub mod config;
 pub mod ctl;

@@ -106,11 +106,10 @@ fn resolve(args: Args) -> Result<Resolved, ConfigError> {
         .max_entry
         .or(file.limits.max_entry)
         .unwrap_or_else(|| DEFAULT_MAX_ENTRY.to_string());
-    let max_entry =
-        accountd::amount::parse_credits(&max_entry_text).map_err(|e| ConfigError::Invalid {
-            what: "max_entry",
-            message: e.to_string(),
-        })?;
+    let max_entry = money::parse_credits(&max_entry_text).map_err(|e| ConfigError::Invalid {
+        what: "max_entry",
+        message: e.to_string(),
+    })?;
     if max_entry <= 0 {
         return Err(ConfigError::Invalid {
             what: "max_entry",

@@ -73,7 +73,7 @@ pub fn check_positive(amount: i64, max: i64) -> Result<(), AccountError> {
             ErrorCode::InvalidAmount,
             format!(
                 "amount {} must be positive",
-                crate::amount::format_credits(amount)
+                money::format_credits_fixed(amount)
             ),
         ));
     }
@@ -97,8 +97,8 @@ fn check_magnitude(amount: i64, max: i64) -> Result<(), AccountError> {
             ErrorCode::InvalidAmount,
             format!(
                 "amount {} exceeds the per-entry limit of {} credits",
-                crate::amount::format_credits(amount),
-                crate::amount::format_credits(max)
+                money::format_credits_fixed(amount),
+                money::format_credits_fixed(max)
             ),
         ));
     }

@@ -14,8 +14,11 @@
 //!   without preemption), Vickrey, GA.
 //! - [`sim`]: the event-driven simulator around a policy.
 //! - [`check`]: an independent checker of finished schedules.
+//! - [`schedule`]: the per-job schedule as CSV (`marketsim run --schedule`), and reading
+//!   it back for the checker.
 //! - [`metrics`]: aggregate utility, waits, slowdown, utilisation, revenue, price.
 //! - [`experiments`]: the sweeps and trace studies that regenerate `docs/ECONOMICS.md`.
+//! - [`report`]: `docs/ECONOMICS.md` itself: the studies run, their prose, charts and CSV.
 //! - [`svg`]: line charts written as plain SVG.
 //! - [`rng`]: the seeded generator behind every random choice.
 //!
@@ -41,7 +44,9 @@ pub mod experiments;
 pub mod job;
 pub mod metrics;
 pub mod policy;
+pub mod report;
 pub mod rng;
+pub mod schedule;
 pub mod sim;
 pub mod svg;
 pub mod utility;

@@ -51,7 +51,7 @@ fn firstprice_starts_the_highest_bid_per_processor_hour_and_charges_it() {
     let snap = Snapshot {
         now: 0,
         procs: 2,
-        queued: vec![queued(&a), queued(&b)],
+        queued: vec![queued(&a), queued(&b)].into(),
         running: vec![],
     };
     let d = FirstPrice { preempt: false }.decide(&snap);
@@ -77,7 +77,7 @@ fn sjf_and_priofifo_orders() {
     let snap = Snapshot {
         now: 10,
         procs: 1,
-        queued: vec![queued(&a), queued(&b)],
+        queued: vec![queued(&a), queued(&b)].into(),
         running: vec![],
     };
     assert_eq!(Sjf.decide(&snap).start, vec![2]);
@@ -97,14 +97,14 @@ fn easy_backfills_only_what_does_not_delay_the_head() {
     let snap = Snapshot {
         now: 0,
         procs: 4,
-        queued: vec![queued(&head), queued(&short), queued(&long)],
+        queued: vec![queued(&head), queued(&short), queued(&long)].into(),
         running: vec![running(&r, 0)],
     };
     let d = Fifo::new(Backfill::Easy).decide(&snap);
     assert_eq!(d.start, vec![2]);
     assert_eq!(d.reserved, Some((1, 100)));
     let snap2 = Snapshot {
-        queued: vec![queued(&head), queued(&long)],
+        queued: vec![queued(&head), queued(&long)].into(),
         ..snap.clone()
     };
     // The long job uses the one processor the head does not need at t=100.
@@ -127,7 +127,7 @@ fn conservative_reserves_for_every_job() {
     let snap = Snapshot {
         now: 0,
         procs: 2,
-        queued: vec![queued(&wide), queued(&mid), queued(&short)],
+        queued: vec![queued(&wide), queued(&mid), queued(&short)].into(),
         running: vec![running(&r, 0)],
     };
     let d = Fifo::new(Backfill::Conservative).decide(&snap);
@@ -145,10 +145,10 @@ fn vickrey_prices_at_the_first_bid_that_does_not_fit_and_suspends_outbid_jobs() 
     let snap = Snapshot {
         now: 0,
         procs: 2,
-        queued: vec![queued(&high), queued(&mid)],
+        queued: vec![queued(&high), queued(&mid)].into(),
         running: vec![running(&low, 0)],
     };
-    let d = Vickrey { fill: false }.decide(&snap);
+    let d = Vickrey::new(false).decide(&snap);
     // Ranking: high (50/h), mid (10/h per processor), low (1/h). high fits; mid (2 procs)
     // does not fit in the 1 left: the descent stops, price = mid's bid, low is suspended.
     assert_eq!(d.start, vec![2]);
@@ -156,7 +156,7 @@ fn vickrey_prices_at_the_first_bid_that_does_not_fit_and_suspends_outbid_jobs() 
     assert_eq!(d.price, Some(10 * MICROS_PER_CREDIT));
     // Run what fits: the descent goes on and low keeps the processor mid cannot use; the
     // price is still the bid of the highest bidder that cannot run.
-    let d = Vickrey { fill: true }.decide(&snap);
+    let d = Vickrey::new(true).decide(&snap);
     assert_eq!(d.start, vec![2]);
     assert!(d.suspend.is_empty());
     assert_eq!(d.price, Some(10 * MICROS_PER_CREDIT));
@@ -166,7 +166,7 @@ fn vickrey_prices_at_the_first_bid_that_does_not_fit_and_suspends_outbid_jobs() 
 fn vickrey_runs_suspend_and_resume_to_completion() {
     // A long low bidder is suspended when a high bidder arrives and resumes after it.
     let jobs = vec![job(1, 0, 1, 1000, 1, 10.0), job(2, 100, 1, 100, 100, 1.0)];
-    let res = simulate(&jobs, 1, &mut Vickrey { fill: true }).unwrap();
+    let res = simulate(&jobs, 1, &mut Vickrey::new(true)).unwrap();
     batch::check::check_schedule(&jobs, &res).unwrap();
     assert_eq!(res.outcomes[0].preempted, 1);
     assert_eq!(res.outcomes[1].start, 100);
@@ -258,4 +258,12 @@ fn ga_is_deterministic_for_a_seed_and_beats_or_matches_easy_on_a_congested_queue
     let easy = simulate(&jobs, 8, &mut Fifo::new(Backfill::Easy)).unwrap();
     let u = |r| batch::metrics::measure(&jobs, r).utility;
     assert!(u(&a) > u(&easy), "ga {} easy {}", u(&a), u(&easy));
+}
+
+#[test]
+fn every_policy_reports_the_name_it_was_asked_by() {
+    for name in batch::policy::NAMES {
+        let p = batch::policy::by_name(name, 1, Default::default()).unwrap();
+        assert_eq!(p.name(), *name);
+    }
 }

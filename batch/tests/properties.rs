@@ -82,6 +82,18 @@ proptest! {
     }
 
     #[test]
+    fn vickrey_ranks_lazily_exactly_as_it_ranks_everything((jobs, procs) in workload()) {
+        use batch::policy::vickrey::Vickrey;
+        for fill in [false, true] {
+            let lazy = simulate(&jobs, procs, &mut Vickrey::ranking(fill, true)).unwrap();
+            let all = simulate(&jobs, procs, &mut Vickrey::ranking(fill, false)).unwrap();
+            prop_assert_eq!(&lazy.outcomes, &all.outcomes);
+            prop_assert_eq!(&lazy.segments, &all.segments);
+            prop_assert_eq!(&lazy.prices, &all.prices);
+        }
+    }
+
+    #[test]
     fn firstprice_preempts_each_job_at_most_once((jobs, procs) in workload()) {
         let mut p = policy::by_name("firstprice-preempt", 0, small_ga()).unwrap();
         let res = simulate(&jobs, procs, p.as_mut()).unwrap();

@@ -23,10 +23,9 @@ fn record() -> impl Strategy<Value = Record> {
 proptest! {
     #[test]
     fn round_trip(records in prop::collection::vec(record(), 0..40), header in prop::collection::vec("[A-Za-z]{1,10}: [0-9]{1,6}", 0..5)) {
-        let swf = swf::Swf {
-            header: header.into_iter().map(|h| format!("; {h}")).collect(),
-            records,
-        };
+        let header: Vec<String> = header.into_iter().map(|h| format!("; {h}")).collect();
+        let lines = (0..records.len()).map(|k| header.len() + 1 + k).collect();
+        let swf = swf::Swf { header, records, lines };
         let text = swf::write(&swf);
         let back = swf::parse(&text).unwrap();
         prop_assert_eq!(&back, &swf);
@@ -101,7 +100,8 @@ fn reads_the_lublin_trace() {
             pad: 2.0,
             compress: 1.0,
         },
-    );
+    )
+    .unwrap();
     assert_eq!(jobs.len() + skipped, 10_000);
     assert!(
         jobs.iter()

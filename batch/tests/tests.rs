@@ -1,5 +1,6 @@
 //! The batch crate's integration tests, compiled as one binary.
 
+mod cli;
 mod policies;
 mod properties;
 mod swf;

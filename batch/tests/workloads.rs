@@ -50,3 +50,30 @@ fn firstprice_beats_sjf_on_a_bursty_valuable_workload() {
     let (sjf, fp) = (pts[0].utility("sjf"), pts[0].utility("firstprice"));
     assert!(fp > 1.2 * sjf, "firstprice {fp} sjf {sjf}");
 }
+
+#[test]
+fn a_trace_offering_more_than_asked_is_stretched_to_the_asked_load() {
+    use batch::experiments::trace::{TraceStudy, offered_load, trace_jobs};
+    use batch::workload::swf::{Record, Swf};
+    // 400 jobs of 4 processors for 100 s, one every 10 s on 16 processors: load 2.5.
+    let records = (0..400)
+        .map(|k| {
+            let mut f = [-1.0; 18];
+            f[0] = (k + 1) as f64;
+            f[1] = (k * 10) as f64;
+            f[3] = 100.0;
+            f[4] = 4.0;
+            f[14] = 0.0;
+            Record { f }
+        })
+        .collect();
+    let trace = Swf {
+        header: vec!["; MaxProcs: 16".into()],
+        records,
+        lines: Vec::new(),
+    };
+    let (jobs, procs, compress) = trace_jobs(&trace, &TraceStudy::default()).unwrap();
+    assert!(compress < 1.0, "arrivals stretched: divided by {compress}");
+    let load = offered_load(&jobs, procs);
+    assert!((load - 0.85).abs() < 0.01, "offered load {load}");
+}

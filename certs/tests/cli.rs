@@ -490,3 +490,114 @@ fn a_revocation_by_a_replaced_ca_is_refused_and_signs_nothing() {
     let new = certs::Ca::load(&dir).unwrap();
     assert!(new.crl_state().unwrap().revoked.is_empty());
 }
+
+#[test]
+fn user_kit_hands_a_user_her_files_owned_by_her() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = tmp.path().join("ca");
+    let ca_s = ca.to_str().unwrap();
+    let said = ok(&["init", "--dir", ca_s, "--cluster", "lab"]);
+    assert!(said.contains("cluster = \"lab\""), "{said}");
+    let template = tmp.path().join("client.toml");
+    fs::write(
+        &template,
+        "ca = \"/etc/rexec/ca.pem\"\nkey = \"/old.key\"\nmax_rate = \"10\"\n\n[selectors]\nvexecd1 = \"10.0.0.5:7478\"\n\n[accountd]\naddress = \"10.0.0.9:7071\"\n",
+    )
+    .unwrap();
+    let kit = tmp.path().join("kit");
+    let kit_s = kit.to_str().unwrap();
+    // Root can give the files away; anyone else makes a kit of their own.
+    let root = nix::unistd::geteuid().is_root();
+    let mut args = vec!["user-kit", "--dir", ca_s, "alice", "--config"];
+    args.extend([template.to_str().unwrap(), "--out", kit_s]);
+    if root {
+        args.extend(["--owner", "nobody"]);
+    }
+    ok(&args);
+    assert_eq!(mode(&kit), 0o700);
+    assert_eq!(mode(&kit.join("user-alice.key")), 0o600);
+    for f in ["user-alice.pem", "ca.pem", "crl.pem", "config.toml"] {
+        assert_eq!(mode(&kit.join(f)), 0o644, "{f}");
+    }
+    assert_eq!(
+        fs::read(kit.join("ca.pem")).unwrap(),
+        fs::read(ca.join("ca.pem")).unwrap()
+    );
+    if root {
+        let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+        for f in [
+            "",
+            "user-alice.pem",
+            "user-alice.key",
+            "ca.pem",
+            "crl.pem",
+            "config.toml",
+        ] {
+            let meta = fs::metadata(kit.join(f)).unwrap();
+            assert_eq!(meta.uid(), nobody.uid.as_raw(), "owner of {f:?}");
+            assert_eq!(meta.gid(), nobody.gid.as_raw(), "group of {f:?}");
+        }
+    }
+    // The CA keeps a copy for revoke.
+    assert_eq!(
+        fs::read(ca.join("user-alice.pem")).unwrap(),
+        fs::read(kit.join("user-alice.pem")).unwrap()
+    );
+    let shown = ok(&["show", kit.join("user-alice.pem").to_str().unwrap()]);
+    assert!(shown.contains("user") && shown.contains("alice"), "{shown}");
+    // The config names the kit's files, relative to itself, and keeps the rest.
+    let config = fs::read_to_string(kit.join("config.toml")).unwrap();
+    for line in [
+        "ca = \"ca.pem\"",
+        "cert = \"user-alice.pem\"",
+        "key = \"user-alice.key\"",
+        "crl = \"crl.pem\"",
+        "max_rate = \"10\"",
+        "[selectors]\nvexecd1 = \"10.0.0.5:7478\"",
+        "[accountd]\naddress = \"10.0.0.9:7071\"",
+    ] {
+        assert!(config.contains(line), "no {line:?} in:\n{config}");
+    }
+    assert!(
+        !config.contains("/etc/rexec/ca.pem") && !config.contains("/old.key"),
+        "{config}"
+    );
+    // The kit's files load together as a client's TLS files.
+    certs::client_config(&TlsPaths {
+        ca: kit.join("ca.pem"),
+        cert: kit.join("user-alice.pem"),
+        key: kit.join("user-alice.key"),
+        crl: Some(kit.join("crl.pem")),
+    })
+    .expect("the kit's files make a client config");
+
+    // A second kit is refused without --force, and changes nothing.
+    let before = snapshot(&kit);
+    let err = fails(&["user-kit", "--dir", ca_s, "alice", "--out", kit_s]);
+    assert!(err.contains("--force"), "{err}");
+    assert_eq!(snapshot(&kit), before);
+    ok(&[
+        "user-kit", "--dir", ca_s, "alice", "--out", kit_s, "--force",
+    ]);
+    assert_ne!(fs::read(kit.join("user-alice.key")).unwrap(), before[3].1);
+
+    assert_eq!(
+        fs::read(ca.join("user-alice.pem")).unwrap(),
+        fs::read(kit.join("user-alice.pem")).unwrap(),
+        "the CA's copy is the new certificate"
+    );
+    ok(&[
+        "revoke",
+        "--dir",
+        ca_s,
+        ca.join("user-alice.pem").to_str().unwrap(),
+    ]);
+
+    // Without --out the kit goes to the user's home, so she must exist.
+    let err = fails(&["user-kit", "--dir", ca_s, "no-such-user-x"]);
+    assert!(
+        err.contains("no Unix user") && err.contains("--out"),
+        "{err}"
+    );
+}

@@ -17,6 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use proto::announce::{Announcement, MAX_DATAGRAM};
+use rand_xoshiro::SplitMix64;
+use rand_xoshiro::rand_core::{Rng, SeedableRng};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::UdpSocket;
 use tokio::sync::Notify;
@@ -285,7 +287,10 @@ where
     F: FnMut() -> Announcement,
 {
     let incarnation = incarnation();
-    let mut jitter = Jitter(incarnation | 1);
+    let mut jitter = Jitter::from_os().unwrap_or_else(|e| {
+        tracing::warn!("no randomness from the operating system ({e}): announcement jitter follows the start time");
+        Jitter::seeded(incarnation)
+    });
     let period_ms = period.as_millis().clamp(1, u32::MAX as u128) as u32;
     let mut failing: Vec<SocketAddr> = Vec::new();
     for seq in 0u64.. {
@@ -317,18 +322,22 @@ where
     }
 }
 
-/// A small xorshift generator for the period's jitter.
-struct Jitter(u64);
+/// The period's jitter: `rand_xoshiro`'s SplitMix64, seeded from the operating
+/// system so that senders started together drift apart (not for secrets).
+struct Jitter(SplitMix64);
 
 impl Jitter {
+    fn from_os() -> Result<Jitter, getrandom::Error> {
+        Ok(Jitter::seeded(getrandom::u64()?))
+    }
+
+    fn seeded(seed: u64) -> Jitter {
+        Jitter(SplitMix64::seed_from_u64(seed))
+    }
+
     fn around(&mut self, period: Duration) -> Duration {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
         // 900..=1100 thousandths of the period.
-        let milli = 900 + x % 201;
+        let milli = 900 + self.0.next_u64() % 201;
         period * milli as u32 / 1000
     }
 }
@@ -339,12 +348,22 @@ mod tests {
 
     #[test]
     fn jitter_stays_within_ten_percent() {
-        let mut j = Jitter(12345);
+        let mut j = Jitter::seeded(12345);
         let p = Duration::from_secs(2);
         let waits: Vec<_> = (0..1000).map(|_| j.around(p)).collect();
         assert!(waits.iter().all(|w| *w >= p * 9 / 10 && *w <= p * 11 / 10));
         let min = waits.iter().min().unwrap();
         let max = waits.iter().max().unwrap();
         assert!(*max - *min > Duration::from_millis(300), "{min:?}..{max:?}");
+    }
+
+    #[test]
+    fn senders_started_together_draw_different_jitter() {
+        let p = Duration::from_secs(2);
+        let draw = |mut j: Jitter| (0..8).map(|_| j.around(p)).collect::<Vec<_>>();
+        assert_ne!(
+            draw(Jitter::from_os().unwrap()),
+            draw(Jitter::from_os().unwrap())
+        );
     }
 }

@@ -11,11 +11,13 @@ use proto::announce::{Announcement, DEFAULT_CLUSTER, Kind};
 use tokio::sync::Notify;
 use tokio::time::timeout;
 
-/// A group and port of this test's own, so parallel tests do not hear each other.
-fn loopback(port: u16) -> DiscoveryConfig {
+/// A group and port of this test's own ([`testhost::net::channel`]), so parallel
+/// tests (and test runs) do not hear each other.
+fn loopback() -> DiscoveryConfig {
+    let own = testhost::net::channel();
     DiscoveryConfig {
-        group: Ipv4Addr::new(239, 255, 77, 200),
-        port,
+        group: own.group,
+        port: own.port,
         interface: Ipv4Addr::LOCALHOST,
         ttl: 0,
         ..DiscoveryConfig::default()
@@ -45,7 +47,7 @@ async fn next(r: &Receiver) -> Announcement {
 
 #[tokio::test]
 async fn every_listener_on_the_host_hears_the_group() {
-    let config = loopback(47_701);
+    let config = loopback();
     let a = Receiver::bind(&config, None).unwrap();
     let b = Receiver::bind(&config, None).unwrap();
     let sender = Sender::new(&config).unwrap();
@@ -57,10 +59,11 @@ async fn every_listener_on_the_host_hears_the_group() {
 
 #[tokio::test]
 async fn unicast_works_with_multicast_off() {
+    let base = loopback();
     let listen = Receiver::bind(
         &DiscoveryConfig {
             multicast: false,
-            ..loopback(47_702)
+            ..base.clone()
         },
         Some("127.0.0.1:0".parse().unwrap()),
     )
@@ -69,7 +72,7 @@ async fn unicast_works_with_multicast_off() {
     let config = DiscoveryConfig {
         multicast: false,
         unicast: vec![to],
-        ..loopback(47_702)
+        ..base.clone()
     };
     let sender = Sender::new(&config).unwrap();
     assert_eq!(sender.targets(), [to]);
@@ -77,7 +80,7 @@ async fn unicast_works_with_multicast_off() {
     let a = next(&listen).await;
     assert_eq!(a.name, "s2");
     // Nothing on the group: a group listener hears nothing.
-    let group = Receiver::bind(&loopback(47_702), None).unwrap();
+    let group = Receiver::bind(&base, None).unwrap();
     sender.send(&selector("s2").encode().unwrap()).await;
     assert!(
         timeout(Duration::from_millis(300), group.recv())
@@ -88,7 +91,7 @@ async fn unicast_works_with_multicast_off() {
 
 #[tokio::test]
 async fn the_loop_announces_periodically_and_at_once_on_change() {
-    let config = loopback(47_703);
+    let config = loopback();
     let listen = Receiver::bind(&config, None).unwrap();
     let sender = Sender::new(&config).unwrap();
     let changed = Arc::new(Notify::new());
@@ -113,7 +116,7 @@ async fn the_loop_announces_periodically_and_at_once_on_change() {
 fn nothing_to_listen_on_is_an_error() {
     let config = DiscoveryConfig {
         multicast: false,
-        ..loopback(47_704)
+        ..loopback()
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -126,7 +129,7 @@ fn nothing_to_listen_on_is_an_error() {
 
 #[tokio::test]
 async fn a_client_hears_the_services_it_wants_and_stops_soon_after() {
-    let config = loopback(47_705);
+    let config = loopback();
     let sender = Sender::new(&config).unwrap();
     let changed = Arc::new(Notify::new());
     let period = Duration::from_millis(300);

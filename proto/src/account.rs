@@ -29,9 +29,6 @@ use serde::{Deserialize, Serialize};
 /// Version of the account-service protocol spoken by this build.
 pub const ACCOUNT_PROTOCOL_VERSION: u16 = 1;
 
-/// Micro-credits in one credit.
-pub const MICROS_PER_CREDIT: i64 = 1_000_000;
-
 /// Most entries one history page may hold; servers cap larger requests to this.
 pub const MAX_HISTORY_PAGE: u32 = 1000;
 

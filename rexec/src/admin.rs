@@ -25,8 +25,8 @@
 
 use std::time::Duration;
 
+use money::Bid;
 use proto::node::{ErrorCode, FromNode, JobId, JobInfo, JobList, Kill, Rebid, Signal, ToNode};
-use stride::Bid;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
@@ -309,7 +309,7 @@ fn print_jobs(nodes: &[NodeEntry], answers: Vec<Result<FromNode, SessionError>>)
             milli_cpus(j.model_milli_cpus),
             milli_cpus(j.measured_milli_cpus),
             crate::bill::cpu_seconds(j.cpu_nanos),
-            stride::format_credits(j.charged),
+            money::format_credits(j.charged),
             j.age_millis / 1000,
             j.program
         );
@@ -327,7 +327,7 @@ fn print_jobs(nodes: &[NodeEntry], answers: Vec<Result<FromNode, SessionError>>)
                 "{:<12} {:>5} {:>12}  {state}",
                 node,
                 list.cpus,
-                stride::format_credits(list.price)
+                money::format_credits(list.price)
             );
         }
     }
@@ -342,12 +342,12 @@ fn print_jobs(nodes: &[NodeEntry], answers: Vec<Result<FromNode, SessionError>>)
 /// ```
 pub fn bid_column(bid: i64, effective: i64) -> String {
     if bid == effective {
-        stride::format_credits(bid)
+        money::format_credits(bid)
     } else {
         format!(
             "{}->{}",
-            stride::format_credits(bid),
-            stride::format_credits(effective)
+            money::format_credits(bid),
+            money::format_credits(effective)
         )
     }
 }
@@ -413,7 +413,7 @@ fn print_rebids(
                     "node {}: {} rank(s) of job {job} now bid {} credits per minute",
                     node.name,
                     r.ranks,
-                    stride::format_credits(r.bid)
+                    money::format_credits(r.bid)
                 );
             }
             Ok(FromNode::Rebidded(_)) => {

@@ -72,7 +72,7 @@ impl std::fmt::Display for NodeBill {
             self.node,
             self.ranks,
             cpu_seconds(self.cpu_nanos),
-            stride::format_credits(self.charged)
+            money::format_credits(self.charged)
         )
     }
 }

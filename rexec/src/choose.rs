@@ -275,7 +275,7 @@ pub async fn choose(
 pub fn describe(v: &proto::select::NodeView) -> String {
     let mut text = format!(
         "price {}/min, {} idle CPU{}",
-        stride::format_credits(v.status.price),
+        money::format_credits(v.status.price),
         milli(u64::from(v.idle_milli)),
         if v.idle_milli == 1000 { "" } else { "s" }
     );

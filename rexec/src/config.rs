@@ -37,8 +37,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use certs::{Role, TlsPaths};
+use money::Bid;
 use serde::Deserialize;
-use stride::Bid;
 
 /// Largest bid allowed when the file sets no `max_rate`, in credits per minute.
 pub const DEFAULT_MAX_RATE: u32 = 1000;

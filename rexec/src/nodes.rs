@@ -214,7 +214,7 @@ pub fn table(nodes: &[NodeView]) -> String {
             [
                 v.name.clone(),
                 v.addr.to_string(),
-                stride::format_credits(v.status.price),
+                money::format_credits(v.status.price),
                 v.status.cpus.to_string(),
                 crate::choose::milli(u64::from(v.idle_milli)),
                 v.status.running_jobs.to_string(),

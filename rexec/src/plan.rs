@@ -7,8 +7,8 @@
 //! first N nodes of the configuration file in file order, cycling when the
 //! file lists fewer than N.
 
+use money::Bid;
 use proto::node::{JobId, Launch, WindowSize};
-use stride::Bid;
 
 use crate::config::{Config, NodeEntry};
 
@@ -172,7 +172,7 @@ impl JobSpec {
     /// use rexec::plan::JobSpec;
     /// use proto::node::JobId;
     /// let spec = JobSpec {
-    ///     job: JobId(0xab), bid: stride::Bid::from_credits(2), argv: vec!["hostname".into()],
+    ///     job: JobId(0xab), bid: money::Bid::from_credits(2), argv: vec!["hostname".into()],
     ///     env: vec![("PATH".into(), "/bin".into())], cwd: Some("/tmp".into()),
     ///     terminal: None, nodes: vec!["n1".into(), "n2".into()],
     /// };

@@ -36,7 +36,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior, sleep_until};
 
 use crate::bill::CreditNotices;
-use crate::clock::{HEARTBEAT_INTERVAL, Pause};
+use crate::clock::{HEARTBEAT_INTERVAL, Pause, Silence};
 use crate::output::{Out, Stream};
 use crate::session::{Session, explain_frame};
 
@@ -316,7 +316,7 @@ async fn read_loop(
         timeout,
     } = info;
     let failed = |why: String| RankEvent::Failed { rank, why };
-    let mut deadline = Instant::now() + timeout;
+    let mut silence = Silence::new(timeout, Instant::now());
     let mut reset_open = true;
     let event = loop {
         let frame = tokio::select! {
@@ -331,14 +331,11 @@ async fn read_loop(
                 continue;
             }
             f = reader.recv::<FromNode>() => f,
-            _ = sleep_until(deadline) => {
-                match pause.excuse(Instant::now(), timeout) {
-                    Some(later) => {
-                        deadline = later;
-                        continue;
-                    }
-                    None => break failed(format!("missed heartbeats for {}", crate::clock::show(timeout))),
+            _ = sleep_until(silence.deadline()) => {
+                if silence.expired(Instant::now(), &pause) {
+                    break failed(format!("missed heartbeats for {}", crate::clock::show(timeout)));
                 }
+                continue;
             }
         };
         let data = |stream, bytes| Out::Data {
@@ -388,7 +385,7 @@ async fn read_loop(
             }
             Err(e) => break failed(lost(&e)),
         }
-        deadline = Instant::now() + timeout;
+        silence.heard(Instant::now());
     };
     let _ = output.send(Out::RankDone(rank)).await;
     let _ = events.send(event);

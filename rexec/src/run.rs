@@ -17,8 +17,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use money::Bid;
 use proto::node::{ExitStatus, Signal, ToNode};
-use stride::Bid;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
@@ -242,7 +242,7 @@ pub fn wanted(args: &RunArgs) -> Result<crate::choose::Wanted, String> {
         None => None,
         Some(text) => {
             let micros =
-                stride::parse_credits(text).map_err(|e| format!("--max-price {text}: {e}"))?;
+                money::parse_credits(text).map_err(|e| format!("--max-price {text}: {e}"))?;
             if micros < 0 {
                 return Err(format!(
                     "--max-price {text}: a price cap cannot be negative; give credits per minute like 0.5"

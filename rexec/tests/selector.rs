@@ -29,6 +29,7 @@ use proto::select::{
 use rexec::choose::{ChooseError, ROUNDS, Wanted, choose};
 use rexec::config::SelectorEntry;
 use rexec::select::ASK_TIMEOUT;
+use testhost::net::Channel;
 use tokio::net::TcpListener;
 
 type Script = dyn Fn(&SelectorRequest, usize) -> Result<SelectorReply, SelectorError> + Send + Sync;
@@ -497,14 +498,14 @@ async fn the_run_form_never_launches_on_a_forged_node() {
 }
 
 /// A client configuration for alice with a `[discovery]` table on loopback.
-fn discovery_config(pki: &TestPki, dir: &Path, port: u16) -> PathBuf {
+fn discovery_config(pki: &TestPki, dir: &Path, channel: Channel) -> PathBuf {
     let tls = pki.tls_paths(Role::User, "alice");
     let text = format!(
-        "ca = {:?}\ncert = {:?}\nkey = {:?}\n[discovery]\ncluster = \"lab\"\ngroup = \"239.255.77.61\"\n\
-         port = {port}\ninterface = \"127.0.0.1\"\nttl = 0\nperiod = \"200ms\"\n",
-        tls.ca, tls.cert, tls.key
+        "ca = {:?}\ncert = {:?}\nkey = {:?}\n[discovery]\ncluster = \"lab\"\ngroup = \"{}\"\n\
+         port = {}\ninterface = \"127.0.0.1\"\nttl = 0\nperiod = \"200ms\"\n",
+        tls.ca, tls.cert, tls.key, channel.group, channel.port
     );
-    let path = dir.join(format!("client-discovery-{port}.toml"));
+    let path = dir.join(format!("client-discovery-{}.toml", channel.port));
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -512,15 +513,15 @@ fn discovery_config(pki: &TestPki, dir: &Path, port: u16) -> PathBuf {
 /// Announce selector `name` at `addr` on the loopback group of
 /// [`discovery_config`] until the task is dropped.
 fn announce_selector(
-    port: u16,
+    channel: Channel,
     cluster: &str,
     name: &str,
     addr: SocketAddr,
 ) -> tokio::task::JoinHandle<()> {
     let cfg = discovery::config::DiscoveryFile {
         cluster: Some(cluster.into()),
-        group: Some("239.255.77.61".into()),
-        port: Some(port),
+        group: Some(channel.group.to_string()),
+        port: Some(channel.port),
         interface: Some("127.0.0.1".into()),
         ttl: Some(0),
         period: Some("200ms".into()),
@@ -551,14 +552,14 @@ fn announce_selector(
 async fn selectors_are_found_from_announcements_on_the_group() {
     let pki = TestPki::new();
     let dir = tempfile::tempdir().unwrap();
-    let port = 7561;
+    let channel = testhost::net::channel();
     let nodes = vec![view("n1", "127.0.0.1:7001".parse().unwrap(), 0)];
     let v1 = selector_peer(&pki, "v1", listing(nodes)).await;
     // Another cluster's selector on the same group is not asked.
     let foreign = selector_peer(&pki, "w1", listing(Vec::new())).await;
-    let _a = announce_selector(port, "lab", "v1", v1.addr);
-    let _b = announce_selector(port, "other", "w1", foreign.addr);
-    let config = discovery_config(&pki, dir.path(), port);
+    let _a = announce_selector(channel, "lab", "v1", v1.addr);
+    let _b = announce_selector(channel, "other", "w1", foreign.addr);
+    let config = discovery_config(&pki, dir.path(), channel);
     let out = rexec(&config, &["nodes", "-v"]).await;
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
@@ -586,12 +587,16 @@ async fn selectors_are_found_from_announcements_on_the_group() {
 async fn no_selector_heard_is_a_clear_error_after_one_and_a_half_periods() {
     let pki = TestPki::new();
     let dir = tempfile::tempdir().unwrap();
-    let config = discovery_config(&pki, dir.path(), 7562);
+    let channel = testhost::net::channel();
+    let config = discovery_config(&pki, dir.path(), channel);
     let out = rexec(&config, &["nodes"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("no selector heard on 239.255.77.61:7562 (cluster lab) within 300ms"),
+        stderr.contains(&format!(
+            "no selector heard on {}:{} (cluster lab) within 300ms",
+            channel.group, channel.port
+        )),
         "{stderr}"
     );
 }

@@ -15,11 +15,15 @@
 //!   always read, so its heartbeats count.
 //!
 //! rexecd sends its own `Heartbeat { seq }` every interval; [`Liveness::next_seq`]
-//! numbers them.
+//! numbers them. [`Clocks`] holds a session's two timers (the beat it sends and the
+//! check of the client's silence), and [`Liveness::gone`] says whether and why a check
+//! finds the client gone; the session loop only wires them to its frames, so the
+//! timing is tested under a paused clock (`heartbeat/tests.rs`).
 
+use std::fmt;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 /// How long a client stopped by Ctrl-Z keeps its job unless configured otherwise.
 pub const DEFAULT_STOP_LIMIT: Duration = Duration::from_secs(3600);
@@ -113,6 +117,15 @@ impl Liveness {
         !self.suspended && now.saturating_duration_since(self.last_frame) > self.timeout
     }
 
+    /// Whether the client counts as gone at `now`, and why: stopped (Ctrl-Z) for
+    /// longer than the stop limit, or silent for longer than the timeout.
+    pub fn gone(&self, now: Instant) -> Option<Gone> {
+        if self.stopped_too_long(now) {
+            return Some(Gone::StoppedTooLong(self.stop_limit));
+        }
+        self.is_dead(now).then_some(Gone::Silent(self.timeout))
+    }
+
     /// The configured timeout.
     pub fn timeout(&self) -> Duration {
         self.timeout
@@ -131,47 +144,64 @@ impl Liveness {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Why a client counts as gone (the text ends its job in the log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gone {
+    /// Silent for longer than this timeout.
+    Silent(Duration),
+    /// Stopped (Ctrl-Z) for longer than this stop limit.
+    StoppedTooLong(Duration),
+}
 
-    #[test]
-    fn a_frame_ends_the_suspension_and_restarts_the_clock() {
-        let t0 = Instant::now();
-        let mut live = Liveness::new(Duration::from_secs(2), t0);
-        live.suspend();
-        assert!(!live.is_dead(t0 + Duration::from_secs(10)));
-        live.saw_frame(t0 + Duration::from_secs(10));
-        assert!(!live.is_dead(t0 + Duration::from_secs(12)));
-        assert!(live.is_dead(t0 + Duration::from_millis(12_001)));
-        assert_eq!((live.next_seq(), live.next_seq()), (1, 2));
-    }
-
-    /// Regression: a heartbeat the client queued just before Ctrl-Z stopped it arrived
-    /// after its TSTP, restarted the clock, and the stopped client was declared dead.
-    #[test]
-    fn a_stopped_client_stays_alive_through_late_frames_until_it_resumes() {
-        let t0 = Instant::now();
-        let mut live = Liveness::new(Duration::from_secs(2), t0);
-        live.client_stopped(t0);
-        live.saw_frame(t0 + Duration::from_millis(5));
-        assert!(!live.is_dead(t0 + Duration::from_secs(60)));
-        live.client_resumed(t0 + Duration::from_secs(60));
-        assert!(!live.is_dead(t0 + Duration::from_secs(62)));
-        assert!(live.is_dead(t0 + Duration::from_millis(62_001)));
-    }
-
-    /// Regression: a client stopped by Ctrl-Z was trusted forever.
-    #[test]
-    fn a_stopped_client_is_trusted_for_the_stop_limit_only() {
-        let t0 = Instant::now();
-        let mut live =
-            Liveness::new(Duration::from_secs(2), t0).with_stop_limit(Duration::from_secs(30));
-        live.client_stopped(t0);
-        live.client_stopped(t0 + Duration::from_secs(20));
-        assert!(!live.is_dead(t0 + Duration::from_secs(30)));
-        assert!(live.is_dead(t0 + Duration::from_millis(30_001)));
-        live.client_resumed(t0 + Duration::from_secs(31));
-        assert!(!live.is_dead(t0 + Duration::from_secs(33)));
+impl fmt::Display for Gone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Gone::Silent(t) => write!(f, "missed heartbeats for {}s", t.as_secs_f64()),
+            Gone::StoppedTooLong(limit) => write!(
+                f,
+                "the client stayed stopped (Ctrl-Z) for more than stopped_client_limit ({}s)",
+                limit.as_secs_f64()
+            ),
+        }
     }
 }
+
+/// What a session's [`Clocks`] say is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// Send a heartbeat now.
+    Beat,
+    /// Check the client's liveness now ([`Liveness::gone`]).
+    Check,
+}
+
+/// A session's two timers: a heartbeat every interval, a liveness check every
+/// [`Liveness::check_period`]. Both fire at once when created; a tick missed because
+/// the runtime was busy fires once late, never as a burst.
+#[derive(Debug)]
+pub struct Clocks {
+    beat: Interval,
+    check: Interval,
+}
+
+impl Clocks {
+    /// Timers for a session beating every `beat_every` and checking `live`.
+    pub fn new(beat_every: Duration, live: &Liveness) -> Clocks {
+        let mut beat = tokio::time::interval(beat_every);
+        beat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut check = tokio::time::interval(live.check_period());
+        check.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        Clocks { beat, check }
+    }
+
+    /// Waits for the next thing due. Cancel-safe (a `select!` branch may drop it).
+    pub async fn next(&mut self) -> Due {
+        tokio::select! {
+            _ = self.beat.tick() => Due::Beat,
+            _ = self.check.tick() => Due::Check,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

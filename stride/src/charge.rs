@@ -11,7 +11,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::money::{Bid, MicroCredits, NANOS_PER_MINUTE};
+use money::{Bid, MicroCredits, NANOS_PER_MINUTE};
 
 /// A charge does not fit in 64 bits of micro-credits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -88,7 +88,8 @@ pub fn charging_applies(policy: Policy, cpus: u32, jobs: &[Job]) -> bool {
 /// The rate each job pays right now (its bid, or zero), in order.
 ///
 /// ```
-/// use stride::{charge_rates, Bid, Job, Policy};
+/// use money::Bid;
+/// use stride::{charge_rates, Job, Policy};
 /// let jobs = [40, 30].map(|c| Job { bid: Bid::from_credits(c), demand: 1 });
 /// // Two single-threaded jobs on two CPUs do not compete: free, unless the paper's rule.
 /// assert_eq!(charge_rates(Policy::Contention, 2, &jobs), vec![Bid::ZERO; 2]);
@@ -114,7 +115,8 @@ pub fn charge_for(rate: Bid, nanos: u64) -> Result<MicroCredits, Overflow> {
 /// Use a [`Meter`] per job when intervals are short, so the fractions are not lost.
 ///
 /// ```
-/// use stride::{interval_charges, Bid, Job, Policy};
+/// use money::Bid;
+/// use stride::{interval_charges, Job, Policy};
 /// let jobs = [40, 30, 20].map(|c| Job { bid: Bid::from_credits(c), demand: 1 });
 /// let half_minute = 30_000_000_000;
 /// let owed = interval_charges(Policy::Contention, 2, &jobs, half_minute)?;
@@ -139,7 +141,8 @@ pub fn interval_charges(
 /// into any number of pieces charges exactly what the whole interval would.
 ///
 /// ```
-/// use stride::{Bid, Meter};
+/// use money::Bid;
+/// use stride::Meter;
 /// let rate = Bid::from_credits(1); // 1 credit per minute
 /// let mut m = Meter::new();
 /// for _ in 0..60_000 {

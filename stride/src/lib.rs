@@ -1,10 +1,8 @@
 //! Stride scheduling and the CPU market rules of rexec market: pure, deterministic, no I/O,
 //! integer arithmetic only. The reference every other part of the system is checked against.
 //!
-//! Map of the crate:
+//! Bids and amounts are the `money` crate's ([`money::Bid`], micro-credits). Map of the crate:
 //!
-//! - [`money`]: micro-credits, [`Bid`] (micro-credits per minute, never negative) and parsing
-//!   of bids written in credits.
 //! - [`tickets`]: bids to tickets ([`tickets_for_bids`]) and to kernel CPU weights
 //!   ([`weights_for_bids`]), with the rules for zero bids.
 //! - [`alloc`]: the expected allocation of a node's CPUs by water filling ([`water_fill`]).
@@ -15,7 +13,8 @@
 //! - [`scenario`]: scripted timelines, starting with the paper's Figure 4.
 //!
 //! ```
-//! use stride::{tickets_for_bids, water_fill, Bid, Claim};
+//! use money::Bid;
+//! use stride::{tickets_for_bids, water_fill, Claim};
 //! // Three single-threaded jobs bidding 40, 30 and 20 credits a minute on two CPUs.
 //! let bids = [40, 30, 20].map(Bid::from_credits);
 //! let claims: Vec<Claim> = tickets_for_bids(&bids)
@@ -30,7 +29,6 @@
 
 pub mod alloc;
 pub mod charge;
-pub mod money;
 pub mod price;
 pub mod scenario;
 pub mod sched;
@@ -40,10 +38,6 @@ pub use alloc::{Allocation, Claim, MILLI, Ratio, water_fill, water_level};
 pub use charge::{
     Job, Meter, Overflow, Policy, UnknownPolicy, charge_for, charge_rates, charging_applies,
     interval_charges, is_contended,
-};
-pub use money::{
-    Bid, BidError, CreditsError, MICROS_PER_CREDIT, MicroCredits, NANOS_PER_MINUTE, format_credits,
-    parse_credits,
 };
 pub use price::{Quote, node_price, quote};
 pub use sched::{

@@ -8,13 +8,14 @@
 
 use crate::alloc::{Claim, MILLI, water_fill};
 use crate::charge::{Job, Overflow, Policy, charging_applies};
-use crate::money::Bid;
 use crate::tickets::tickets_for_bids;
+use money::Bid;
 
 /// The sum of the bids of the runnable jobs (demand above zero) on a node.
 ///
 /// ```
-/// use stride::{node_price, Bid, Job};
+/// use money::Bid;
+/// use stride::{node_price, Job};
 /// let jobs = [(40, 1), (30, 0), (20, 2)].map(|(c, d)| Job { bid: Bid::from_credits(c), demand: d });
 /// assert_eq!(node_price(&jobs)?, Bid::from_credits(60));
 /// # Ok::<(), stride::Overflow>(())
@@ -45,7 +46,8 @@ pub struct Quote {
 /// Quotes a newcomer bidding `bid` for `demand` CPUs on a node of `cpus` CPUs running `jobs`.
 ///
 /// ```
-/// use stride::{quote, Bid, Job};
+/// use money::Bid;
+/// use stride::{quote, Job};
 /// let jobs = [Job { bid: Bid::from_credits(30), demand: 1 }];
 /// let q = quote(2, &jobs, Bid::from_credits(10), 1)?;
 /// assert_eq!(q.price, Bid::from_credits(30));

@@ -8,9 +8,9 @@
 
 use crate::alloc::{Claim, MILLI, water_fill};
 use crate::charge::{Job, Overflow, Policy, interval_charges};
-use crate::money::{Bid, MicroCredits};
 use crate::sched::{ClientId, SchedError, Scheduler};
 use crate::tickets::tickets_for_bids;
+use money::{Bid, MicroCredits};
 
 /// A job in a scenario.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -133,7 +133,7 @@ pub fn figure4() -> Scenario {
             demand: 1,
         })
         .collect();
-    let minute = crate::money::NANOS_PER_MINUTE;
+    let minute = money::NANOS_PER_MINUTE;
     let mut events = Vec::new();
     for (round, kind) in [(1, EventKind::Arrive), (2, EventKind::Depart)] {
         for (job, name) in names.iter().enumerate() {

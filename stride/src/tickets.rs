@@ -6,7 +6,7 @@
 //! nonzero weight, [`MIN_TICKETS`]. [`weights_for_bids`] applies the same rules to the
 //! kernel's CPU weight ranges, for the node daemon's cgroups.
 
-use crate::money::Bid;
+use money::Bid;
 
 /// Tickets held by the highest bidder (and by everyone when all bids are zero): 2^20.
 pub const MAX_TICKETS: u64 = 1 << 20;
@@ -40,7 +40,8 @@ and nobody pays.";
 ///   highest round up to one ticket).
 ///
 /// ```
-/// use stride::{tickets_for_bids, Bid, MAX_TICKETS, MIN_TICKETS};
+/// use money::Bid;
+/// use stride::{tickets_for_bids, MAX_TICKETS, MIN_TICKETS};
 /// let bids = [40, 30, 20, 10, 0].map(Bid::from_credits);
 /// let t = tickets_for_bids(&bids);
 /// assert_eq!(t, vec![1_048_576, 786_432, 524_288, 262_144, MIN_TICKETS]);
@@ -83,7 +84,8 @@ pub fn tickets_for_bids(bids: &[Bid]) -> Vec<u64> {
 /// `highest` is taken as at least 1 and `lowest` is kept within `1..=highest`.
 ///
 /// ```
-/// use stride::{weights_for_bids, Bid};
+/// use money::Bid;
+/// use stride::weights_for_bids;
 /// let bids = [40, 30, 0, 1].map(Bid::from_credits);
 /// assert_eq!(weights_for_bids(&bids, 1, 10_000), vec![10_000, 7_500, 1, 250]);
 /// assert_eq!(weights_for_bids(&[Bid::ZERO; 2], 2, 262_144), vec![262_144, 262_144]);

@@ -6,6 +6,9 @@
 //!   `REXEC_TESTS_ALLOW_SKIP=1` asks for a skip (a developer without root).
 //! - [`user`]: the one unprivileged Unix user jobs run as in tests, `rexectest`, with
 //!   one definition ([`user::TEST_USER_SPEC`]) that an existing account is brought to.
+//! - [`wait`]: waiting for a condition instead of a fixed sleep, in a sync and an
+//!   async form; neither blocks a thread an async test's tasks need.
+//! - [`net`]: ports and multicast groups no other test on this machine uses.
 //!
 //! ```
 //! // A suite's own readiness check (here: none) on top of the root check.
@@ -19,7 +22,9 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod net;
 pub mod user;
+pub mod wait;
 
 /// The environment variable that turns "cannot run here" into a skip when set to `1`.
 pub const ALLOW_SKIP_VAR: &str = "REXEC_TESTS_ALLOW_SKIP";

@@ -388,9 +388,8 @@ impl Drop for Cluster {
         let deadline = Instant::now() + Duration::from_secs(10);
         for node in &mut self.nodes {
             if let Some(mut child) = node.child.take() {
-                while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                testhost::wait::until(left, || child.try_wait().ok().flatten());
                 let _ = child.kill();
                 let _ = child.wait();
             }

@@ -47,17 +47,9 @@ pub use cluster::can_run;
 
 use std::time::{Duration, Instant};
 
-/// Poll `cond` every 10 ms until it holds or `limit` passes; returns how
-/// long it took, or `None` when it never held.
+/// Poll `cond` until it holds or `limit` passes ([`testhost::wait::until`]);
+/// returns how long it took, or `None` when it never held.
 pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration> {
     let start = Instant::now();
-    loop {
-        if cond() {
-            return Some(start.elapsed());
-        }
-        if start.elapsed() > limit {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    testhost::wait::until(limit, || cond().then(|| start.elapsed()))
 }

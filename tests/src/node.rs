@@ -6,7 +6,7 @@ use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// One rexecd.
 #[derive(Debug)]
@@ -63,21 +63,24 @@ pub(crate) fn spawn_node(rexecd: &Path, node: &mut Node, ready: &Path) {
         .stderr(log)
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", rexecd.display()));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let addr = loop {
+    let heard = testhost::wait::until(Duration::from_secs(20), || {
         if let Ok(text) = fs::read_to_string(ready)
             && let Ok(addr) = text.trim().parse::<SocketAddr>()
         {
-            break addr;
+            return Some(Ok(addr));
         }
-        if let Ok(Some(status)) = child.try_wait() {
+        child.try_wait().ok().flatten().map(Err)
+    });
+    let addr = match heard {
+        Some(Ok(addr)) => addr,
+        Some(Err(status)) => {
             let log = fs::read_to_string(&node.log).unwrap_or_default();
             panic!(
                 "rexecd {} exited with {status} before it was ready:\n{log}",
                 node.name
             );
         }
-        if Instant::now() > deadline {
+        None => {
             let _ = child.kill();
             panic!(
                 "rexecd {} did not write {} in time",
@@ -85,7 +88,6 @@ pub(crate) fn spawn_node(rexecd: &Path, node: &mut Node, ready: &Path) {
                 ready.display()
             );
         }
-        std::thread::sleep(Duration::from_millis(20));
     };
     node.addr = addr;
     node.child = Some(child);

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::pty::{Winsize, openpty};
 use nix::sys::termios::{LocalFlags, tcgetattr};
@@ -104,15 +104,11 @@ impl OnPty {
 
     /// Wait until the terminal shows `needle`; panics after `limit`.
     pub fn wait_for(&self, needle: &str, limit: Duration) {
-        let deadline = Instant::now() + limit;
-        while !self.screen().contains(needle) {
-            assert!(
-                Instant::now() < deadline,
-                "the terminal never showed {needle:?}: {:?}",
-                self.screen()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        assert!(
+            crate::wait_until(limit, || self.screen().contains(needle)).is_some(),
+            "the terminal never showed {needle:?}: {:?}",
+            self.screen()
+        );
     }
 
     /// Type `bytes` on the keyboard.
@@ -155,12 +151,9 @@ impl OnPty {
 
     /// Wait for the end; returns the exit code.
     pub fn wait(&mut self, limit: Duration) -> Option<i32> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                return s.code();
-            }
-            if Instant::now() > deadline {
+        match testhost::wait::until(limit, || self.child.try_wait().ok().flatten()) {
+            Some(s) => s.code(),
+            None => {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
                 panic!(
@@ -168,7 +161,6 @@ impl OnPty {
                     self.screen()
                 );
             }
-            std::thread::sleep(Duration::from_millis(5));
         }
     }
 }

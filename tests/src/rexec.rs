@@ -248,29 +248,21 @@ impl Running {
 
     /// Wait until stdout contains `needle`; panics after `limit` with what arrived.
     pub fn wait_for_stdout(&self, needle: &str, limit: Duration) {
-        let deadline = Instant::now() + limit;
-        while !self.stdout_now().contains(needle) {
-            assert!(
-                Instant::now() < deadline,
-                "rexec did not print {needle:?} within {limit:?}; stdout {:?}, stderr {:?}",
-                self.stdout_now(),
-                self.stderr_now()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        assert!(
+            crate::wait_until(limit, || self.stdout_now().contains(needle)).is_some(),
+            "rexec did not print {needle:?} within {limit:?}; stdout {:?}, stderr {:?}",
+            self.stdout_now(),
+            self.stderr_now()
+        );
     }
 
     /// Wait until stderr contains `needle`; panics after `limit` with what arrived.
     pub fn wait_for_stderr(&self, needle: &str, limit: Duration) {
-        let deadline = Instant::now() + limit;
-        while !self.stderr_now().contains(needle) {
-            assert!(
-                Instant::now() < deadline,
-                "rexec did not print {needle:?} on stderr within {limit:?}; stderr {:?}",
-                self.stderr_now()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        assert!(
+            crate::wait_until(limit, || self.stderr_now().contains(needle)).is_some(),
+            "rexec did not print {needle:?} on stderr within {limit:?}; stderr {:?}",
+            self.stderr_now()
+        );
     }
 
     /// Send `sig` to the client.
@@ -291,21 +283,15 @@ impl Running {
     /// Wait for the end (at most `limit`; then kill it and panic).
     pub fn wait(mut self, limit: Duration) -> Outcome {
         use std::os::unix::process::ExitStatusExt;
-        let deadline = Instant::now() + limit;
-        let status = loop {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "rexec did not end within {limit:?}; stdout {:?}, stderr {:?}",
-                    self.stdout_now().chars().take(2000).collect::<String>(),
-                    self.stderr_now()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(5));
+        let Some(status) = testhost::wait::until(limit, || self.child.try_wait().ok().flatten())
+        else {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            panic!(
+                "rexec did not end within {limit:?}; stdout {:?}, stderr {:?}",
+                self.stdout_now().chars().take(2000).collect::<String>(),
+                self.stderr_now()
+            );
         };
         let elapsed = self.started.elapsed();
         for t in self.threads.drain(..) {

@@ -39,12 +39,14 @@ pub struct Channel {
 }
 
 impl Channel {
-    /// Loopback multicast on `port`, announcing every 500 ms.
-    pub fn loopback(port: u16) -> Channel {
+    /// Loopback multicast on a group and port no other test uses
+    /// ([`testhost::net::channel`]), announcing every 500 ms.
+    pub fn loopback() -> Channel {
+        let own = testhost::net::channel();
         Channel {
             cluster: "e2e".into(),
-            group: "239.255.77.71".into(),
-            port,
+            group: own.group.to_string(),
+            port: own.port,
             period: Duration::from_millis(500),
             multicast: true,
             unicast: Vec::new(),

@@ -24,7 +24,7 @@ use vexecd::clock::Now;
 use vexecd::policy::PolicyName;
 use vexecd::profile::SLOTS;
 use vexecd::profile::summary::{Job, Summary};
-use vexecd::rng::{RandomSource, SplitMix64};
+use vexecd::rng::{RandomSource, SeedableRng, SplitMix64};
 use vexecd::select::SelectRequest;
 use vexecd::table::{NodeTable, TableConfig};
 
@@ -72,7 +72,7 @@ struct SimNode {
 /// Send every node's announcement once a period, spread evenly over the
 /// period, until stdin closes; then print how many were sent.
 fn sender(target: SocketAddr) {
-    let mut rng = SplitMix64::new(2026);
+    let mut rng = SplitMix64::seed_from_u64(2026);
     let mut nodes: Vec<SimNode> = (0..NODES)
         .map(|i| SimNode {
             name: format!("node{i:05}.cluster.example"),
@@ -345,7 +345,7 @@ fn main() {
 
     let mut wall_of = vec![Vec::with_capacity(ROUNDS); cases.len()];
     let mut cpu_of = vec![Vec::with_capacity(ROUNDS); cases.len()];
-    let mut pick_rng = SplitMix64::new(7);
+    let mut pick_rng = SplitMix64::seed_from_u64(7);
     let (wall1, cpu1, feed1) = (
         Instant::now(),
         process_cpu(),

@@ -23,7 +23,7 @@
 //! ```
 //! use std::time::{Duration, Instant};
 //! use proto::announce::{Announcement, Kind, NodeStatus};
-//! use vexecd::{clock::Now, select::SelectRequest, table::{NodeTable, TableConfig}, rng::SplitMix64};
+//! use vexecd::{clock::Now, select::SelectRequest, table::{NodeTable, TableConfig}, rng::{SeedableRng, SplitMix64}};
 //!
 //! let mut table = NodeTable::new(TableConfig::default());
 //! let now = Now { instant: Instant::now(), unix_secs: 1_700_000_000 };
@@ -39,7 +39,7 @@
 //!     table.ingest(&a.encode().unwrap(), None, now.instant);
 //! }
 //! let picked = table
-//!     .select(&SelectRequest::new(2, "lowest-price".parse().unwrap()), now, &mut SplitMix64::new(7))
+//!     .select(&SelectRequest::new(2, "lowest-price".parse().unwrap()), now, &mut SplitMix64::seed_from_u64(7))
 //!     .unwrap();
 //! let names: Vec<_> = picked.iter().map(|n| n.name.as_str()).collect();
 //! assert_eq!(names, ["node2", "node3"]);

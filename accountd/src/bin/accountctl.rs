@@ -6,12 +6,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use accountd::amount::{format_credits, parse_credits};
-use accountd::ctl::{Format, default_config_path, load_ctl_file, render_entries, render_report};
+use accountd::ctl::format::Format;
+use accountd::ctl::render::{render_entries, render_report};
+use accountd::ctl::settings::{default_config_path, load_ctl_file};
 use accountd::time::parse_time;
 use anyhow::{anyhow, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use clients::account::{AccountClient, DEFAULT_SERVER_NAME};
+use money::{format_credits_fixed as format_credits, parse_credits};
 use proto::account::*;
 
 /// Read and manage rexec credit accounts (amounts in credits, 6 decimals).

@@ -331,8 +331,8 @@ pub fn refund(
             ErrorCode::RefundTooLarge,
             format!(
                 "refund of {} exceeds the {} net charged to {} for job {} on {}",
-                crate::amount::format_credits(r.amount),
-                crate::amount::format_credits(charged.max(0)),
+                money::format_credits_fixed(r.amount),
+                money::format_credits_fixed(charged.max(0)),
                 r.user,
                 r.key.job,
                 r.key.node

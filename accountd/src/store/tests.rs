@@ -1,5 +1,6 @@
 //! Tests of the ledger on real SQLite files in temporary directories.
 
+use money::MICROS_PER_CREDIT;
 use proto::account::*;
 use rusqlite::Connection;
 

@@ -395,7 +395,7 @@ async fn sigterm_mid_stream_exits_cleanly_and_the_journals_deliver_the_rest_once
         assert_eq!(d.balance(u), *v, "balance of {u}");
         assert_eq!(
             d.admin(&["balance", u]).ok(),
-            format!("{u} {}\n", accountd::amount::format_credits(*v))
+            format!("{u} {}\n", money::format_credits_fixed(*v))
         );
     }
     assert_eq!(d.entry_count() as u64, 3 + sent);

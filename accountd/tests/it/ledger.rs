@@ -100,7 +100,7 @@ async fn eight_concurrent_nodes_debiting_the_same_users_give_exact_balances() {
         let line = d.admin(&["balance", u]).ok().to_string();
         assert_eq!(
             line,
-            format!("{u} {}\n", accountd::amount::format_credits(expect[u]))
+            format!("{u} {}\n", money::format_credits_fixed(expect[u]))
         );
     }
     assert_eq!(d.entry_count(), 4 + 8 * per_node as i64);

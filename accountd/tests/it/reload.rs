@@ -29,12 +29,13 @@ async fn sighup_makes_accountd_refuse_a_revoked_user() {
     kill(Pid::from_raw(d.pid() as i32), Signal::SIGHUP).unwrap();
     let mut last = None;
     // The reload runs on accountd's own time; a loaded machine may take a while.
-    rexec_wait(Duration::from_secs(30), || {
+    testhost::wait::eventually_async(Duration::from_secs(30), || {
         let out = ctl_with(&d.addr, &alice, home, &["balance"]);
         let refused = out.code != 0;
         last = Some(out);
-        refused
-    });
+        std::future::ready(refused)
+    })
+    .await;
     let refused = last.unwrap();
     refused.fails_with("the peer refused our certificate: it has been revoked");
     assert_eq!(refused.stderr.matches("revoked").count(), 1, "{refused:?}");
@@ -47,12 +48,4 @@ async fn sighup_makes_accountd_refuse_a_revoked_user() {
         .unwrap();
     assert!(matches!(reply, AccountReply::Charged(_)), "{reply:?}");
     assert_eq!(d.balance("alice"), 9 * C);
-}
-
-/// Polls `cond` every 20 ms until it holds or `limit` passes.
-fn rexec_wait(limit: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + limit;
-    while !cond() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use certs::testing::TestPki;
 use certs::{Role, TlsPaths};
 use clients::account::AccountClient;
+use money::MICROS_PER_CREDIT;
 use proto::account::*;
 use tokio_rustls::TlsConnector;
 

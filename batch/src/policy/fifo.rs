@@ -1,7 +1,9 @@
 //! First come, first served, with no backfilling (`fifo`), EASY backfilling (`easy`) or
 //! conservative backfilling (`conservative`): the classic, valuation-blind schedulers.
+//! The snapshot's queue is already in arrival order (the simulator and a live queue keep
+//! it so as jobs arrive and return), so FIFO never sorts it.
 
-use super::backfill::{Backfill, order_by, schedule};
+use super::backfill::{Backfill, schedule};
 use super::{Decision, Policy, Snapshot};
 
 /// FIFO order under a backfilling mode.
@@ -28,7 +30,14 @@ impl Policy for Fifo {
     }
 
     fn decide(&mut self, snap: &Snapshot<'_>) -> Decision {
-        let order = order_by(snap, |i| snap.queued[i].job.submit);
+        let order: Vec<usize> = (0..snap.queued.len()).collect();
+        debug_assert!(
+            order.windows(2).all(|w| {
+                let (a, b) = (snap.queued[w[0]].job, snap.queued[w[1]].job);
+                (a.submit, a.id) < (b.submit, b.id)
+            }),
+            "the snapshot's queue is in arrival order"
+        );
         schedule(snap, &order, self.backfill)
     }
 }

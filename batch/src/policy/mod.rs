@@ -19,6 +19,8 @@ pub mod priofifo;
 pub mod sjf;
 pub mod vickrey;
 
+use std::borrow::Cow;
+
 use crate::job::{Job, JobId};
 use crate::utility::Micros;
 
@@ -67,8 +69,10 @@ pub struct Snapshot<'a> {
     pub now: i64,
     /// Processors in the machine.
     pub procs: u32,
-    /// Waiting jobs, in arrival order.
-    pub queued: Vec<Queued<'a>>,
+    /// Waiting jobs, in arrival order (submission time, then id), which FIFO relies on.
+    /// Borrowed from the caller's queue when it keeps one (the simulator does), so a
+    /// snapshot costs nothing per waiting job; a hand-built snapshot owns a `Vec`.
+    pub queued: Cow<'a, [Queued<'a>]>,
     /// Running jobs.
     pub running: Vec<Running<'a>>,
 }
@@ -117,8 +121,8 @@ pub fn by_name(name: &str, seed: u64, ga: ga::GaConfig) -> Option<Box<dyn Policy
         "priofifo" => Box::new(priofifo::PrioFifo::default()),
         "firstprice" => Box::new(firstprice::FirstPrice { preempt: false }),
         "firstprice-preempt" => Box::new(firstprice::FirstPrice { preempt: true }),
-        "vickrey" => Box::new(vickrey::Vickrey { fill: true }),
-        "vickrey-strict" => Box::new(vickrey::Vickrey { fill: false }),
+        "vickrey" => Box::new(vickrey::Vickrey::new(true)),
+        "vickrey-strict" => Box::new(vickrey::Vickrey::new(false)),
         "ga" => Box::new(ga::Ga::new(ga, seed)),
         _ => return None,
     })

@@ -1,10 +1,20 @@
 //! Geweke's Vickrey scheduler: every job, running or queued, is ranked by its bid per
 //! processor per unit of time; the ranking is descended while the jobs fit; the first job
 //! that does not fit sets the price every running job pays (second price); the
-//! descent stops there (Geweke's PBS scheduler, `fill: false`) or goes on running whatever
-//! still fits (`fill: true`, the default: run what fits). Jobs above the line run (start or resume), running jobs below it are
-//! suspended. Bids come from the jobs' utility functions, so they change with time and a
-//! job can be suspended and resumed several times.
+//! descent stops there (Geweke's PBS scheduler, `vickrey-strict`) or goes on running
+//! whatever still fits (`vickrey`, the default: run what fits). Jobs above the line run
+//! (start or resume), running jobs below it are suspended. Bids come from the jobs'
+//! utility functions, so they change with time and a job can be suspended and resumed
+//! several times.
+//!
+//! Under `vickrey-strict` the queue grows long and the descent ends near its top, so
+//! waiting jobs' bids are computed lazily ([`bounds`]): the scheduler keeps, between decisions, an upper bound on
+//! each waiting job's bid (its bid when last computed, since a utility that never rises
+//! gives a bid that never rises while the job waits) and computes a bid only when its bound
+//! could reach the line. A decision costs the running jobs plus the few waiting jobs near
+//! the top, not the whole queue.
+
+mod bounds;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -13,64 +23,114 @@ use super::{Decision, Policy, Snapshot};
 use crate::job::JobId;
 use crate::utility::Micros;
 
-/// Heap key: bid, running, earlier arrival, lower id, then the index into the job list.
-type Rank = (Micros, bool, Reverse<i64>, Reverse<JobId>, usize);
+/// Heap key: bid, running, earlier arrival, lower id, then where the job is.
+type Rank = (Micros, bool, Reverse<i64>, Reverse<JobId>, Slot);
+
+/// A ranked job: index into the snapshot's running or queued jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Slot {
+    Running(usize),
+    Queued(usize),
+}
 
 /// The Vickrey scheduler.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Vickrey {
-    /// Keep descending past a job that does not fit (default); `false` is Geweke's
-    /// original stop at the first misfit.
-    pub fill: bool,
+    fill: bool,
+    lazy: bool,
+    bounds: bounds::Bounds,
+}
+
+impl Vickrey {
+    /// Run what fits (`true`, the `vickrey` policy) or stop at the first job that does not
+    /// fit (`false`, Geweke's original rule, `vickrey-strict`).
+    pub fn new(fill: bool) -> Self {
+        Self::ranking(fill, !fill)
+    }
+
+    /// As [`Vickrey::new`], choosing whether waiting jobs are ranked lazily through their
+    /// bounds or all at once (the decisions are the same; tests compare the two).
+    pub fn ranking(fill: bool, lazy: bool) -> Self {
+        Vickrey {
+            fill,
+            lazy,
+            bounds: bounds::Bounds::default(),
+        }
+    }
 }
 
 impl Policy for Vickrey {
     fn name(&self) -> String {
-        "vickrey".into()
+        if self.fill {
+            "vickrey".into()
+        } else {
+            "vickrey-strict".into()
+        }
     }
 
     fn decide(&mut self, snap: &Snapshot<'_>) -> Decision {
         let now = snap.now;
-        // (bid, submit, id, width, running)
-        let mut all: Vec<(Micros, i64, JobId, u32, bool)> = Vec::new();
-        for q in &snap.queued {
-            all.push((
-                q.job.bid_at(now, q.remaining_estimate()),
-                q.job.submit,
-                q.job.id,
-                q.job.width,
-                false,
-            ));
-        }
-        for r in &snap.running {
-            let rem = r.estimated_end(now) - now;
-            all.push((
-                r.job.bid_at(now, rem),
-                r.job.submit,
-                r.job.id,
-                r.job.width,
-                true,
-            ));
-        }
         // Highest bid first; among equal bids running jobs stay, then earlier arrivals.
-        // A heap, not a sort: the descent usually ends long before the bottom of the queue.
-        let mut heap: BinaryHeap<Rank> = all
-            .iter()
-            .enumerate()
-            .map(|(i, &(b, submit, id, _, running))| (b, running, Reverse(submit), Reverse(id), i))
-            .collect();
+        let running = snap.running.iter().enumerate().map(|(i, r)| {
+            let bid = r.job.bid_at(now, r.estimated_end(now) - now);
+            (
+                bid,
+                true,
+                Reverse(r.job.submit),
+                Reverse(r.job.id),
+                Slot::Running(i),
+            )
+        });
+        // Running what fits descends most of a short queue anyway: rank it all at once.
+        // Stopping at the first misfit descends a little of a queue that grows: rank the
+        // waiting jobs lazily, through their bounds.
+        let lazy = self.lazy;
+        let mut heap: BinaryHeap<Rank> = if lazy {
+            self.bounds.sync(snap);
+            running.collect()
+        } else {
+            let queued = snap.queued.iter().enumerate().map(|(i, q)| {
+                let bid = q.job.bid_at(now, q.remaining_estimate());
+                (
+                    bid,
+                    false,
+                    Reverse(q.job.submit),
+                    Reverse(q.job.id),
+                    Slot::Queued(i),
+                )
+            });
+            running.chain(queued).collect()
+        };
         // Descend the ranking: a job runs if it fits in what is left. Geweke's scheduler
         // stops at the first job that does not fit; with `fill` the descent goes on and
         // smaller, lower bids use the processors that would otherwise idle. Either way the
         // price is the bid of the highest-bidding job that cannot run.
         let mut left = snap.procs;
-        let mut runs = vec![false; all.len()];
+        let mut runs_running = vec![false; snap.running.len()];
+        let mut starts: Vec<usize> = Vec::new();
         let mut price = None;
-        while let Some((b, _, _, _, i)) = heap.pop() {
-            let w = all[i].3;
+        loop {
+            if lazy {
+                let line = heap.peek().map(|r| (r.0, r.1, r.2, r.3));
+                self.bounds.pull(snap, line, &mut |bid, i| {
+                    let q = &snap.queued[i];
+                    let id = (Reverse(q.job.submit), Reverse(q.job.id));
+                    heap.push((bid, false, id.0, id.1, Slot::Queued(i)));
+                });
+            }
+            let Some((b, _, _, _, slot)) = heap.pop() else {
+                break;
+            };
+            let w = match slot {
+                Slot::Running(i) => snap.running[i].job.width,
+                Slot::Queued(i) => snap.queued[i].job.width,
+            };
             if w <= left {
                 left -= w;
-                runs[i] = true;
+                match slot {
+                    Slot::Running(i) => runs_running[i] = true,
+                    Slot::Queued(i) => starts.push(i),
+                }
             } else {
                 price.get_or_insert(b.max(0));
                 if !self.fill {
@@ -81,18 +141,21 @@ impl Policy for Vickrey {
                 break;
             }
         }
-        let price = price.unwrap_or(0);
-        let mut d = Decision {
-            price: Some(price),
-            ..Decision::default()
-        };
-        for (k, &(_, _, id, _, running)) in all.iter().enumerate() {
-            match (runs[k], running) {
-                (true, false) => d.start.push(id),
-                (false, true) => d.suspend.push(id),
-                _ => {}
-            }
+        starts.sort_unstable();
+        if lazy {
+            self.bounds.keep(snap, &starts);
         }
-        d
+        Decision {
+            price: Some(price.unwrap_or(0)),
+            start: starts.iter().map(|&i| snap.queued[i].job.id).collect(),
+            suspend: snap
+                .running
+                .iter()
+                .zip(&runs_running)
+                .filter(|(_, runs)| !**runs)
+                .map(|(r, _)| r.job.id)
+                .collect(),
+            ..Decision::default()
+        }
     }
 }

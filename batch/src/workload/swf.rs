@@ -2,6 +2,8 @@
 //! 18 whitespace-separated numeric fields, `;` comment lines forming the header. The reader
 //! keeps the header, validates every record and reports every malformed line with its line
 //! number (never a panic); the writer produces text the reader reads back identically.
+//! Turning records into jobs refuses a job wider than the machine and a trace with no
+//! job to run, naming the line, rather than simulating something else than was asked.
 
 use thiserror::Error;
 
@@ -51,6 +53,8 @@ pub struct Swf {
     pub header: Vec<String>,
     /// Job records in file order.
     pub records: Vec<Record>,
+    /// The 1-based line number of each record (parallel to `records`).
+    pub lines: Vec<usize>,
 }
 
 /// One malformed line.
@@ -121,7 +125,10 @@ pub fn parse(text: &str) -> Result<Swf, SwfErrors> {
             continue;
         }
         match parse_line(trimmed) {
-            Ok(r) => swf.records.push(r),
+            Ok(r) => {
+                swf.records.push(r);
+                swf.lines.push(n + 1);
+            }
             Err(why) => errors.push(LineError { line: n + 1, why }),
         }
     }
@@ -161,7 +168,7 @@ pub fn max_procs(swf: &Swf) -> Option<u32> {
 /// How to turn records into jobs.
 #[derive(Debug, Clone, Copy)]
 pub struct ToJobs {
-    /// Machine size; wider jobs are dropped.
+    /// Machine size; a wider job is an error.
     pub procs: u32,
     /// Estimates are `runtime * pad` when the record has no usable requested time
     /// (1.0 = exact runtimes, as Lee's Table 4.2).
@@ -170,18 +177,53 @@ pub struct ToJobs {
     pub compress: f64,
 }
 
+/// Why records cannot be simulated as asked.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JobsError {
+    /// A job needs more processors than the machine has.
+    #[error("line {line}: job {job} needs {width} processors, the machine has {procs}")]
+    TooWide {
+        /// 1-based line number (0 when the records were not parsed from text).
+        line: usize,
+        /// The job number.
+        job: i64,
+        /// Processors it needs.
+        width: i64,
+        /// Processors in the machine.
+        procs: u32,
+    },
+    /// Nothing to simulate.
+    #[error("no job to simulate ({records} records, {skipped} without a runtime or width)")]
+    Empty {
+        /// Records in the trace.
+        records: usize,
+        /// Records skipped for want of a runtime or width.
+        skipped: usize,
+    },
+}
+
 /// Jobs from records: width from allocated (else requested) processors, estimate from the
 /// requested time when it is at least the runtime, else `runtime * pad`. Records with no
-/// runtime or width, or wider than the machine, are skipped; the count is returned.
-pub fn to_jobs(swf: &Swf, how: ToJobs) -> (Vec<Job>, usize) {
+/// runtime or width (cancelled jobs) are skipped and counted; a job wider than the machine
+/// or a trace left with no job is an error.
+pub fn to_jobs(swf: &Swf, how: ToJobs) -> Result<(Vec<Job>, usize), JobsError> {
     let mut jobs = Vec::new();
     let mut skipped = 0;
-    for r in &swf.records {
+    for (k, r) in swf.records.iter().enumerate() {
         let runtime = r.int(3);
         let width = if r.int(4) > 0 { r.int(4) } else { r.int(7) };
-        if runtime < 1 || width < 1 || width > how.procs as i64 {
+        if runtime < 1 || width < 1 {
             skipped += 1;
             continue;
+        }
+        if width > how.procs as i64 {
+            return Err(JobsError::TooWide {
+                line: swf.lines.get(k).copied().unwrap_or(0),
+                job: r.int(0),
+                width,
+                procs: how.procs,
+            });
         }
         let req = r.int(8);
         let estimate = if req >= runtime {
@@ -200,5 +242,11 @@ pub fn to_jobs(swf: &Swf, how: ToJobs) -> (Vec<Job>, usize) {
             class: 0,
         });
     }
-    (jobs, skipped)
+    if jobs.is_empty() {
+        return Err(JobsError::Empty {
+            records: swf.records.len(),
+            skipped,
+        });
+    }
+    Ok((jobs, skipped))
 }

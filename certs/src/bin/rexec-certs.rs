@@ -7,6 +7,9 @@ use anyhow::{Context, bail};
 use certs::{Ca, CertInfo, Role};
 use clap::{Parser, Subcommand};
 
+#[path = "rexec-certs/kit.rs"]
+mod kit;
+
 /// Manage the rexec cluster certificate authority.
 ///
 /// Every connection in a rexec cluster is mutual TLS 1.3 against one CA. Each certificate
@@ -48,6 +51,32 @@ enum Command {
         force: bool,
         #[command(subcommand)]
         what: IssueWhat,
+    },
+    /// Hand a user her files: certificate and key, ca.pem, crl.pem and a client
+    /// config.toml naming them, in ~NAME/.config/rexec (or --out DIR), owned by her
+    /// Unix account; the directory and the key mode 0700 and 0600.
+    UserKit {
+        /// The CA directory.
+        #[arg(long, env = "REXEC_CA_DIR")]
+        dir: PathBuf,
+        /// The user: the Unix account her jobs run as.
+        name: String,
+        /// Client config to start from (its [selectors], [discovery], [accountd], ...);
+        /// its top-level ca, cert, key and crl are replaced by the kit's files.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Where to write the kit (default: ~NAME/.config/rexec of the Unix user NAME).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The Unix user who owns the files (default: NAME, unless --out is given).
+        #[arg(long)]
+        owner: Option<String>,
+        /// Days of validity.
+        #[arg(long, default_value_t = 365)]
+        days: u32,
+        /// Replace an existing kit (a new key and certificate).
+        #[arg(long)]
+        force: bool,
     },
     /// Print a certificate's role, name, SANs, validity, fingerprint and issuer (or what a
     /// revocation list holds).
@@ -142,6 +171,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 dir.join(certs::CA_KEY_FILE).display()
             );
             println!("  revocation list: {}", ca.crl_path().display());
+            println!("  in every config's [discovery] table: cluster = \"{cluster}\"");
         }
         Command::Issue {
             dir,
@@ -171,6 +201,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("  certificate: {}", issued.cert.display());
             println!("  private key: {} (mode 0600)", issued.key.display());
             println!("  fingerprint: SHA256:{}", info.fingerprint);
+        }
+        Command::UserKit {
+            dir,
+            name,
+            config,
+            out,
+            owner,
+            days,
+            force,
+        } => {
+            let ca = Ca::load(&dir)?;
+            let kit = kit::Kit {
+                name,
+                out,
+                owner,
+                config,
+                days,
+                force,
+            };
+            let out = kit.make(&ca)?;
+            println!("wrote the kit of user {} in {}", kit.name, out.display());
+            println!(
+                "  user-{}.pem, user-{}.key (mode 0600), ca.pem, crl.pem, config.toml",
+                kit.name, kit.name
+            );
+            if let Some(owner) = kit
+                .owner
+                .as_deref()
+                .or(kit.out.is_none().then_some(kit.name.as_str()))
+            {
+                println!("  owned by {owner}");
+            }
         }
         Command::Show { file } => {
             let text = std::fs::read(&file).unwrap_or_default();

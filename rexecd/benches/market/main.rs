@@ -27,9 +27,10 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use certs::testing::TestPki;
+use money::Bid;
 use rexecd::cgroup::{JobCgroups, ParentName};
 use rexecd::spawn::{JobCommand, JobUser, SpawnPolicy};
-use stride::{Bid, Claim};
+use stride::Claim;
 use tokio::runtime::Runtime;
 
 /// The unprivileged user rexecd's jobs run as.

@@ -23,8 +23,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use money::Bid;
 use serde::Deserialize;
-use stride::{Bid, Policy};
+use stride::Policy;
 
 use proto::duration::parse_duration;
 

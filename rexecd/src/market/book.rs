@@ -10,8 +10,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use money::Bid;
 use proto::node::{JobId, Notice, NoticeKind};
-use stride::{Bid, Claim, Job, Meter, Policy};
+use stride::{Claim, Job, Meter, Policy};
 use tokio::sync::mpsc;
 
 use super::control;
@@ -532,7 +533,7 @@ pub fn dry_notice(node: &str, user: &str, job: JobId, balance: i64) -> Control {
         text: format!(
             "node {node}: {user} is out of credit (balance {}); job {job} keeps running at bid 0 \
              on CPU nobody else wants; after a grant, `rexec bid {job} RATE` restores the bid",
-            stride::format_credits(balance)
+            money::format_credits(balance)
         ),
     })
 }
@@ -543,7 +544,7 @@ pub fn restored_notice(node: &str, bid: Bid) -> Control {
         kind: NoticeKind::CreditRestored,
         text: format!(
             "node {node}: credit restored; the job bids {} credits per minute again",
-            stride::format_credits(bid.micros_per_minute())
+            money::format_credits(bid.micros_per_minute())
         ),
     })
 }

@@ -78,7 +78,7 @@ impl Credit {
 
     /// Refuses a positive bid from a user whose balance is not positive; a zero bid
     /// always passes.
-    pub async fn check(&self, user: &str, bid: stride::Bid) -> Result<(), ErrorReply> {
+    pub async fn check(&self, user: &str, bid: money::Bid) -> Result<(), ErrorReply> {
         if bid.is_zero() {
             return Ok(());
         }
@@ -130,7 +130,7 @@ impl Credit {
                 format!(
                     "node {node}: {user}'s balance is {} credits; a positive bid needs credit \
                      (ask an admin for a grant), but a zero bid (-r 0) still runs",
-                    stride::format_credits(balance)
+                    money::format_credits(balance)
                 ),
             ))
         }

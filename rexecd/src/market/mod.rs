@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 use clients::account::LearntAddress;
 use ledger_client::debit::{DebitClient, DebitClientConfig, Settlement};
 use ledger_client::journal::Charge;
+use money::Bid;
 use proto::account::{Debit, DebitKey, ErrorCode as AccountCode, MeterInterval};
 use proto::node::{ErrorCode, ErrorReply, JobId};
-use stride::Bid;
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
@@ -232,8 +232,8 @@ impl Market {
                 format!(
                     "node {node}: a bid of {} credits per minute is above this node's max_rate \
                      of {}; bid less",
-                    stride::format_credits(bid.micros_per_minute()),
-                    stride::format_credits(self.cfg.max_rate.micros_per_minute())
+                    money::format_credits(bid.micros_per_minute()),
+                    money::format_credits(self.cfg.max_rate.micros_per_minute())
                 ),
             ));
         }

@@ -160,7 +160,7 @@ impl Registry {
         self: &Arc<Self>,
         launch: &Launch,
         owner: &str,
-        bid: stride::Bid,
+        bid: money::Bid,
         control: mpsc::Sender<Control>,
     ) -> Result<Slot, RegistryError> {
         let mut inner = self.lock();

@@ -48,7 +48,7 @@ impl Registry {
         owner: &str,
         control: mpsc::Sender<Control>,
     ) -> Result<Slot, RegistryError> {
-        let bid = stride::Bid::new(launch.bid).unwrap();
+        let bid = money::Bid::new(launch.bid).unwrap();
         self.register(launch, owner, bid, control)
     }
 }

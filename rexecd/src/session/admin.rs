@@ -95,7 +95,7 @@ pub(super) async fn rebid(shared: &Shared, peer: &PeerIdentity, rebid: &Rebid) -
     match done {
         Ok((0, _)) => FromNode::Error(no_such_job(shared, peer, rebid.job)),
         Ok((ranks, bid)) => {
-            tracing::info!(%peer, job = %rebid.job, bid = %stride::format_credits(bid.micros_per_minute()),
+            tracing::info!(%peer, job = %rebid.job, bid = %money::format_credits(bid.micros_per_minute()),
                 ranks, "re-bid");
             FromNode::Rebidded(Rebidded {
                 job: rebid.job,

@@ -137,7 +137,7 @@ impl Running<'_> {
                 (Out::Close(Some(FromNode::Error(reply))), text)
             }
         };
-        let charged_credits = stride::format_credits(charged);
+        let charged_credits = money::format_credits(charged);
         tracing::info!(%user, %job, rank, exit = ?exit_text, cpu_seconds,
             charged = %charged_credits, "job ended");
         let _ = self.out.send(last).await;

@@ -21,11 +21,11 @@ use proto::node::{
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::process::Child;
 use tokio::sync::{mpsc, watch};
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 
 use super::end::End;
 use super::{Reader, Shared, Writer, frame_error_reply};
-use crate::heartbeat::Liveness;
+use crate::heartbeat::{Clocks, Due, Liveness};
 use crate::pty::PtyMaster;
 use crate::pump::{self, Out, Source, StdinMsg};
 use crate::registry::{Control, Slot};
@@ -172,10 +172,7 @@ pub(super) async fn run<S>(
     if let Some(text) = state.job.notice.take() {
         state.notice(text);
     }
-    let mut beat = tokio::time::interval(config.heartbeat_interval);
-    beat.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut check = tokio::time::interval(state.live.check_period());
-    check.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut clocks = Clocks::new(config.heartbeat_interval, &state.live);
     let mut stop = shared.stop.clone();
     let mut stopping = false;
 
@@ -210,24 +207,18 @@ pub(super) async fn run<S>(
                     state.live.saw_frame(Instant::now());
                 }
             }
-            _ = beat.tick() => {
-                let seq = state.live.next_seq();
-                let _ = state.out.try_send(Out::Frame(FromNode::Heartbeat(Heartbeat { seq })));
-                state.report_taken();
-            }
-            _ = check.tick() => {
-                let now = Instant::now();
-                if state.live.stopped_too_long(now) {
-                    let secs = state.live.stop_limit().as_secs_f64();
-                    break End::ClientGone(format!(
-                        "the client stayed stopped (Ctrl-Z) for more than stopped_client_limit ({secs}s)"
-                    ));
+            due = clocks.next() => match due {
+                Due::Beat => {
+                    let seq = state.live.next_seq();
+                    let _ = state.out.try_send(Out::Frame(FromNode::Heartbeat(Heartbeat { seq })));
+                    state.report_taken();
                 }
-                if state.live.is_dead(now) {
-                    let secs = state.live.timeout().as_secs_f64();
-                    break End::ClientGone(format!("missed heartbeats for {secs}s"));
+                Due::Check => {
+                    if let Some(gone) = state.live.gone(Instant::now()) {
+                        break End::ClientGone(gone.to_string());
+                    }
                 }
-            }
+            },
             Some(c) = control.recv() => match c {
                 Control::Signal(signal) => state.deliver(signal).await,
                 Control::Notice(n) => {

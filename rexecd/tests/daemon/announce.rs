@@ -1,5 +1,5 @@
 //! Announcements of a real rexecd with a `[discovery]` table, heard on loopback
-//! multicast (group joined on 127.0.0.1, TTL 0, a port per test): who and where
+//! multicast (group joined on 127.0.0.1, TTL 0, a group and port per test): who and where
 //! the node is, its market state at once after a job starts and ends, its
 //! availability summary; the availability history across restarts (and a corrupt
 //! history file, which must not stop rexecd); a positive bid while accountd is to
@@ -18,10 +18,12 @@ use crate::util::*;
 
 const CLUSTER: &str = "announce-tests";
 
-/// The `[discovery]` table of a test on `port`, and the same as the receiver's config.
-fn discovery(port: u16, period: &str) -> (String, DiscoveryConfig) {
+/// The `[discovery]` table of a test on a group and port of its own
+/// ([`testhost::net::channel`]), and the same as the receiver's config.
+fn discovery(period: &str) -> (String, DiscoveryConfig) {
+    let testhost::net::Channel { group, port } = testhost::net::channel();
     let text = format!(
-        "[discovery]\ncluster = {CLUSTER:?}\ngroup = \"239.255.77.41\"\nport = {port}\n\
+        "[discovery]\ncluster = {CLUSTER:?}\ngroup = \"{group}\"\nport = {port}\n\
          interface = \"127.0.0.1\"\nttl = 0\nperiod = {period:?}\n"
     );
     let file: discovery::config::DiscoveryFile =
@@ -78,7 +80,7 @@ async fn announces_its_market_at_once_on_every_change() {
     }
     // A long period: the announcements after a start and an exit must come from the
     // change, not from the period.
-    let (table, net) = discovery(47_741, "3s");
+    let (table, net) = discovery("3s");
     let dir = tempfile::tempdir().unwrap();
     let history = dir.path().join("availability");
     let config = write_config(
@@ -165,7 +167,7 @@ async fn history_survives_restarts_and_a_corrupt_file() {
     if !can_run("announce_history") {
         return;
     }
-    let (table, net) = discovery(47_742, "200ms");
+    let (table, net) = discovery("200ms");
     let dir = tempfile::tempdir().unwrap();
     let history = dir.path().join("state/availability");
     let config = write_config(
@@ -217,7 +219,7 @@ async fn without_a_known_accountd_positive_bids_wait_and_zero_bids_run() {
     if !can_run("announce_no_accountd") {
         return;
     }
-    let (table, _) = discovery(47_743, "500ms");
+    let (table, _) = discovery("500ms");
     let dir = tempfile::tempdir().unwrap();
     let history = dir.path().join("availability");
     let journal = dir.path().join("debits.journal");

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use money::Bid;
 use proto::node::{ExitStatus, Signal, ToNode};
 use rexecd::cgroup::{WeightRange, weights_for_tickets};
-use stride::Bid;
 use tokio::task::JoinSet;
 
 use crate::util::*;

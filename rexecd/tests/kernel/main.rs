@@ -2,7 +2,8 @@
 //! hierarchy, real processes, a real unprivileged user; and, in a VM booted by `vm`,
 //! the v2 backend and the real rexecd on a real cgroup2 kernel. They need root and a
 //! cpu controller (the VM test needs QEMU, a kernel and busybox); where they cannot
-//! run they fail, unless `REXEC_TESTS_ALLOW_SKIP=1` makes them skip.
+//! run they fail, unless `REXEC_TESTS_ALLOW_SKIP=1` makes them skip. `guest_list`
+//! checks that every in-VM test is on the list the VM runs.
 
 mod cgroup_real;
 mod cpuset_real;
@@ -11,6 +12,7 @@ mod cpuset_real;
 #[allow(dead_code, unused_imports)]
 #[path = "../daemon/util/mod.rs"]
 mod daemon_util;
+mod guest_list;
 mod initramfs;
 mod rexecd_vm;
 mod spawn_real;

@@ -3,13 +3,14 @@
 
 use std::process::{Child, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use rexecd::cgroup::{JobCgroups, ParentName};
 use rexecd::spawn::{JobCommand, JobUser, SpawnPolicy};
 use rexecd::sys::ProcessId;
 
 pub use testhost::cannot_run;
+/// Polls `check` until it returns `Some` or the limit passes ([`testhost::wait::until`]).
+pub use testhost::wait::until as eventually;
 
 /// The test user's name (see [`test_user`]).
 pub const TEST_USER: &str = testhost::user::TEST_USER;
@@ -77,20 +78,6 @@ pub fn start_in(jobs: &JobCgroups, id: u64, script: &str) -> Child {
         .stdin(Stdio::null())
         .spawn()
         .unwrap()
-}
-
-/// Polls `check` until it returns `Some` or `limit` passes.
-pub fn eventually<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(v) = check() {
-            return Some(v);
-        }
-        if Instant::now() >= end {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The scheduler state of a process, or `None` when it no longer exists.

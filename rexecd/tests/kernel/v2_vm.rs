@@ -9,9 +9,10 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use money::Bid;
 use rexecd::cgroup::detect::{self, Hierarchy};
 use rexecd::cgroup::{CgroupBackend, CgroupError, CgroupVersion, JobCgroups, ParentName};
-use stride::{Bid, tickets_for_bids, weights_for_bids};
+use stride::{tickets_for_bids, weights_for_bids};
 
 use crate::util::{TestParent, eventually, is_dead, start_in, stat_field};
 

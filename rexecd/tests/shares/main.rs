@@ -17,8 +17,9 @@ mod pinned;
 
 use std::time::{Duration, Instant};
 
+use money::Bid;
 use proto::node::{FromNode, Signal, ToNode};
-use stride::{Bid, Claim};
+use stride::Claim;
 
 use crate::util::{Client, Daemon, can_run, cpu_dir, launch};
 

@@ -4,8 +4,9 @@
 
 use std::process::ExitCode;
 
+use money::format_credits;
+use stride::MILLI;
 use stride::scenario::{IntervalReport, Scenario, figure4};
-use stride::{MILLI, format_credits};
 
 fn main() -> ExitCode {
     if let Some(arg) = std::env::args().nth(1) {

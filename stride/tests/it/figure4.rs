@@ -1,7 +1,7 @@
 //! The paper's Figure 4, interval by interval: shares by the model and by the scheduler, and
 //! charges under both policies.
 
-use stride::MICROS_PER_CREDIT;
+use money::MICROS_PER_CREDIT;
 use stride::scenario::figure4;
 
 /// (from, to, [(job, model milli-CPUs, contention credits, paper credits)])

@@ -1,10 +1,10 @@
 //! Properties of the market rules: tickets, water filling, charging and the meter.
 
+use money::{Bid, NANOS_PER_MINUTE};
 use proptest::prelude::*;
 use stride::{
-    Bid, Claim, Job, MAX_TICKETS, MILLI, MIN_TICKETS, Meter, NANOS_PER_MINUTE, Policy, charge_for,
-    charge_rates, interval_charges, quote, tickets_for_bids, water_fill, water_level,
-    weights_for_bids,
+    Claim, Job, MAX_TICKETS, MILLI, MIN_TICKETS, Meter, Policy, charge_for, charge_rates,
+    interval_charges, quote, tickets_for_bids, water_fill, water_level, weights_for_bids,
 };
 
 fn claims() -> impl Strategy<Value = Vec<Claim>> {

@@ -2,13 +2,17 @@
 //! - [`units`]: every systemd unit in `deploy/systemd/` passes `systemd-analyze verify`
 //!   (with `ExecStart=` pointing at the freshly built binaries), and deliberately broken
 //!   copies do not.
-//! - [`guide`]: every command in the `sh` blocks of `docs/OPERATIONS.md` is run for real
-//!   in a sandbox, or listed with the demo step or test that covers it.
+//! - [`guide`]: `docs/OPERATIONS.md` followed in order: every command of its `sh` blocks
+//!   runs on the machine its block names, a network-namespace host with a root of its
+//!   own ([`hosts`], [`sandbox`]), or is listed with the demo step or test that covers it;
+//!   [`steps`] reads the guide's blocks.
 //!
 //! Shared here: where the workspace and its binaries are, and the skip rule.
 
 mod guide;
+mod hosts;
 mod sandbox;
+mod steps;
 mod units;
 
 use std::path::PathBuf;

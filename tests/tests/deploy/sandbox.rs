@@ -1,13 +1,13 @@
-//! The sandbox the guide's commands run in: a temporary root into which a fixed list of
-//! path prefixes is rewritten, rewritten copies of the files the guide installs from
-//! `deploy/`, a free loopback port for accountd's example addresses, and accountd
-//! processes started, signalled and stopped as systemd or a terminal would.
+//! One host of the guide's cluster: a network namespace (see `rexec_tests::netns`) and a
+//! temporary root into which a fixed list of path prefixes is rewritten, with rewritten
+//! copies of the files the guide installs from `deploy/`; and the daemons the guide
+//! starts there, started, signalled and stopped as systemd or a terminal would.
 
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,28 +15,38 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use rexec_tests::cluster::bin_dir;
+use rexec_tests::netns::command_in;
 use rexec_tests::wait_until;
+use testhost::user::test_user as user;
 
-/// Path prefixes rewritten into the sandbox root, as the guide's section 12 says.
-const PREFIXES: [&str; 4] = [
+/// Path prefixes rewritten into the sandbox root, as the guide's section 14 says.
+const PREFIXES: [&str; 6] = [
     "/etc/systemd/system",
     "/etc/rexec",
     "/var/lib/rexec",
+    "/usr/share/doc/rexec",
+    "/home",
     "/root",
 ];
-/// accountd's addresses in the guide and the example configs.
-const ACCOUNTD_ADDRESSES: [&str; 2] = ["10.0.0.9:7071", "0.0.0.0:7071"];
+/// The guide's example network and the test's (`rexec_tests::netns`).
+const EXAMPLE_NET: (&str, &str) = ("10.0.0.", "10.213.0.");
+/// The guide's user, played by the test user.
+const EXAMPLE_USER: &str = "alice";
+/// rexecd's parent cgroup in the guide, made unique per node and test run.
+const CGROUP_PARENT: &str = "cgroup_parent = \"rexec\"";
 
-/// The sandbox root and its substitutions.
+/// The sandbox root, its network namespace and its substitutions.
 pub struct Sandbox {
     dir: tempfile::TempDir,
     rules: Vec<(String, String)>,
+    ns: String,
 }
 
 impl Sandbox {
-    /// A fresh root (searchable by the service users), the prefixes' parents, and the
-    /// rewritten copies of `deploy/etc/*.toml` and `deploy/systemd/*.service`.
-    pub fn new() -> Sandbox {
+    /// A fresh root (searchable by the service users) for host `name` in namespace `ns`,
+    /// the prefixes' parents, and the rewritten copies of `deploy/etc/*.toml` and
+    /// `deploy/systemd/*.service`.
+    pub fn new(name: &str, ns: &str) -> Sandbox {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
         fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
@@ -45,21 +55,21 @@ impl Sandbox {
         }
         fs::create_dir(root.join("root")).unwrap();
         fs::set_permissions(root.join("root"), fs::Permissions::from_mode(0o700)).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let at = |p: &str| format!("{}{p}", root.display());
         let mut rules: Vec<(String, String)> = vec![
             ("deploy/etc/".into(), at("/deploy/etc/")),
             ("deploy/systemd/".into(), at("/deploy/systemd/")),
         ];
         rules.extend(PREFIXES.iter().map(|p| (p.to_string(), at(p))));
-        for a in ACCOUNTD_ADDRESSES {
-            rules.push((a.to_string(), format!("127.0.0.1:{port}")));
-        }
-        let sandbox = Sandbox { dir, rules };
+        rules.push((EXAMPLE_NET.0.into(), EXAMPLE_NET.1.into()));
+        rules.push((EXAMPLE_USER.into(), user().name.clone()));
+        let parent = format!("rexec-guide-{}-{name}", std::process::id());
+        rules.push((CGROUP_PARENT.into(), format!("cgroup_parent = {parent:?}")));
+        let sandbox = Sandbox {
+            dir,
+            rules,
+            ns: ns.to_string(),
+        };
         let deploy = crate::workspace().join("deploy");
         for (sub, ext) in [("etc", ".toml"), ("systemd", ".service")] {
             fs::create_dir_all(root.join("deploy").join(sub)).unwrap();
@@ -104,20 +114,39 @@ impl Sandbox {
         out
     }
 
-    /// A shell for one command: `sh -c 'set -e; ...'` with the built binaries first on
-    /// `PATH`, `HOME` the sandbox's `/root`, no config variables from outside, and
-    /// the workspace as working directory.
+    /// Where a path of the guide is in this sandbox.
+    pub fn path(&self, guide_path: &str) -> PathBuf {
+        PathBuf::from(self.rewrite(guide_path))
+    }
+
+    /// A shell for one command in this host's namespace: `sh -c 'set -e; ...'` with the
+    /// built binaries first on `PATH`, `HOME` the sandbox's `/root`, no config variables
+    /// from outside, and the workspace as working directory.
     pub fn shell(&self, command: &str) -> Command {
-        let mut sh = Command::new("sh");
+        let mut sh = command_in(Some(&self.ns), "sh");
         sh.arg("-c").arg(format!("set -e\n{command}"));
-        self.environment(&mut sh);
+        self.environment(&mut sh, &self.root().join("root"));
         sh
     }
 
-    fn environment(&self, cmd: &mut Command) {
+    /// As [`Sandbox::shell`], as the test user (the guide's alice) with her sandbox
+    /// home as `HOME` and working directory.
+    pub fn user_shell(&self, command: &str) -> Command {
+        let u = user();
+        let home = self.path(&format!("/home/{EXAMPLE_USER}"));
+        let mut sh = command_in(Some(&self.ns), "setpriv");
+        let (uid, gid) = (u.uid.to_string(), u.gid.to_string());
+        sh.args(["--reuid", &uid, "--regid", &gid, "--init-groups", "--"]);
+        sh.args(["sh", "-c", &format!("set -e\n{command}")]);
+        self.environment(&mut sh, &home);
+        sh.current_dir(home);
+        sh
+    }
+
+    fn environment(&self, cmd: &mut Command, home: &Path) {
         let path = std::env::var("PATH").unwrap_or_default();
         cmd.env("PATH", format!("{}:{path}", bin_dir().display()))
-            .env("HOME", self.root().join("root"))
+            .env("HOME", home)
             .env("RUST_LOG", "info")
             .env_remove("XDG_CONFIG_HOME")
             .env_remove("REXEC_CONFIG")
@@ -143,24 +172,41 @@ impl Daemon {
         Daemon::spawn(sh, command, ready)
     }
 
-    /// Runs a unit's `ExecStart=` as its `User=` and `Group=`, as systemd would (without
-    /// the sandbox options, which need systemd as init).
+    /// Runs a unit's `ExecStart=` as its `User=` and `Group=` (root without them) in
+    /// the host's namespace, after making its `StateDirectory=` with its mode and owner,
+    /// as systemd would (without the sandbox options, which need systemd as init).
     pub fn unit(sandbox: &Sandbox, unit: &Path, ready: &str) -> Daemon {
         let text = fs::read_to_string(unit).unwrap();
         let value = |key: &str| {
             text.lines()
                 .find_map(|l| l.strip_prefix(key).map(str::to_string))
-                .unwrap_or_else(|| panic!("{} has no {key}", unit.display()))
         };
-        let exec = value("ExecStart=");
-        let user = value("User=");
-        let group = value("Group=");
+        let exec =
+            value("ExecStart=").unwrap_or_else(|| panic!("{} has no ExecStart=", unit.display()));
+        let user = value("User=").unwrap_or_else(|| "root".into());
+        let group = value("Group=").unwrap_or_else(|| "root".into());
+        if let Some(state) = value("StateDirectory=") {
+            let dir = sandbox.path(&format!("/var/lib/{state}"));
+            let mode = value("StateDirectoryMode=").unwrap_or_else(|| "0755".into());
+            fs::create_dir_all(&dir).unwrap();
+            fs::set_permissions(
+                &dir,
+                fs::Permissions::from_mode(u32::from_str_radix(&mode, 8).unwrap()),
+            )
+            .unwrap();
+            let owner = nix::unistd::User::from_name(&user)
+                .unwrap()
+                .expect("the unit's user");
+            std::os::unix::fs::chown(&dir, Some(owner.uid.as_raw()), Some(owner.gid.as_raw()))
+                .unwrap();
+        }
         // setpriv (util-linux) changes user, group and supplementary groups and then
-        // execs the program in place, as systemd does: the pid is the daemon's.
-        let mut cmd = Command::new("setpriv");
+        // execs the program in place, as systemd does; nsenter execs too: the pid is
+        // the daemon's.
+        let mut cmd = command_in(Some(&sandbox.ns), "setpriv");
         cmd.args(["--reuid", &user, "--regid", &group, "--init-groups", "--"]);
         cmd.args(exec.split_whitespace());
-        sandbox.environment(&mut cmd);
+        sandbox.environment(&mut cmd, &sandbox.root().join("root"));
         cmd.process_group(0);
         Daemon::spawn(cmd, &exec, ready)
     }
@@ -213,6 +259,14 @@ impl Daemon {
     pub fn signal(&self, signal: Signal) {
         let group = Pid::from_raw(self.child.id() as i32);
         killpg(group, signal).unwrap_or_else(|e| panic!("{}: {signal}: {e}", self.what));
+    }
+
+    /// Whether it still runs.
+    pub fn running(&self) -> bool {
+        // A zombie counts as gone; `try_wait` needs `&mut`, so ask the kernel.
+        let stat =
+            fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        !stat.is_empty() && !stat.contains(") Z ")
     }
 
     /// Sends `signal` and waits (20 s at most) for it to exit; its log and status.

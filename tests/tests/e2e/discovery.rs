@@ -41,7 +41,7 @@ fn membership_follows_the_nodes_within_the_window() {
     if !rexec_tests::can_run("membership_follows_the_nodes_within_the_window") {
         return;
     }
-    let channel = Channel::loopback(7601);
+    let channel = Channel::loopback();
     let period = channel.period;
     let mut cluster = announcing_cluster(5, &channel);
     let v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", &channel, None);
@@ -106,7 +106,7 @@ fn lowest_price_picks_the_cheapest_and_the_job_runs_there() {
     if !rexec_tests::can_run("lowest_price_picks_the_cheapest_and_the_job_runs_there") {
         return;
     }
-    let channel = Channel::loopback(7602);
+    let channel = Channel::loopback();
     let cluster = announcing_cluster(5, &channel);
     let v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", &channel, None);
     let v2 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v2", &channel, None);
@@ -186,7 +186,7 @@ fn history_prefers_the_node_predicted_to_finish_first() {
     if !rexec_tests::can_run("history_prefers_the_node_predicted_to_finish_first") {
         return;
     }
-    let channel = Channel::loopback(7603);
+    let channel = Channel::loopback();
     // Prepare each node's history before it starts: n4 is idle most of
     // the week, the others mostly busy (n2 the busiest).
     let options = rexec_tests::cluster::ClusterOptions {
@@ -251,7 +251,7 @@ fn selections_go_on_silently_when_a_selector_dies() {
     if !rexec_tests::can_run("selections_go_on_silently_when_a_selector_dies") {
         return;
     }
-    let channel = Channel::loopback(7604);
+    let channel = Channel::loopback();
     let cluster = announcing_cluster(5, &channel);
     let mut v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", &channel, None);
     let v2 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v2", &channel, None);
@@ -281,7 +281,7 @@ fn hostile_datagrams_are_counted_and_change_nothing() {
     if !rexec_tests::can_run("hostile_datagrams_are_counted_and_change_nothing") {
         return;
     }
-    let channel = Channel::loopback(7605);
+    let channel = Channel::loopback();
     let cluster = announcing_cluster(5, &channel);
     let v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", &channel, None);
     let v2 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v2", &channel, None);
@@ -336,12 +336,12 @@ fn unicast_works_with_multicast_off() {
     if !rexec_tests::can_run("unicast_works_with_multicast_off") {
         return;
     }
-    let udp1 = "127.0.0.1:7611".parse().unwrap();
-    let udp2 = "127.0.0.1:7612".parse().unwrap();
+    let udp1 = testhost::net::loopback_addr();
+    let udp2 = testhost::net::loopback_addr();
     let channel = Channel {
         multicast: false,
         unicast: vec![udp1, udp2],
-        ..Channel::loopback(7606)
+        ..Channel::loopback()
     };
     let cluster = announcing_cluster(5, &channel);
     let v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", &channel, Some(udp1));
@@ -370,7 +370,7 @@ fn nodes_named_with_nodes_are_found_through_the_selectors() {
     if !rexec_tests::can_run("nodes_named_with_nodes_are_found_through_the_selectors") {
         return;
     }
-    let channel = Channel::loopback(7607);
+    let channel = Channel::loopback();
     let cluster = announcing_cluster(3, &channel);
     let v1 = Vexecd::start(&cluster.pki, cluster.dir.path(), "v1", &channel, None);
     both_list(

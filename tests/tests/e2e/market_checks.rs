@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use proto::account::MICROS_PER_CREDIT as C;
+use money::MICROS_PER_CREDIT as C;
 use proto::node::{ErrorCode, FromNode};
 use rexec_tests::cluster::{ClusterOptions, TEST_USER};
 use rexec_tests::market::{MarketCluster, MarketOptions, RawSession};

@@ -36,6 +36,16 @@ fn keys_unique(debits: &[Entry]) -> BTreeSet<(String, String, Option<u64>)> {
     keys
 }
 
+/// Waits until metering is under way: the ledger holds a debit of `job`.
+fn metering(m: &MarketCluster, job: &str) {
+    let debited = wait_until(LIMIT, || !m.debits_of(job).is_empty());
+    assert!(
+        debited.is_some(),
+        "no debit of {job} reached the ledger\n{}",
+        m.logs()
+    );
+}
+
 fn audit_passes(m: &MarketCluster) {
     let audit = m.accountd.admin(&["audit"]);
     assert!(audit.ok().starts_with("audit passed"), "{audit:?}");
@@ -64,7 +74,7 @@ fn accountd_killed_during_metering_gets_every_charge_exactly_once() {
         .args(["-v", "-r", "30", "--nodes", "n1,n1,n2,n2", "sleep", "8"])
         .spawn();
     let job = job_of(&m, 4);
-    std::thread::sleep(Duration::from_millis(2500));
+    metering(&m, &job);
     m.accountd.kill9();
     std::thread::sleep(Duration::from_millis(2500));
     m.accountd.restart();
@@ -124,7 +134,7 @@ fn rexecd_killed_mid_job_delivers_what_it_journaled_exactly_once() {
         .args(["-r", "30", "--nodes", "n1,n1", "sleep", "1000"])
         .spawn();
     let job = job_of(&m, 2);
-    std::thread::sleep(Duration::from_secs(2));
+    metering(&m, &job);
     // With accountd away, the next charges can only wait in the journal.
     m.accountd.kill9();
     std::thread::sleep(Duration::from_millis(2500));

@@ -17,8 +17,11 @@ fn a_node_finds_accountd_from_its_announcements_and_charges_there() {
     if !rexec_tests::can_run("a_node_finds_accountd_from_its_announcements_and_charges_there") {
         return;
     }
-    let table = "[discovery]\ncluster = \"e2e-discovery\"\ngroup = \"239.255.77.42\"\nport = 47751\n\
-                 interface = \"127.0.0.1\"\nttl = 0\nperiod = \"300ms\"\n";
+    let testhost::net::Channel { group, port } = testhost::net::channel();
+    let table = format!(
+        "[discovery]\ncluster = \"e2e-discovery\"\ngroup = \"{group}\"\nport = {port}\n\
+         interface = \"127.0.0.1\"\nttl = 0\nperiod = \"300ms\"\n"
+    );
     let m = MarketCluster::start(MarketOptions {
         cluster: ClusterOptions {
             nodes: 1,

@@ -176,7 +176,7 @@ fn nodes_on_three_hosts_are_discovered_and_selected_across_the_bridge() {
         return;
     }
     let net = Arc::new(Net::create(4));
-    let channel = Channel::loopback(7621);
+    let channel = Channel::loopback();
     let hosts = net.clone();
     let cluster = Cluster::start_with_node_config(
         ClusterOptions {

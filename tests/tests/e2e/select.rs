@@ -1,5 +1,5 @@
 //! Node selection end to end: real `rexecd` nodes announcing on loopback
-//! multicast (group joined on 127.0.0.1, TTL 0, a port per test), real
+//! multicast (group joined on 127.0.0.1, TTL 0, a group and port per test), real
 //! `vexecd` selectors hearing them, and the real `rexec` client choosing
 //! nodes through the selectors (`[selectors]` or `[discovery]` in its
 //! configuration), failing over between selectors, and refusing a node
@@ -22,31 +22,26 @@ use rexec_tests::wait_until;
 
 const CLUSTER: &str = "e2e";
 
-/// The channel of a test on `port` (loopback multicast, every 500 ms).
-fn channel(port: u16) -> Channel {
-    Channel::loopback(port)
+/// `n` nodes announcing on `channel`.
+fn cluster(n: usize, channel: &Channel) -> Cluster {
+    announcing_cluster(n, channel)
 }
 
-/// `n` announcing nodes on `port`.
-fn cluster(n: usize, port: u16) -> Cluster {
-    announcing_cluster(n, &channel(port))
-}
-
-/// `n` nodes announcing on `port` every `period`.
-fn cluster_every(n: usize, port: u16, period: Duration) -> Cluster {
+/// `n` nodes announcing on `channel` every `period`.
+fn cluster_every(n: usize, channel: &Channel, period: Duration) -> Cluster {
     announcing_cluster(
         n,
         &Channel {
             period,
-            ..channel(port)
+            ..channel.clone()
         },
     )
 }
 
-/// Selector `name` hearing `port` and, by unicast, `udp`.
-fn vexecd(cluster: &Cluster, name: &str, port: u16, udp: Option<u16>) -> Vexecd {
+/// Selector `name` hearing `channel` and, by unicast, `udp`.
+fn vexecd(cluster: &Cluster, name: &str, channel: &Channel, udp: Option<u16>) -> Vexecd {
     let udp = udp.map(|p| std::net::SocketAddr::from(([127, 0, 0, 1], p)));
-    Vexecd::start(&cluster.pki, cluster.dir.path(), name, &channel(port), udp)
+    Vexecd::start(&cluster.pki, cluster.dir.path(), name, channel, udp)
 }
 
 /// Wait until `rexec nodes` through `config` lists `want` nodes.
@@ -84,10 +79,10 @@ fn jobs_go_to_selected_nodes_and_survive_a_dead_selector_silently() {
     if !rexec_tests::can_run("jobs_go_to_selected_nodes_and_survive_a_dead_selector_silently") {
         return;
     }
-    let port = 7581;
-    let cluster = cluster(3, port);
-    let mut v1 = vexecd(&cluster, "v1", port, None);
-    let v2 = vexecd(&cluster, "v2", port, None);
+    let channel = Channel::loopback();
+    let cluster = cluster(3, &channel);
+    let mut v1 = vexecd(&cluster, "v1", &channel, None);
+    let v2 = vexecd(&cluster, "v2", &channel, None);
     let config = client_config(&cluster, "sel.toml", &selectors_table(&[&v1, &v2]));
     let table = wait_for_nodes(&cluster, &config, 3);
     for n in ["n1", "n2", "n3"] {
@@ -134,10 +129,10 @@ fn a_client_with_a_discovery_table_finds_the_selectors_itself() {
     if !rexec_tests::can_run("a_client_with_a_discovery_table_finds_the_selectors_itself") {
         return;
     }
-    let port = 7582;
-    let cluster = cluster(2, port);
-    let v1 = vexecd(&cluster, "v1", port, None);
-    let config = client_config(&cluster, "disc.toml", &channel(port).table());
+    let channel = Channel::loopback();
+    let cluster = cluster(2, &channel);
+    let v1 = vexecd(&cluster, "v1", &channel, None);
+    let config = client_config(&cluster, "disc.toml", &channel.table());
     wait_for_nodes(&cluster, &config, 2);
     let out = cluster
         .rexec()
@@ -158,9 +153,9 @@ fn a_forged_announcement_never_receives_a_job() {
     if !rexec_tests::can_run("a_forged_announcement_never_receives_a_job") {
         return;
     }
-    let (port, udp) = (7583, 7593);
-    let cluster = cluster(2, port);
-    let v1 = vexecd(&cluster, "v1", port, Some(udp));
+    let (channel, udp) = (Channel::loopback(), testhost::net::port());
+    let cluster = cluster(2, &channel);
+    let v1 = vexecd(&cluster, "v1", &channel, Some(udp));
     let config = client_config(&cluster, "forged.toml", &selectors_table(&[&v1]));
     wait_for_nodes(&cluster, &config, 2);
 
@@ -310,10 +305,10 @@ fn jobs_bid_and_kill_reach_the_nodes_a_selectors_table_lists() {
         return;
     }
     // Nodes announce every 2 s, so a crashed node stays listed for a while.
-    let port = 7584;
-    let mut cluster = cluster_every(3, port, Duration::from_secs(2));
-    let mut v1 = vexecd(&cluster, "v1", port, None);
-    let v2 = vexecd(&cluster, "v2", port, None);
+    let channel = Channel::loopback();
+    let mut cluster = cluster_every(3, &channel, Duration::from_secs(2));
+    let mut v1 = vexecd(&cluster, "v1", &channel, None);
+    let v2 = vexecd(&cluster, "v2", &channel, None);
     let config = client_config(&cluster, "admin-sel.toml", &selectors_table(&[&v1, &v2]));
     wait_for_nodes(&cluster, &config, 3);
     jobs_bid_kill_through(&cluster, &config);
@@ -338,11 +333,11 @@ fn jobs_bid_and_kill_reach_the_nodes_found_through_discovery() {
     if !rexec_tests::can_run("jobs_bid_and_kill_reach_the_nodes_found_through_discovery") {
         return;
     }
-    let port = 7585;
-    let cluster = cluster(3, port);
-    let v1 = vexecd(&cluster, "v1", port, None);
-    let v2 = vexecd(&cluster, "v2", port, None);
-    let config = client_config(&cluster, "admin-disc.toml", &channel(port).table());
+    let channel = Channel::loopback();
+    let cluster = cluster(3, &channel);
+    let v1 = vexecd(&cluster, "v1", &channel, None);
+    let v2 = vexecd(&cluster, "v2", &channel, None);
+    let config = client_config(&cluster, "admin-disc.toml", &channel.table());
     wait_for_nodes(&cluster, &config, 3);
     jobs_bid_kill_through(&cluster, &config);
     drop((v1, v2));

@@ -32,7 +32,7 @@ use tokio::task::JoinSet;
 use super::stats::Shared;
 use crate::clock::Now;
 use crate::policy::PolicyName;
-use crate::rng::{RandomSource, SplitMix64};
+use crate::rng::{RandomSource, Rng, SeedableRng, SplitMix64};
 use crate::select::{SelectError, SelectRequest, Selected};
 use crate::table::{Entry, idle_milli};
 
@@ -66,14 +66,17 @@ pub async fn serve(
     });
     let caps = gate.caps();
     let mut tasks = JoinSet::new();
-    let mut seed = SplitMix64::from_entropy();
+    let mut seed = crate::rng::from_os().unwrap_or_else(|e| {
+        tracing::warn!("no randomness from the operating system ({e}): the random policy picks from a fixed seed");
+        SplitMix64::seed_from_u64(0)
+    });
     gate.run(&listener, shutdown, &mut tasks, |tcp, addr| {
         let conn = Connection {
             shared: shared.clone(),
             caps: caps.clone(),
             idle: limits.idle_timeout,
             stop: stop_rx.clone(),
-            rng: SplitMix64::new(seed.next_u64()),
+            rng: SplitMix64::seed_from_u64(seed.next_u64()),
         };
         conn.serve(tls.current(), tcp, addr)
     })

@@ -163,7 +163,7 @@ mod tests {
     use super::*;
     use crate::profile::SLOTS;
     use crate::profile::summary::Summary;
-    use crate::rng::{RandomSource, SplitMix64};
+    use crate::rng::{RandomSource, SeedableRng, SplitMix64};
     use crate::table::Hot;
 
     fn hot(i: usize, summary: Option<Summary>, rng: &mut SplitMix64) -> Hot {
@@ -221,7 +221,7 @@ mod tests {
             start in 0.0..(crate::clock::WEEK_SECS as f64),
             cpu in prop_oneof![1.0..7200.0f64, 1.0..(2.0 * crate::clock::WEEK_SECS as f64)],
         ) {
-            let mut rng = SplitMix64::new(seed);
+            let mut rng = SplitMix64::seed_from_u64(seed);
             let shared = Summary::from_busy(&[0.3; SLOTS], 1.0);
             let hots: Vec<Hot> = (0..nodes)
                 .map(|i| {
@@ -250,7 +250,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, h)| Candidate { position: i, hot: h, key: [0; 2], predicted: None })
                 .collect();
-            let mut pick_rng = SplitMix64::new(1);
+            let mut pick_rng = SplitMix64::seed_from_u64(1);
             let mut ctx = Context { week_secs: start, expected_cpu_secs: Some(cpu), rng: &mut pick_rng };
             History.rank(&mut cands, count, &mut ctx);
             let got: Vec<usize> = cands[..count].iter().map(|c| c.position).collect();

@@ -10,7 +10,7 @@
 use crate::clock::WEEK_SECS;
 use crate::profile::summary::Summary;
 use crate::profile::{History, SLOT_SECS, SLOTS};
-use crate::rng::{RandomSource, SplitMix64};
+use crate::rng::{RandomSource, SeedableRng, SplitMix64};
 
 /// 2024-01-01 00:00 UTC, a Monday: the first simulated week starts here.
 pub const EPOCH_MONDAY: u64 = 1_704_067_200;
@@ -138,7 +138,7 @@ impl Cluster {
     /// `hosts` machines, each with `history_weeks` recorded weeks and one
     /// test week, all drawn from `seed`.
     pub fn generate(hosts: usize, history_weeks: usize, seed: u64) -> Cluster {
-        let mut rng = SplitMix64::new(seed);
+        let mut rng = SplitMix64::seed_from_u64(seed);
         let test_week_start = EPOCH_MONDAY + history_weeks as u64 * WEEK_SECS;
         let hosts = (0..hosts)
             .map(|i| {

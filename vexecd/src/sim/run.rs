@@ -13,7 +13,7 @@ use super::desktop::Cluster;
 use crate::clock::{Now, WEEK_SECS};
 use crate::policy::PolicyName;
 use crate::profile::{SLOT_SECS, predict};
-use crate::rng::{RandomSource, SplitMix64};
+use crate::rng::{RandomSource, SeedableRng, SplitMix64};
 use crate::select::SelectRequest;
 use crate::table::{NodeTable, TableConfig};
 
@@ -49,7 +49,7 @@ pub struct Outcome {
 
 /// `n` submissions drawn from `seed`, in time order.
 pub fn jobs(n: usize, seed: u64) -> Vec<Submission> {
-    let mut rng = SplitMix64::new(seed ^ 0x005e_ed0f_00b5);
+    let mut rng = SplitMix64::seed_from_u64(seed ^ 0x005e_ed0f_00b5);
     let day_weights = [0.22, 0.22, 0.21, 0.2, 0.15];
     let count_weights: Vec<f64> = (0..10).map(|x| 1.0 / (x as f64 + 1.0)).collect();
     let pick = |rng: &mut SplitMix64, w: &[f64]| {
@@ -80,7 +80,7 @@ pub fn jobs(n: usize, seed: u64) -> Vec<Submission> {
 /// Place `jobs` on `cluster` by `policy` (`seed` drives `random`).
 pub fn place(cluster: &Cluster, jobs: &[Submission], policy: PolicyName, seed: u64) -> Outcome {
     let mut table = NodeTable::new(TableConfig::default());
-    let mut rng = SplitMix64::new(seed);
+    let mut rng = SplitMix64::seed_from_u64(seed);
     let base = Instant::now();
     let mut busy_until = vec![0.0f64; cluster.hosts.len()];
     let mut out = Outcome::default();

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use proto::announce::MAX_DATAGRAM;
 use proto::select::{MAX_SELECTOR_REQUEST, SelectQuery, SelectorErrorCode};
-use vexecd::rng::{RandomSource, SplitMix64};
+use vexecd::rng::{RandomSource, Rng, SeedableRng, SplitMix64};
 
 use crate::util::*;
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_datagrams_are_dropped_counted_and_survived() {
-    let cfg = loopback(94, 47_914);
+    let cfg = loopback();
     let mut d = Vexecd::start(&Spec::new(cfg.clone()));
     let udp = d.udp.unwrap();
     let mut good = node("n1", 7430, 1_000_000, 10_000);
@@ -58,7 +58,7 @@ async fn bad_datagrams_are_dropped_counted_and_survived() {
 
     // A burst of garbage: random bytes, and good datagrams with bytes flipped.
     let before = stats(&d).await;
-    let mut rng = SplitMix64::new(11);
+    let mut rng = SplitMix64::seed_from_u64(11);
     for i in 0..500 {
         let mut b = if i % 2 == 0 {
             let len = rng.below(MAX_DATAGRAM + 50);
@@ -89,9 +89,9 @@ async fn bad_datagrams_are_dropped_counted_and_survived() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_request_is_answered_and_a_broken_frame_ends_only_its_connection() {
-    let cfg = loopback(95, 47_915);
+    let cfg = loopback();
     let d = Vexecd::start(&Spec::new(cfg.clone()));
     let mut c = d.client().await;
     // A frame whose body is no request.
@@ -116,9 +116,9 @@ async fn a_bad_request_is_answered_and_a_broken_frame_ends_only_its_connection()
     d.client().await.stats().await.unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_are_capped_per_address_and_idle_ones_closed() {
-    let cfg = loopback(96, 47_916);
+    let cfg = loopback();
     let mut spec = Spec::new(cfg);
     spec.extra = "max_connections_per_address = 2\nidle_timeout = \"700ms\"\n".into();
     let d = Vexecd::start(&spec);

@@ -16,9 +16,9 @@ fn code(r: Result<Vec<proto::select::NodeView>, ClientError>) -> SelectorErrorCo
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nodes_are_listed_and_lowest_price_picks_the_cheapest() {
-    let cfg = loopback(91, 47_911);
+    let cfg = loopback();
     let d = Vexecd::start(&Spec::new(cfg.clone()));
     for (i, (name, price)) in [("n3", 3_000_000), ("n1", 5_000_000), ("n2", 1_000_000)]
         .into_iter()
@@ -70,9 +70,9 @@ async fn nodes_are_listed_and_lowest_price_picks_the_cheapest() {
     assert_eq!((s.nodes, s.selects), (3, 3), "{s:?}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_picks_the_earliest_predicted_completion() {
-    let cfg = loopback(92, 47_912);
+    let cfg = loopback();
     let d = Vexecd::start(&Spec::new(cfg.clone()));
     // The cheapest node is the busiest all week.
     for (i, (name, price, busy)) in [
@@ -112,9 +112,9 @@ async fn history_picks_the_earliest_predicted_completion() {
     assert!(listed[2] < listed[1] && listed[1] < listed[0], "{listed:?}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_not_heard_again_is_forgotten_after_its_window() {
-    let cfg = loopback(93, 47_913);
+    let cfg = loopback();
     let d = Vexecd::start(&Spec::new(cfg.clone()));
     let udp = d.udp.unwrap();
     send_to(udp, &node("steady", 7420, 1, 10_000).encode().unwrap());

@@ -16,9 +16,9 @@ use proto::select::ServiceKind;
 
 use crate::util::*;
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn it_announces_itself_on_the_group_and_lists_services() {
-    let cfg = loopback(97, 47_917);
+    let cfg = loopback();
     let listener = Receiver::bind(&cfg, None).unwrap();
     let d = Vexecd::start(&Spec::new(cfg.clone()));
     let me = tokio::time::timeout(PATIENCE, async {
@@ -65,22 +65,24 @@ async fn it_announces_itself_on_the_group_and_lists_services() {
     assert_eq!(nodes(&d, None).await.total, 0);
     let startup = d.log();
     assert!(
-        startup.contains("listening on") && startup.contains("239.255.77.97:47917"),
+        startup.contains("listening on")
+            && startup.contains(&format!("{}:{}", cfg.group, cfg.port)),
         "{startup}"
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_unicast_path_works_with_multicast_off() {
     let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
     peer.set_read_timeout(Some(PATIENCE)).unwrap();
-    let mut cfg = loopback(98, 47_918);
+    let mut cfg = loopback();
     cfg.multicast = false;
     cfg.unicast = vec![peer.local_addr().unwrap()];
     let d = Vexecd::start(&Spec::new(cfg.clone()));
     // Sent on the group: nobody listens there.
-    let mut on_group = loopback(98, 47_918);
-    on_group.ttl = 0;
+    let mut on_group = cfg.clone();
+    on_group.multicast = true;
+    on_group.unicast.clear();
     multicast(
         &on_group,
         &node("by-group", 7440, 1, 10_000).encode().unwrap(),
@@ -102,9 +104,9 @@ async fn the_unicast_path_works_with_multicast_off() {
     assert!(d.log().contains("unicast on"), "{}", d.log());
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_cluster_certificate_is_served_and_others_are_refused() {
-    let d = Vexecd::start(&Spec::new(loopback(99, 47_919)));
+    let d = Vexecd::start(&Spec::new(loopback()));
     for (role, name) in [
         (Role::User, USER),
         (Role::Node, "n7"),
@@ -146,7 +148,7 @@ async fn any_cluster_certificate_is_served_and_others_are_refused() {
 
 #[test]
 fn it_refuses_to_start_without_discovery_or_with_another_certificate() {
-    let spec = Spec::new(loopback(100, 47_920));
+    let spec = Spec::new(loopback());
     let full = spec.toml();
     let no_discovery = full.split("\n[discovery]").next().unwrap();
     let (status, err) = run_to_exit(no_discovery);
@@ -161,7 +163,7 @@ fn it_refuses_to_start_without_discovery_or_with_another_certificate() {
 
 #[test]
 fn sigterm_stops_it_cleanly() {
-    let mut d = Vexecd::start(&Spec::new(loopback(101, 47_921)));
+    let mut d = Vexecd::start(&Spec::new(loopback()));
     std::thread::sleep(Duration::from_millis(200));
     let status = d.stop();
     assert!(status.success(), "{status}; log:\n{}", d.log());

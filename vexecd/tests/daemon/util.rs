@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use certs::Role;
 use certs::testing::TestPki;
@@ -20,6 +20,7 @@ use proto::select::{NodeList, NodesQuery, SelectorStats};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ClientConfig, RootCertStore};
+use testhost::wait::until;
 use tokio_rustls::TlsConnector;
 
 /// The name in every test selector's certificate.
@@ -40,13 +41,14 @@ pub fn connector(role: Role, name: &str) -> TlsConnector {
     pki().connector(role, name).unwrap()
 }
 
-/// The loopback group settings of a test: group 239.255.77.`last`, its
-/// own `port`, interface 127.0.0.1, TTL 0; vexecd announces (and
-/// expires) every 500 ms.
-pub fn loopback(last: u8, port: u16) -> DiscoveryConfig {
+/// The loopback group settings of a test: a group and port no other test
+/// on this machine uses ([`testhost::net::channel`]), interface 127.0.0.1,
+/// TTL 0; vexecd announces (and expires) every 500 ms.
+pub fn loopback() -> DiscoveryConfig {
+    let channel = testhost::net::channel();
     DiscoveryConfig {
-        group: Ipv4Addr::new(239, 255, 77, last),
-        port,
+        group: channel.group,
+        port: channel.port,
         interface: Ipv4Addr::LOCALHOST,
         ttl: 0,
         period: Duration::from_millis(500),
@@ -127,24 +129,22 @@ impl Vexecd {
         std::fs::write(&config, spec.toml()).unwrap();
         let ready = dir.path().join("ready");
         let mut child = spawn(&config, &ready, &dir.path().join("vexecd.log"));
-        let end = Instant::now() + PATIENCE;
-        let mut d = loop {
-            if let Ok(text) = std::fs::read_to_string(&ready) {
-                break Vexecd {
-                    child: None,
-                    addr: text.trim().to_string(),
-                    udp: None,
-                    dir,
-                };
-            }
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!(
-                    "vexecd exited early with {status}; log:\n{}",
-                    std::fs::read_to_string(dir.path().join("vexecd.log")).unwrap_or_default()
-                );
-            }
-            assert!(Instant::now() < end, "vexecd not ready");
-            std::thread::sleep(Duration::from_millis(10));
+        let ready = until(PATIENCE, || match std::fs::read_to_string(&ready) {
+            Ok(text) => Some(Ok(text.trim().to_string())),
+            Err(_) => child.try_wait().unwrap().map(Err),
+        });
+        let mut d = match ready {
+            Some(Ok(addr)) => Vexecd {
+                child: None,
+                addr,
+                udp: None,
+                dir,
+            },
+            Some(Err(status)) => panic!(
+                "vexecd exited early with {status}; log:\n{}",
+                std::fs::read_to_string(dir.path().join("vexecd.log")).unwrap_or_default()
+            ),
+            None => panic!("vexecd not ready"),
         };
         d.child = Some(child);
         if spec.udp {
@@ -188,16 +188,12 @@ impl Vexecd {
         let mut child = self.child.take().unwrap();
         let pid = nix::unistd::Pid::from_raw(child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let end = Instant::now() + PATIENCE;
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status;
-            }
-            if Instant::now() > end {
+        match until(PATIENCE, || child.try_wait().unwrap()) {
+            Some(status) => status,
+            None => {
                 let _ = child.kill();
-                return child.wait().unwrap();
+                child.wait().unwrap()
             }
-            std::thread::sleep(Duration::from_millis(10));
         }
     }
 }
@@ -286,22 +282,14 @@ pub async fn multicast(cfg: &DiscoveryConfig, bytes: &[u8]) {
     assert!(report.failed.is_empty(), "{:?}", report.failed);
 }
 
-/// Poll `check` (async) until it holds or [`PATIENCE`] passes.
-pub async fn eventually<F, Fut>(mut check: F) -> bool
+/// Poll `check` (async) until it holds or [`PATIENCE`] passes
+/// ([`testhost::wait::eventually_async`]).
+pub async fn eventually<F, Fut>(check: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let end = Instant::now() + PATIENCE;
-    loop {
-        if check().await {
-            return true;
-        }
-        if Instant::now() > end {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    testhost::wait::eventually_async(PATIENCE, check).await
 }
 
 /// Names in a listing.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use vexecd::policy::PolicyName;
 use vexecd::profile::SLOTS;
 use vexecd::profile::summary::Summary;
-use vexecd::rng::SplitMix64;
+use vexecd::rng::{SeedableRng, SplitMix64};
 use vexecd::select::{SelectError, SelectRequest};
 use vexecd::table::{NodeTable, TableConfig};
 
@@ -28,7 +28,9 @@ fn table_of(nodes: &[(&str, u32, i64, u32, u32)]) -> (NodeTable, Instant) {
 }
 
 fn names(table: &NodeTable, req: &SelectRequest, t0: Instant) -> Vec<String> {
-    let picked = table.select(req, now(t0), &mut SplitMix64::new(1)).unwrap();
+    let picked = table
+        .select(req, now(t0), &mut SplitMix64::seed_from_u64(1))
+        .unwrap();
     picked.into_iter().map(|s| s.name).collect()
 }
 
@@ -50,7 +52,7 @@ fn lowest_price_takes_the_cheapest_with_ties_by_idle_cpus() {
     capped.max_price = Some(5_000_000);
     capped.exclude = vec!["free".into()];
     let err = table
-        .select(&capped, now(t0), &mut SplitMix64::new(1))
+        .select(&capped, now(t0), &mut SplitMix64::seed_from_u64(1))
         .unwrap_err();
     capped.count = 3;
     assert_eq!(
@@ -100,7 +102,7 @@ fn random_is_seeded_and_covers_every_node() {
     let req = SelectRequest::new(2, PolicyName::Random);
     let pick = |seed| -> Vec<String> {
         table
-            .select(&req, now(t0), &mut SplitMix64::new(seed))
+            .select(&req, now(t0), &mut SplitMix64::seed_from_u64(seed))
             .unwrap()
             .into_iter()
             .map(|s| s.name)
@@ -145,7 +147,7 @@ fn history_prefers_the_earliest_predicted_completion() {
     let mut req = SelectRequest::new(4, PolicyName::History);
     assert_eq!(
         table
-            .select(&req, now(t0), &mut SplitMix64::new(1))
+            .select(&req, now(t0), &mut SplitMix64::seed_from_u64(1))
             .unwrap_err(),
         SelectError::NeedsLength {
             policy: PolicyName::History
@@ -155,7 +157,7 @@ fn history_prefers_the_earliest_predicted_completion() {
     // busy-mornings 4 h (3 h busy first); unknown last.
     req.expected_cpu = Some(Duration::from_secs(3600));
     let picked = table
-        .select(&req, now(t0), &mut SplitMix64::new(1))
+        .select(&req, now(t0), &mut SplitMix64::seed_from_u64(1))
         .unwrap();
     let order: Vec<&str> = picked.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(order, ["steady", "slow", "busy-mornings", "unknown"]);
@@ -176,7 +178,7 @@ fn history_prefers_the_earliest_predicted_completion() {
 #[test]
 fn bad_requests_are_clear_errors() {
     let (table, t0) = table_of(&[("a", 1, 0, 0, 0)]);
-    let mut rng = SplitMix64::new(1);
+    let mut rng = SplitMix64::seed_from_u64(1);
     let e = table
         .select(
             &SelectRequest::new(0, PolicyName::Random),
@@ -237,7 +239,7 @@ proptest::proptest! {
     ) {
         use vexecd::rng::RandomSource;
         let t0 = Instant::now();
-        let mut rng = SplitMix64::new(seed);
+        let mut rng = SplitMix64::seed_from_u64(seed);
         let mut table = NodeTable::new(TableConfig::default());
         let mut summaries = Vec::new();
         for i in 0..nodes {
@@ -256,7 +258,7 @@ proptest::proptest! {
         let cpu = hours as f64 * 3600.0;
         req.expected_cpu = Some(Duration::from_secs_f64(cpu));
         let at = now(t0);
-        let picked = table.select(&req, at, &mut SplitMix64::new(1)).unwrap();
+        let picked = table.select(&req, at, &mut SplitMix64::seed_from_u64(1)).unwrap();
         let mut brute: Vec<f64> =
             summaries.iter().filter_map(|s| s.predict(at.week_secs() as f64, cpu)).collect();
         brute.sort_by(f64::total_cmp);

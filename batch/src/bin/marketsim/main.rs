@@ -1,21 +1,23 @@
 //! `marketsim`: compare batch queue policies on a workload before choosing one.
 //!
 //! `run` simulates policies on an SWF trace or a synthetic workload and prints a table
-//! (and CSV); `sweep` varies one generator knob and writes a table, CSV and SVG plot;
+//! (and CSV, and the per-job schedule); `sweep` varies one generator knob and writes a table, CSV and SVG plot;
 //! `doc` regenerates `docs/ECONOMICS.md` with every study; `bench` measures simulated jobs
-//! per second and writes `docs/BENCHMARKS.md`. Progress goes to stderr.
+//! per second and writes `docs/BENCHMARKS.md`. Progress goes to stderr. An error is one
+//! line on stderr and exit status 1, never a stack trace.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use batch::experiments::{self, Param};
-use batch::policy::ga::GaConfig;
-use batch::workload::swf::{self, ToJobs};
-use batch::workload::synth::{SynthConfig, generate};
+use batch::workload::swf;
+use batch::workload::synth::SynthConfig;
 use clap::{Args, Parser, Subcommand};
 
+mod bench;
 mod doc;
+mod run;
 
 #[derive(Parser)]
 #[command(
@@ -28,7 +30,7 @@ struct Cli {
 }
 
 #[derive(Args, Clone)]
-struct Synth {
+pub(crate) struct Synth {
     /// Jobs to generate.
     #[arg(long, default_value_t = 2000)]
     jobs: usize,
@@ -78,25 +80,7 @@ impl Synth {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run policies on one workload and print their metrics.
-    Run {
-        /// Policies, comma-separated, or "all".
-        #[arg(long, default_value = "all")]
-        policy: String,
-        /// SWF trace (otherwise a synthetic workload).
-        #[arg(long)]
-        swf: Option<PathBuf>,
-        /// With --swf: divide submit times by this to raise the load.
-        #[arg(long, default_value_t = 1.0)]
-        compress: f64,
-        /// Write CSV here.
-        #[arg(long)]
-        csv: Option<PathBuf>,
-        /// GA wall-clock budget per decision, milliseconds.
-        #[arg(long, default_value_t = 50)]
-        ga_budget_ms: u64,
-        #[command(flatten)]
-        synth: Synth,
-    },
+    Run(run::RunArgs),
     /// Sweep one generator knob; print a table, write CSV and an SVG plot.
     Sweep {
         /// spread | tolerance | burst | load | width
@@ -146,7 +130,7 @@ enum Cmd {
     },
 }
 
-fn policies(list: &str) -> Result<Vec<String>> {
+pub(crate) fn policies(list: &str) -> Result<Vec<String>> {
     let names: Vec<String> = if list == "all" {
         batch::policy::NAMES.iter().map(|s| s.to_string()).collect()
     } else {
@@ -163,18 +147,27 @@ fn policies(list: &str) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// Reads an SWF file, with every malformed line reported.
+/// Reads an SWF file; a malformed file is one error line naming the file, the first bad
+/// line and how many more there are.
 pub fn read_swf(path: &Path) -> Result<swf::Swf> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     swf::parse(&text).map_err(|e| {
-        let lines: Vec<String> = e.0.iter().take(20).map(|l| l.to_string()).collect();
-        anyhow::anyhow!(
-            "{}: {} malformed line(s):\n  {}",
-            path.display(),
-            e.0.len(),
-            lines.join("\n  ")
-        )
+        let more = match e.0.len() {
+            1 => String::new(),
+            n => format!(
+                " (and {} more malformed lines: {})",
+                n - 1,
+                e.0.iter()
+                    .skip(1)
+                    .take(10)
+                    .map(|l| l.line.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+                    + if n > 11 { ", ..." } else { "" }
+            ),
+        };
+        anyhow::anyhow!("{}: {}{more}", path.display(), e.0[0])
     })
 }
 
@@ -185,60 +178,21 @@ fn write(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-fn main() -> Result<()> {
-    let cli = Cli::parse();
-    match cli.cmd {
-        Cmd::Run {
-            policy,
-            swf: swf_path,
-            compress,
-            csv,
-            ga_budget_ms,
-            synth,
-        } => {
-            let names = policies(&policy)?;
-            let (jobs, procs) = match swf_path {
-                Some(p) => {
-                    let f = read_swf(&p)?;
-                    let procs = swf::max_procs(&f).unwrap_or(synth.procs);
-                    let (jobs, skipped) = swf::to_jobs(
-                        &f,
-                        ToJobs {
-                            procs,
-                            pad: synth.pad,
-                            compress,
-                        },
-                    );
-                    eprintln!(
-                        "{}: {} jobs ({skipped} skipped) on {procs} processors",
-                        p.display(),
-                        jobs.len()
-                    );
-                    (jobs, procs)
-                }
-                None => {
-                    let cfg = synth.config();
-                    eprintln!("synthetic workload, seed {}: {cfg:?}", cfg.seed);
-                    (generate(&cfg), cfg.procs)
-                }
-            };
-            let ga = GaConfig {
-                budget: Duration::from_millis(ga_budget_ms),
-                ..GaConfig::default()
-            };
-            let mut ms = Vec::new();
-            for (k, n) in names.iter().enumerate() {
-                eprintln!("[{}/{}] {n}", k + 1, names.len());
-                let (m, res) = experiments::run(&jobs, procs, n, synth.seed, ga)?;
-                batch::check::check_schedule(&jobs, &res)
-                    .map_err(|e| anyhow::anyhow!("{n}: schedule check failed: {e}"))?;
-                ms.push(m);
-            }
-            print!("{}", experiments::metrics_table(&ms));
-            if let Some(c) = csv {
-                write(&c, &experiments::metrics_csv("run", &ms, true))?;
-            }
+fn main() -> ExitCode {
+    match dispatch(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // Printed here rather than returned, so RUST_BACKTRACE never adds a stack trace
+            // to an input error.
+            eprintln!("marketsim: {e:#}");
+            ExitCode::FAILURE
         }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Cmd::Run(a) => run::run(&a)?,
         Cmd::Sweep {
             param,
             values,
@@ -267,7 +221,7 @@ fn main() -> Result<()> {
             )?;
             write(
                 &out.join(format!("sweep-{param}.svg")),
-                &doc::chart(
+                &batch::report::charts::sweep_chart(
                     &pts,
                     &format!("Aggregate utility vs {}", p.label()),
                     p.label(),
@@ -281,7 +235,7 @@ fn main() -> Result<()> {
             load,
             out,
             policies: list,
-        } => doc::bench(&path, load, out.as_deref(), &policies(&list)?)?,
+        } => bench::bench(&path, load, out.as_deref(), &policies(&list)?)?,
     }
     Ok(())
 }

@@ -3,8 +3,9 @@
 
 use std::time::{Duration, Instant};
 
+use money::Bid;
 use proto::node::JobId;
-use stride::{Bid, Policy};
+use stride::Policy;
 use tokio::sync::mpsc;
 
 use super::*;

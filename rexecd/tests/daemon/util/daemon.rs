@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use testhost::wait::until;
 
 use certs::Role;
 use proto::node::{FromNode, Hello, ToNode};
@@ -90,21 +92,15 @@ impl Daemon {
             .spawn()
             .unwrap();
         self.child = Some(child);
-        let end = Instant::now() + PATIENCE;
-        loop {
-            if let Ok(text) = std::fs::read_to_string(&ready) {
-                self.addr = text.trim().to_string();
-                return;
-            }
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("rexecd exited early with {status}; log:\n{}", self.log());
-            }
-            assert!(
-                Instant::now() < end,
-                "rexecd not ready; log:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(10));
+        let child = self.child.as_mut().unwrap();
+        let ready = until(PATIENCE, || match std::fs::read_to_string(&ready) {
+            Ok(text) => Some(Ok(text.trim().to_string())),
+            Err(_) => child.try_wait().unwrap().map(Err),
+        });
+        match ready {
+            Some(Ok(addr)) => self.addr = addr,
+            Some(Err(status)) => panic!("rexecd exited early with {status}; log:\n{}", self.log()),
+            None => panic!("rexecd not ready; log:\n{}", self.log()),
         }
     }
 
@@ -157,17 +153,9 @@ impl Daemon {
     /// Waits for the daemon to exit and returns its status.
     pub fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
         let child = self.child.as_mut().unwrap();
-        let end = Instant::now() + limit;
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                Instant::now() < end,
-                "rexecd did not exit; log:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(10));
+        match until(limit, || child.try_wait().unwrap()) {
+            Some(status) => status,
+            None => panic!("rexecd did not exit; log:\n{}", self.log()),
         }
     }
 
@@ -225,10 +213,9 @@ impl Drop for Daemon {
                 nix::unistd::Pid::from_raw(child.id() as i32),
                 nix::sys::signal::Signal::SIGTERM,
             );
-            let end = Instant::now() + PATIENCE;
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < end {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            until(PATIENCE, || {
+                (!matches!(child.try_wait(), Ok(None))).then_some(())
+            });
             let _ = child.kill();
             let _ = child.wait();
         }

@@ -1,18 +1,20 @@
 //! The harness of the daemon tests: a shared test PKI, the real `rexecd` binary
 //! ([`Daemon`]) started with a unique cgroup parent and a ready file (stopped, and its
 //! cgroups swept, on drop), a raw protocol client over real mutual TLS ([`Client`]),
-//! and checks on processes and job cgroups.
+//! and checks on processes and job cgroups. Waiting on a condition is
+//! [`testhost::wait`]'s `eventually`, re-exported here.
 
 mod client;
 mod daemon;
 
 pub use client::{Client, Outcome};
 pub use daemon::Daemon;
+pub use testhost::wait::eventually;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use certs::testing::TestPki;
 use proto::node::{JobId, Launch};
@@ -99,20 +101,6 @@ pub fn job_dirs(parent: &str) -> Vec<String> {
         .collect();
     out.sort();
     out
-}
-
-/// Polls `check` until it holds or `limit` passes; returns whether it held.
-pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + limit;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() >= end {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// True once `pid` is gone or a zombie.

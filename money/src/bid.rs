@@ -1,78 +1,14 @@
-//! Money and time units: micro-credits, bids in micro-credits per minute, and their parsing.
-//! [`parse_credits`] is the one parser of credits people write, used by every binary
-//! (bids, `max_rate`, accountctl's amounts, accountd's limits).
-//!
-//! Every amount of money in the market is an `i64` count of micro-credits (one credit is
-//! [`MICROS_PER_CREDIT`] micro-credits); no float ever touches money. A [`Bid`] is a rate,
-//! micro-credits per minute, and is never negative: the only way to build one checks that.
+//! Bids: the most a job is willing to pay, as a rate in micro-credits per minute of node
+//! time, never negative (the only way to build a [`Bid`] checks that), written by people in
+//! credits per minute and read by [`crate::parse_credits`].
 
 use std::fmt;
 use std::str::FromStr;
 
-/// An amount of money: micro-credits (1 credit = [`MICROS_PER_CREDIT`]).
-pub type MicroCredits = i64;
-
-/// Micro-credits in one credit.
-pub const MICROS_PER_CREDIT: i64 = 1_000_000;
+use crate::credits::{CreditsError, MICROS_PER_CREDIT, format_credits, parse_credits};
 
 /// Nanoseconds in one minute, the time unit of a bid.
 pub const NANOS_PER_MINUTE: u64 = 60_000_000_000;
-
-/// Decimal places a bid written in credits may carry (micro-credit resolution).
-const DECIMALS: usize = 6;
-
-/// Why a text is not an amount of credits; each message quotes the text as written.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CreditsError {
-    /// Empty or not a decimal number.
-    #[error("`{0}` is not an amount: write credits like 12, -3 or 0.25")]
-    NotANumber(String),
-    /// More than six digits after the point.
-    #[error("`{0}` has more than 6 decimals: credits are counted in millionths")]
-    TooPrecise(String),
-    /// Does not fit in an i64 of micro-credits.
-    #[error("`{0}` is too large an amount")]
-    TooLarge(String),
-}
-
-/// Parses decimal credits (`"12"`, `"-0.5"`, `"+3.000001"`, `".5"`, `"7."`) into
-/// micro-credits, exactly (no floating point): more than six decimals is an error
-/// rather than a rounding, and overflow is refused.
-///
-/// ```
-/// use stride::parse_credits;
-/// assert_eq!(parse_credits("1.5"), Ok(1_500_000));
-/// assert_eq!(parse_credits("-0.000001"), Ok(-1));
-/// assert!(parse_credits("1.0000001").is_err());
-/// ```
-pub fn parse_credits(text: &str) -> Result<MicroCredits, CreditsError> {
-    let s = text.trim();
-    let (negative, s) = match s.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, s.strip_prefix('+').unwrap_or(s)),
-    };
-    let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
-    let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
-    if (whole.is_empty() && frac.is_empty()) || !digits(whole) || !digits(frac) {
-        return Err(CreditsError::NotANumber(text.to_owned()));
-    }
-    if frac.len() > DECIMALS {
-        return Err(CreditsError::TooPrecise(text.to_owned()));
-    }
-    let too_large = || CreditsError::TooLarge(text.to_owned());
-    let mut micros: i64 = 0;
-    for b in whole.bytes().chain(frac.bytes()) {
-        micros = micros
-            .checked_mul(10)
-            .and_then(|m| m.checked_add(i64::from(b - b'0')))
-            .ok_or_else(too_large)?;
-    }
-    for _ in frac.len()..DECIMALS {
-        micros = micros.checked_mul(10).ok_or_else(too_large)?;
-    }
-    Ok(if negative { -micros } else { micros })
-}
 
 /// Why a bid was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -100,13 +36,13 @@ pub enum BidError {
 /// Zero is a valid bid (the job runs on what paying jobs leave over and never pays).
 ///
 /// ```
-/// use stride::Bid;
+/// use money::Bid;
 /// let b: Bid = "2.5".parse()?;
 /// assert_eq!(b.micros_per_minute(), 2_500_000);
 /// assert_eq!(b.to_string(), "2.5");
 /// assert!(Bid::new(-1).is_err());
 /// assert_eq!(Bid::from_credits(3), Bid::new(3_000_000)?);
-/// # Ok::<(), stride::BidError>(())
+/// # Ok::<(), money::BidError>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Bid(i64);
@@ -139,8 +75,8 @@ impl Bid {
         self.0 == 0
     }
 
-    /// The rate as an unsigned number, for exact wide arithmetic.
-    pub(crate) const fn unsigned(self) -> u64 {
+    /// The rate as an unsigned number (a bid is never negative), for exact wide arithmetic.
+    pub const fn unsigned(self) -> u64 {
         self.0 as u64
     }
 }
@@ -169,25 +105,6 @@ impl FromStr for Bid {
 impl fmt::Display for Bid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.pad(&format_credits(self.0))
-    }
-}
-
-/// Formats micro-credits as credits with only the decimals needed: `2`, `-0.25`, `1.000001`.
-///
-/// ```
-/// assert_eq!(stride::format_credits(40_000_000), "40");
-/// assert_eq!(stride::format_credits(-250_000), "-0.25");
-/// ```
-pub fn format_credits(micros: MicroCredits) -> String {
-    let sign = if micros < 0 { "-" } else { "" };
-    let abs = micros.unsigned_abs();
-    let whole = abs / MICROS_PER_CREDIT as u64;
-    let frac = abs % MICROS_PER_CREDIT as u64;
-    if frac == 0 {
-        format!("{sign}{whole}")
-    } else {
-        let digits = format!("{frac:06}");
-        format!("{sign}{whole}.{}", digits.trim_end_matches('0'))
     }
 }
 
@@ -240,5 +157,19 @@ mod tests {
             Err(BidError::TooLarge(_))
         ));
         assert_eq!(Bid::new(-5), Err(BidError::Negative(-5)));
+    }
+
+    #[test]
+    fn amounts_and_bids_are_read_by_one_parser() {
+        // What accountctl accepts as an amount, rexec accepts as a bid, and the
+        // other way round; errors quote the text as the user wrote it.
+        for text in ["0", "12", " 2.5 ", ".5", "7.", "10.000001", "-0", "+3"] {
+            let bid: Bid = text.parse().unwrap();
+            assert_eq!(parse_credits(text), Ok(bid.micros_per_minute()), "{text:?}");
+        }
+        for text in ["", ".", "1e3", "1,5", "0.0000001", "99999999999999", "--1"] {
+            assert!(parse_credits(text).is_err(), "{text:?}");
+            assert!(text.parse::<Bid>().is_err(), "{text:?}");
+        }
     }
 }

@@ -1,0 +1,10 @@
+//! What `accountctl` needs besides its argument parser, one room each:
+//!
+//! - [`settings`]: where its settings come from (flags, environment, and the
+//!   client config file every rexec tool shares).
+//! - [`render`]: what a ledger listing shows (the columns of entries and report rows).
+//! - [`format`]: how any listing is laid out (table, JSON or CSV).
+
+pub mod format;
+pub mod render;
+pub mod settings;
