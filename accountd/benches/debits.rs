@@ -8,11 +8,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use accountd::client::AccountClient;
 use accountd::server::{Server, ServerConfig};
 use accountd::store::StoreConfig;
 use certs::Role;
 use certs::testing::TestPki;
+use clients::account::AccountClient;
 use money::MICROS_PER_CREDIT;
 use proto::account::*;
 

@@ -7,11 +7,11 @@
 //!   schema, writes, queries, audit, and the group-committing writer thread),
 //!   [`refusals`] (the bounded audit trail of refused requests, and cutting
 //!   off a peer that keeps sending them), [`config`] (the TOML file).
-//! - Node side and clients live in the `ledger-client` crate (so rexecd links
-//!   neither this server nor SQLite) and are re-exported here: [`debit`] (the
-//!   debit client: journal first, then delivery with retries), [`journal`] (the
-//!   append-only file of unsettled charges) and [`client`] (one TLS connection,
-//!   request/response calls).
+//! - The node side lives in the `ledger-client` crate (so rexecd links
+//!   neither this server nor SQLite) and is re-exported here: [`debit`] (the
+//!   debit client: journal first, then delivery with retries) and [`journal`]
+//!   (the append-only file of unsettled charges). The client connection to
+//!   accountd is `clients::account`.
 //! - [`ctl`]: accountctl's settings and output formats.
 //! - Shared: [`time`] (UTC times for the record and the CLI), [`validate`] (checks on
 //!   names, reasons and amounts from the network).
@@ -35,4 +35,4 @@ pub mod store;
 pub mod time;
 pub mod validate;
 
-pub use ledger_client::{client, debit, journal};
+pub use ledger_client::{debit, journal};

@@ -10,7 +10,7 @@
 //! - `ca`: [`Ca`]: create, load, issue ([`Issued`]).
 //! - `crl`: revocation state and CRL signing ([`Ca::revoke`], [`CrlState`]).
 //! - `config`: [`TlsPaths`], [`server_config`], [`client_config`], [`peer_identity`].
-//! - `stream`: [`accept`], [`connect`] and [`dial`] over tokio-rustls (any [`PeerAddr`] transport),
+//! - `stream`: [`accept`] and [`connect`] over tokio-rustls (any [`PeerAddr`] transport),
 //!   handshake error explanations.
 //! - `reload`: [`ReloadableAcceptor`], a server's TLS rebuilt from its files on SIGHUP
 //!   ([`reload_on_sighup`]), so a revocation takes effect without a restart.
@@ -62,6 +62,6 @@ pub use inspect::{CertInfo, CrlInfo, fingerprint};
 pub use names::{MAX_NAME_LEN, check_name, check_plain_name};
 pub use reload::{ReloadableAcceptor, reload_on_sighup};
 pub use stream::{
-    DialError, HANDSHAKE_TIMEOUT, LazyBufReader, PeerAddr, accept, acceptor, connect, connector,
-    dial, explain, explain_certificate_error, explain_error, explain_io, handshake_error,
+    HANDSHAKE_TIMEOUT, LazyBufReader, PeerAddr, accept, acceptor, connect, connector, explain,
+    explain_certificate_error, explain_error, explain_io, handshake_error,
 };

@@ -14,8 +14,6 @@
 //! server can give each connection a large buffer once its handshake has succeeded
 //! without paying for it on every connection that never finishes one.
 //!
-//! [`dial`] is [`connect`] after a TCP connection with a time limit, as clients use it.
-//!
 //! In TLS 1.3 the client finishes its half of the handshake before the server has judged
 //! the client's certificate, so a client the server refuses sees `connect` succeed and its
 //! first read fail with the server's alert. The server side always knows at `accept`.
@@ -274,39 +272,6 @@ where
         });
     }
     Ok((stream, identity))
-}
-
-/// Why [`dial`] failed: each client words it its own way ("cannot reach accountd ...").
-#[derive(Debug, thiserror::Error)]
-pub enum DialError {
-    /// No TCP connection within the time limit.
-    #[error("no connection within {} ms", .0.as_millis())]
-    Timeout(Duration),
-    /// The TCP connection was refused or failed.
-    #[error("{0}")]
-    Connect(io::Error),
-    /// The TLS handshake failed, or the server is not the one meant.
-    #[error("{0}")]
-    Tls(CertError),
-}
-
-/// Connects over TCP to `addr` (`host:port`) within `timeout`, sets `TCP_NODELAY`, and
-/// runs [`connect`] to the server `role` `name`: a client's way into a daemon.
-pub async fn dial(
-    addr: &str,
-    connector: &TlsConnector,
-    role: Role,
-    name: &str,
-    timeout: Duration,
-) -> Result<(client::TlsStream<TcpStream>, PeerIdentity), DialError> {
-    let tcp = tokio::time::timeout(timeout, TcpStream::connect(addr))
-        .await
-        .map_err(|_| DialError::Timeout(timeout))?
-        .map_err(DialError::Connect)?;
-    let _ = tcp.set_nodelay(true);
-    connect(connector, tcp, role, name)
-        .await
-        .map_err(DialError::Tls)
 }
 
 /// Builds a [`CertError::Handshake`] from an I/O error returned by tokio-rustls.

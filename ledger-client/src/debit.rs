@@ -13,12 +13,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use clients::account::{AccountClient, ClientError, LearntAddress, no_address};
 use proto::account::{AccountReply, ChargeReceipt, ErrorCode};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
 
-use crate::client::{AccountClient, ClientError, LearntAddress};
 use crate::journal::{Charge, Journal, JournalError, Outcome};
 
 /// How a [`DebitClient`] reaches accountd and keeps its journal.
@@ -51,7 +51,7 @@ impl DebitClientConfig {
             journal,
             server,
             learnt: None,
-            server_name: crate::client::DEFAULT_SERVER_NAME.to_string(),
+            server_name: clients::account::DEFAULT_SERVER_NAME.to_string(),
             connector,
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
@@ -312,7 +312,7 @@ impl Sender {
     /// The address to dial now.
     fn server(&self) -> Result<String, ClientError> {
         match &self.cfg.learnt {
-            Some(learnt) => learnt.get().ok_or(ClientError::NoAddress),
+            Some(learnt) => learnt.get().ok_or_else(no_address),
             None => Ok(self.cfg.server.clone()),
         }
     }

@@ -6,8 +6,9 @@
 //!   decided on until accountd has acknowledged (or definitively refused) it.
 //! - [`debit`]: [`debit::DebitClient`], which writes each charge to the journal first
 //!   and then delivers it to accountd in order, retrying with backoff.
-//! - [`client`]: one mutual-TLS connection to accountd and its request/response calls
-//!   (also used by `accountctl` and the benchmarks).
+//!
+//! The connection to accountd itself is `clients::account`, shared with `accountctl`,
+//! rexecd's credit check and the benchmarks.
 //!
 //! ```
 //! use ledger_client::journal::Journal;
@@ -19,6 +20,5 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod client;
 pub mod debit;
 pub mod journal;

@@ -50,6 +50,10 @@ pub const MAX_POLICY: usize = 64;
 /// 1 MiB; a selector reads requests with this limit).
 pub const MAX_SELECTOR_REQUEST: usize = 1 << 20;
 
+/// Largest body of one answer from a selector (a listing of [`MAX_LISTED`] nodes
+/// with long names fits; a client reads answers with this limit).
+pub const MAX_SELECTOR_REPLY: usize = 8 << 20;
+
 /// The envelope of every request sent to a selector.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SelectorRequest {

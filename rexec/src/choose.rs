@@ -17,14 +17,15 @@
 
 use std::time::Duration;
 
-use proto::select::{SelectQuery, SelectorOp, SelectorReply};
+use clients::selector::{AskAnyError, ask_any};
+use proto::select::SelectQuery;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
 use crate::config::{NodeEntry, SelectorEntry};
 use crate::exit::{Class, Error};
 use crate::plan::RankTarget;
-use crate::select::{ASK_TIMEOUT, AskAnyError, ask_any};
+use crate::select::ASK_TIMEOUT;
 use crate::session::{Session, SessionError};
 
 /// Most selections (the first and the replacements) for one job.
@@ -47,15 +48,15 @@ pub struct Wanted {
 }
 
 impl Wanted {
-    /// The select operation for `need` more nodes, excluding `exclude`.
-    pub fn query(&self, need: u32, exclude: Vec<String>) -> SelectorOp {
-        SelectorOp::Select(SelectQuery {
+    /// The select query for `need` more nodes, excluding `exclude`.
+    pub fn query(&self, need: u32, exclude: Vec<String>) -> SelectQuery {
+        SelectQuery {
             count: need,
             policy: self.policy.clone(),
             max_price: self.max_price,
             exclude,
             expected_cpu_ms: self.expected_cpu_ms,
-        })
+        }
     }
 }
 
@@ -232,12 +233,9 @@ pub async fn choose(
             .chain(rejected.iter().map(|r| r.node.name.clone()))
             .collect();
         let op = wanted.query(need as u32, exclude.clone());
-        let (by, reply) = match ask_any(connector, selectors, &op, ASK_TIMEOUT).await {
+        let (by, views) = match ask_any(connector, selectors, &op, ASK_TIMEOUT).await {
             Ok(answer) => answer,
             Err(error) => return Err(ChooseError::Select { error, rejected }),
-        };
-        let SelectorReply::Selected(views) = reply else {
-            unreachable!("ask_one checks the answer fits the question")
         };
         let via = &selectors[by].name;
         let offered = views
@@ -395,9 +393,7 @@ mod tests {
             max_price: Some(500_000),
             expected_cpu_ms: Some(90_000),
         };
-        let SelectorOp::Select(q) = w.query(1, vec!["n1".into()]) else {
-            panic!()
-        };
+        let q = w.query(1, vec!["n1".into()]);
         assert_eq!((q.count, q.policy.as_str()), (1, "history"));
         assert_eq!(q.exclude, ["n1"]);
         assert_eq!(

@@ -63,13 +63,7 @@ pub struct NodeEntry {
 
 /// A selector (vexecd) the client may ask for nodes: its certificate name
 /// (role service) and where it listens.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SelectorEntry {
-    /// The selector's name, as in its certificate.
-    pub name: String,
-    /// `host:port` to connect to.
-    pub addr: String,
-}
+pub use clients::selector::SelectorEntry;
 
 /// A loaded client configuration.
 #[derive(Debug, Clone)]
@@ -373,6 +367,28 @@ fn check_addr(addr: &str) -> Result<(), String> {
         return Err(bad());
     }
     Ok(())
+}
+
+/// The client's certificate, key, CA or CRL named by the configuration cannot be
+/// used for TLS.
+#[derive(Debug, thiserror::Error)]
+#[error("client configuration {}: {cause}", .path.display())]
+pub struct TlsSetupError {
+    /// The configuration file.
+    pub path: PathBuf,
+    /// Why.
+    pub cause: certs::CertError,
+}
+
+impl Config {
+    /// The TLS connector every connection of this client uses (the user's
+    /// certificate, the cluster CA).
+    pub fn connector(&self) -> Result<tokio_rustls::TlsConnector, TlsSetupError> {
+        certs::connector(&self.tls).map_err(|cause| TlsSetupError {
+            path: self.path.clone(),
+            cause,
+        })
+    }
 }
 
 fn syntax_error(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {

@@ -16,7 +16,7 @@
 //! itself; a selector that cannot be reached, is busy, or fails otherwise is
 //! the cluster's state, 255.
 
-use crate::select::{AskAnyError, AskError};
+use clients::selector::{AskAnyError, ClientError as AskError};
 use proto::select::SelectorErrorCode;
 
 /// Exit status for a usage or configuration error.
@@ -177,7 +177,7 @@ pub fn selector_class(e: &AskAnyError) -> Class {
         AskAnyError::NoneAnswered(attempts)
             if !attempts.is_empty()
                 && attempts.iter().all(|a| {
-                    matches!(&a.error, AskError::Refused(r)
+                    matches!(&a.error, AskError::Server(r)
                         if r.code == SelectorErrorCode::NotEnoughNodes || request_refusal(r.code))
                 }) =>
         {
@@ -209,7 +209,7 @@ pub fn selector_lines(e: &AskAnyError, verbose: bool) -> Vec<String> {
             let refusals: Vec<String> = attempts
                 .iter()
                 .filter_map(|a| match &a.error {
-                    AskError::Refused(r) => Some(r.to_string()),
+                    AskError::Server(r) => Some(r.to_string()),
                     _ => None,
                 })
                 .collect();
@@ -249,11 +249,11 @@ pub fn status(outcome: Result<i32, Error>, verbose: bool) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::select::Attempt;
+    use clients::selector::Attempt;
     use proto::select::SelectorError;
 
     fn refused(code: SelectorErrorCode, text: &str) -> AskError {
-        AskError::Refused(SelectorError::new(code, text))
+        AskError::Server(SelectorError::new(code, text))
     }
 
     fn attempt(name: &str, error: AskError) -> Attempt {
@@ -334,7 +334,13 @@ mod tests {
         use SelectorErrorCode as C;
         let e = AskAnyError::NoneAnswered(vec![
             attempt("v1", refused(C::NotEnoughNodes, "x")),
-            attempt("v2", AskError::Closed),
+            attempt(
+                "v2",
+                AskError::Closed {
+                    service: "selector",
+                    addr: "127.0.0.1:2".into(),
+                },
+            ),
         ]);
         assert_eq!(selector_class(&e), Class::Failed);
         assert_eq!(selector_lines(&e, false).len(), 3);

@@ -12,13 +12,14 @@
 
 use std::time::Duration;
 
+use clients::selector::{Services, ask_any};
 use discovery::config::DiscoveryConfig;
 use proto::announce::{Announcement, Kind};
-use proto::select::{SelectorOp, SelectorReply, ServiceKind};
+use proto::select::ServiceKind;
 use tokio_rustls::TlsConnector;
 
 use crate::config::{Config, SelectorEntry};
-use crate::select::{ASK_TIMEOUT, ask_any};
+use crate::select::ASK_TIMEOUT;
 
 /// How many announcement periods the client listens for a first selector.
 pub const LISTEN_PERIODS: f64 = 1.5;
@@ -96,9 +97,7 @@ pub async fn selectors(
     ));
     // Those not heard yet (announcing later in their period) are known to
     // the ones heard; failing that, the ones heard will do.
-    if let Ok((_, SelectorReply::Services(services))) =
-        ask_any(connector, &found, &SelectorOp::Services, ASK_TIMEOUT).await
-    {
+    if let Ok((_, services)) = ask_any(connector, &found, &Services, ASK_TIMEOUT).await {
         let more: Vec<SelectorEntry> = services
             .into_iter()
             .filter(|s| s.kind == ServiceKind::Selector)
@@ -206,7 +205,6 @@ pub fn rank(seed: u64, name: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proto::announce::NodeStatus;
 
     fn s(name: &str, addr: &str) -> SelectorEntry {
         SelectorEntry {
@@ -242,15 +240,7 @@ mod tests {
             selector_in(&announcement("a1", "rexec", Kind::Account), "rexec"),
             None
         );
-        let node = Kind::Node(NodeStatus {
-            cpus: 1,
-            price: 0,
-            running_jobs: 0,
-            runnable: 0,
-            load_milli: 0,
-            idle_milli: 1000,
-            free_mem_mib: 1,
-        });
+        let node = Kind::Node(crate::nodes::idle_node_status());
         assert_eq!(
             selector_in(&announcement("n1", "rexec", node), "rexec"),
             None

@@ -15,7 +15,8 @@
 //!   `Launch` message of each rank.
 //! - [`find`]: which selectors to ask (`[selectors]`, or announcements heard
 //!   on the `[discovery]` group).
-//! - [`select`]: asking selectors, one after another until one answers.
+//! - [`select`]: the default policy and each selector's time limit (asking one
+//!   selector after another until one answers is `clients::selector`).
 //! - [`choose`]: nodes chosen through a selector, each checked by opening its
 //!   session, and replaced when it fails before anything started.
 //! - [`nodes`]: `rexec nodes`, the table of nodes a selector knows, and the

@@ -8,7 +8,8 @@
 //! Exit status: 0 with a table, 1 when no selector answered, 2 for a usage
 //! or configuration error (a policy every selector refuses is one).
 
-use proto::select::{NodeList, NodeView, NodesQuery, SelectQuery, SelectorOp, SelectorReply};
+use clients::selector::{AskAnyError, ask_any};
+use proto::select::{NodeList, NodeView, NodesQuery, SelectQuery};
 use tokio_rustls::TlsConnector;
 
 use crate::cli::NodesArgs;
@@ -16,7 +17,7 @@ use crate::config::{Config, NodeEntry, SelectorEntry};
 use crate::exit::{Class, Error};
 use crate::find::FindError;
 use crate::say;
-use crate::select::{ASK_TIMEOUT, AskAnyError, ask_any};
+use crate::select::ASK_TIMEOUT;
 
 /// A selector's listing of the live nodes it knows.
 #[derive(Debug)]
@@ -71,11 +72,8 @@ pub async fn listing(
     note: &dyn Fn(&str),
 ) -> Result<Listed, ListError> {
     let selectors = crate::find::selectors(config, connector, note).await?;
-    let op = SelectorOp::Nodes(NodesQuery { expected_cpu_ms });
-    let (by, list) = match ask_any(connector, &selectors, &op, ASK_TIMEOUT).await? {
-        (by, SelectorReply::Nodes(list)) => (by, list),
-        _ => unreachable!("ask_one checks the answer fits the question"),
-    };
+    let query = NodesQuery { expected_cpu_ms };
+    let (by, list) = ask_any(connector, &selectors, &query, ASK_TIMEOUT).await?;
     note(&format!(
         "selector {} at {} answered: {} live node{}",
         selectors[by].name,
@@ -152,9 +150,8 @@ pub async fn run(args: &NodesArgs, config: Option<&std::path::Path>) -> Result<(
         q.expected_cpu_ms = expected_cpu_ms;
         // Ask the selector that listed them, so the ranking covers the same nodes.
         let one = &selectors[by..=by];
-        match ask_any(&connector, one, &SelectorOp::Select(q), ASK_TIMEOUT).await {
-            Ok((_, SelectorReply::Selected(ranked))) => nodes = ranked,
-            Ok(_) => unreachable!("ask_one checks the answer fits the question"),
+        match ask_any(&connector, one, &q, ASK_TIMEOUT).await {
+            Ok((_, ranked)) => nodes = ranked,
             Err(e) => {
                 let class = match crate::exit::selector_class(&e) {
                     Class::Usage => Class::Usage,
@@ -285,24 +282,29 @@ pub fn show_ms(ms: u64) -> String {
     }
 }
 
+/// A node with one idle CPU and no jobs, as the tests' announcements carry.
+#[cfg(test)]
+pub(crate) fn idle_node_status() -> proto::announce::NodeStatus {
+    proto::announce::NodeStatus {
+        cpus: 1,
+        price: 0,
+        running_jobs: 0,
+        runnable: 0,
+        load_milli: 0,
+        idle_milli: 1000,
+        free_mem_mib: 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proto::announce::NodeStatus;
 
     fn view(name: &str, port: u16) -> NodeView {
         NodeView {
             name: name.into(),
             addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
-            status: NodeStatus {
-                cpus: 1,
-                price: 0,
-                running_jobs: 0,
-                runnable: 0,
-                load_milli: 0,
-                idle_milli: 1000,
-                free_mem_mib: 1,
-            },
+            status: idle_node_status(),
             idle_milli: 1000,
             speed_milli: None,
             predicted_ms: None,

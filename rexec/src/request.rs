@@ -78,12 +78,7 @@ pub fn bid(text: &str, flag: &str, config: &Config) -> Result<Bid, Error> {
 /// The connector every connection of this client uses (certificates that
 /// cannot be used are a failure, 255, as they always were).
 pub fn connector(config: &Config) -> Result<TlsConnector, Error> {
-    certs::connector(&config.tls).map_err(|e| {
-        Error::Failed(format!(
-            "client configuration {}: {e}",
-            config.path.display()
-        ))
-    })
+    config.connector().map_err(|e| Error::Failed(e.to_string()))
 }
 
 /// Where the ranks go, with the sessions already opened to check them

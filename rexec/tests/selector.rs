@@ -19,15 +19,16 @@ use std::time::Duration;
 
 use certs::Role;
 use certs::testing::TestPki;
+use clients::selector::{AskAnyError, ask_any};
 use proto::Framed;
 use proto::announce::NodeStatus;
 use proto::select::{
-    NodeList, NodeView, SelectorError, SelectorErrorCode, SelectorOp, SelectorReply,
+    NodeList, NodeView, NodesQuery, SelectorError, SelectorErrorCode, SelectorOp, SelectorReply,
     SelectorRequest, SelectorResponse,
 };
 use rexec::choose::{ChooseError, ROUNDS, Wanted, choose};
 use rexec::config::SelectorEntry;
-use rexec::select::{ASK_TIMEOUT, AskAnyError, ask_any};
+use rexec::select::ASK_TIMEOUT;
 use testhost::net::Channel;
 use tokio::net::TcpListener;
 
@@ -173,14 +174,11 @@ async fn a_dead_selector_and_an_impostor_are_passed_over() {
         node_as_selector.entry("v4"),
         good.entry("v3"),
     ];
-    let op = SelectorOp::Nodes(Default::default());
-    let (by, reply) = ask_any(&user_connector(&pki), &selectors, &op, ASK_TIMEOUT)
+    let query = NodesQuery::default();
+    let (by, list) = ask_any(&user_connector(&pki), &selectors, &query, ASK_TIMEOUT)
         .await
         .unwrap();
     assert_eq!(by, 3);
-    let SelectorReply::Nodes(list) = reply else {
-        panic!("{reply:?}")
-    };
     assert_eq!(list.nodes[0].name, "n1");
     assert_eq!(good.requests().len(), 1);
     assert!(
@@ -189,7 +187,7 @@ async fn a_dead_selector_and_an_impostor_are_passed_over() {
     );
 
     // Without the good one: one error naming each selector and why.
-    let e = ask_any(&user_connector(&pki), &selectors[..3], &op, ASK_TIMEOUT)
+    let e = ask_any(&user_connector(&pki), &selectors[..3], &query, ASK_TIMEOUT)
         .await
         .unwrap_err();
     let text = e.to_string();

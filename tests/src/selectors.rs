@@ -222,8 +222,8 @@ impl Vexecd {
     fn ask<T>(
         &self,
         f: impl AsyncFnOnce(
-            &mut vexecd::client::SelectorClient,
-        ) -> Result<T, vexecd::client::ClientError>,
+            &mut clients::selector::SelectorClient,
+        ) -> Result<T, clients::selector::ClientError>,
     ) -> T {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -236,7 +236,7 @@ impl Vexecd {
         );
         rt.block_on(async {
             let connector = certs::connector(&self.tls).expect("connector");
-            let mut c = vexecd::client::SelectorClient::connect(
+            let mut c = clients::selector::SelectorClient::connect(
                 &self.addr.to_string(),
                 &connector,
                 &self.name,

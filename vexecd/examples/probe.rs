@@ -9,8 +9,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use clients::selector::SelectorClient;
 use proto::select::SelectQuery;
-use vexecd::client::SelectorClient;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {

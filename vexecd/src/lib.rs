@@ -2,7 +2,8 @@
 //! ones heard recently, and answers "select N nodes by POLICY". The table,
 //! policies and simulation touch no socket and read no clock: the caller
 //! feeds them datagrams and passes the time in. The [`daemon`] (the `vexecd`
-//! binary) and the [`client`] are the parts that do I/O.
+//! binary) is the part that does I/O; the client of a selector is
+//! `clients::selector`.
 //!
 //! Module map:
 //! - [`clock`] and [`profile`] (from the `discovery` crate, which nodes
@@ -18,7 +19,6 @@
 //!   simulation comparing policies by completion ratio.
 //! - [`daemon`]: the `vexecd` daemon: config, announcement receiver, the
 //!   selector protocol over mutual TLS, counters.
-//! - [`client`]: a mutual-TLS client of one selector (tests and tools).
 //!
 //! ```
 //! use std::time::{Duration, Instant};
@@ -50,7 +50,6 @@
 
 pub use discovery::{clock, profile};
 
-pub mod client;
 pub mod daemon;
 pub mod policy;
 pub mod rng;

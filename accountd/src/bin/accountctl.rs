@@ -6,13 +6,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use accountd::client::{AccountClient, DEFAULT_SERVER_NAME};
 use accountd::ctl::format::Format;
 use accountd::ctl::render::{render_entries, render_report};
 use accountd::ctl::settings::{default_config_path, load_ctl_file};
 use accountd::time::parse_time;
 use anyhow::{anyhow, bail};
 use clap::{Parser, Subcommand, ValueEnum};
+use clients::account::{AccountClient, DEFAULT_SERVER_NAME};
 use money::{format_credits_fixed as format_credits, parse_credits};
 use proto::account::*;
 

@@ -36,7 +36,7 @@ async fn a_repeated_key_with_any_field_changed_is_a_conflict() {
     changed.push(("cpu time", d4));
     for (field, d_changed) in changed {
         let r = n1.call(AccountOp::Debit(d_changed.clone())).await;
-        let Err(accountd::client::ClientError::Server(e)) = r else {
+        let Err(clients::account::ClientError::Server(e)) = r else {
             panic!("a repeat with another {field} was accepted: {r:?}")
         };
         assert_eq!(e.code, ErrorCode::KeyConflict, "{field}: {e}");

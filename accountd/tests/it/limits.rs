@@ -6,11 +6,11 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use accountd::client::AccountClient;
 use accountd::server::{ServerConfig, run};
 use accountd::store::StoreConfig;
 use certs::Role;
 use certs::testing::TestPki;
+use clients::account::AccountClient;
 use proto::Framed;
 use proto::account::*;
 use tokio::io::AsyncWriteExt;

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use accountd::client::AccountClient;
 use certs::testing::TestPki;
 use certs::{Role, TlsPaths};
+use clients::account::AccountClient;
 use money::MICROS_PER_CREDIT;
 use proto::account::*;
 use tokio_rustls::TlsConnector;
@@ -344,9 +344,9 @@ pub fn debit(node: &str, job: &str, seq: u64, user: &str, amount: i64) -> Debit 
 }
 
 /// The error code of a failed call.
-pub fn code_of(r: Result<AccountReply, accountd::client::ClientError>) -> ErrorCode {
+pub fn code_of(r: Result<AccountReply, clients::account::ClientError>) -> ErrorCode {
     match r {
-        Err(accountd::client::ClientError::Server(e)) => e.code,
+        Err(clients::account::ClientError::Server(e)) => e.code,
         other => panic!("expected a server error, got {other:?}"),
     }
 }

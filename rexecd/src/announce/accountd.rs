@@ -6,8 +6,8 @@
 //! accountd's certificate names `accountd_name`, so a forged announcement can
 //! delay charges, never divert them.
 
+use clients::account::LearntAddress;
 use discovery::net::Receiver;
-use ledger_client::client::LearntAddress;
 use proto::announce::{Announcement, Kind};
 
 /// What the listener accepts.

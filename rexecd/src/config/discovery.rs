@@ -183,7 +183,7 @@ pub fn learn_accountd(
         server_name: file
             .accountd_name
             .clone()
-            .unwrap_or_else(|| ledger_client::client::DEFAULT_SERVER_NAME.to_string()),
+            .unwrap_or_else(|| clients::account::DEFAULT_SERVER_NAME.to_string()),
         journal: file
             .journal
             .clone()

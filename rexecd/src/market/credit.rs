@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use ledger_client::client::{ClientError, LearntAddress};
+use clients::account::{AccountClient, ClientError, LearntAddress, no_address};
 use proto::account::{AccountOp, AccountReply, BalanceQuery, ErrorCode as AccountCode};
 use proto::node::{ErrorCode, ErrorReply};
 use tokio_rustls::TlsConnector;
@@ -150,15 +150,11 @@ async fn query(
     connector: &TlsConnector,
     user: &str,
 ) -> Result<i64, Lookup> {
-    let address = address.ok_or_else(|| Lookup::Unreachable(ClientError::NoAddress.to_string()))?;
-    let mut client = ledger_client::client::AccountClient::connect(
-        &address,
-        connector,
-        &ledger.server_name,
-        QUERY_TIMEOUT,
-    )
-    .await
-    .map_err(|e| Lookup::Unreachable(e.to_string()))?;
+    let address = address.ok_or_else(|| Lookup::Unreachable(no_address().to_string()))?;
+    let mut client =
+        AccountClient::connect(&address, connector, &ledger.server_name, QUERY_TIMEOUT)
+            .await
+            .map_err(|e| Lookup::Unreachable(e.to_string()))?;
     let op = AccountOp::Balance(BalanceQuery {
         user: Some(user.to_string()),
     });
@@ -167,11 +163,10 @@ async fn query(
     match reply {
         Ok(AccountReply::Balance(b)) => Ok(b.balance),
         Ok(other) => Err(Lookup::Unreachable(format!(
-            "accountd answered a balance query with {other:?}"
+            "accountd answered a balance query with {}",
+            other.name()
         ))),
-        Err(ledger_client::client::ClientError::Server(e))
-            if e.code == AccountCode::UnknownUser =>
-        {
+        Err(ClientError::Server(e)) if e.code == AccountCode::UnknownUser => {
             Err(Lookup::NoAccount(e.message))
         }
         Err(e) => Err(Lookup::Unreachable(e.to_string())),

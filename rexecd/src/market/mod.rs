@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use ledger_client::client::LearntAddress;
+use clients::account::LearntAddress;
 use ledger_client::debit::{DebitClient, DebitClientConfig, Settlement};
 use ledger_client::journal::Charge;
 use money::Bid;

@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 use certs::serve::{AcceptLimits, Gate};
 use certs::{ConnectionCaps, PeerIdentity, ReloadableAcceptor};
 use proto::select::{
-    MAX_LISTED, MAX_SELECTOR_REQUEST, NodeList, NodeView, SelectorError, SelectorErrorCode,
-    SelectorOp, SelectorReply, SelectorRequest, SelectorResponse, ServiceKind, ServiceView,
+    MAX_LISTED, MAX_SELECTOR_REPLY, MAX_SELECTOR_REQUEST, NodeList, NodeView, SelectorError,
+    SelectorErrorCode, SelectorOp, SelectorReply, SelectorRequest, SelectorResponse, ServiceKind,
+    ServiceView,
 };
 use proto::{FrameError, Framed};
 use tokio::io::AsyncWriteExt;
@@ -34,10 +35,6 @@ use crate::policy::PolicyName;
 use crate::rng::{RandomSource, Rng, SeedableRng, SplitMix64};
 use crate::select::{SelectError, SelectRequest, Selected};
 use crate::table::{Entry, idle_milli};
-
-/// Largest reply sent (a full node listing fits with room to spare); the
-/// client reads with the same limit.
-pub const MAX_SELECTOR_REPLY: usize = 8 << 20;
 
 /// How the server limits its peers.
 #[derive(Debug, Clone)]

@@ -127,7 +127,7 @@ async fn connections_are_capped_per_address_and_idle_ones_closed() {
     a.stats().await.unwrap();
     b.stats().await.unwrap();
     // A third from the same address is closed at once.
-    let third = vexecd::client::SelectorClient::connect(
+    let third = clients::selector::SelectorClient::connect(
         &d.addr,
         &connector(certs::Role::User, USER),
         SELECTOR,

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use clients::selector::ClientError;
 use proto::select::{SelectQuery, SelectorErrorCode};
-use vexecd::client::ClientError;
 
 use crate::util::*;
 

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use certs::Role;
 use certs::testing::TestPki;
+use clients::selector::SelectorClient;
 use discovery::net::Receiver;
 use proto::announce::{Announcement, Kind};
 use proto::select::ServiceKind;
-use vexecd::client::SelectorClient;
 
 use crate::util::*;
 

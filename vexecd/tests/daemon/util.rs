@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use certs::Role;
 use certs::testing::TestPki;
+use clients::selector::SelectorClient;
 use discovery::config::DiscoveryConfig;
 use discovery::net::Sender;
 use discovery::profile::summary::Summary;
@@ -21,7 +22,6 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ClientConfig, RootCertStore};
 use testhost::wait::until;
 use tokio_rustls::TlsConnector;
-use vexecd::client::SelectorClient;
 
 /// The name in every test selector's certificate.
 pub const SELECTOR: &str = "vexecd";

@@ -1,0 +1,293 @@
+//! Asking several selectors in turn until one answers ([`ask_any`]), each within a
+//! short time limit ([`ask_one`]), with the rule that decides whether a failure moves
+//! on to the next selector ([`after_failure`]): trouble with a selector or the way to
+//! it tries the next; a refusal of the request itself stops, since every selector
+//! judges a request alike.
+//!
+//! Only a selector whose certificate names the service dialled is asked, so an
+//! address taken from an announcement cannot impersonate a selector. Failing over is
+//! silent; when every selector fails, [`AskAnyError::NoneAnswered`] names each one
+//! and why.
+
+use std::fmt;
+use std::time::Duration;
+
+use certs::CertError;
+use proto::select::{SelectorError, SelectorErrorCode, SelectorRequest};
+use tokio_rustls::TlsConnector;
+
+use super::{Ask, ClientError, Selector, SelectorClient};
+use crate::rpc::{Protocol, RpcError};
+
+/// A selector (vexecd) to ask: its certificate name (role service) and where it
+/// listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectorEntry {
+    /// The selector's name, as in its certificate.
+    pub name: String,
+    /// `host:port` to connect to.
+    pub addr: String,
+}
+
+/// What to do after a selector failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Ask the next selector.
+    TryNext,
+    /// Stop: every selector would say the same (the request itself is wrong).
+    Stop,
+}
+
+/// Whether a failure moves on to the next selector: anything about the selector or
+/// the way to it does (unreachable, wrong certificate, silent, busy, too old, or
+/// knowing too few nodes — a selector that just started may not have heard them all
+/// yet); a refusal of the request itself (malformed, unknown policy, a policy that
+/// needs `--length`) stops.
+///
+/// ```
+/// use clients::rpc::RpcError;
+/// use clients::selector::{Next, after_failure};
+/// use proto::select::{SelectorError, SelectorErrorCode as C};
+/// let refused = |c| RpcError::Server(SelectorError::new(c, "no"));
+/// assert_eq!(after_failure(&refused(C::NeedsLength)), Next::Stop);
+/// assert_eq!(after_failure(&refused(C::Busy)), Next::TryNext);
+/// let closed = RpcError::Closed { service: "selector", addr: "a:1".into() };
+/// assert_eq!(after_failure(&closed), Next::TryNext);
+/// ```
+pub fn after_failure(e: &ClientError) -> Next {
+    match e {
+        RpcError::Server(r) => after_refusal(r),
+        _ => Next::TryNext,
+    }
+}
+
+fn after_refusal(r: &SelectorError) -> Next {
+    match r.code {
+        SelectorErrorCode::BadRequest
+        | SelectorErrorCode::UnknownPolicy
+        | SelectorErrorCode::NeedsLength => Next::Stop,
+        _ => Next::TryNext,
+    }
+}
+
+/// Asks selector `sel` `question` on a new connection, all (connection, handshake,
+/// answer) within `limit`. A request that is not well formed is refused here, before
+/// anything is sent.
+pub async fn ask_one<Q: Ask>(
+    connector: &TlsConnector,
+    sel: &SelectorEntry,
+    question: &Q,
+    limit: Duration,
+) -> Result<Q::Answer, ClientError> {
+    SelectorRequest::new(0, question.op())
+        .check()
+        .map_err(RpcError::Server)?;
+    let exchange = async {
+        let mut client = SelectorClient::connect(&sel.addr, connector, &sel.name, limit).await?;
+        client.ask(question).await
+    };
+    tokio::time::timeout(limit, exchange)
+        .await
+        .map_err(|_| RpcError::Timeout {
+            service: Selector::SERVICE,
+            addr: sel.addr.clone(),
+            limit,
+        })?
+}
+
+/// One selector that failed, and why.
+#[derive(Debug)]
+pub struct Attempt {
+    /// Its name.
+    pub name: String,
+    /// Its address.
+    pub addr: String,
+    /// Why it failed.
+    pub error: ClientError,
+}
+
+/// No selector gave an answer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AskAnyError {
+    /// There is no selector to ask.
+    #[error("no selector to ask")]
+    NoSelectors,
+    /// A selector refused the request itself; asking others would not help.
+    #[error("selector {name} refused: {error}")]
+    Refused {
+        /// The selector.
+        name: String,
+        /// Its refusal.
+        error: SelectorError,
+    },
+    /// Every selector failed.
+    #[error("{}", NoneAnswered(.0))]
+    NoneAnswered(Vec<Attempt>),
+}
+
+struct NoneAnswered<'a>(&'a [Attempt]);
+
+impl fmt::Display for NoneAnswered<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no selector could answer:")?;
+        for a in self.0 {
+            write!(
+                f,
+                "\n  selector {} at {}: {}",
+                a.name,
+                a.addr,
+                why(&a.error)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Why one selector failed, for a line that already names it and its address.
+fn why(e: &ClientError) -> String {
+    match e {
+        RpcError::Connect { addr, cause, .. } => format!("cannot connect to {addr}: {cause}"),
+        RpcError::Tls { cause, .. } => match &**cause {
+            CertError::WrongPeer {
+                peer,
+                expected,
+                got,
+            } => format!("{peer} is {got}, not {expected}"),
+            other => other.to_string(),
+        },
+        RpcError::Frame { detail, .. } => format!("lost connection: {detail}"),
+        RpcError::Closed { .. } => "it closed the connection without answering".to_string(),
+        RpcError::Timeout { limit, .. } => format!("no answer within {}s", limit.as_secs_f32()),
+        RpcError::Mismatch { want, got, .. } => {
+            format!("protocol error: answer to request {got} when {want} was asked")
+        }
+        RpcError::WrongReply { asked, got, .. } => {
+            format!("protocol error: answered {got} to a {asked}")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Asks `selectors` in order until one answers `question`; returns the index of the
+/// one that did and its answer. Each gets `limit` ([`ask_one`]).
+pub async fn ask_any<Q: Ask>(
+    connector: &TlsConnector,
+    selectors: &[SelectorEntry],
+    question: &Q,
+    limit: Duration,
+) -> Result<(usize, Q::Answer), AskAnyError> {
+    if selectors.is_empty() {
+        return Err(AskAnyError::NoSelectors);
+    }
+    let mut attempts = Vec::new();
+    for (i, sel) in selectors.iter().enumerate() {
+        match ask_one(connector, sel, question, limit).await {
+            Ok(answer) => return Ok((i, answer)),
+            Err(RpcError::Server(error)) if after_refusal(&error) == Next::Stop => {
+                return Err(AskAnyError::Refused {
+                    name: sel.name.clone(),
+                    error,
+                });
+            }
+            Err(error) => attempts.push(Attempt {
+                name: sel.name.clone(),
+                addr: sel.addr.clone(),
+                error,
+            }),
+        }
+    }
+    Err(AskAnyError::NoneAnswered(attempts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::select::SelectorErrorCode as C;
+
+    fn refused(code: SelectorErrorCode) -> ClientError {
+        RpcError::Server(SelectorError::new(code, "x"))
+    }
+
+    #[test]
+    fn request_errors_stop_and_selector_troubles_fail_over() {
+        for code in [C::BadRequest, C::UnknownPolicy, C::NeedsLength] {
+            assert_eq!(after_failure(&refused(code)), Next::Stop, "{code:?}");
+        }
+        for code in [
+            C::NotEnoughNodes,
+            C::Busy,
+            C::Unsupported,
+            C::IncompatibleVersion,
+        ] {
+            assert_eq!(after_failure(&refused(code)), Next::TryNext, "{code:?}");
+        }
+        let (service, addr) = ("selector", || "a:1".to_string());
+        let io = || std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        for e in [
+            RpcError::Closed {
+                service,
+                addr: addr(),
+            },
+            RpcError::Timeout {
+                service,
+                addr: addr(),
+                limit: Duration::from_secs(2),
+            },
+            RpcError::Connect {
+                service,
+                addr: addr(),
+                cause: io(),
+            },
+            RpcError::Tls {
+                service,
+                addr: addr(),
+                cause: Box::new(CertError::WrongPeer {
+                    peer: addr(),
+                    expected: "service v1".into(),
+                    got: "service v9".into(),
+                }),
+            },
+            RpcError::Mismatch {
+                service,
+                addr: addr(),
+                want: 1,
+                got: 2,
+            },
+        ] {
+            assert_eq!(after_failure(&e), Next::TryNext, "{e}");
+        }
+    }
+
+    #[test]
+    fn the_all_failed_message_names_every_selector() {
+        let e = AskAnyError::NoneAnswered(vec![
+            Attempt {
+                name: "v1".into(),
+                addr: "127.0.0.1:1".into(),
+                error: RpcError::Timeout {
+                    service: "selector",
+                    addr: "127.0.0.1:1".into(),
+                    limit: Duration::from_secs(2),
+                },
+            },
+            Attempt {
+                name: "v2".into(),
+                addr: "127.0.0.1:2".into(),
+                error: RpcError::Closed {
+                    service: "selector",
+                    addr: "127.0.0.1:2".into(),
+                },
+            },
+        ]);
+        let text = e.to_string();
+        assert!(
+            text.contains("selector v1 at 127.0.0.1:1: no answer within 2s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("selector v2 at 127.0.0.1:2: it closed"),
+            "{text}"
+        );
+    }
+}
