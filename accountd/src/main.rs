@@ -12,7 +12,7 @@ use accountd::config::{ConfigError, DEFAULT_LISTEN, DEFAULT_MAX_ENTRY, FileConfi
 use accountd::server::{Server, ServerConfig};
 use accountd::store::StoreConfig;
 use anyhow::Context;
-use certs::daemon::Signals;
+use daemon::Signals;
 use clap::Parser;
 
 /// The rexec market's credit ledger: accounts, grants, idempotent debits, audit.
@@ -251,7 +251,7 @@ async fn real_main(args: Args) -> anyhow::Result<()> {
         start_announcing(setup, &cert, addr)?;
     }
     if let Some(path) = ready_file {
-        certs::daemon::write_ready_file(&path, addr)?;
+        daemon::write_ready_file(&path, addr)?;
     }
     server.run(listener, signals.stop.recv()).await;
     Ok(())
@@ -259,5 +259,5 @@ async fn real_main(args: Args) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    certs::daemon::run("accountd", real_main(args))
+    daemon::run("accountd", real_main(args))
 }

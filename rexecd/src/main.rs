@@ -6,14 +6,14 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use certs::daemon::Signals;
+use daemon::Signals;
 use clap::Parser;
 use rexecd::config::{Config, Flags};
 use rexecd::server::Server;
 
 fn main() -> ExitCode {
     let flags = Flags::parse();
-    certs::daemon::run("rexecd", run(flags))
+    daemon::run("rexecd", run(flags))
 }
 
 async fn run(flags: Flags) -> anyhow::Result<()> {
@@ -29,7 +29,7 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
     server.start_announcing(addr).await?;
     certs::reload_on_sighup(server.tls(), signals.hangups);
     if let Some(path) = &flags.ready_file {
-        certs::daemon::write_ready_file(path, addr)?;
+        daemon::write_ready_file(path, addr)?;
     }
     server.serve(listener, signals.stop.recv()).await;
     Ok(())

@@ -16,7 +16,7 @@
 //! unfinished handshakes count) and one certificate at most
 //! `max_connections_per_identity` (counted after the handshake; one over is answered
 //! `Busy` and closed), so no single client or user can take every slot. The accept
-//! loop is [`certs::serve::Gate`]'s, with rexecd's wording of its refusal warning.
+//! loop is [`daemon::serve::Gate`]'s, with rexecd's wording of its refusal warning.
 //!
 //! Once its handshake has succeeded, a connection is read through a
 //! [`READ_BUFFER`]-sized buffer under TLS: rustls asks its transport for 4 KiB at a
@@ -37,8 +37,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use certs::serve::{AcceptLimits, Gate, Refused};
-use certs::{ConnectionCaps, LazyBufReader, ReloadableAcceptor};
+use daemon::serve::{AcceptLimits, Gate, Refused};
+use certs::{LazyBufReader, ReloadableAcceptor};
+use daemon::ConnectionCaps;
 use proto::Framed;
 use proto::node::{ErrorCode, ErrorReply, FromNode};
 use tokio::io::AsyncWriteExt;
@@ -243,7 +244,7 @@ impl Server {
             "shutting down; destroying every job"
         );
         let _ = stop_tx.send(true);
-        if !certs::serve::drain(&mut sessions, STOP_GRACE).await {
+        if !daemon::serve::drain(&mut sessions, STOP_GRACE).await {
             tracing::warn!("sessions did not end in time; cutting them off");
         }
         let cgroups = self.cgroups;
