@@ -18,6 +18,7 @@ fn main() -> ExitCode {
 
 async fn run(flags: Flags) -> anyhow::Result<()> {
     let config = Config::load(&flags)?;
+    let ready_file = config.ready_file.clone();
     let signals = Signals::install()?;
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -28,7 +29,7 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
     let mut server = Server::new(config).await?;
     server.start_announcing(addr).await?;
     certs::reload_on_sighup(server.tls(), signals.hangups);
-    if let Some(path) = &flags.ready_file {
+    if let Some(path) = &ready_file {
         daemon::write_ready_file(path, addr)?;
     }
     server.serve(listener, signals.stop.recv()).await;
