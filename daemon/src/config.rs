@@ -48,6 +48,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::de::{DeserializeOwned, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -176,6 +177,16 @@ fn one_line(text: &str, e: &toml::de::Error) -> String {
             format!("line {line}: {message}")
         }
         None => message,
+    }
+}
+
+/// Writes a duration flag (`Option<Duration>`, parsed by clap with
+/// `proto::duration`) as the file would hold it, whole milliseconds: put
+/// `#[serde(serialize_with = "daemon::config::millis")]` on the flag.
+pub fn millis<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_str(&format!("{}ms", d.as_millis())),
+        None => s.serialize_none(),
     }
 }
 

@@ -12,6 +12,7 @@ use super::*;
 struct Settings {
     listen: Option<String>,
     allow_root: Option<bool>,
+    idle_timeout: Option<String>,
     #[serde(flatten)]
     tls: TlsSettings,
     #[serde(flatten)]
@@ -40,6 +41,8 @@ struct Flags {
     max_connections_per_address: Option<usize>,
     #[serde(rename = "market.accountd")]
     accountd: Option<String>,
+    #[serde(serialize_with = "millis")]
+    idle_timeout: Option<std::time::Duration>,
 }
 
 const FILE: &str = "listen = \"0.0.0.0:1\"\nallow_root = true\nca = \"/ca\"\ncert = \"/c\"\nkey = \"/k\"\nmax_connections = 9\n[market]\naccountd = \"a:1\"\njournal = \"/j\"\n";
@@ -56,9 +59,11 @@ fn flags_given_win_and_the_file_fills_the_rest() {
         cert: Some("/flag/c".into()),
         max_connections_per_address: Some(3),
         accountd: Some("b:2".into()),
+        idle_timeout: Some(std::time::Duration::from_millis(1500)),
         ..Flags::default()
     };
     let s: Settings = layer(file(FILE), &flags).unwrap();
+    assert_eq!(s.idle_timeout.as_deref(), Some("1500ms"));
     assert_eq!(s.listen.as_deref(), Some("127.0.0.1:0"));
     assert_eq!(s.allow_root, Some(true), "an unset boolean flag left the file's");
     let tls = s.tls.paths().unwrap();
