@@ -72,12 +72,12 @@ pub fn default_config_path() -> Option<PathBuf> {
 
 /// Reads the client config; a missing default file is not an error.
 pub fn load_ctl_file(path: &Path, explicit: bool) -> Result<CtlFile, crate::config::ConfigError> {
-    use crate::config::ConfigError;
+    use daemon::config::FileError;
     match std::fs::read_to_string(path) {
         Ok(text) => {
-            let mut file: CtlFile = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            let mut file: CtlFile = toml::from_str(&text).map_err(|e| FileError::Parse {
                 path: path.to_path_buf(),
-                message: e.to_string().replace('\n', " ").trim().to_string(),
+                detail: e.to_string().replace('\n', " ").trim().to_string(),
             })?;
             // Relative paths name files beside the config file, as rexec reads them.
             let base = path.parent().unwrap_or(Path::new("."));
@@ -89,10 +89,11 @@ pub fn load_ctl_file(path: &Path, explicit: bool) -> Result<CtlFile, crate::conf
             Ok(file)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => Ok(CtlFile::default()),
-        Err(source) => Err(ConfigError::Read {
+        Err(cause) => Err(FileError::Read {
             path: path.to_path_buf(),
-            source,
-        }),
+            cause,
+        }
+        .into()),
     }
 }
 
