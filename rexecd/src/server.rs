@@ -77,24 +77,26 @@ fn log_refusal(remote: SocketAddr, refused: u64, why: &Refused) {
     tracing::warn!(%remote, refused, "{why}; closing new connections at once");
 }
 
-/// Why the server could not start.
+/// Why the server could not start. Each variant chains its cause as its `source`
+/// and does not repeat it in its message, so `daemon::run` (or anyhow's `{:#}`)
+/// prints every cause once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServerError {
     /// The certificate, key, CA or CRL could not be loaded.
-    #[error("cannot load the TLS configuration: {0}")]
+    #[error("cannot load the TLS configuration")]
     Tls(#[from] certs::CertError),
     /// The job cgroups could not be set up.
-    #[error("cannot set up job cgroups: {0}")]
+    #[error("cannot set up job cgroups")]
     Cgroup(#[from] CgroupError),
     /// A blocking set-up task failed.
-    #[error("start-up task failed: {0}")]
+    #[error("start-up task failed")]
     Task(#[from] tokio::task::JoinError),
     /// The market (its debit journal) could not be opened.
-    #[error("cannot open the market: {0}")]
+    #[error("cannot open the market")]
     Market(#[from] MarketError),
     /// Announcing (a `[discovery]` table is given) could not start.
-    #[error("{0}")]
+    #[error(transparent)]
     Announce(#[from] crate::announce::AnnounceError),
 }
 

@@ -121,7 +121,7 @@ pub enum ConfigError {
         flag: &'static str,
     },
     /// A value of the `[discovery]` table is out of range or malformed.
-    #[error("{0}")]
+    #[error(transparent)]
     Discovery(#[from] ::discovery::config::DiscoveryConfigError),
     /// A value is out of range or malformed.
     #[error("invalid {key} {value:?}: {reason}")]

@@ -13,6 +13,7 @@ mod heartbeat;
 mod joblog;
 mod launch;
 mod limits;
+mod startup;
 mod stdin_window;
 mod util;
 mod weights;
