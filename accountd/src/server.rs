@@ -22,9 +22,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use daemon::serve::{AcceptLimits, Gate};
 use certs::{PeerIdentity, ReloadableAcceptor, TlsPaths};
 use daemon::ConnectionCaps;
+use daemon::serve::{AcceptLimits, Gate};
 use proto::account::{
     ACCOUNT_PROTOCOL_VERSION, AccountError, AccountReply, AccountRequest, AccountResponse,
     ErrorCode, Identity,

@@ -6,8 +6,8 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use daemon::Signals;
 use clap::Parser;
+use daemon::Signals;
 use rexecd::config::{Config, Flags};
 use rexecd::server::Server;
 

@@ -37,9 +37,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use daemon::serve::{AcceptLimits, Gate, Refused};
 use certs::{LazyBufReader, ReloadableAcceptor};
 use daemon::ConnectionCaps;
+use daemon::serve::{AcceptLimits, Gate, Refused};
 use proto::Framed;
 use proto::node::{ErrorCode, ErrorReply, FromNode};
 use tokio::io::AsyncWriteExt;

@@ -65,20 +65,35 @@ fn flags_given_win_and_the_file_fills_the_rest() {
     let s: Settings = layer(file(FILE), &flags).unwrap();
     assert_eq!(s.idle_timeout.as_deref(), Some("1500ms"));
     assert_eq!(s.listen.as_deref(), Some("127.0.0.1:0"));
-    assert_eq!(s.allow_root, Some(true), "an unset boolean flag left the file's");
+    assert_eq!(
+        s.allow_root,
+        Some(true),
+        "an unset boolean flag left the file's"
+    );
     let tls = s.tls.paths().unwrap();
     assert_eq!(tls.cert, Path::new("/flag/c"));
     assert_eq!(tls.key, Path::new("/k"));
     let market = s.market.unwrap();
     assert_eq!(market.accountd.as_deref(), Some("b:2"));
-    assert_eq!(market.journal.as_deref(), Some("/j"), "the rest of the table stays");
+    assert_eq!(
+        market.journal.as_deref(),
+        Some("/j"),
+        "the rest of the table stays"
+    );
     let defaults = AcceptLimits {
         max_connections: 1,
         per_address: 2,
         per_identity: 5,
     };
     let limits = s.caps.limits(defaults).unwrap();
-    assert_eq!((limits.max_connections, limits.per_address, limits.per_identity), (9, 3, 5));
+    assert_eq!(
+        (
+            limits.max_connections,
+            limits.per_address,
+            limits.per_identity
+        ),
+        (9, 3, 5)
+    );
 }
 
 #[test]
@@ -90,7 +105,10 @@ fn without_a_file_the_flags_alone_count_and_make_their_tables() {
     let s: Settings = load(None, &flags).unwrap();
     assert_eq!(s.listen, None);
     assert_eq!(s.market.unwrap().accountd.as_deref(), Some("b:2"));
-    assert_eq!(s.tls.paths().unwrap_err().to_string(), "certificate (--cert)");
+    assert_eq!(
+        s.tls.paths().unwrap_err().to_string(),
+        "certificate (--cert)"
+    );
 }
 
 #[test]
@@ -101,7 +119,9 @@ fn unknown_keys_are_refused_by_name_on_one_line() {
         ("[market]\njournl = \"/j\"\n", "journl"),
         ("[colour]\nred = 1\n", "colour"),
     ] {
-        let e = parse::<Settings>(Path::new("t.toml"), text).unwrap_err().to_string();
+        let e = parse::<Settings>(Path::new("t.toml"), text)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("config file t.toml is invalid: "), "{e}");
         assert!(e.contains(&format!("`{key}`")), "{text}: {e}");
         assert!(!e.contains('\n'), "{e}");
@@ -109,8 +129,15 @@ fn unknown_keys_are_refused_by_name_on_one_line() {
     let e = parse::<Settings>(Path::new("t.toml"), "\n[market]\njournl = 1\n").unwrap_err();
     assert!(e.to_string().contains("line 3: "), "{e}");
     let e = read::<Settings>(Path::new("/no/such/d.toml")).unwrap_err();
-    assert!(e.to_string().starts_with("cannot read config file /no/such/d.toml: "), "{e}");
-    assert!(std::error::Error::source(&e).is_none(), "the cause would print twice");
+    assert!(
+        e.to_string()
+            .starts_with("cannot read config file /no/such/d.toml: "),
+        "{e}"
+    );
+    assert!(
+        std::error::Error::source(&e).is_none(),
+        "the cause would print twice"
+    );
 }
 
 #[test]

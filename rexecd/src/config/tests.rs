@@ -165,9 +165,7 @@ fn market_flags_override_the_market_table() {
 #[test]
 fn job_hardening_and_client_bounds_have_safe_defaults_and_refuse_bad_values() {
     let base = "name = \"n1\"\ncert = \"/c\"\nkey = \"/k\"\nca = \"/ca\"\n";
-    let resolve = |extra: &str| {
-        Config::resolve(file(&format!("{base}{extra}")), &Flags::default())
-    };
+    let resolve = |extra: &str| Config::resolve(file(&format!("{base}{extra}")), &Flags::default());
     let config = resolve("").unwrap();
     assert!(config.job_limits.no_new_privs);
     assert_eq!(config.job_limits.umask, 0o022);

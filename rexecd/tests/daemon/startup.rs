@@ -40,7 +40,11 @@ fn node_config(key: &std::path::Path, parent: &str) -> String {
 }
 
 fn assert_once(err: &str, cause: &str) {
-    assert_eq!(err.matches(cause).count(), 1, "{cause:?} not once in: {err}");
+    assert_eq!(
+        err.matches(cause).count(),
+        1,
+        "{cause:?} not once in: {err}"
+    );
 }
 
 #[test]
@@ -61,7 +65,10 @@ fn a_cpu_the_machine_lacks_is_named_once() {
     {
         let _ = jobs.remove_parent();
     }
-    assert!(err.starts_with("rexecd: cannot set up job cgroups: "), "{err}");
+    assert!(
+        err.starts_with("rexecd: cannot set up job cgroups: "),
+        "{err}"
+    );
     assert_once(&err, &format!("CPU {cpu} "));
 }
 
@@ -71,19 +78,21 @@ fn a_missing_key_and_a_key_others_may_read_are_named_once() {
     let missing = dir.path().join("missing.key");
     let parent = format!("rexecd-test-{}-startup-key", std::process::id());
     let err = failed_start(&node_config(&missing, &parent), &[]);
-    assert!(err.starts_with("rexecd: cannot load the TLS configuration: "), "{err}");
+    assert!(
+        err.starts_with("rexecd: cannot load the TLS configuration: "),
+        "{err}"
+    );
     assert_once(&err, "does not exist");
     assert_once(&err, &missing.display().to_string());
 
     let open = dir.path().join("open.key");
     std::fs::copy(pki().tls_paths(Role::Node, NODE).key, &open).unwrap();
-    std::fs::set_permissions(
-        &open,
-        std::os::unix::fs::PermissionsExt::from_mode(0o644),
-    )
-    .unwrap();
+    std::fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
     let err = failed_start(&node_config(&open, &parent), &[]);
-    assert!(err.starts_with("rexecd: cannot load the TLS configuration: "), "{err}");
+    assert!(
+        err.starts_with("rexecd: cannot load the TLS configuration: "),
+        "{err}"
+    );
     assert_once(&err, "(mode 0644)");
 }
 

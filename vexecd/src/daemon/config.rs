@@ -391,7 +391,10 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
-        Config::resolve(Settings::parse(Path::new("t.toml"), text)?, Flags::default())
+        Config::resolve(
+            Settings::parse(Path::new("t.toml"), text)?,
+            Flags::default(),
+        )
     }
 
     const BASE: &str = "ca = \"/ca.pem\"\ncert = \"/c.pem\"\nkey = \"/c.key\"\n";

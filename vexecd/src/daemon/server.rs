@@ -16,9 +16,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ::daemon::ConnectionCaps;
 use ::daemon::serve::{AcceptLimits, Gate};
 use certs::{PeerIdentity, ReloadableAcceptor};
-use ::daemon::ConnectionCaps;
 use proto::select::{
     MAX_LISTED, MAX_SELECTOR_REQUEST, NodeList, NodeView, SelectorError, SelectorErrorCode,
     SelectorOp, SelectorReply, SelectorRequest, SelectorResponse, ServiceKind, ServiceView,
