@@ -41,7 +41,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use daemon::config::{CapSettings, NoOtherKeys, TlsSettings};
+use daemon::config::{CapSettings, NoOtherKeys, TlsFlags, TlsSettings};
 use daemon::serve::AcceptLimits;
 use serde::{Deserialize, Serialize};
 
@@ -129,18 +129,10 @@ pub struct Flags {
     /// Write the bound address to this file once listening.
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
-    /// Cluster CA certificate.
-    #[arg(long)]
-    pub ca: Option<PathBuf>,
-    /// accountd's certificate (role service, name accountd).
-    #[arg(long)]
-    pub cert: Option<PathBuf>,
-    /// accountd's private key.
-    #[arg(long)]
-    pub key: Option<PathBuf>,
-    /// Certificate revocation list.
-    #[arg(long)]
-    pub crl: Option<PathBuf>,
+    /// `--ca`, `--cert` (role service, name accountd), `--key`, `--crl`.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub tls: TlsFlags,
     /// Writes per group commit; 1 commits every write on its own [default: 1024].
     #[arg(long)]
     #[serde(rename = "limits.max_batch")]

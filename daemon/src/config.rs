@@ -228,6 +228,36 @@ pub struct TlsSettings {
     pub crl: Option<PathBuf>,
 }
 
+/// The TLS flags every daemon has, one for each key of [`TlsSettings`]: put
+/// `#[command(flatten)] #[serde(flatten)] pub tls: TlsFlags` in its command line.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args, Serialize)]
+pub struct TlsFlags {
+    /// Cluster CA certificate (PEM).
+    #[arg(long, value_name = "PATH")]
+    pub ca: Option<PathBuf>,
+    /// This daemon's certificate (PEM).
+    #[arg(long, value_name = "PATH")]
+    pub cert: Option<PathBuf>,
+    /// Its private key (PEM, mode 0600).
+    #[arg(long, value_name = "PATH")]
+    pub key: Option<PathBuf>,
+    /// Certificate revocation list (PEM).
+    #[arg(long, value_name = "PATH")]
+    pub crl: Option<PathBuf>,
+}
+
+/// The first ```` ```toml ```` block of a module's `//!` comment (`doc`, the file's
+/// text), so a test can check that the example a daemon documents still loads.
+pub fn toml_example(doc: &str) -> String {
+    doc.lines()
+        .skip_while(|l| !l.starts_with("//! ```toml"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("//! ```"))
+        .map(|l| l.trim_start_matches("//!").trim_start())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A TLS setting that is needed and absent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{}", self.described())]

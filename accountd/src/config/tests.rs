@@ -9,15 +9,7 @@ fn settings(path: &Path, text: &str) -> Settings {
 
 #[test]
 fn the_documented_example_parses() {
-    let doc = include_str!("../config.rs");
-    let example: String = doc
-        .lines()
-        .skip_while(|l| !l.starts_with("//! ```toml"))
-        .skip(1)
-        .take_while(|l| !l.starts_with("//! ```"))
-        .map(|l| l.trim_start_matches("//!").trim_start())
-        .collect::<Vec<_>>()
-        .join("\n");
+    let example = daemon::config::toml_example(include_str!("../config.rs"));
     let c = settings(Path::new("example"), &example);
     assert_eq!(c.limits.max_batch, Some(1024));
     assert_eq!(c.tls.crl.as_deref(), Some(Path::new("/etc/rexec/crl.pem")));

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+use daemon::config::TlsFlags;
 use serde::Serialize;
 
 /// rexecd: run rexec jobs on this node, as the certificate's Unix user, inside a cgroup
@@ -23,18 +24,10 @@ pub struct Flags {
     /// Address to listen on, e.g. 0.0.0.0:7070 (port 0: any free port; see --ready-file).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
-    /// Node certificate (PEM).
-    #[arg(long, value_name = "PATH")]
-    pub cert: Option<PathBuf>,
-    /// Private key of the node certificate (PEM, mode 0600).
-    #[arg(long, value_name = "PATH")]
-    pub key: Option<PathBuf>,
-    /// Cluster CA certificate (PEM).
-    #[arg(long, value_name = "PATH")]
-    pub ca: Option<PathBuf>,
-    /// Certificate revocation list (PEM).
-    #[arg(long, value_name = "PATH")]
-    pub crl: Option<PathBuf>,
+    /// `--ca`, `--cert` (the node certificate), `--key`, `--crl`.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub tls: TlsFlags,
     /// Name of rexecd's parent cgroup (one per rexecd on a machine).
     #[arg(long, value_name = "NAME")]
     pub cgroup_parent: Option<String>,

@@ -21,7 +21,10 @@ fn flags_override_the_file_and_defaults_fill_the_rest() {
     let text = format!("{BASE}\nlisten = \"0.0.0.0:1\"\nallowed_users = [\"ann\"]\n");
     let flags = Flags {
         name: Some("n2".into()),
-        cert: Some("/flag/c.pem".into()),
+        tls: daemon::config::TlsFlags {
+            cert: Some("/flag/c.pem".into()),
+            ..Default::default()
+        },
         listen: Some("127.0.0.1:0".into()),
         allowed_users: Some(vec!["bob".into(), "eve".into()]),
         heartbeat_timeout: Some("2s".into()),

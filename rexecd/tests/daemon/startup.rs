@@ -1,5 +1,5 @@
 //! Start-up errors of the real binary name their cause once: a CPU the machine lacks,
-//! a missing key file, a key others may read, a missing config file. (Each used to
+//! a missing key file, a key others may read (a missing config file: `cli`). (Each used to
 //! print twice: the error's message held its source, which was also chained, and
 //! the binary printed the chain.)
 
@@ -94,16 +94,4 @@ fn a_missing_key_and_a_key_others_may_read_are_named_once() {
         "{err}"
     );
     assert_once(&err, "(mode 0644)");
-}
-
-#[test]
-fn a_missing_config_file_is_named_once() {
-    let out = Command::new(env!("CARGO_BIN_EXE_rexecd"))
-        .args(["--config", "/no/such/rexecd.toml"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_once(&err, "No such file or directory");
-    assert_once(&err, "/no/such/rexecd.toml");
 }

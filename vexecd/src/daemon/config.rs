@@ -32,7 +32,7 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ::daemon::config::{CapSettings, NoOtherKeys, TlsSettings};
+use ::daemon::config::{CapSettings, NoOtherKeys, TlsFlags, TlsSettings};
 use ::daemon::serve::AcceptLimits;
 use certs::TlsPaths;
 use discovery::config::{DiscoveryConfig, DiscoveryFile};
@@ -123,18 +123,10 @@ pub struct Flags {
     /// Write the bound TLS address to this file once listening.
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
-    /// Cluster CA certificate.
-    #[arg(long)]
-    pub ca: Option<PathBuf>,
-    /// vexecd's certificate (role service).
-    #[arg(long)]
-    pub cert: Option<PathBuf>,
-    /// vexecd's private key.
-    #[arg(long)]
-    pub key: Option<PathBuf>,
-    /// Certificate revocation list.
-    #[arg(long)]
-    pub crl: Option<PathBuf>,
+    /// `--ca`, `--cert` (role service), `--key`, `--crl`.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub tls: TlsFlags,
     /// Forget a sender after this many of its periods without an announcement [default: 3].
     #[arg(long)]
     pub window_periods: Option<u32>,
@@ -401,15 +393,7 @@ mod tests {
 
     #[test]
     fn the_documented_example_parses() {
-        let doc = include_str!("config.rs");
-        let example: String = doc
-            .lines()
-            .skip_while(|l| !l.starts_with("//! ```toml"))
-            .skip(1)
-            .take_while(|l| !l.starts_with("//! ```"))
-            .map(|l| l.trim_start_matches("//!").trim_start())
-            .collect::<Vec<_>>()
-            .join("\n");
+        let example = ::daemon::config::toml_example(include_str!("config.rs"));
         let c = parse(&example).unwrap();
         assert_eq!(c.name, DEFAULT_NAME);
         assert_eq!(c.advertise, Some("10.0.0.5:7478".parse().unwrap()));
