@@ -34,34 +34,41 @@
 //! no accountd address configured find it. The address announced is `advertise`
 //! (top-level key, `host:port`) or else the bound listening address; listening on
 //! an unspecified address (`0.0.0.0`) without `advertise` is refused at start.
+//!
+//! The file is loaded by `daemon::config`: the flags ([`Flags`], the binary's command
+//! line) over the file over the defaults, unknown keys refused by name.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use serde::Deserialize;
+use daemon::config::{CapSettings, NoOtherKeys, TlsFlags, TlsSettings};
+use daemon::serve::AcceptLimits;
+use serde::{Deserialize, Serialize};
 
 /// Default listening address.
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:7071";
 /// Default per-entry limit, in credits.
 pub const DEFAULT_MAX_ENTRY: &str = "100000";
+/// Default most simultaneous connections.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default writes per group commit.
+pub const DEFAULT_MAX_BATCH: usize = 1024;
+/// Default seconds a silent connection is kept.
+pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 300;
 
-/// The file's contents.
+/// The settings as the file has them, and as the flags are laid over them: every
+/// key optional, unknown keys refused by name.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileConfig {
+pub struct Settings {
     /// Address to listen on.
     pub listen: Option<String>,
     /// The SQLite ledger.
     pub database: Option<PathBuf>,
     /// Where to write the bound address once listening.
     pub ready_file: Option<PathBuf>,
-    /// CA certificate.
-    pub ca: Option<PathBuf>,
-    /// accountd's certificate (role service, name `accountd`).
-    pub cert: Option<PathBuf>,
-    /// Its key.
-    pub key: Option<PathBuf>,
-    /// Revocation list.
-    pub crl: Option<PathBuf>,
+    /// `ca`, `cert` (role service, name `accountd`), `key`, `crl`.
+    #[serde(flatten)]
+    pub tls: TlsSettings,
     /// Address announced instead of the listening one (`host:port`).
     pub advertise: Option<String>,
     /// The `[discovery]` table: announce accountd to the cluster.
@@ -69,88 +76,171 @@ pub struct FileConfig {
     /// Limits.
     #[serde(default)]
     pub limits: Limits,
+    /// Any other key: refused by name.
+    #[serde(flatten)]
+    _unknown: NoOtherKeys,
 }
 
 /// `[limits]`.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Limits {
     /// Largest amount of one entry, in credits (decimal text).
     pub max_entry: Option<String>,
     /// Writes per group commit.
     pub max_batch: Option<usize>,
-    /// Concurrent connections.
-    pub max_connections: Option<usize>,
     /// Seconds a connection may stay silent.
     pub idle_timeout_secs: Option<u64>,
-    /// Concurrent connections from one remote address.
-    pub max_connections_per_address: Option<usize>,
-    /// Concurrent connections of one certificate identity.
-    pub max_connections_per_identity: Option<usize>,
+    /// `max_connections`, `max_connections_per_address` (TLS handshakes included),
+    /// `max_connections_per_identity`.
+    #[serde(flatten)]
+    pub caps: CapSettings,
     /// Refused requests of one peer recorded one row each per window.
     pub refusals_recorded: Option<u32>,
     /// Refused requests of one peer per window before it is cut off.
     pub max_refusals: Option<u32>,
     /// Seconds of the refusal window (and of a cut-off).
     pub refusal_window_secs: Option<u64>,
+    /// Any other key: refused by name.
+    #[serde(flatten)]
+    _unknown: NoOtherKeys,
 }
 
-/// Per-peer settings given as flags (each overrides the file's key).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PeerFlags {
-    /// `--max-connections-per-address`.
-    pub per_address: Option<usize>,
-    /// `--max-connections-per-identity`.
-    pub per_identity: Option<usize>,
-    /// `--refusals-recorded`.
+/// The rexec market's credit ledger: accounts, grants, idempotent debits, audit.
+// accountd's command line (its doc comment above is `--help`'s): each flag beats the
+// config file's key it is serialized as (`limits.*` for the `[limits]` table), laid
+// over the file by `daemon::config::layer`.
+#[derive(clap::Parser, Serialize, Debug, Clone, Default)]
+#[command(name = "accountd", version)]
+pub struct Flags {
+    /// TOML config file (flags override its values).
+    #[arg(long, env = "ACCOUNTD_CONFIG")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Address to listen on [default: 0.0.0.0:7071]; port 0 picks a free port.
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// The SQLite ledger file.
+    #[arg(long)]
+    pub database: Option<PathBuf>,
+    /// Create the ledger if it does not exist (otherwise a missing file is an error).
+    #[arg(long)]
+    #[serde(skip)]
+    pub init: bool,
+    /// Write the bound address to this file once listening.
+    #[arg(long)]
+    pub ready_file: Option<PathBuf>,
+    /// `--ca`, `--cert` (role service, name accountd), `--key`, `--crl`.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub tls: TlsFlags,
+    /// Writes per group commit; 1 commits every write on its own [default: 1024].
+    #[arg(long)]
+    #[serde(rename = "limits.max_batch")]
+    pub max_batch: Option<usize>,
+    /// Largest amount one entry may move, in credits [default: 100000].
+    #[arg(long)]
+    #[serde(rename = "limits.max_entry")]
+    pub max_entry: Option<String>,
+    /// Most simultaneous connections [default: 1024].
+    #[arg(long)]
+    #[serde(rename = "limits.max_connections")]
+    pub max_connections: Option<usize>,
+    /// How long a silent connection is kept, e.g. 300 (seconds), 5m or 1.5s [default: 300].
+    // The file's key counts whole seconds (`idle_timeout_secs`), so this flag is
+    // applied after the layering ([`Settings::idle_timeout`]).
+    #[arg(long, value_parser = proto::duration::parse_duration)]
+    #[serde(skip)]
+    pub idle_timeout: Option<Duration>,
+    /// Most simultaneous connections from one address, handshakes included [default: 256].
+    #[arg(long)]
+    #[serde(rename = "limits.max_connections_per_address")]
+    pub max_connections_per_address: Option<usize>,
+    /// Most simultaneous connections of one certificate [default: 64].
+    #[arg(long)]
+    #[serde(rename = "limits.max_connections_per_identity")]
+    pub max_connections_per_identity: Option<usize>,
+    /// Refused requests of one peer recorded one by one per window [default: 16].
+    #[arg(long)]
+    #[serde(rename = "limits.refusals_recorded")]
     pub refusals_recorded: Option<u32>,
-    /// `--max-refusals`.
+    /// Refused requests of one peer per window before it is cut off [default: 64].
+    #[arg(long)]
+    #[serde(rename = "limits.max_refusals")]
     pub max_refusals: Option<u32>,
-    /// `--refusal-window` (seconds).
-    pub refusal_window_secs: Option<u64>,
+    /// Seconds of the refusal window, and of a cut-off [default: 60].
+    #[arg(long)]
+    #[serde(rename = "limits.refusal_window_secs")]
+    pub refusal_window: Option<u64>,
+}
+
+impl Settings {
+    /// Reads a config file and checks it against the settings: its table, for
+    /// [`Settings::layered`].
+    pub fn read(path: &Path) -> Result<toml::Table, ConfigError> {
+        Ok(daemon::config::read::<Settings>(path)?)
+    }
+
+    /// Parses config text and checks it (`path` only names it in errors).
+    pub fn parse(path: &Path, text: &str) -> Result<toml::Table, ConfigError> {
+        Ok(daemon::config::parse::<Settings>(path, text)?)
+    }
+
+    /// The file's table (see [`Settings::read`]) with `flags` laid over it.
+    pub fn layered(file: toml::Table, flags: &Flags) -> Result<Settings, ConfigError> {
+        Ok(daemon::config::layer(file, flags)?)
+    }
+
+    /// The file `flags` name (if any) with the flags laid over it.
+    pub fn load(flags: &Flags) -> Result<Settings, ConfigError> {
+        let file = match &flags.config {
+            Some(path) => Settings::read(path)?,
+            None => toml::Table::new(),
+        };
+        Settings::layered(file, flags)
+    }
+
+    /// How long a silent connection is kept: `--idle-timeout`, else the file's
+    /// `idle_timeout_secs`, else 300 s.
+    pub fn idle_timeout(&self, flags: &Flags) -> Duration {
+        flags.idle_timeout.unwrap_or(Duration::from_secs(
+            self.limits
+                .idle_timeout_secs
+                .unwrap_or(DEFAULT_IDLE_TIMEOUT_SECS),
+        ))
+    }
 }
 
 impl Limits {
-    /// The per-peer limits: flags over the file over the defaults, each checked.
-    pub fn peer_limits(&self, flags: PeerFlags) -> Result<crate::server::PeerLimits, ConfigError> {
+    /// The connection limits, each checked (0 is refused).
+    pub fn accept_limits(&self) -> Result<AcceptLimits, ConfigError> {
         let d = crate::server::PeerLimits::default();
-        let positive = |what: &'static str, v: u64| {
-            if v == 0 {
-                return Err(ConfigError::Invalid {
-                    what,
-                    message: "must be at least 1".into(),
-                });
-            }
-            Ok(v)
-        };
-        let per_address = flags
-            .per_address
-            .or(self.max_connections_per_address)
-            .unwrap_or(d.per_address);
-        positive("max_connections_per_address", per_address as u64)?;
-        let per_identity = flags
-            .per_identity
-            .or(self.max_connections_per_identity)
-            .unwrap_or(d.per_identity);
-        positive("max_connections_per_identity", per_identity as u64)?;
-        let window = flags
+        Ok(self.caps.limits(AcceptLimits {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            per_address: d.per_address,
+            per_identity: d.per_identity,
+        })?)
+    }
+
+    /// The per-peer limits over the defaults, each checked.
+    pub fn peer_limits(&self) -> Result<crate::server::PeerLimits, ConfigError> {
+        let d = crate::server::PeerLimits::default();
+        let caps = self.accept_limits()?;
+        let window = self
             .refusal_window_secs
-            .or(self.refusal_window_secs)
             .unwrap_or(d.refusals.window.as_secs());
-        positive("refusal_window_secs", window)?;
+        if window == 0 {
+            return Err(ConfigError::Invalid {
+                what: "refusal_window_secs",
+                message: "must be at least 1".into(),
+            });
+        }
         Ok(crate::server::PeerLimits {
-            per_address,
-            per_identity,
+            per_address: caps.per_address,
+            per_identity: caps.per_identity,
             refusals: crate::refusals::RefusalPolicy {
-                recorded: flags
-                    .refusals_recorded
-                    .or(self.refusals_recorded)
-                    .unwrap_or(d.refusals.recorded),
-                max_refused: flags
-                    .max_refusals
-                    .or(self.max_refusals)
-                    .unwrap_or(d.refusals.max_refused),
-                window: std::time::Duration::from_secs(window),
+                recorded: self.refusals_recorded.unwrap_or(d.refusals.recorded),
+                max_refused: self.max_refusals.unwrap_or(d.refusals.max_refused),
+                window: Duration::from_secs(window),
             },
         })
     }
@@ -160,22 +250,9 @@ impl Limits {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// Cannot read the file.
-    #[error("cannot read config {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// Not valid TOML for this schema.
-    #[error("config {path} is invalid: {message}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// What the parser said, on one line.
-        message: String,
-    },
+    /// The file could not be read, or is not valid TOML for these settings.
+    #[error(transparent)]
+    File(#[from] daemon::config::FileError),
     /// A required setting is absent.
     #[error("no {0} configured: set it in the config file or pass the flag")]
     Missing(&'static str),
@@ -189,101 +266,14 @@ pub enum ConfigError {
     },
 }
 
-impl FileConfig {
-    /// Reads and parses a config file.
-    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        FileConfig::parse(path, &text)
-    }
-
-    /// Parses config text (`path` only names it in errors).
-    pub fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string().replace('\n', " ").trim().to_string(),
-        })
+impl From<daemon::config::Invalid> for ConfigError {
+    fn from(e: daemon::config::Invalid) -> ConfigError {
+        ConfigError::Invalid {
+            what: e.key,
+            message: e.reason,
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_documented_example_parses() {
-        let doc = include_str!("config.rs");
-        let example: String = doc
-            .lines()
-            .skip_while(|l| !l.starts_with("//! ```toml"))
-            .skip(1)
-            .take_while(|l| !l.starts_with("//! ```"))
-            .map(|l| l.trim_start_matches("//!").trim_start())
-            .collect::<Vec<_>>()
-            .join("\n");
-        let c = FileConfig::parse(Path::new("example"), &example).unwrap();
-        assert_eq!(c.limits.max_batch, Some(1024));
-        assert_eq!(c.crl.as_deref(), Some(Path::new("/etc/rexec/crl.pem")));
-        let d = c.discovery.as_ref().unwrap().resolve().unwrap();
-        assert_eq!((d.cluster.as_str(), d.port), ("rexec", 7477));
-        let peers = c.limits.peer_limits(PeerFlags::default()).unwrap();
-        assert_eq!(peers, crate::server::PeerLimits::default());
-    }
-
-    #[test]
-    fn the_example_configs_in_deploy_parse() {
-        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/etc"));
-        let text = std::fs::read_to_string(dir.join("accountd.toml")).unwrap();
-        let c = FileConfig::parse(&dir.join("accountd.toml"), &text).unwrap();
-        assert_eq!(c.listen.as_deref(), Some(DEFAULT_LISTEN));
-        assert!(c.crl.is_some());
-        let client = crate::ctl::settings::load_ctl_file(&dir.join("client.toml"), true).unwrap();
-        assert_eq!(client.accountd.address.as_deref(), Some("10.0.0.9:7071"));
-        assert!(client.cert.is_some() && client.key.is_some() && client.ca.is_some());
-    }
-
-    #[test]
-    fn client_file_paths_are_relative_to_the_file_as_for_rexec() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.toml");
-        std::fs::write(
-            &path,
-            "ca = \"ca.pem\"\ncert = \"/abs/u.pem\"\nkey = \"keys/u.key\"\n",
-        )
-        .unwrap();
-        let c = crate::ctl::settings::load_ctl_file(&path, true).unwrap();
-        assert_eq!(c.ca, Some(dir.path().join("ca.pem")));
-        assert_eq!(c.cert, Some(PathBuf::from("/abs/u.pem")));
-        assert_eq!(c.key, Some(dir.path().join("keys/u.key")));
-        assert_eq!(c.crl, None);
-    }
-
-    #[test]
-    fn per_peer_caps_default_below_the_global_limit_and_zero_is_refused() {
-        let d = crate::server::PeerLimits::default();
-        assert!(d.per_identity < d.per_address && d.per_address < 1024);
-        let l = Limits {
-            max_connections_per_identity: Some(0),
-            ..Limits::default()
-        };
-        let e = l.peer_limits(PeerFlags::default()).unwrap_err();
-        assert!(
-            e.to_string().contains("max_connections_per_identity"),
-            "{e}"
-        );
-        let flags = PeerFlags {
-            per_address: Some(9),
-            ..PeerFlags::default()
-        };
-        assert_eq!(Limits::default().peer_limits(flags).unwrap().per_address, 9);
-    }
-
-    #[test]
-    fn unknown_keys_are_errors_on_one_line() {
-        let e = FileConfig::parse(Path::new("x.toml"), "listne = \"a\"\n").unwrap_err();
-        let text = e.to_string();
-        assert!(text.contains("x.toml") && !text.contains('\n'), "{text}");
-    }
-}
+mod tests;

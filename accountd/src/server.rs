@@ -22,8 +22,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use certs::serve::{AcceptLimits, Gate};
-use certs::{ConnectionCaps, PeerIdentity, ReloadableAcceptor, TlsPaths};
+use certs::{PeerIdentity, ReloadableAcceptor, TlsPaths};
+use daemon::ConnectionCaps;
+use daemon::serve::{AcceptLimits, Gate};
 use proto::account::{
     ACCOUNT_PROTOCOL_VERSION, AccountError, AccountReply, AccountRequest, AccountResponse,
     ErrorCode, Identity,
@@ -164,7 +165,7 @@ impl Server {
         tracing::info!("shutting down: no new connections, finishing requests in flight");
         drop(listener);
         let _ = stop_tx.send(true);
-        if !certs::serve::drain(&mut tasks, Duration::from_secs(10)).await {
+        if !daemon::serve::drain(&mut tasks, Duration::from_secs(10)).await {
             tracing::warn!("some connections did not finish in 10 s; closing them");
         }
         for summary in book.drain() {

@@ -4,6 +4,10 @@
 //! SAN `rexec:ROLE:NAME` (see `docs/SECURITY.md`). Every connection in the system is TLS
 //! 1.3 with both sides authenticated against that CA.
 //!
+//! This crate is the PKI and TLS only; what the daemons share beyond that (accept
+//! loop, connection caps, start-up, signals, ready file, configuration loading) is
+//! the `daemon` crate's.
+//!
 //! Modules:
 //! - `identity`: [`Role`], [`PeerIdentity`], the URI encoding, authorisation helpers.
 //! - `names`: the safe-name rules ([`check_name`]).
@@ -17,10 +21,6 @@
 //! - `inspect`: [`CertInfo`] and [`CrlInfo`], what `rexec-certs show` prints.
 //! - `files`: PEM loading, key permission checks, atomic writes.
 //! - `error`: [`CertError`], [`AuthError`].
-//! - `caps`: [`ConnectionCaps`], per-address and per-identity connection caps for the daemons.
-//! - [`serve`]: [`serve::Gate`], a daemon's accept loop under its connection limits.
-//! - [`daemon`]: the start-up shim of the daemons' `main` (logging, runtime, signals,
-//!   ready file).
 //! - [`testing`]: [`testing::TestPki`], a temporary CA for tests.
 //!
 //! ```
@@ -37,22 +37,18 @@
 #![forbid(unsafe_code)]
 
 mod ca;
-mod caps;
 mod config;
 mod crl;
-pub mod daemon;
 mod error;
 mod files;
 mod identity;
 mod inspect;
 mod names;
 mod reload;
-pub mod serve;
 mod stream;
 pub mod testing;
 
 pub use ca::{BACKDATE, CA_CERT_FILE, CA_DAYS, CA_KEY_FILE, CRL_FILE, Ca, Issued, MAX_DAYS};
-pub use caps::{AddressSlot, CapExceeded, ConnectionCaps, IdentitySlot};
 pub use config::{TlsPaths, client_config, crypto_provider, peer_identity, server_config};
 pub use crl::{CRL_DAYS, CRL_STATE_FILE, CrlState, RevokedEntry};
 pub use error::{AuthError, CertError};

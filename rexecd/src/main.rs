@@ -6,18 +6,19 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use certs::daemon::Signals;
 use clap::Parser;
+use daemon::Signals;
 use rexecd::config::{Config, Flags};
 use rexecd::server::Server;
 
 fn main() -> ExitCode {
     let flags = Flags::parse();
-    certs::daemon::run("rexecd", run(flags))
+    daemon::run("rexecd", run(flags))
 }
 
 async fn run(flags: Flags) -> anyhow::Result<()> {
     let config = Config::load(&flags)?;
+    let ready_file = config.ready_file.clone();
     let signals = Signals::install()?;
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -28,8 +29,8 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
     let mut server = Server::new(config).await?;
     server.start_announcing(addr).await?;
     certs::reload_on_sighup(server.tls(), signals.hangups);
-    if let Some(path) = &flags.ready_file {
-        certs::daemon::write_ready_file(path, addr)?;
+    if let Some(path) = &ready_file {
+        daemon::write_ready_file(path, addr)?;
     }
     server.serve(listener, signals.stop.recv()).await;
     Ok(())

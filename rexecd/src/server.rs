@@ -16,7 +16,7 @@
 //! unfinished handshakes count) and one certificate at most
 //! `max_connections_per_identity` (counted after the handshake; one over is answered
 //! `Busy` and closed), so no single client or user can take every slot. The accept
-//! loop is [`certs::serve::Gate`]'s, with rexecd's wording of its refusal warning.
+//! loop is [`daemon::serve::Gate`]'s, with rexecd's wording of its refusal warning.
 //!
 //! Once its handshake has succeeded, a connection is read through a
 //! [`READ_BUFFER`]-sized buffer under TLS: rustls asks its transport for 4 KiB at a
@@ -37,8 +37,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use certs::serve::{AcceptLimits, Gate, Refused};
-use certs::{ConnectionCaps, LazyBufReader, ReloadableAcceptor};
+use certs::{LazyBufReader, ReloadableAcceptor};
+use daemon::ConnectionCaps;
+use daemon::serve::{AcceptLimits, Gate, Refused};
 use proto::Framed;
 use proto::node::{ErrorCode, ErrorReply, FromNode};
 use tokio::io::AsyncWriteExt;
@@ -76,24 +77,26 @@ fn log_refusal(remote: SocketAddr, refused: u64, why: &Refused) {
     tracing::warn!(%remote, refused, "{why}; closing new connections at once");
 }
 
-/// Why the server could not start.
+/// Why the server could not start. Each variant chains its cause as its `source`
+/// and does not repeat it in its message, so `daemon::run` (or anyhow's `{:#}`)
+/// prints every cause once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServerError {
     /// The certificate, key, CA or CRL could not be loaded.
-    #[error("cannot load the TLS configuration: {0}")]
+    #[error("cannot load the TLS configuration")]
     Tls(#[from] certs::CertError),
     /// The job cgroups could not be set up.
-    #[error("cannot set up job cgroups: {0}")]
+    #[error("cannot set up job cgroups")]
     Cgroup(#[from] CgroupError),
     /// A blocking set-up task failed.
-    #[error("start-up task failed: {0}")]
+    #[error("start-up task failed")]
     Task(#[from] tokio::task::JoinError),
     /// The market (its debit journal) could not be opened.
-    #[error("cannot open the market: {0}")]
+    #[error("cannot open the market")]
     Market(#[from] MarketError),
     /// Announcing (a `[discovery]` table is given) could not start.
-    #[error("{0}")]
+    #[error(transparent)]
     Announce(#[from] crate::announce::AnnounceError),
 }
 
@@ -243,7 +246,7 @@ impl Server {
             "shutting down; destroying every job"
         );
         let _ = stop_tx.send(true);
-        if !certs::serve::drain(&mut sessions, STOP_GRACE).await {
+        if !daemon::serve::drain(&mut sessions, STOP_GRACE).await {
             tracing::warn!("sessions did not end in time; cutting them off");
         }
         let cgroups = self.cgroups;

@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use certs::daemon::Signals;
+use ::daemon::Signals;
 use clap::Parser;
 use vexecd::daemon::Daemon;
 use vexecd::daemon::config::{Config, Flags};
@@ -24,7 +24,7 @@ async fn real_main(flags: Flags) -> anyhow::Result<()> {
     certs::reload_on_sighup(daemon.tls(), signals.hangups);
     tracing::info!("{}", daemon.describe());
     if let Some(path) = ready_file {
-        certs::daemon::write_ready_file(&path, daemon.addr())?;
+        ::daemon::write_ready_file(&path, daemon.addr())?;
     }
     daemon.run(signals.stop.recv()).await;
     Ok(())
@@ -32,5 +32,5 @@ async fn real_main(flags: Flags) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let flags = Flags::parse();
-    certs::daemon::run("vexecd", real_main(flags))
+    ::daemon::run("vexecd", real_main(flags))
 }

@@ -29,6 +29,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use daemon::config::FileError;
+
 use crate::config::ConfigError;
 
 /// The parts of the shared rexec config file accountctl reads.
@@ -71,9 +73,9 @@ pub fn default_config_path() -> Option<PathBuf> {
 pub fn load_ctl_file(path: &Path, explicit: bool) -> Result<CtlFile, ConfigError> {
     match std::fs::read_to_string(path) {
         Ok(text) => {
-            let mut file: CtlFile = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            let mut file: CtlFile = toml::from_str(&text).map_err(|e| FileError::Parse {
                 path: path.to_path_buf(),
-                message: e.to_string().replace('\n', " ").trim().to_string(),
+                detail: e.to_string().replace('\n', " ").trim().to_string(),
             })?;
             // Relative paths name files beside the config file, as rexec reads them.
             let base = path.parent().unwrap_or(Path::new("."));
@@ -85,9 +87,10 @@ pub fn load_ctl_file(path: &Path, explicit: bool) -> Result<CtlFile, ConfigError
             Ok(file)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => Ok(CtlFile::default()),
-        Err(source) => Err(ConfigError::Read {
+        Err(cause) => Err(FileError::Read {
             path: path.to_path_buf(),
-            source,
-        }),
+            cause,
+        }
+        .into()),
     }
 }

@@ -33,7 +33,7 @@ use ::discovery::profile::{DEFAULT_WINDOW_WEEKS, MAX_WINDOW_WEEKS};
 use serde::Deserialize;
 
 use super::ConfigError;
-use super::market::{DEFAULT_JOURNAL, LedgerConfig, MarketConfig, MarketFile};
+use super::market_table::{DEFAULT_JOURNAL, LedgerConfig, MarketConfig, MarketFile};
 
 /// Default availability history file (beside the debit journal).
 pub const DEFAULT_HISTORY_FILE: &str = "/var/lib/rexecd/availability";
@@ -292,7 +292,7 @@ mod tests {
             find_accountd: false,
             ..on.clone()
         };
-        let mut m = MarketConfig::resolve(file.clone(), None, None).unwrap();
+        let mut m = MarketConfig::resolve(file.clone(), None).unwrap();
         learn_accountd(&mut m, &file, None).unwrap();
         learn_accountd(&mut m, &file, Some(&off)).unwrap();
         assert_eq!(m.ledger, None);
@@ -307,8 +307,11 @@ mod tests {
         learn_accountd(&mut m, &file, Some(&on)).unwrap();
         let l = m.ledger.unwrap();
         assert_eq!((l.address, l.server_name.as_str()), (None, "ledger"));
-        let mut m =
-            MarketConfig::resolve(file.clone(), Some("10.0.0.9:7071".into()), None).unwrap();
+        let configured = MarketFile {
+            accountd: Some("10.0.0.9:7071".into()),
+            ..file.clone()
+        };
+        let mut m = MarketConfig::resolve(configured, None).unwrap();
         learn_accountd(&mut m, &file, Some(&on)).unwrap();
         assert_eq!(m.ledger.unwrap().address.as_deref(), Some("10.0.0.9:7071"));
     }

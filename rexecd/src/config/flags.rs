@@ -1,17 +1,22 @@
-//! The command line of the `rexecd` binary. Every flag but `--config` and
-//! `--ready-file` overrides the config-file key of the same name (with `_` for `-`).
+//! The command line of the `rexecd` binary. Every flag but `--config` overrides the
+//! config-file key of the same name (with `_` for `-`; `--accountd` and `--journal`
+//! those of the `[market]` table): serialized, the flags given are laid over the file
+//! by `daemon::config::layer`.
 
 use std::path::PathBuf;
 
 use clap::Parser;
+use daemon::config::TlsFlags;
+use serde::Serialize;
 
 /// rexecd: run rexec jobs on this node, as the certificate's Unix user, inside a cgroup
 /// per job, with CPU shared in proportion to the jobs' bids.
-#[derive(Debug, Clone, Default, Parser)]
+#[derive(Debug, Clone, Default, Parser, Serialize)]
 #[command(name = "rexecd", version, about, after_help = stride::BID_HELP)]
 pub struct Flags {
     /// Config file (TOML); flags override its keys.
     #[arg(long, value_name = "PATH")]
+    #[serde(skip)]
     pub config: Option<PathBuf>,
     /// Node name, as in the node certificate.
     #[arg(long)]
@@ -19,18 +24,10 @@ pub struct Flags {
     /// Address to listen on, e.g. 0.0.0.0:7070 (port 0: any free port; see --ready-file).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
-    /// Node certificate (PEM).
-    #[arg(long, value_name = "PATH")]
-    pub cert: Option<PathBuf>,
-    /// Private key of the node certificate (PEM, mode 0600).
-    #[arg(long, value_name = "PATH")]
-    pub key: Option<PathBuf>,
-    /// Cluster CA certificate (PEM).
-    #[arg(long, value_name = "PATH")]
-    pub ca: Option<PathBuf>,
-    /// Certificate revocation list (PEM).
-    #[arg(long, value_name = "PATH")]
-    pub crl: Option<PathBuf>,
+    /// `--ca`, `--cert` (the node certificate), `--key`, `--crl`.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub tls: TlsFlags,
     /// Name of rexecd's parent cgroup (one per rexecd on a machine).
     #[arg(long, value_name = "NAME")]
     pub cgroup_parent: Option<String>,
@@ -43,6 +40,7 @@ pub struct Flags {
     pub allowed_users: Option<Vec<String>>,
     /// Allow jobs to run as root (uid 0).
     #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub allow_root: bool,
     /// A client silent this long is dead and its job is killed (e.g. 5s, 800ms).
     #[arg(long, value_name = "DURATION")]
@@ -59,10 +57,12 @@ pub struct Flags {
     pub max_ranks_per_user: Option<usize>,
     /// accountd's address (host:port), the `[market]` table's `accountd`.
     #[arg(long, value_name = "ADDR")]
+    #[serde(rename = "market.accountd")]
     pub accountd: Option<String>,
     /// The debit journal (the `[market]` table's `journal`): charges wait there until
     /// accountd has them. One per rexecd.
     #[arg(long, value_name = "PATH")]
+    #[serde(rename = "market.journal")]
     pub journal: Option<PathBuf>,
     /// After binding, write the bound address to PATH (atomically), for scripts and tests.
     #[arg(long, value_name = "PATH")]

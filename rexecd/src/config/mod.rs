@@ -29,7 +29,7 @@
 //! no_new_privs = true              # PR_SET_NO_NEW_PRIVS for job processes
 //! umask = "022"                    # umask of job processes
 //!
-//! [market]                         # metering, charging and bid checks: see `market`
+//! [market]                         # metering, charging and bid checks: see `market_table`
 //! accountd = "10.0.0.9:7071"       # (its `cpus`, the CPUs sold, defaults to the set above)
 //! [discovery]                      # announce this node; find accountd: see `discovery`
 //! cluster = "rexec"
@@ -40,8 +40,13 @@
 //! core = 0
 //! ```
 //!
+//! The file is loaded by `daemon::config`: flags over the file over the defaults
+//! below, unknown keys refused by name. A `ready_file` key may name the file the bound
+//! address is written to (as `--ready-file`).
+//!
 //! ```
-//! let file: rexecd::config::FileConfig = toml::from_str(r#"
+//! use std::path::Path;
+//! let file = rexecd::config::Settings::parse(Path::new("n1.toml"), r#"
 //!     name = "n1"
 //!     cert = "/c.pem"
 //!     key = "/c.key"
@@ -62,16 +67,18 @@
 pub mod discovery;
 mod flags;
 pub mod job;
-pub mod market;
+pub mod market_table;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use daemon::config::{CapSettings, NoOtherKeys, TlsSettings};
+use daemon::serve::AcceptLimits;
 use proto::duration::parse_duration;
 use serde::Deserialize;
 
 pub use flags::Flags;
-pub use market::{MarketConfig, ShareControl};
+pub use market_table::{MarketConfig, ShareControl};
 
 use crate::cgroup::{CpuSet, ParentName};
 use crate::env::EnvPolicy;
@@ -102,22 +109,9 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_IDENTITY: usize = 256;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// What the OS said.
-        source: std::io::Error,
-    },
-    /// The file is not valid TOML for this schema.
-    #[error("config file {path} is invalid: {detail}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// What the parser said (one line).
-        detail: String,
-    },
+    /// The file could not be read, or is not valid TOML for these settings.
+    #[error(transparent)]
+    File(#[from] daemon::config::FileError),
     /// A required key is neither in the file nor given as a flag.
     #[error("no {key} configured; set `{key}` in the config file or pass --{flag}")]
     Missing {
@@ -127,7 +121,7 @@ pub enum ConfigError {
         flag: &'static str,
     },
     /// A value of the `[discovery]` table is out of range or malformed.
-    #[error("{0}")]
+    #[error(transparent)]
     Discovery(#[from] ::discovery::config::DiscoveryConfigError),
     /// A value is out of range or malformed.
     #[error("invalid {key} {value:?}: {reason}")]
@@ -141,22 +135,32 @@ pub enum ConfigError {
     },
 }
 
-/// The config file as written: every key optional, unknown keys refused.
+impl From<daemon::config::Invalid> for ConfigError {
+    fn from(e: daemon::config::Invalid) -> ConfigError {
+        ConfigError::Invalid {
+            key: e.key,
+            value: e.value,
+            reason: e.reason,
+        }
+    }
+}
+
+/// The settings as the file has them, and as the flags are laid over them: every
+/// key optional, unknown keys refused by name.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileConfig {
+pub struct Settings {
     /// Node name.
     pub name: Option<String>,
     /// Listen address.
     pub listen: Option<String>,
-    /// Node certificate.
-    pub cert: Option<PathBuf>,
-    /// Node key.
-    pub key: Option<PathBuf>,
-    /// CA certificate.
-    pub ca: Option<PathBuf>,
-    /// CRL.
-    pub crl: Option<PathBuf>,
+    /// Where to write the bound address once listening.
+    pub ready_file: Option<PathBuf>,
+    /// `ca`, `cert`, `key`, `crl`.
+    #[serde(flatten)]
+    pub tls: TlsSettings,
+    /// `max_connections`, `max_connections_per_address`, `max_connections_per_identity`.
+    #[serde(flatten)]
+    pub caps: CapSettings,
     /// Parent cgroup name.
     pub cgroup_parent: Option<String>,
     /// CPUs the node is confined to, a cpu list such as "0-3".
@@ -173,16 +177,10 @@ pub struct FileConfig {
     pub env_deny: Option<Vec<String>>,
     /// Largest frame accepted.
     pub max_frame: Option<usize>,
-    /// Most connections open at once.
-    pub max_connections: Option<usize>,
     /// Most ranks one user may run at once.
     pub max_ranks_per_user: Option<usize>,
     /// The `[market]` table.
-    pub market: Option<market::MarketFile>,
-    /// Most connections from one remote address.
-    pub max_connections_per_address: Option<usize>,
-    /// Most connections of one certificate identity.
-    pub max_connections_per_identity: Option<usize>,
+    pub market: Option<market_table::MarketFile>,
     /// How long a client stopped by Ctrl-Z keeps its job, e.g. "60m".
     pub stopped_client_limit: Option<String>,
     /// TCP_USER_TIMEOUT of client connections, e.g. "5m".
@@ -197,19 +195,21 @@ pub struct FileConfig {
     pub discovery: Option<::discovery::config::DiscoveryFile>,
     /// rexecd's `[announce]` table (needs `[discovery]`).
     pub announce: Option<discovery::AnnounceFile>,
+    /// Any other key: refused by name.
+    #[serde(flatten)]
+    _unknown: NoOtherKeys,
 }
 
-impl FileConfig {
-    /// Reads and parses a config file.
-    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            detail: e.message().replace('\n', " "),
-        })
+impl Settings {
+    /// Reads a config file and checks it against the settings: its table, for
+    /// [`Config::resolve`].
+    pub fn read(path: &Path) -> Result<toml::Table, ConfigError> {
+        Ok(daemon::config::read::<Settings>(path)?)
+    }
+
+    /// Parses config text and checks it (`path` only names it in errors).
+    pub fn parse(path: &Path, text: &str) -> Result<toml::Table, ConfigError> {
+        Ok(daemon::config::parse::<Settings>(path, text)?)
     }
 }
 
@@ -220,6 +220,8 @@ pub struct Config {
     pub name: String,
     /// Address to listen on (used by the binary; tests bind their own listener).
     pub listen: String,
+    /// Where the binary writes the bound address once listening.
+    pub ready_file: Option<PathBuf>,
     /// TLS material.
     pub tls: certs::TlsPaths,
     /// rexecd's parent cgroup.
@@ -265,70 +267,45 @@ pub struct Config {
 }
 
 impl Config {
-    /// Merges the file with the flags (flags win) and checks every value.
-    pub fn resolve(file: FileConfig, flags: &Flags) -> Result<Config, ConfigError> {
-        let name = flags
-            .name
-            .clone()
-            .or(file.name)
-            .ok_or(ConfigError::Missing {
-                key: "name",
-                flag: "name",
-            })?;
+    /// Loads the file named by `flags.config` (if any) and lays the flags over it.
+    pub fn load(flags: &Flags) -> Result<Config, ConfigError> {
+        let file = match &flags.config {
+            Some(path) => Settings::read(path)?,
+            None => toml::Table::new(),
+        };
+        Config::resolve(file, flags)
+    }
+
+    /// The file's table with the flags laid over it (flags win), every value checked.
+    pub fn resolve(file: toml::Table, flags: &Flags) -> Result<Config, ConfigError> {
+        Config::from_settings(daemon::config::layer(file, flags)?)
+    }
+
+    /// Checks every setting and fills in the defaults.
+    pub fn from_settings(s: Settings) -> Result<Config, ConfigError> {
+        let name = s.name.ok_or(ConfigError::Missing {
+            key: "name",
+            flag: "name",
+        })?;
         certs::check_name(certs::Role::Node, &name).map_err(|e| ConfigError::Invalid {
             key: "name",
             value: name.clone(),
             reason: e.to_string(),
         })?;
-        let path = |flag: &Option<PathBuf>, file: Option<PathBuf>, key, flag_name| {
-            flag.clone().or(file).ok_or(ConfigError::Missing {
-                key,
-                flag: flag_name,
-            })
-        };
-        let tls = certs::TlsPaths {
-            cert: path(&flags.cert, file.cert, "cert", "cert")?,
-            key: path(&flags.key, file.key, "key", "key")?,
-            ca: path(&flags.ca, file.ca, "ca", "ca")?,
-            crl: flags.crl.clone().or(file.crl),
-        };
-        let parent_text = flags
+        let tls = s.tls.paths().map_err(|m| ConfigError::Missing {
+            key: m.key,
+            flag: m.key,
+        })?;
+        let parent_text = s
             .cgroup_parent
-            .clone()
-            .or(file.cgroup_parent)
             .unwrap_or_else(|| DEFAULT_CGROUP_PARENT.to_string());
         let cgroup_parent = ParentName::new(&parent_text).map_err(|e| ConfigError::Invalid {
             key: "cgroup_parent",
             value: parent_text.clone(),
             reason: e.to_string(),
         })?;
-        let cpus = match flags.cpus.clone().or(file.cpus) {
-            None => None,
-            Some(text) => Some(parse_cpus(&text)?),
-        };
-        let duration =
-            |key, flag: &Option<String>, file: Option<String>, default| match flag.clone().or(file)
-            {
-                None => Ok(default),
-                Some(text) => parse_duration(&text).map_err(|e| ConfigError::Invalid {
-                    key,
-                    value: text,
-                    reason: e.to_string(),
-                }),
-            };
-        let heartbeat_timeout = duration(
-            "heartbeat_timeout",
-            &flags.heartbeat_timeout,
-            file.heartbeat_timeout,
-            DEFAULT_HEARTBEAT_TIMEOUT,
-        )?;
-        let heartbeat_interval = duration(
-            "heartbeat_interval",
-            &flags.heartbeat_interval,
-            file.heartbeat_interval,
-            DEFAULT_HEARTBEAT_INTERVAL,
-        )?;
-        let max_frame = file.max_frame.unwrap_or(proto::DEFAULT_MAX_FRAME);
+        let cpus = s.cpus.as_deref().map(parse_cpus).transpose()?;
+        let max_frame = s.max_frame.unwrap_or(proto::DEFAULT_MAX_FRAME);
         if max_frame < 2 * proto::node::CHUNK_SIZE {
             return Err(ConfigError::Invalid {
                 key: "max_frame",
@@ -336,103 +313,83 @@ impl Config {
                 reason: format!("must be at least {} bytes", 2 * proto::node::CHUNK_SIZE),
             });
         }
-        let limit = |key, flag: Option<usize>, file: Option<usize>, default| {
-            let value = flag.or(file).unwrap_or(default);
-            if value == 0 {
-                return Err(ConfigError::Invalid {
-                    key,
-                    value: value.to_string(),
-                    reason: "must be at least 1".to_string(),
-                });
-            }
-            Ok(value)
-        };
-        let max_connections = limit(
-            "max_connections",
-            flags.max_connections,
-            file.max_connections,
-            DEFAULT_MAX_CONNECTIONS,
-        )?;
-        let max_ranks_per_user = limit(
-            "max_ranks_per_user",
-            flags.max_ranks_per_user,
-            file.max_ranks_per_user,
-            DEFAULT_MAX_RANKS_PER_USER,
-        )?;
-        let mut market_file = file.market.unwrap_or_default();
-        if let Some(journal) = &flags.journal {
-            market_file.journal = Some(journal.clone());
+        let limits = s.caps.limits(AcceptLimits {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+            per_identity: DEFAULT_MAX_CONNECTIONS_PER_IDENTITY,
+        })?;
+        let max_ranks_per_user = s.max_ranks_per_user.unwrap_or(DEFAULT_MAX_RANKS_PER_USER);
+        if max_ranks_per_user == 0 {
+            return Err(ConfigError::Invalid {
+                key: "max_ranks_per_user",
+                value: "0".to_string(),
+                reason: "must be at least 1".to_string(),
+            });
         }
-        let listen = flags
-            .listen
-            .clone()
-            .or(file.listen)
-            .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
-        let announce = discovery::resolve(file.discovery, file.announce, &listen)?;
-        let mut market =
-            MarketConfig::resolve(market_file.clone(), flags.accountd.clone(), cpus.as_ref())?;
+        let listen = s.listen.unwrap_or_else(|| DEFAULT_LISTEN.to_string());
+        let announce = discovery::resolve(s.discovery, s.announce, &listen)?;
+        let market_file = s.market.unwrap_or_default();
+        let mut market = MarketConfig::resolve(market_file.clone(), cpus.as_ref())?;
         discovery::learn_accountd(&mut market, &market_file, announce.as_ref())?;
-        let max_connections_per_address = limit(
-            "max_connections_per_address",
-            flags.max_connections_per_address,
-            file.max_connections_per_address,
-            DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
-        )?;
-        let max_connections_per_identity = limit(
-            "max_connections_per_identity",
-            flags.max_connections_per_identity,
-            file.max_connections_per_identity,
-            DEFAULT_MAX_CONNECTIONS_PER_IDENTITY,
-        )?;
-        let allowed_users = flags.allowed_users.clone().or(file.allowed_users);
-        let env = match file.env_deny {
+        let env = match s.env_deny {
             Some(patterns) => EnvPolicy::new(patterns),
             None => EnvPolicy::default(),
         };
-        let stopped_client_limit = duration(
-            "stopped_client_limit",
-            &flags.stopped_client_limit,
-            file.stopped_client_limit,
-            crate::heartbeat::DEFAULT_STOP_LIMIT,
-        )?;
-        let tcp_user_timeout = duration(
-            "tcp_user_timeout",
-            &flags.tcp_user_timeout,
-            file.tcp_user_timeout,
-            DEFAULT_TCP_USER_TIMEOUT,
-        )?;
-        let job_limits = job::job_limits(file.no_new_privs, file.umask, file.rlimits)?;
         Ok(Config {
             name,
             listen,
+            ready_file: s.ready_file,
             tls,
             cgroup_parent,
             cpus,
             env,
-            allowed_users,
-            allow_root: flags.allow_root || file.allow_root.unwrap_or(false),
-            heartbeat_timeout,
-            heartbeat_interval,
+            allowed_users: s.allowed_users,
+            allow_root: s.allow_root.unwrap_or(false),
+            heartbeat_timeout: duration(
+                "heartbeat_timeout",
+                s.heartbeat_timeout,
+                DEFAULT_HEARTBEAT_TIMEOUT,
+            )?,
+            heartbeat_interval: duration(
+                "heartbeat_interval",
+                s.heartbeat_interval,
+                DEFAULT_HEARTBEAT_INTERVAL,
+            )?,
             max_frame,
-            max_connections,
+            max_connections: limits.max_connections,
             max_ranks_per_user,
             market,
-            max_connections_per_address,
-            max_connections_per_identity,
-            stopped_client_limit,
-            tcp_user_timeout,
-            job_limits,
+            max_connections_per_address: limits.per_address,
+            max_connections_per_identity: limits.per_identity,
+            stopped_client_limit: duration(
+                "stopped_client_limit",
+                s.stopped_client_limit,
+                crate::heartbeat::DEFAULT_STOP_LIMIT,
+            )?,
+            tcp_user_timeout: duration(
+                "tcp_user_timeout",
+                s.tcp_user_timeout,
+                DEFAULT_TCP_USER_TIMEOUT,
+            )?,
+            job_limits: job::job_limits(s.no_new_privs, s.umask, s.rlimits)?,
             announce,
         })
     }
+}
 
-    /// Loads the file named by `flags.config` (if any) and merges the flags into it.
-    pub fn load(flags: &Flags) -> Result<Config, ConfigError> {
-        let file = match &flags.config {
-            Some(path) => FileConfig::load(path)?,
-            None => FileConfig::default(),
-        };
-        Config::resolve(file, flags)
+/// A duration setting (`"5s"`, `"750ms"`), or `default` without one.
+fn duration(
+    key: &'static str,
+    text: Option<String>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match text {
+        None => Ok(default),
+        Some(text) => parse_duration(&text).map_err(|e| ConfigError::Invalid {
+            key,
+            value: text,
+            reason: e.to_string(),
+        }),
     }
 }
 

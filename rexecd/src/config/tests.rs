@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::*;
 
-fn file(text: &str) -> FileConfig {
-    toml::from_str(text).unwrap()
+fn file(text: &str) -> toml::Table {
+    Settings::parse(Path::new("test.toml"), text).unwrap()
 }
 
 const BASE: &str = r#"
@@ -21,7 +21,10 @@ fn flags_override_the_file_and_defaults_fill_the_rest() {
     let text = format!("{BASE}\nlisten = \"0.0.0.0:1\"\nallowed_users = [\"ann\"]\n");
     let flags = Flags {
         name: Some("n2".into()),
-        cert: Some("/flag/c.pem".into()),
+        tls: daemon::config::TlsFlags {
+            cert: Some("/flag/c.pem".into()),
+            ..Default::default()
+        },
         listen: Some("127.0.0.1:0".into()),
         allowed_users: Some(vec!["bob".into(), "eve".into()]),
         heartbeat_timeout: Some("2s".into()),
@@ -88,12 +91,12 @@ fn an_env_deny_list_replaces_the_default() {
 fn unknown_keys_and_broken_files_name_the_file() {
     let mut f = tempfile::NamedTempFile::new().unwrap();
     writeln!(f, "{BASE}\nlisten_addr = \"x\"").unwrap();
-    let e = FileConfig::load(f.path()).unwrap_err().to_string();
+    let e = Settings::read(f.path()).unwrap_err().to_string();
     assert!(
         e.contains(&f.path().display().to_string()) && e.contains("listen_addr"),
         "{e}"
     );
-    let e = FileConfig::load(std::path::Path::new("/no/such/rexecd.toml")).unwrap_err();
+    let e = Settings::read(std::path::Path::new("/no/such/rexecd.toml")).unwrap_err();
     assert!(
         e.to_string()
             .starts_with("cannot read config file /no/such/rexecd.toml"),
@@ -136,7 +139,7 @@ fn the_example_config_in_deploy_resolves() {
         env!("CARGO_MANIFEST_DIR"),
         "/../deploy/etc/rexecd.toml"
     ));
-    let config = Config::resolve(FileConfig::load(path).unwrap(), &Flags::default()).unwrap();
+    let config = Config::resolve(Settings::read(path).unwrap(), &Flags::default()).unwrap();
     assert_eq!(config.name, "n1");
     assert_eq!(config.heartbeat_timeout, Duration::from_secs(5));
     assert!(config.tls.crl.is_some());
@@ -165,10 +168,7 @@ fn market_flags_override_the_market_table() {
 #[test]
 fn job_hardening_and_client_bounds_have_safe_defaults_and_refuse_bad_values() {
     let base = "name = \"n1\"\ncert = \"/c\"\nkey = \"/k\"\nca = \"/ca\"\n";
-    let resolve = |extra: &str| {
-        let file: FileConfig = toml::from_str(&format!("{base}{extra}")).unwrap();
-        Config::resolve(file, &Flags::default())
-    };
+    let resolve = |extra: &str| Config::resolve(file(&format!("{base}{extra}")), &Flags::default());
     let config = resolve("").unwrap();
     assert!(config.job_limits.no_new_privs);
     assert_eq!(config.job_limits.umask, 0o022);
@@ -202,7 +202,7 @@ fn cpus_pin_the_node_and_set_what_the_market_sells() {
     // Without the key: no pinning, and the market sells what rexecd may use, as before.
     let bare = Config::resolve(file(BASE), &Flags::default()).unwrap();
     assert_eq!(bare.cpus, None);
-    assert_eq!(bare.market.cpus, market::available_cpus());
+    assert_eq!(bare.market.cpus, market_table::available_cpus());
 
     let c = Config::resolve(
         file(&format!("{BASE}\ncpus = \"0,2,5-7\"\n")),

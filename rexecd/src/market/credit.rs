@@ -16,7 +16,7 @@ use proto::account::{AccountOp, AccountReply, BalanceQuery, ErrorCode as Account
 use proto::node::{ErrorCode, ErrorReply};
 use tokio_rustls::TlsConnector;
 
-use crate::config::market::LedgerConfig;
+use crate::config::market_table::LedgerConfig;
 
 /// How long one balance query may take.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(3);

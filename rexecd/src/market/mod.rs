@@ -236,7 +236,7 @@ impl Market {
         let bid = Bid::new(bid).map_err(|e| refuse_bid(node, &e))?;
         if bid > self.cfg.max_rate {
             let max = self.cfg.max_rate.micros_per_minute();
-            let default = Bid::from_credits(crate::config::market::DEFAULT_MAX_RATE_CREDITS);
+            let default = Bid::from_credits(crate::config::market_table::DEFAULT_MAX_RATE_CREDITS);
             let (before, after) = if self.cfg.max_rate == default {
                 (
                     "the default max_rate of",

@@ -101,7 +101,7 @@ async fn announces_its_market_at_once_on_every_change() {
         .expect("an announcement at start");
     assert_eq!(first.addr.to_string(), d.addr);
     assert_eq!(first.period_ms, 3000);
-    let cpus = rexecd::config::market::available_cpus();
+    let cpus = rexecd::config::market_table::available_cpus();
     assert_eq!((idle.cpus, idle.price, idle.running_jobs), (cpus, 0, 0));
     assert!(idle.idle_milli <= cpus * 1000, "{idle:?}");
     assert!(idle.free_mem_mib > 0, "{idle:?}");

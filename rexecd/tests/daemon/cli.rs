@@ -73,6 +73,8 @@ fn a_bad_configuration_is_one_clear_line() {
         err.starts_with("rexecd: cannot read config file /no/such/rexecd.toml"),
         "{err}"
     );
+    // The cause once, not also chained and printed again.
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
 
     let out = Command::new(env!("CARGO_BIN_EXE_rexecd"))
         .args(["--name", "n1"])

@@ -14,6 +14,7 @@ mod joblog;
 mod journal;
 mod launch;
 mod limits;
+mod startup;
 mod stdin_window;
 mod util;
 mod weights;

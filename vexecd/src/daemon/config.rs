@@ -24,16 +24,20 @@
 //! cluster = "rexec"
 //! ```
 //!
-//! Paths in the file are taken as written (absolute in a deployment).
+//! Paths in the file are taken as written (absolute in a deployment). The file is
+//! loaded by `daemon::config`: flags over the file over the defaults below, unknown
+//! keys refused by name.
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ::daemon::config::{CapSettings, NoOtherKeys, TlsFlags, TlsSettings};
+use ::daemon::serve::AcceptLimits;
 use certs::TlsPaths;
 use discovery::config::{DiscoveryConfig, DiscoveryFile};
 use proto::duration::parse_duration;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::table::{ClusterFilter, Network, TableConfig};
 
@@ -55,10 +59,10 @@ pub const DEFAULT_WINDOW_PERIODS: u32 = 3;
 /// Default most senders kept.
 pub const DEFAULT_MAX_NODES: usize = 100_000;
 
-/// The file as written.
+/// The settings as the file has them, and as the flags are laid over them: every
+/// key optional, unknown keys refused by name.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileConfig {
+pub struct Settings {
     /// The selector's name (its service certificate's).
     pub name: Option<String>,
     /// TLS address to listen on.
@@ -69,14 +73,12 @@ pub struct FileConfig {
     pub udp_listen: Option<String>,
     /// Where to write the bound TLS address once listening.
     pub ready_file: Option<PathBuf>,
-    /// Cluster CA certificate.
-    pub ca: Option<PathBuf>,
-    /// vexecd's certificate (role service).
-    pub cert: Option<PathBuf>,
-    /// Its private key.
-    pub key: Option<PathBuf>,
-    /// Revocation list.
-    pub crl: Option<PathBuf>,
+    /// `ca`, `cert` (role service), `key`, `crl`.
+    #[serde(flatten)]
+    pub tls: TlsSettings,
+    /// `max_connections`, `max_connections_per_address`, `max_connections_per_identity`.
+    #[serde(flatten)]
+    pub caps: CapSettings,
     /// Window in the sender's periods.
     pub window_periods: Option<u32>,
     /// Most senders kept.
@@ -85,27 +87,26 @@ pub struct FileConfig {
     pub name_suffix: Option<String>,
     /// Accept only senders in these networks (`10.0.0.0/8`).
     pub networks: Option<Vec<String>>,
-    /// Most simultaneous connections.
-    pub max_connections: Option<usize>,
-    /// Most connections from one remote address.
-    pub max_connections_per_address: Option<usize>,
-    /// Most connections of one certificate.
-    pub max_connections_per_identity: Option<usize>,
     /// How long a silent connection is kept (`300s`, `5m`).
     pub idle_timeout: Option<String>,
     /// The shared `[discovery]` table.
     pub discovery: Option<DiscoveryFile>,
+    /// Any other key: refused by name.
+    #[serde(flatten)]
+    _unknown: NoOtherKeys,
 }
 
 /// The rexec market's selector: hears node announcements and answers
 /// "select N nodes by POLICY" over mutual TLS.
 // vexecd's command line (its doc comment above is `--help`'s): each flag beats the
-// config file's key of the same name.
-#[derive(clap::Parser, Debug, Clone, Default)]
+// config file's key of the same name (serialized, laid over the file by
+// `daemon::config::layer`).
+#[derive(clap::Parser, Serialize, Debug, Clone, Default)]
 #[command(name = "vexecd", version)]
 pub struct Flags {
     /// TOML config file; it must hold a [discovery] table (flags override its values).
     #[arg(long, env = "VEXECD_CONFIG")]
+    #[serde(skip)]
     pub config: Option<PathBuf>,
     /// Selector name, as in its service certificate [default: vexecd].
     #[arg(long)]
@@ -122,18 +123,10 @@ pub struct Flags {
     /// Write the bound TLS address to this file once listening.
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
-    /// Cluster CA certificate.
-    #[arg(long)]
-    pub ca: Option<PathBuf>,
-    /// vexecd's certificate (role service).
-    #[arg(long)]
-    pub cert: Option<PathBuf>,
-    /// vexecd's private key.
-    #[arg(long)]
-    pub key: Option<PathBuf>,
-    /// Certificate revocation list.
-    #[arg(long)]
-    pub crl: Option<PathBuf>,
+    /// `--ca`, `--cert` (role service), `--key`, `--crl`.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub tls: TlsFlags,
     /// Forget a sender after this many of its periods without an announcement [default: 3].
     #[arg(long)]
     pub window_periods: Option<u32>,
@@ -145,6 +138,7 @@ pub struct Flags {
     pub max_connections: Option<usize>,
     /// How long a silent connection is kept, e.g. 300 (seconds), 5m [default: 5m].
     #[arg(long, value_parser = proto::duration::parse_duration)]
+    #[serde(serialize_with = "::daemon::config::millis")]
     pub idle_timeout: Option<Duration>,
 }
 
@@ -181,22 +175,9 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// Cannot read the file.
-    #[error("cannot read config {path}: {cause}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The cause (in the message, so not a `source` too).
-        cause: std::io::Error,
-    },
-    /// Not valid TOML for this schema.
-    #[error("config {path} is invalid: {message}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// What the parser said, on one line.
-        message: String,
-    },
+    /// The file could not be read, or is not valid TOML for these settings.
+    #[error(transparent)]
+    File(#[from] ::daemon::config::FileError),
     /// A required setting is absent.
     #[error("no {0} configured: set it in the config file or pass the flag")]
     Missing(&'static str),
@@ -222,22 +203,22 @@ fn invalid(what: &'static str, message: impl Into<String>) -> ConfigError {
     }
 }
 
-impl FileConfig {
-    /// Reads and parses a config file.
-    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
-            path: path.to_path_buf(),
-            cause,
-        })?;
-        FileConfig::parse(path, &text)
+impl From<::daemon::config::Invalid> for ConfigError {
+    fn from(e: ::daemon::config::Invalid) -> ConfigError {
+        invalid(e.key, e.reason)
+    }
+}
+
+impl Settings {
+    /// Reads a config file and checks it against the settings: its table, for
+    /// [`Config::resolve`].
+    pub fn read(path: &Path) -> Result<toml::Table, ConfigError> {
+        Ok(::daemon::config::read::<Settings>(path)?)
     }
 
-    /// Parses config text (`path` only names it in errors).
-    pub fn parse(path: &Path, text: &str) -> Result<FileConfig, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string().replace('\n', " ").trim().to_string(),
-        })
+    /// Parses config text and checks it (`path` only names it in errors).
+    pub fn parse(path: &Path, text: &str) -> Result<toml::Table, ConfigError> {
+        Ok(::daemon::config::parse::<Settings>(path, text)?)
     }
 }
 
@@ -282,32 +263,31 @@ impl Config {
     /// Reads the config file `flags` name (if any) and resolves it with them.
     pub fn load(flags: Flags) -> Result<Config, ConfigError> {
         let file = match &flags.config {
-            Some(p) => FileConfig::load(p)?,
-            None => FileConfig::default(),
+            Some(p) => Settings::read(p)?,
+            None => toml::Table::new(),
         };
         Config::resolve(file, flags)
     }
 
     /// Flags over the file over the defaults, each value checked.
-    pub fn resolve(file: FileConfig, flags: Flags) -> Result<Config, ConfigError> {
-        let discovery = file
+    pub fn resolve(file: toml::Table, flags: Flags) -> Result<Config, ConfigError> {
+        Config::from_settings(::daemon::config::layer(file, &flags)?)
+    }
+
+    /// Checks every setting and fills in the defaults.
+    pub fn from_settings(s: Settings) -> Result<Config, ConfigError> {
+        let discovery = s
             .discovery
             .as_ref()
             .ok_or(ConfigError::NoDiscovery)?
             .resolve()
             .map_err(|e| invalid("[discovery]", e.to_string()))?;
-        let name = flags
-            .name
-            .or(file.name)
-            .unwrap_or_else(|| DEFAULT_NAME.into());
+        let name = s.name.unwrap_or_else(|| DEFAULT_NAME.into());
         certs::check_name(certs::Role::Service, &name)
             .map_err(|e| invalid("name", e.to_string()))?;
-        let listen_text = flags
-            .listen
-            .or(file.listen)
-            .unwrap_or_else(|| DEFAULT_LISTEN.into());
+        let listen_text = s.listen.unwrap_or_else(|| DEFAULT_LISTEN.into());
         let listen = socket_addr("listen", &listen_text)?;
-        let advertise = match flags.advertise.or(file.advertise) {
+        let advertise = match s.advertise {
             Some(a) => {
                 let a = socket_addr("advertise", &a)?;
                 if a.ip().is_unspecified() {
@@ -328,7 +308,7 @@ impl Config {
             }
             None => None,
         };
-        let udp_listen = match flags.udp_listen.or(file.udp_listen) {
+        let udp_listen = match s.udp_listen {
             Some(u) => Some(socket_addr("udp_listen", &u)?),
             None => None,
         };
@@ -338,34 +318,22 @@ impl Config {
                 "multicast is off ([discovery] multicast = false): set udp_listen so nodes can send announcements to it",
             ));
         }
-        let tls = TlsPaths::from_settings(
-            flags.ca.or(file.ca),
-            flags.cert.or(file.cert),
-            flags.key.or(file.key),
-            flags.crl.or(file.crl),
-        )
-        .map_err(ConfigError::Missing)?;
-        let window_periods = flags
-            .window_periods
-            .or(file.window_periods)
-            .unwrap_or(DEFAULT_WINDOW_PERIODS);
+        let tls: TlsPaths = s
+            .tls
+            .paths()
+            .map_err(|m| ConfigError::Missing(m.described()))?;
+        let window_periods = s.window_periods.unwrap_or(DEFAULT_WINDOW_PERIODS);
         if !(1..=100).contains(&window_periods) {
             return Err(invalid("window_periods", "must be 1 to 100"));
         }
-        let max_nodes = positive(
-            "max_nodes",
-            flags
-                .max_nodes
-                .or(file.max_nodes)
-                .unwrap_or(DEFAULT_MAX_NODES),
-        )?;
-        let networks = file
+        let max_nodes = positive("max_nodes", s.max_nodes.unwrap_or(DEFAULT_MAX_NODES))?;
+        let networks = s
             .networks
             .unwrap_or_default()
             .iter()
             .map(|n| parse_network(n))
             .collect::<Result<Vec<_>, _>>()?;
-        if file.name_suffix.as_deref() == Some("") {
+        if s.name_suffix.as_deref() == Some("") {
             return Err(invalid(
                 "name_suffix",
                 "empty; leave it out to accept every name",
@@ -376,47 +344,35 @@ impl Config {
             max_entries: max_nodes,
             cluster: ClusterFilter {
                 cluster: discovery.cluster.clone(),
-                name_suffix: file.name_suffix,
+                name_suffix: s.name_suffix,
                 networks,
             },
             ..TableConfig::default()
         };
-        let idle_timeout = match (flags.idle_timeout, file.idle_timeout) {
-            (Some(d), _) => d,
-            (None, Some(t)) => {
-                parse_duration(&t).map_err(|e| invalid("idle_timeout", e.to_string()))?
-            }
-            (None, None) => DEFAULT_IDLE_TIMEOUT,
+        let idle_timeout = match s.idle_timeout {
+            Some(t) => parse_duration(&t).map_err(|e| invalid("idle_timeout", e.to_string()))?,
+            None => DEFAULT_IDLE_TIMEOUT,
         };
         if idle_timeout.is_zero() {
             return Err(invalid("idle_timeout", "must be more than 0"));
         }
+        let limits = s.caps.limits(AcceptLimits {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+            per_identity: DEFAULT_MAX_CONNECTIONS_PER_IDENTITY,
+        })?;
         Ok(Config {
             name,
             listen,
             advertise,
             udp_listen,
-            ready_file: flags.ready_file.or(file.ready_file),
+            ready_file: s.ready_file,
             tls,
             table,
             discovery,
-            max_connections: positive(
-                "max_connections",
-                flags
-                    .max_connections
-                    .or(file.max_connections)
-                    .unwrap_or(DEFAULT_MAX_CONNECTIONS),
-            )?,
-            max_connections_per_address: positive(
-                "max_connections_per_address",
-                file.max_connections_per_address
-                    .unwrap_or(DEFAULT_MAX_CONNECTIONS_PER_ADDRESS),
-            )?,
-            max_connections_per_identity: positive(
-                "max_connections_per_identity",
-                file.max_connections_per_identity
-                    .unwrap_or(DEFAULT_MAX_CONNECTIONS_PER_IDENTITY),
-            )?,
+            max_connections: limits.max_connections,
+            max_connections_per_address: limits.per_address,
+            max_connections_per_identity: limits.per_identity,
             idle_timeout,
         })
     }
@@ -428,7 +384,7 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::resolve(
-            FileConfig::parse(Path::new("t.toml"), text)?,
+            Settings::parse(Path::new("t.toml"), text)?,
             Flags::default(),
         )
     }
@@ -437,15 +393,7 @@ mod tests {
 
     #[test]
     fn the_documented_example_parses() {
-        let doc = include_str!("config.rs");
-        let example: String = doc
-            .lines()
-            .skip_while(|l| !l.starts_with("//! ```toml"))
-            .skip(1)
-            .take_while(|l| !l.starts_with("//! ```"))
-            .map(|l| l.trim_start_matches("//!").trim_start())
-            .collect::<Vec<_>>()
-            .join("\n");
+        let example = ::daemon::config::toml_example(include_str!("config.rs"));
         let c = parse(&example).unwrap();
         assert_eq!(c.name, DEFAULT_NAME);
         assert_eq!(c.advertise, Some("10.0.0.5:7478".parse().unwrap()));
@@ -459,7 +407,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/../deploy/etc/vexecd.toml"
         ));
-        let c = Config::resolve(FileConfig::load(path).unwrap(), Flags::default()).unwrap();
+        let c = Config::resolve(Settings::read(path).unwrap(), Flags::default()).unwrap();
         assert_eq!(c.listen, DEFAULT_LISTEN.parse().unwrap());
         assert!(c.advertise.is_some() && c.udp_listen.is_some() && c.tls.crl.is_some());
         assert_eq!(c.table.window_periods, DEFAULT_WINDOW_PERIODS);
@@ -505,6 +453,7 @@ mod tests {
         }
         let e = parse(&format!("{BASE}colour = 1\n[discovery]\n")).unwrap_err();
         assert!(!e.to_string().contains('\n'), "{e}");
+        assert!(e.to_string().contains("`colour`"), "{e}");
     }
 
     #[test]

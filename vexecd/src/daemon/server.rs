@@ -16,8 +16,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use certs::serve::{AcceptLimits, Gate};
-use certs::{ConnectionCaps, PeerIdentity, ReloadableAcceptor};
+use ::daemon::ConnectionCaps;
+use ::daemon::serve::{AcceptLimits, Gate};
+use certs::{PeerIdentity, ReloadableAcceptor};
 use proto::select::{
     MAX_LISTED, MAX_SELECTOR_REPLY, MAX_SELECTOR_REQUEST, NodeList, NodeView, SelectorError,
     SelectorErrorCode, SelectorOp, SelectorReply, SelectorRequest, SelectorResponse, ServiceKind,
@@ -83,7 +84,7 @@ pub async fn serve(
     .await;
     drop(listener);
     let _ = stop_tx.send(true);
-    certs::serve::drain(&mut tasks, Duration::from_secs(5)).await;
+    ::daemon::serve::drain(&mut tasks, Duration::from_secs(5)).await;
 }
 
 struct Connection {

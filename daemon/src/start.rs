@@ -1,21 +1,22 @@
 //! The start-up shim every rexec daemon's `main` shares (rexecd, accountd, vexecd):
 //! logging to standard error, the async runtime and the exit status ([`run`]), the
 //! signals a daemon serves by ([`Signals`]: SIGHUP reloads its TLS files through
-//! [`crate::reload_on_sighup`], SIGTERM and SIGINT stop it), and the ready file that
+//! [`certs::reload_on_sighup`], SIGTERM and SIGINT stop it), and the ready file that
 //! tells a supervisor or a test the bound address ([`write_ready_file`]).
 //!
-//! It lives in `certs` because `certs` is the one library all three daemons link,
-//! and it already owns their SIGHUP handling; nothing here is about certificates.
+//! [`run`] prints a failed start as one line, `NAME: error: cause: cause`, each
+//! cause once: the error types keep to one rule (a variant either writes its source
+//! into its message or chains it, never both), and a cause whose text the line
+//! already holds is not repeated.
 
+use std::error::Error;
 use std::future::Future;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
-
-use crate::error::CertError;
-use crate::files;
 
 /// Sets up logging to standard error (`RUST_LOG` filters, `info` by default),
 /// coloured only on a terminal: escape codes would litter journald and log files.
@@ -32,10 +33,13 @@ pub fn init_tracing() {
 
 /// A daemon's `main`: sets up logging ([`init_tracing`]), starts a multi-threaded
 /// runtime and runs `body` on it. An error is printed as `NAME: error: causes` on
-/// standard error, and the status is failure.
-pub fn run<F>(name: &str, body: F) -> ExitCode
+/// standard error ([`error_line`]), and the status is failure. Any error type that
+/// converts into a boxed [`Error`] will do: a library's typed error, or a binary's
+/// `anyhow::Error`.
+pub fn run<F, E>(name: &str, body: F) -> ExitCode
 where
-    F: Future<Output = anyhow::Result<()>>,
+    F: Future<Output = Result<(), E>>,
+    E: Into<Box<dyn Error + Send + Sync + 'static>>,
 {
     init_tracing();
     let rt = match tokio::runtime::Runtime::new() {
@@ -48,10 +52,27 @@ where
     match rt.block_on(body) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{name}: {e:#}");
+            let e: Box<dyn Error + Send + Sync> = e.into();
+            eprintln!("{name}: {}", error_line(&*e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its chain of causes on one line, `error: cause: cause`, each cause
+/// once: a cause whose text is already in the line is left out.
+pub fn error_line(error: &(dyn Error + 'static)) -> String {
+    let mut line = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let text = e.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = e.source();
+    }
+    line.replace('\n', " ")
 }
 
 /// A signal handler could not be installed.
@@ -81,7 +102,7 @@ pub struct ReadyFileError {
 /// shutdown) rather than fatal.
 #[derive(Debug)]
 pub struct Signals {
-    /// SIGHUP: pass it to [`crate::reload_on_sighup`].
+    /// SIGHUP: pass it to [`certs::reload_on_sighup`].
     pub hangups: Signal,
     /// SIGTERM and SIGINT.
     pub stop: StopSignals,
@@ -126,17 +147,26 @@ impl StopSignals {
 }
 
 /// Writes `addr` and a newline to `path` atomically (a temporary file beside it,
-/// then renamed over it, as every file `certs` writes), so a reader never sees a
-/// partial address.
+/// mode 0644, then renamed over it), so a reader never sees a partial address.
 pub fn write_ready_file(path: &Path, addr: impl std::fmt::Display) -> Result<(), ReadyFileError> {
-    let text = format!("{addr}\n");
-    files::write_atomic(path, text.as_bytes(), files::PUBLIC_MODE).map_err(|e| match e {
-        CertError::Write { path, source } => ReadyFileError { path, source },
-        other => ReadyFileError {
-            path: path.to_path_buf(),
-            source: std::io::Error::other(other.to_string()),
-        },
-    })
+    let failed = |source| ReadyFileError {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".ready")
+        .tempfile_in(dir)
+        .map_err(failed)?;
+    tmp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o644))
+        .map_err(failed)?;
+    writeln!(tmp, "{addr}").map_err(failed)?;
+    tmp.persist(path).map_err(|e| failed(e.error))?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -153,5 +183,27 @@ mod tests {
         assert_eq!(names.len(), 1);
         let e = write_ready_file(&dir.path().join("no/such/dir/d.addr"), "x").unwrap_err();
         assert!(e.to_string().starts_with("cannot write ready file "), "{e}");
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    enum Outer {
+        #[error("cannot start: {0}")]
+        Said(std::io::Error),
+        #[error("cannot start")]
+        Chained(#[source] std::io::Error),
+        #[error("cannot start: {0}")]
+        Both(#[source] std::io::Error),
+    }
+
+    #[test]
+    fn the_error_line_holds_each_cause_once() {
+        let cause = || std::io::Error::other("disk on fire");
+        for e in [
+            Outer::Said(cause()),
+            Outer::Chained(cause()),
+            Outer::Both(cause()),
+        ] {
+            assert_eq!(error_line(&e), "cannot start: disk on fire");
+        }
     }
 }

@@ -13,7 +13,7 @@ use std::hash::Hash;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::identity::PeerIdentity;
+use certs::PeerIdentity;
 
 /// Counts of open connections per remote address and per identity, with their caps.
 #[derive(Debug)]
@@ -78,7 +78,8 @@ impl ConnectionCaps {
     /// per certificate identity (each at least 1).
     ///
     /// ```
-    /// use certs::{ConnectionCaps, PeerIdentity, Role};
+    /// use certs::{PeerIdentity, Role};
+    /// use daemon::ConnectionCaps;
     /// let caps = ConnectionCaps::new(2, 1);
     /// let ip = "192.0.2.7".parse().unwrap();
     /// let a = caps.admit_address(ip).unwrap();

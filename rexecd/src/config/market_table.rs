@@ -166,20 +166,16 @@ fn invalid(key: &'static str, value: impl ToString, reason: impl ToString) -> Co
 }
 
 impl MarketConfig {
-    /// Checks every value of the table; absent keys take their defaults. `accountd`
-    /// from a flag wins over the file. `pinned` is the node's CPU set, if it has one:
-    /// `cpus` then defaults to its size and may not exceed it.
-    pub fn resolve(
-        file: MarketFile,
-        accountd_flag: Option<String>,
-        pinned: Option<&CpuSet>,
-    ) -> Result<MarketConfig, ConfigError> {
+    /// Checks every value of the table (`--accountd` and `--journal` already laid over
+    /// it); absent keys take their defaults. `pinned` is the node's CPU set, if it has
+    /// one: `cpus` then defaults to its size and may not exceed it.
+    pub fn resolve(file: MarketFile, pinned: Option<&CpuSet>) -> Result<MarketConfig, ConfigError> {
         let d = MarketConfig::default();
         let duration = |key, value: Option<String>, default| match value {
             None => Ok(default),
             Some(text) => parse_duration(&text).map_err(|e| invalid(key, text, e)),
         };
-        let ledger = accountd_flag.or(file.accountd).map(|address| LedgerConfig {
+        let ledger = file.accountd.map(|address| LedgerConfig {
             address: Some(address),
             server_name: file
                 .accountd_name
@@ -276,7 +272,7 @@ mod tests {
 
     fn parse(text: &str) -> Result<MarketConfig, ConfigError> {
         let file: MarketFile = toml::from_str(text).unwrap();
-        MarketConfig::resolve(file, None, None)
+        MarketConfig::resolve(file, None)
     }
 
     #[test]

@@ -1,0 +1,37 @@
+//! What every rexec daemon (rexecd, vexecd, accountd) shares that is not PKI or TLS
+//! (those are `certs`'s).
+//!
+//! Modules:
+//! - `caps`: [`ConnectionCaps`], per-address and per-identity connection caps.
+//! - [`serve`]: [`serve::Gate`], a daemon's accept loop under its connection limits,
+//!   and [`serve::drain`], the end of it at shutdown.
+//! - `start`: the start-up shim of the daemons' `main`: logging, runtime and exit
+//!   status ([`run`], each cause of an error printed once), signals ([`Signals`]),
+//!   the ready file ([`write_ready_file`]).
+//! - [`config`]: the one configuration loader: a TOML file under the command line's
+//!   flags under the defaults, unknown keys refused by name, and the settings every
+//!   daemon has ([`config::TlsSettings`], [`config::CapSettings`]).
+//!
+//! ```
+//! use daemon::ConnectionCaps;
+//! let caps = ConnectionCaps::new(1, 1);
+//! let ip = "192.0.2.1".parse().unwrap();
+//! let slot = caps.admit_address(ip).unwrap();
+//! assert!(caps.admit_address(ip).is_err());
+//! drop(slot);
+//! assert!(caps.admit_address(ip).is_ok());
+//! ```
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod caps;
+pub mod config;
+pub mod serve;
+mod start;
+
+pub use caps::{AddressSlot, CapExceeded, ConnectionCaps, IdentitySlot};
+pub use start::{
+    ReadyFileError, SignalError, Signals, StopSignals, error_line, init_tracing, run,
+    write_ready_file,
+};
