@@ -125,7 +125,8 @@ fn launch_then_send(cluster: &Cluster, garbage: &[u8]) -> Vec<FromNode> {
                 other => panic!("expected Started, got {other:?}"),
             }
         }
-        assert!(wait_until(Duration::from_secs(5), || !cluster.marked(&[]).is_empty()).is_some());
+        let marked = || async { !cluster.marked(&[]).is_empty() };
+        assert!(testhost::wait::eventually_async(Duration::from_secs(5), marked).await);
         framed.get_mut().write_all(garbage).await.unwrap();
         framed.get_mut().flush().await.unwrap();
         let mut after = Vec::new();
