@@ -184,13 +184,8 @@ async fn a_peer_that_keeps_sending_garbage_is_cut_off_and_others_are_not() {
     assert_eq!(answered, 21, "answered up to the refusal that cut it off");
 
     // Its new connections are turned away with a reason, others are served.
-    let tls = d.tls_from(Role::User, "mallory", Ipv4Addr::LOCALHOST).await;
-    let mut f = Framed::new(tls, DEFAULT_MAX_FRAME);
-    f.send(&AccountRequest::new(1, AccountOp::WhoAmI))
-        .await
-        .unwrap();
-    let r: AccountResponse = f.recv().await.unwrap().unwrap();
-    let e = r.result.unwrap_err();
+    let (r, mut f) = whoami(d.tls_from(Role::User, "mallory", Ipv4Addr::LOCALHOST).await).await;
+    let e = r.unwrap_err();
     assert_eq!(e.code, ErrorCode::Unavailable);
     assert!(e.message.contains("user mallory is cut off"), "{e}");
     assert!(matches!(
@@ -221,13 +216,8 @@ async fn a_peer_that_keeps_sending_garbage_is_cut_off_and_others_are_not() {
         Duration::from_secs(30),
         Duration::from_millis(250),
         || async {
-            let tls = d.tls_from(Role::User, "mallory", Ipv4Addr::LOCALHOST).await;
-            let mut f = Framed::new(tls, DEFAULT_MAX_FRAME);
-            f.send(&AccountRequest::new(2, AccountOp::WhoAmI))
-                .await
-                .unwrap();
-            let r: AccountResponse = f.recv().await.unwrap().unwrap();
-            let ok = r.result.is_ok();
+            let (r, _) = whoami(d.tls_from(Role::User, "mallory", Ipv4Addr::LOCALHOST).await).await;
+            let ok = r.is_ok();
             *last.borrow_mut() = Some(r);
             ok.then_some(())
         },

@@ -17,21 +17,6 @@ use crate::support::*;
 /// apart; it was 50 tries, 5 s plus the tries themselves).
 const PATIENCE: Duration = Duration::from_secs(10);
 
-/// Sends `WhoAmI` on a fresh connection and returns the answer.
-async fn whoami(
-    tls: tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
-) -> (
-    Result<AccountReply, AccountError>,
-    Framed<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>,
-) {
-    let mut f = Framed::new(tls, DEFAULT_MAX_FRAME);
-    f.send(&AccountRequest::new(1, AccountOp::WhoAmI))
-        .await
-        .unwrap();
-    let r: AccountResponse = f.recv().await.unwrap().expect("closed without an answer");
-    (r.result, f)
-}
-
 #[tokio::test]
 async fn one_certificate_cannot_hold_more_than_its_share_of_connections() {
     let d = Accountd::start_with(&["--max-connections-per-identity", "3"]).await;

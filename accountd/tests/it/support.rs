@@ -430,3 +430,18 @@ pub fn padded_whoami(id: u64, body_len: usize) -> Vec<u8> {
     frame[..4].copy_from_slice(&u32::try_from(body_len).unwrap().to_be_bytes());
     frame
 }
+
+/// Sends `WhoAmI` on a fresh connection and returns the answer.
+pub async fn whoami(
+    tls: tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+) -> (
+    Result<AccountReply, AccountError>,
+    proto::Framed<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>,
+) {
+    let mut f = proto::Framed::new(tls, proto::DEFAULT_MAX_FRAME);
+    f.send(&AccountRequest::new(1, AccountOp::WhoAmI))
+        .await
+        .unwrap();
+    let r: AccountResponse = f.recv().await.unwrap().expect("closed without an answer");
+    (r.result, f)
+}
