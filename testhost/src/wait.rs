@@ -1,6 +1,6 @@
 //! Waiting for a condition instead of sleeping a fixed time: [`until`] and
 //! [`eventually`] for plain tests, [`until_async`] and [`eventually_async`] for async
-//! ones. Each polls its check every [`POLL`] until it holds or the limit passes, so a
+//! ones ([`until_async_every`] for a costly check). Each polls its check every [`POLL`] until it holds or the limit passes, so a
 //! test waits no longer than the condition takes and no less, however loaded the
 //! machine is.
 //!
@@ -63,7 +63,21 @@ pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
 
 /// Awaits `check` until it returns `Some` or `limit` passes (checking once more at
 /// the end), sleeping on the runtime's timer in between.
-pub async fn until_async<T, F, Fut>(limit: Duration, mut check: F) -> Option<T>
+pub async fn until_async<T, F, Fut>(limit: Duration, check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    until_async_every(limit, POLL, check).await
+}
+
+/// [`until_async`] checking every `every` instead of every [`POLL`], for a check
+/// that costs something (a new connection, a process started).
+pub async fn until_async_every<T, F, Fut>(
+    limit: Duration,
+    every: Duration,
+    mut check: F,
+) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -76,7 +90,7 @@ where
         if tokio::time::Instant::now() >= end {
             return None;
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(every).await;
     }
 }
 

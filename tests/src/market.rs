@@ -292,32 +292,32 @@ impl Accountd {
                 .stderr(log)
                 .spawn()
                 .expect("cannot start accountd");
-            let addr = loop {
-                if let Ok(text) = fs::read_to_string(&ready)
-                    && text.ends_with('\n')
-                {
-                    break Some(text.trim().to_string());
-                }
-                if let Ok(Some(_)) = child.try_wait() {
-                    break None;
-                }
-                if Instant::now() > deadline {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    panic!("accountd wrote no ready file in time");
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            };
+            // Its address, or `None` once it has exited.
+            let addr =
+                testhost::wait::until(deadline.saturating_duration_since(Instant::now()), || {
+                    if let Ok(text) = fs::read_to_string(&ready)
+                        && text.ends_with('\n')
+                    {
+                        return Some(Some(text.trim().to_string()));
+                    }
+                    matches!(child.try_wait(), Ok(Some(_))).then_some(None)
+                });
             match addr {
-                Some(addr) => {
+                Some(Some(addr)) => {
                     self.addr = addr;
                     self.child = Some(child);
                     return;
                 }
-                None if Instant::now() < deadline => {
+                None => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("accountd wrote no ready file in time");
+                }
+                // A pause before the next try (sync code of plain tests, on no runtime).
+                Some(None) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(200));
                 }
-                None => panic!(
+                Some(None) => panic!(
                     "accountd did not start:\n{}",
                     fs::read_to_string(self.log()).unwrap_or_default()
                 ),

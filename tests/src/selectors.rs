@@ -8,7 +8,7 @@ use std::fs;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use certs::Role;
 use certs::testing::TestPki;
@@ -178,12 +178,11 @@ impl Vexecd {
             .stderr(fs::File::create(&log).expect("cannot create the vexecd log"))
             .spawn()
             .expect("cannot start vexecd");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let addr = loop {
+        let addr = testhost::wait::until(Duration::from_secs(20), || {
             if let Ok(text) = fs::read_to_string(&ready)
                 && let Ok(addr) = text.trim().parse::<SocketAddr>()
             {
-                break addr;
+                return Some(addr);
             }
             if let Ok(Some(status)) = child.try_wait() {
                 panic!(
@@ -191,9 +190,9 @@ impl Vexecd {
                     fs::read_to_string(&log).unwrap_or_default()
                 );
             }
-            assert!(Instant::now() < deadline, "vexecd {name} did not get ready");
-            std::thread::sleep(Duration::from_millis(20));
-        };
+            None
+        })
+        .unwrap_or_else(|| panic!("vexecd {name} did not get ready"));
         Vexecd {
             name: name.into(),
             addr,

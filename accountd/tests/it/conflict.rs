@@ -11,7 +11,7 @@ use crate::support::*;
 
 #[tokio::test]
 async fn a_repeated_key_with_any_field_changed_is_a_conflict() {
-    let d = Accountd::start();
+    let d = Accountd::start().await;
     d.admin(&["create", "alice", "--initial", "100"]).ok();
     let mut n1 = d.client(Role::Node, "n1").await;
     let original = debit("n1", "job9", 1, "alice", 3 * C);

@@ -56,6 +56,22 @@ fn drain(
     }
 }
 
+/// Waits up to 60 s until at least `count` charges are acknowledged (collected
+/// into `settled`); returns whether they were.
+async fn acknowledged(
+    clients: &mut [(DebitClient, mpsc::UnboundedReceiver<Settlement>)],
+    settled: &mut HashMap<DebitKey, Vec<ChargeReceipt>>,
+    count: usize,
+) -> bool {
+    testhost::wait::eventually_async(Duration::from_secs(60), || {
+        for (_, rx) in clients.iter_mut() {
+            drain(rx, settled);
+        }
+        std::future::ready(settled.len() >= count)
+    })
+    .await
+}
+
 /// Waits until every node's journal is empty, then collects what was settled.
 async fn settle_all(
     clients: &mut [(DebitClient, mpsc::UnboundedReceiver<Settlement>)],
@@ -98,7 +114,7 @@ fn debit_entries(d: &Accountd, sent: u64) -> HashMap<(String, i64), i64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill9_mid_stream_loses_no_acknowledged_debit_and_doubles_none() {
-    let mut d = Accountd::start();
+    let mut d = Accountd::start().await;
     for u in ["a", "b", "c"] {
         d.admin(&["create", u, "--initial", "100000"]).ok();
     }
@@ -129,18 +145,12 @@ async fn kill9_mid_stream_loses_no_acknowledged_debit_and_doubles_none() {
             drain(rx, &mut settled);
         }
         if killed_at.is_none() && seq >= LATEST_KILL {
-            let deadline = std::time::Instant::now() + Duration::from_secs(60);
-            while settled.len() < KILL_AFTER {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "only {} of {sent} charges acknowledged in 60 s",
-                    settled.len()
-                );
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                for (_, rx) in clients.iter_mut() {
-                    drain(rx, &mut settled);
-                }
-            }
+            let acked = acknowledged(&mut clients, &mut settled, KILL_AFTER).await;
+            assert!(
+                acked,
+                "only {} of {sent} charges acknowledged in 60 s",
+                settled.len()
+            );
         }
         if killed_at.is_none() && settled.len() >= KILL_AFTER {
             // Everything acknowledged so far must survive the crash.
@@ -152,7 +162,7 @@ async fn kill9_mid_stream_loses_no_acknowledged_debit_and_doubles_none() {
             killed_at = Some(seq);
         }
         if killed_at == Some(seq.saturating_sub(DOWN_FOR)) {
-            d.spawn(false).expect("restart after kill -9");
+            d.spawn(false).await.expect("restart after kill -9");
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
@@ -223,11 +233,11 @@ fn user_of(n: u64, seq: u64) -> &'static str {
 /// Where accountd is in the SIGTERM test.
 enum Phase {
     Up(Accountd),
-    /// SIGTERM sent after `since` sequence numbers; a thread waits for the
+    /// SIGTERM sent after `since` sequence numbers; a task waits for the
     /// exit and hands back the handle, the exit status and how long it took.
     Stopping {
         since: u64,
-        waiter: std::thread::JoinHandle<(Accountd, ExitStatus, Duration)>,
+        waiter: tokio::task::JoinHandle<(Accountd, ExitStatus, Duration)>,
     },
     /// Exited after `since` sequence numbers.
     Down {
@@ -243,7 +253,7 @@ enum Phase {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_mid_stream_exits_cleanly_and_the_journals_deliver_the_rest_once() {
-    let d = Accountd::start();
+    let d = Accountd::start().await;
     for u in ["a", "b", "c"] {
         d.admin(&["create", u, "--initial", "100000"]).ok();
     }
@@ -279,19 +289,13 @@ async fn sigterm_mid_stream_exits_cleanly_and_the_journals_deliver_the_rest_once
         phase = match phase {
             Phase::Up(mut d) => {
                 if seq >= LATEST_TERM {
-                    let deadline = Instant::now() + Duration::from_secs(60);
-                    while settled.len() < TERM_AFTER {
-                        assert!(
-                            Instant::now() < deadline,
-                            "only {} of {} charges acknowledged in 60 s",
-                            settled.len(),
-                            seq * NODES
-                        );
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                        for (_, rx) in clients.iter_mut() {
-                            drain(rx, &mut settled);
-                        }
-                    }
+                    let acked = acknowledged(&mut clients, &mut settled, TERM_AFTER).await;
+                    assert!(
+                        acked,
+                        "only {} of {} charges acknowledged in 60 s",
+                        settled.len(),
+                        seq * NODES
+                    );
                 }
                 if settled.len() >= TERM_AFTER {
                     // Everything acknowledged so far must be in the ledger after the stop.
@@ -304,9 +308,9 @@ async fn sigterm_mid_stream_exits_cleanly_and_the_journals_deliver_the_rest_once
                         settled.len(),
                         seq * NODES
                     );
-                    let waiter = std::thread::spawn(move || {
+                    let waiter = tokio::spawn(async move {
                         let t = Instant::now();
-                        let status = d.terminate();
+                        let status = d.terminate().await;
                         (d, status, t.elapsed())
                     });
                     Phase::Stopping { since: seq, waiter }
@@ -317,8 +321,9 @@ async fn sigterm_mid_stream_exits_cleanly_and_the_journals_deliver_the_rest_once
             Phase::Stopping { since, waiter } => {
                 if waiter.is_finished() || seq >= since + STREAM_WHILE_STOPPING {
                     // `terminate` itself fails the test if the exit takes over 15 s.
-                    let (d, status, took) = tokio::task::block_in_place(|| waiter.join())
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    let (d, status, took) = waiter
+                        .await
+                        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
                     assert!(
                         status.success(),
                         "SIGTERM must be a clean shutdown, accountd exited with {status}"
@@ -346,7 +351,7 @@ async fn sigterm_mid_stream_exits_cleanly_and_the_journals_deliver_the_rest_once
                         pending_at_restart as u64 >= NODES * DOWN_FOR,
                         "{pending_at_restart} charges pending after {DOWN_FOR} rounds while accountd was down"
                     );
-                    d.spawn(false).expect("restart after SIGTERM");
+                    d.spawn(false).await.expect("restart after SIGTERM");
                     Phase::Restarted {
                         d,
                         until: seq + AFTER_RESTART,

@@ -11,7 +11,7 @@ use crate::support::*;
 
 #[tokio::test]
 async fn malformed_requests_get_clear_errors_and_the_connection_survives() {
-    let d = Accountd::start();
+    let d = Accountd::start().await;
     d.admin(&["create", "alice", "--initial", "5"]).ok();
     let before = d.entry_count();
     let tcp = tokio::net::TcpStream::connect(&d.addr).await.unwrap();
@@ -78,7 +78,7 @@ async fn malformed_requests_get_clear_errors_and_the_connection_survives() {
 
 #[tokio::test]
 async fn unknown_users_and_absurd_amounts_are_refused_and_change_nothing() {
-    let d = Accountd::start_with(&["--max-entry", "1000"]);
+    let d = Accountd::start_with(&["--max-entry", "1000"]).await;
     d.admin(&["create", "alice", "--initial", "5"]).ok();
     let before = d.entry_count();
     let mut n = d.client(Role::Node, "n1").await;
@@ -146,10 +146,10 @@ async fn unknown_users_and_absurd_amounts_are_refused_and_change_nothing() {
     assert_eq!(d.balance("alice"), 5 * C);
 }
 
-#[test]
-fn a_missing_database_is_a_clear_error_and_nothing_is_created() {
-    let mut d = Accountd::start();
-    d.terminate();
+#[tokio::test]
+async fn a_missing_database_is_a_clear_error_and_nothing_is_created() {
+    let mut d = Accountd::start().await;
+    d.terminate().await;
     let missing = d.dir.path().join("nope.db");
     let args: Vec<String> = d
         .args(false)
@@ -177,22 +177,22 @@ fn a_missing_database_is_a_clear_error_and_nothing_is_created() {
     assert!(!missing.exists());
 }
 
-#[test]
-fn a_sigterm_the_moment_accountd_is_ready_is_a_clean_shutdown() {
+#[tokio::test]
+async fn a_sigterm_the_moment_accountd_is_ready_is_a_clean_shutdown() {
     // The handlers exist before the ready file does (a regression: they were
     // installed when the server loop first ran, and an early SIGTERM killed it).
     for _ in 0..3 {
-        let mut d = Accountd::start();
-        let status = d.terminate();
+        let mut d = Accountd::start().await;
+        let status = d.terminate().await;
         assert!(status.success(), "accountd stopped with {status}");
     }
 }
 
-#[test]
-fn an_unwritable_or_foreign_database_is_refused_and_left_untouched() {
-    let mut d = Accountd::start();
+#[tokio::test]
+async fn an_unwritable_or_foreign_database_is_refused_and_left_untouched() {
+    let mut d = Accountd::start().await;
     d.admin(&["create", "alice", "--initial", "5"]).ok();
-    assert!(d.terminate().success(), "SIGTERM is a clean shutdown");
+    assert!(d.terminate().await.success(), "SIGTERM is a clean shutdown");
     let bytes = std::fs::read(&d.db).unwrap();
 
     // The ledger file on a read-only mount (root ignores permission bits, not
@@ -200,7 +200,7 @@ fn an_unwritable_or_foreign_database_is_refused_and_left_untouched() {
     // drop even if an assertion fails.
     {
         let _ro = ReadOnly::bind(&d.db);
-        let err = d.spawn(false).unwrap_err();
+        let err = d.spawn(false).await.unwrap_err();
         assert!(err.contains("is not writable"), "{err}");
         assert!(err.contains(&d.db.display().to_string()), "{err}");
     }
@@ -213,7 +213,7 @@ fn an_unwritable_or_foreign_database_is_refused_and_left_untouched() {
     // A directory where the file should be, and a file that is not a ledger.
     let real = d.db.clone();
     d.db = d.dir.path().to_path_buf();
-    let err = d.spawn(false).unwrap_err();
+    let err = d.spawn(false).await.unwrap_err();
     assert!(err.contains("is a directory"), "{err}");
     d.db = d.dir.path().join("notes.txt");
     std::fs::write(
@@ -221,27 +221,27 @@ fn an_unwritable_or_foreign_database_is_refused_and_left_untouched() {
         "shopping list: milk, eggs, and a reasonably long line",
     )
     .unwrap();
-    let err = d.spawn(false).unwrap_err();
+    let err = d.spawn(false).await.unwrap_err();
     assert!(err.contains("is not an accountd ledger"), "{err}");
 
     // The real ledger still opens and is sound.
     d.db = real;
-    d.spawn(false).unwrap();
+    d.spawn(false).await.unwrap();
     assert_eq!(d.admin(&["balance", "alice"]).ok(), "alice 5.000000\n");
     assert!(d.admin(&["audit"]).ok().starts_with("audit passed"));
 }
 
-#[test]
-fn audit_fails_loudly_on_a_tampered_ledger() {
-    let mut d = Accountd::start();
+#[tokio::test]
+async fn audit_fails_loudly_on_a_tampered_ledger() {
+    let mut d = Accountd::start().await;
     d.admin(&["create", "alice", "--initial", "5"]).ok();
     d.admin(&["grant", "alice", "1", "--reason", "bonus"]).ok();
-    d.terminate();
+    d.terminate().await;
     let raw = rusqlite::Connection::open(&d.db).unwrap();
     raw.execute_batch("UPDATE accounts SET balance = balance + 1000000 WHERE user = 'alice'")
         .unwrap();
     drop(raw);
-    d.spawn(false).unwrap();
+    d.spawn(false).await.unwrap();
     let out = d.admin(&["audit"]);
     assert_eq!(out.code, 3, "{out:?}");
     assert!(
@@ -254,7 +254,7 @@ fn audit_fails_loudly_on_a_tampered_ledger() {
 /// with. Entries: 1 alice +5, 2 bob +3, 3 alice -1, 4 alice -2, 5 bob -1,
 /// 6 alice -0.5; balances alice 1.5, bob 2.
 async fn small_ledger_then_stopped() -> Accountd {
-    let mut d = Accountd::start();
+    let mut d = Accountd::start().await;
     d.admin(&["create", "alice", "--initial", "5"]).ok();
     d.admin(&["create", "bob", "--initial", "3"]).ok();
     let mut n1 = d.client(Role::Node, "n1").await;
@@ -275,17 +275,17 @@ async fn small_ledger_then_stopped() -> Accountd {
     }
     n1.close().await;
     assert!(d.admin(&["audit"]).ok().starts_with("audit passed"));
-    assert!(d.terminate().success());
+    assert!(d.terminate().await.success());
     d
 }
 
 /// Runs SQL on the stopped ledger's file, as someone with write access to it
 /// could, then starts accountd on it again and audits it.
-fn tamper_then_audit(d: &mut Accountd, sql: &str) -> Ctl {
+async fn tamper_then_audit(d: &mut Accountd, sql: &str) -> Ctl {
     let raw = rusqlite::Connection::open(&d.db).unwrap();
     raw.execute_batch(sql).unwrap();
     drop(raw);
-    d.spawn(false).unwrap();
+    d.spawn(false).await.unwrap();
     let out = d.admin(&["audit"]);
     assert_eq!(out.code, 3, "the audit must fail: {out:?}");
     assert!(out.stdout.starts_with("audit FAILED"), "{out:?}");
@@ -310,7 +310,8 @@ async fn audit_names_an_entry_whose_amount_was_edited() {
         &mut d,
         "DROP TRIGGER entries_no_update;
          UPDATE entries SET amount = -100000 WHERE id = 4;",
-    );
+    )
+    .await;
     let edited = problem(&out, "entry 4 ");
     assert!(
         edited.contains("records balance 2000000 but the entries up to it sum to 3900000")
@@ -333,7 +334,8 @@ async fn audit_names_a_deleted_entry() {
         &mut d,
         "DROP TRIGGER entries_no_delete;
          DELETE FROM entries WHERE id = 4;",
-    );
+    )
+    .await;
     let missing = problem(&out, "entry 4 ");
     assert!(
         missing.contains("missing") && missing.ends_with("[entries 4]"),
@@ -358,7 +360,8 @@ async fn audit_catches_deleted_entries_even_when_the_balances_were_fixed_to_matc
          DELETE FROM entries WHERE id IN (5, 6);
          UPDATE accounts SET balance = 2000000 WHERE user = 'alice';
          UPDATE accounts SET balance = 3000000 WHERE user = 'bob';",
-    );
+    )
+    .await;
     let missing = problem(&out, "entries 5 to 6 ");
     assert!(
         missing.contains("missing") && missing.ends_with("[entries 5,6]"),
@@ -397,9 +400,9 @@ impl Drop for ReadOnly {
     }
 }
 
-#[test]
-fn an_unreachable_accountd_is_one_clear_line() {
-    let d = Accountd::start();
+#[tokio::test]
+async fn an_unreachable_accountd_is_one_clear_line() {
+    let d = Accountd::start().await;
     // A port nobody listens on: held bound (so no other test can take it)
     // but not listening, so a connection to it is refused.
     let held = unused_port();

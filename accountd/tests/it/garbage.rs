@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use certs::Role;
 use proto::account::*;
 use proto::{DEFAULT_MAX_FRAME, Framed};
+use testhost::wait::{eventually_async, until_async_every};
 use tokio::io::AsyncWriteExt;
 
 use crate::support::*;
@@ -73,7 +74,7 @@ async fn ten_thousand_malformed_frames_grow_the_ledger_by_under_1_mb_and_debits_
     const FRAMES: usize = 10_000;
     // The cut-off is out of the way here (see the next test): this is about
     // what the refusals cost while they are being answered.
-    let d = Accountd::start_with(&["--max-refusals", "1000000", "--refusal-window", "2"]);
+    let d = Accountd::start_with(&["--max-refusals", "1000000", "--refusal-window", "2"]).await;
     d.admin(&["create", "alice", "--initial", "100000"]).ok();
     let mut node = d.client(Role::Node, "n1").await;
     let mut seq = 0;
@@ -125,12 +126,11 @@ async fn ten_thousand_malformed_frames_grow_the_ledger_by_under_1_mb_and_debits_
     );
     // The trail is complete: a few rows one by one, the rest summed up once the
     // window ends.
-    let mut rows = refusal_rows(&d, "mallory");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while rows.1 < 2 * FRAMES as i64 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        rows = refusal_rows(&d, "mallory");
-    }
+    eventually_async(Duration::from_secs(20), || async {
+        refusal_rows(&d, "mallory").1 >= 2 * FRAMES as i64
+    })
+    .await;
+    let rows = refusal_rows(&d, "mallory");
     assert_eq!(
         rows.1,
         2 * FRAMES as i64,
@@ -162,7 +162,7 @@ async fn ten_thousand_malformed_frames_grow_the_ledger_by_under_1_mb_and_debits_
 
 #[tokio::test]
 async fn a_peer_that_keeps_sending_garbage_is_cut_off_and_others_are_not() {
-    let d = Accountd::start_with(&["--max-refusals", "20", "--refusal-window", "8"]);
+    let d = Accountd::start_with(&["--max-refusals", "20", "--refusal-window", "8"]).await;
     d.admin(&["create", "alice", "--initial", "10"]).ok();
     let tls = d.tls_from(Role::User, "mallory", Ipv4Addr::LOCALHOST).await;
     let mut f = Framed::new(tls, DEFAULT_MAX_FRAME);
@@ -184,13 +184,8 @@ async fn a_peer_that_keeps_sending_garbage_is_cut_off_and_others_are_not() {
     assert_eq!(answered, 21, "answered up to the refusal that cut it off");
 
     // Its new connections are turned away with a reason, others are served.
-    let tls = d.tls_from(Role::User, "mallory", Ipv4Addr::LOCALHOST).await;
-    let mut f = Framed::new(tls, DEFAULT_MAX_FRAME);
-    f.send(&AccountRequest::new(1, AccountOp::WhoAmI))
-        .await
-        .unwrap();
-    let r: AccountResponse = f.recv().await.unwrap().unwrap();
-    let e = r.result.unwrap_err();
+    let (r, mut f) = whoami(d.tls_from(Role::User, "mallory", Ipv4Addr::LOCALHOST).await).await;
+    let e = r.unwrap_err();
     assert_eq!(e.code, ErrorCode::Unavailable);
     assert!(e.message.contains("user mallory is cut off"), "{e}");
     assert!(matches!(
@@ -216,25 +211,25 @@ async fn a_peer_that_keeps_sending_garbage_is_cut_off_and_others_are_not() {
     assert_eq!(cut, 1);
 
     // After the window it is served again.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let tls = d.tls_from(Role::User, "mallory", Ipv4Addr::LOCALHOST).await;
-        let mut f = Framed::new(tls, DEFAULT_MAX_FRAME);
-        f.send(&AccountRequest::new(2, AccountOp::WhoAmI))
-            .await
-            .unwrap();
-        let r: AccountResponse = f.recv().await.unwrap().unwrap();
-        if r.result.is_ok() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "mallory stayed cut off: {r:?}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let last = std::cell::RefCell::new(None);
+    let served = until_async_every(
+        Duration::from_secs(30),
+        Duration::from_millis(250),
+        || async {
+            let (r, _) = whoami(d.tls_from(Role::User, "mallory", Ipv4Addr::LOCALHOST).await).await;
+            let ok = r.is_ok();
+            *last.borrow_mut() = Some(r);
+            ok.then_some(())
+        },
+    )
+    .await
+    .is_some();
+    assert!(served, "mallory stayed cut off: {:?}", last.take());
     // 16 refusals one by one, the cut-off, and (once the window closed) the
     // other 5 summed up.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while refusal_rows(&d, "mallory").1 < 21 + 1 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually_async(Duration::from_secs(10), || async {
+        refusal_rows(&d, "mallory").1 >= 22
+    })
+    .await;
     assert_eq!(refusal_rows(&d, "mallory"), (18, 22));
 }

@@ -11,7 +11,7 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_restarted_with_a_full_journal_settles_it_exactly_once() {
-    let d = Accountd::start();
+    let d = Accountd::start().await;
     d.admin(&["create", "alice", "--initial", "50"]).ok();
     d.admin(&["create", "bob", "--initial", "50"]).ok();
     let journal = d.dir.path().join("node.journal");
@@ -97,7 +97,7 @@ async fn a_node_restarted_with_a_full_journal_settles_it_exactly_once() {
 
 #[tokio::test]
 async fn a_charge_for_an_unknown_user_is_refused_once_and_leaves_the_journal() {
-    let d = Accountd::start();
+    let d = Accountd::start().await;
     let mut cfg = DebitClientConfig::new(
         d.dir.path().join("j"),
         d.addr.clone(),
@@ -122,7 +122,7 @@ async fn a_charge_for_an_unknown_user_is_refused_once_and_leaves_the_journal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_debit_client_outlives_an_idle_timeout_without_delay() {
-    let d = Accountd::start_with(&["--idle-timeout", "1"]);
+    let d = Accountd::start_with(&["--idle-timeout", "1"]).await;
     d.admin(&["create", "alice", "--initial", "5"]).ok();
     let mut cfg = DebitClientConfig::new(
         d.dir.path().join("j"),
@@ -153,7 +153,7 @@ async fn a_debit_client_outlives_an_idle_timeout_without_delay() {
 
 #[tokio::test]
 async fn shutdown_is_prompt_while_accountd_hangs() {
-    let d = Accountd::start();
+    let d = Accountd::start().await;
     // Something that accepts TCP and then says nothing at all.
     let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = silent.local_addr().unwrap().to_string();
@@ -297,7 +297,7 @@ async fn a_node_killed_while_journalling_settles_every_journalled_debit_exactly_
         return node_child_streams_debits(journal).await;
     }
     let started = std::time::Instant::now();
-    let d = Accountd::start();
+    let d = Accountd::start().await;
     d.admin(&["create", "alice", "--initial", "1000"]).ok();
     d.admin(&["create", "bob", "--initial", "1000"]).ok();
     let journal = d.dir.path().join("killed-node.journal");

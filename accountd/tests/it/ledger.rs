@@ -13,7 +13,7 @@ use crate::support::*;
 
 #[tokio::test]
 async fn a_repeated_debit_is_applied_once() {
-    let d = Accountd::start();
+    let d = Accountd::start().await;
     d.admin(&["create", "alice", "--initial", "100"]).ok();
     let mut n1 = d.client(Role::Node, "n1").await;
     let first = n1
@@ -57,7 +57,7 @@ async fn a_repeated_debit_is_applied_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_concurrent_nodes_debiting_the_same_users_give_exact_balances() {
-    let d = Accountd::start();
+    let d = Accountd::start().await;
     let users = ["u0", "u1", "u2", "u3"];
     for u in users {
         d.admin(&["create", u, "--initial", "1000"]).ok();
@@ -121,7 +121,7 @@ async fn history_and_reports_through_accountctl() {
     // Every entry is made today, unless the test runs across midnight (UTC).
     let day = || accountd::time::format_time(accountd::time::now_us())[..10].to_string();
     let first_day = day();
-    let d = Accountd::start();
+    let d = Accountd::start().await;
     d.admin(&["create", "alice", "--initial", "10"]).ok();
     let mut n1 = d.client(Role::Node, "n1").await;
     let mut n2 = d.client(Role::Node, "n2").await;
@@ -204,7 +204,7 @@ async fn history_and_reports_through_accountctl() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_debit_beyond_the_balance_goes_negative_exactly_and_accountctl_prints_it() {
-    let d = Accountd::start();
+    let d = Accountd::start().await;
     d.admin(&["create", "dora", "--initial", "1"]).ok();
     d.admin(&["create", "eve", "--initial", "1"]).ok();
 

@@ -132,7 +132,7 @@ async fn request_limit_in_force(d: &Accountd) -> usize {
 async fn near_limit_requests_on_256_connections_keep_accountd_under_64_mb() {
     const CONNECTIONS: usize = 256;
     const BOUND_KIB: u64 = 64 * 1024;
-    let d = Accountd::start();
+    let d = Accountd::start().await;
     let limit = request_limit_in_force(&d).await;
     let names: Vec<String> = (0..CONNECTIONS).map(|i| format!("u{i:03}")).collect();
     for n in &names {

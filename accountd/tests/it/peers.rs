@@ -8,28 +8,18 @@ use std::time::Duration;
 use certs::Role;
 use proto::account::*;
 use proto::{DEFAULT_MAX_FRAME, Framed};
+use testhost::wait::until_async_every;
 use tokio::io::AsyncReadExt;
 
 use crate::support::*;
 
-/// Sends `WhoAmI` on a fresh connection and returns the answer.
-async fn whoami(
-    tls: tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
-) -> (
-    Result<AccountReply, AccountError>,
-    Framed<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>,
-) {
-    let mut f = Framed::new(tls, DEFAULT_MAX_FRAME);
-    f.send(&AccountRequest::new(1, AccountOp::WhoAmI))
-        .await
-        .unwrap();
-    let r: AccountResponse = f.recv().await.unwrap().expect("closed without an answer");
-    (r.result, f)
-}
+/// How long a slot given back may take to be usable again (the tries 100 ms
+/// apart; it was 50 tries, 5 s plus the tries themselves).
+const PATIENCE: Duration = Duration::from_secs(10);
 
 #[tokio::test]
 async fn one_certificate_cannot_hold_more_than_its_share_of_connections() {
-    let d = Accountd::start_with(&["--max-connections-per-identity", "3"]);
+    let d = Accountd::start_with(&["--max-connections-per-identity", "3"]).await;
     let mut held = Vec::new();
     for _ in 0..3 {
         let (r, f) = whoami(d.tls_from(Role::User, "alice", Ipv4Addr::LOCALHOST).await).await;
@@ -53,21 +43,17 @@ async fn one_certificate_cannot_hold_more_than_its_share_of_connections() {
     assert!(r.is_ok(), "{r:?}");
     // A slot given back is a slot alice can use again.
     drop(held.pop());
-    let mut served = false;
-    for _ in 0..50 {
+    let served = until_async_every(PATIENCE, Duration::from_millis(100), || async {
         let (r, _f) = whoami(d.tls_from(Role::User, "alice", Ipv4Addr::LOCALHOST).await).await;
-        if r.is_ok() {
-            served = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(served, "alice's slot never came back");
+        r.is_ok().then_some(())
+    })
+    .await;
+    assert!(served.is_some(), "alice's slot never came back");
 }
 
 #[tokio::test]
 async fn one_address_cannot_hold_more_than_its_share_even_without_handshaking() {
-    let d = Accountd::start_with(&["--max-connections-per-address", "4"]);
+    let d = Accountd::start_with(&["--max-connections-per-address", "4"]).await;
     let addr: std::net::SocketAddr = d.addr.parse().unwrap();
     let from = |ip: Ipv4Addr| async move {
         let s = tokio::net::TcpSocket::new_v4().unwrap();
@@ -103,22 +89,20 @@ async fn one_address_cannot_hold_more_than_its_share_even_without_handshaking() 
     assert!(r.is_ok(), "{r:?}");
     // Closing the silent ones gives the address its slots back.
     drop(silent);
-    let mut served = false;
-    for _ in 0..50 {
+    let served = until_async_every(PATIENCE, Duration::from_millis(100), || async {
         // Until accountd has seen them close, the handshake itself is cut short.
-        if let Ok(tls) = d.try_tls_from(Role::User, "alice", squatter).await {
-            let mut f = Framed::new(tls, DEFAULT_MAX_FRAME);
-            if f.send(&AccountRequest::new(1, AccountOp::WhoAmI))
-                .await
-                .is_ok()
-                && let Ok(Some(AccountResponse { result: Ok(_), .. })) =
-                    f.recv::<AccountResponse>().await
-            {
-                served = true;
-                break;
-            }
+        let mut f = Framed::new(
+            d.try_tls_from(Role::User, "alice", squatter).await.ok()?,
+            DEFAULT_MAX_FRAME,
+        );
+        f.send(&AccountRequest::new(1, AccountOp::WhoAmI))
+            .await
+            .ok()?;
+        match f.recv::<AccountResponse>().await {
+            Ok(Some(AccountResponse { result: Ok(_), .. })) => Some(()),
+            _ => None,
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(served, "the address's slots never came back");
+    })
+    .await;
+    assert!(served.is_some(), "the address's slots never came back");
 }

@@ -12,7 +12,7 @@ use crate::support::*;
 
 #[tokio::test]
 async fn sighup_makes_accountd_refuse_a_revoked_user() {
-    let d = Accountd::start();
+    let d = Accountd::start().await;
     d.admin(&["create", "alice", "--initial", "10"]).ok();
     // Alice's accountctl keeps no CRL of its own, as one that has not heard.
     let mut alice = d.tls(Role::User, "alice");

@@ -7,7 +7,7 @@ use crate::support::*;
 
 #[tokio::test]
 async fn each_role_can_do_exactly_what_it_may() {
-    let d = Accountd::start();
+    let d = Accountd::start().await;
     // Admin: create, grant, adjust, read anything, report, audit.
     assert_eq!(
         d.admin(&["create", "alice", "--initial", "10"]).ok(),
@@ -180,7 +180,7 @@ fn refusals(d: &Accountd) -> i64 {
 
 #[tokio::test]
 async fn a_certificate_from_another_cluster_is_refused() {
-    let d = Accountd::start();
+    let d = Accountd::start().await;
     let stranger = certs::testing::TestPki::new();
     let mut tls = stranger.tls_paths(Role::Admin, "ops");
     // Trust the real CA (so the server is verified) but present a foreign certificate.

@@ -1,17 +1,20 @@
 //! Test support: starts the real `accountd` binary on a real SQLite file with
 //! real certificates from a temporary CA, runs the real `accountctl`, and
-//! opens library clients as any role.
+//! opens library clients as any role. Starting and stopping accountd are async
+//! and wait with [`testhost::wait`]'s async form: the tests run on
+//! current-thread runtimes, whose only thread a sleep would stall.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use certs::testing::TestPki;
 use certs::{Role, TlsPaths};
 use clients::account::AccountClient;
 use money::MICROS_PER_CREDIT;
 use proto::account::*;
+use testhost::wait::{until_async, until_async_every};
 use tokio_rustls::TlsConnector;
 
 pub const ACCOUNTD: &str = env!("CARGO_BIN_EXE_accountd");
@@ -31,12 +34,12 @@ pub struct Accountd {
 
 impl Accountd {
     /// Starts on a fresh ledger (`--init`).
-    pub fn start() -> Accountd {
-        Accountd::start_with(&[])
+    pub async fn start() -> Accountd {
+        Accountd::start_with(&[]).await
     }
 
     /// Starts on a fresh ledger with extra flags.
-    pub fn start_with(extra: &[&str]) -> Accountd {
+    pub async fn start_with(extra: &[&str]) -> Accountd {
         let pki = TestPki::new();
         pki.tls_paths(Role::Service, "accountd");
         let dir = tempfile::tempdir().unwrap();
@@ -51,6 +54,7 @@ impl Accountd {
             child: None,
         };
         d.spawn(true)
+            .await
             .unwrap_or_else(|e| panic!("accountd did not start: {e}"));
         d
     }
@@ -94,23 +98,36 @@ impl Accountd {
     /// there, another process may have taken the port for a moment (an
     /// outgoing connection's local port, or a client's retry connecting to
     /// itself); a bind refused that way is tried again for a few seconds.
-    pub fn spawn(&mut self, init: bool) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match self.spawn_once(init) {
-                Err(e)
-                    if !self.listen.ends_with(":0")
-                        && e.contains("Address already in use")
-                        && Instant::now() < deadline =>
-                {
-                    std::thread::sleep(Duration::from_millis(100));
+    pub async fn spawn(&mut self, init: bool) -> Result<(), String> {
+        let this = &*self;
+        let taken = std::cell::RefCell::new(None);
+        let retry = !this.listen.ends_with(":0");
+        let started = until_async_every(
+            Duration::from_secs(10),
+            Duration::from_millis(100),
+            || async {
+                match this.spawn_once(init).await {
+                    Err(e) if retry && e.contains("Address already in use") => {
+                        *taken.borrow_mut() = Some(e);
+                        None
+                    }
+                    other => Some(other),
                 }
-                other => return other,
-            }
-        }
+            },
+        )
+        .await;
+        let (child, addr) = match started {
+            Some(started) => started?,
+            None => return Err(taken.take().unwrap_or_default()),
+        };
+        self.listen = addr.clone();
+        self.addr = addr;
+        self.child = Some(child);
+        Ok(())
     }
 
-    fn spawn_once(&mut self, init: bool) -> Result<(), String> {
+    /// One start: the process and the address it wrote to its ready file.
+    async fn spawn_once(&self, init: bool) -> Result<(Child, String), String> {
         let _ = std::fs::remove_file(self.ready_file());
         let log = self.dir.path().join("accountd.log");
         let err = File::options()
@@ -127,29 +144,33 @@ impl Accountd {
             .stderr(err)
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(text) = std::fs::read_to_string(self.ready_file())
-                && text.ends_with('\n')
-            {
-                self.addr = text.trim().to_string();
-                self.listen = self.addr.clone();
-                self.child = Some(child);
-                return Ok(());
-            }
-            if let Some(status) = child.try_wait().unwrap() {
+        let ready = self.ready_file();
+        let outcome = until_async(Duration::from_secs(20), || {
+            std::future::ready(
+                if let Ok(text) = std::fs::read_to_string(&ready)
+                    && text.ends_with('\n')
+                {
+                    Some(Ok(text.trim().to_string()))
+                } else {
+                    child.try_wait().unwrap().map(Err)
+                },
+            )
+        })
+        .await;
+        match outcome {
+            Some(Ok(addr)) => Ok((child, addr)),
+            Some(Err(status)) => {
                 let text = std::fs::read(&log).unwrap_or_default();
-                return Err(format!(
+                Err(format!(
                     "{status}: {}",
                     String::from_utf8_lossy(text.get(earlier..).unwrap_or_default())
-                ));
+                ))
             }
-            if Instant::now() > deadline {
+            None => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err("no ready file after 20 s".into());
+                Err("no ready file after 20 s".into())
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -162,24 +183,18 @@ impl Accountd {
     }
 
     /// SIGTERM and wait for the exit status.
-    pub fn terminate(&mut self) -> ExitStatus {
+    pub async fn terminate(&mut self) -> ExitStatus {
         let mut c = self.child.take().expect("accountd is not running");
         let ok = Command::new("kill")
             .args(["-TERM", &c.id().to_string()])
             .status()
             .unwrap();
         assert!(ok.success());
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(s) = c.try_wait().unwrap() {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "accountd did not stop within 15 s of SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        until_async(Duration::from_secs(15), || {
+            std::future::ready(c.try_wait().unwrap())
+        })
+        .await
+        .expect("accountd did not stop within 15 s of SIGTERM")
     }
 
     /// The running accountd's process id.
@@ -414,4 +429,19 @@ pub fn padded_whoami(id: u64, body_len: usize) -> Vec<u8> {
     frame.resize(4 + body_len, 0);
     frame[..4].copy_from_slice(&u32::try_from(body_len).unwrap().to_be_bytes());
     frame
+}
+
+/// Sends `WhoAmI` on a fresh connection and returns the answer.
+pub async fn whoami(
+    tls: tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+) -> (
+    Result<AccountReply, AccountError>,
+    proto::Framed<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>,
+) {
+    let mut f = proto::Framed::new(tls, proto::DEFAULT_MAX_FRAME);
+    f.send(&AccountRequest::new(1, AccountOp::WhoAmI))
+        .await
+        .unwrap();
+    let r: AccountResponse = f.recv().await.unwrap().expect("closed without an answer");
+    (r.result, f)
 }

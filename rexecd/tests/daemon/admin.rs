@@ -66,7 +66,7 @@ async fn admins_list_and_kill_any_job_users_only_their_own() {
             ..
         }
     ));
-    assert_nothing_left(&d, &[started.pid as i32]);
+    assert_nothing_left(&d, &[started.pid as i32]).await;
     assert!(list(admin.recv_after(ToNode::ListJobs).await).is_empty());
 }
 
@@ -106,5 +106,5 @@ async fn bids_become_cpu_weights() {
     a.outcome().await;
     b.send(ToNode::Signal(Signal::Kill)).await;
     b.outcome().await;
-    assert_nothing_left(&d, &[]);
+    assert_nothing_left(&d, &[]).await;
 }

@@ -143,12 +143,12 @@ async fn announces_its_market_at_once_on_every_change() {
         seqs.windows(2).all(|w| w[0] < w[1]),
         "sequence numbers must grow: {seqs:?}"
     );
-    assert_nothing_left(&d, &[]);
+    assert_nothing_left(&d, &[]).await;
 }
 
 /// Lets the daemon sample for a while, then stops it with SIGTERM.
-fn run_and_stop(d: &mut Daemon) {
-    std::thread::sleep(Duration::from_millis(1200));
+async fn run_and_stop(d: &mut Daemon) {
+    tokio::time::sleep(Duration::from_millis(1200)).await;
     d.signal(nix::sys::signal::Signal::SIGTERM);
     assert!(d.wait_exit(PATIENCE).success(), "log:\n{}", d.log());
 }
@@ -176,12 +176,12 @@ async fn history_survives_restarts_and_a_corrupt_file() {
     );
     let r = Receiver::bind(&net, None).unwrap();
     let mut d = Daemon::start("announcehist", &["--config", &config]);
-    run_and_stop(&mut d);
+    run_and_stop(&mut d).await;
     let first = samples(&history);
     assert!(first >= 3, "{first} samples after 1.2 s at 200 ms");
 
     d.restart();
-    run_and_stop(&mut d);
+    run_and_stop(&mut d).await;
     let second = samples(&history);
     assert!(
         second >= first + 3,
@@ -194,7 +194,7 @@ async fn history_survives_restarts_and_a_corrupt_file() {
     d.restart();
     let a = next(&r, Duration::from_secs(5)).await;
     assert!(a.is_some(), "no announcement after a corrupt history");
-    run_and_stop(&mut d);
+    run_and_stop(&mut d).await;
     assert!(d.log().contains("kept aside"), "log:\n{}", d.log());
     let kept = std::fs::read_dir(history.parent().unwrap())
         .unwrap()

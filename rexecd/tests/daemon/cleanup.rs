@@ -37,13 +37,16 @@ async fn a_dropped_connection_kills_even_a_double_forked_setsid_grandchild() {
     let started = c.start(launch(&["/bin/sh", "-c", ESCAPE])).await;
     let grandchild = escaped_pid(&mut c).await;
     drop(c);
-    assert_nothing_left(&d, &[started.pid as i32, grandchild]);
+    assert_nothing_left(&d, &[started.pid as i32, grandchild]).await;
     // The line is logged after the cgroup is gone and the output drained.
     assert!(
-        eventually(PATIENCE, || {
-            let log = d.log();
-            log.contains("job ended") && log.contains("killed: ")
-        }),
+        eventually_async(PATIENCE, || async {
+            {
+                let log = d.log();
+                log.contains("job ended") && log.contains("killed: ")
+            }
+        })
+        .await,
         "{}",
         d.log()
     );
@@ -72,7 +75,7 @@ async fn a_malformed_frame_gets_an_error_and_kills_the_job() {
         .unwrap_or_else(|| panic!("no Error: {out:?}"));
     assert_eq!(e.code, ErrorCode::BadRequest);
     assert!(e.message.contains("malformed"), "{e:?}");
-    assert_nothing_left(&d, &[started.pid as i32, grandchild]);
+    assert_nothing_left(&d, &[started.pid as i32, grandchild]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -93,7 +96,7 @@ async fn a_frame_over_the_limit_gets_an_error_and_kills_the_job() {
         .unwrap_or_else(|| panic!("no Error: {out:?}"));
     assert_eq!(e.code, ErrorCode::BadRequest);
     assert!(e.message.contains("larger than the limit"), "{e:?}");
-    assert_nothing_left(&d, &[started.pid as i32]);
+    assert_nothing_left(&d, &[started.pid as i32]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,7 +141,7 @@ async fn sigterm_to_rexecd_destroys_running_jobs_and_exits() {
     ));
     let status = d.wait_exit(PATIENCE);
     assert!(status.success(), "{status}; log:\n{}", d.log());
-    assert_nothing_left(&d, &[started.pid as i32, grandchild]);
+    assert_nothing_left(&d, &[started.pid as i32, grandchild]).await;
     assert!(!cpu_dir(&d.parent).unwrap().exists(), "parent cgroup left");
 }
 
@@ -155,7 +158,7 @@ async fn a_restart_after_sigkill_removes_the_leftovers() {
     d.wait_exit(PATIENCE);
     drop(c);
     // The job outlives the daemon...
-    std::thread::sleep(Duration::from_millis(200));
+    tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!is_dead(grandchild));
     assert_eq!(d.job_cgroups().len(), 1);
     // ...until the next rexecd on the same parent starts: it is killed and its cgroup
@@ -164,7 +167,7 @@ async fn a_restart_after_sigkill_removes_the_leftovers() {
     d.restart();
     assert!(is_dying(grandchild), "leftover survived the restart");
     assert!(d.job_cgroups().is_empty());
-    assert_nothing_left(&d, &[started.pid as i32, grandchild]);
+    assert_nothing_left(&d, &[started.pid as i32, grandchild]).await;
     assert!(
         d.log()
             .contains("removed job cgroups left by an earlier run"),

@@ -39,7 +39,7 @@ async fn a_config_file_works_and_its_crl_refuses_revoked_users() {
     let _ = c.framed.send(&ToNode::Hello(Hello::new("tests"))).await;
     assert!(c.recv().await.is_none(), "revoked certificate accepted");
     assert!(
-        eventually(PATIENCE, || d.log().contains("revoked")),
+        eventually_async(PATIENCE, || async { d.log().contains("revoked") }).await,
         "{}",
         d.log()
     );

@@ -33,18 +33,21 @@ async fn a_stopped_client_keeps_its_job_for_the_stopped_client_limit_only() {
         d.log()
     );
     assert!(
-        eventually(PATIENCE, || is_dead(pid)),
+        eventually_async(PATIENCE, || async { is_dead(pid) }).await,
         "a client stopped for longer than the limit still holds its job; log:\n{}",
         d.log()
     );
     let after = stopped.elapsed();
     assert!(after >= Duration::from_secs(3), "killed after {after:?}");
     assert!(
-        eventually(PATIENCE, || d.log().contains("stopped_client_limit")),
+        eventually_async(PATIENCE, || async {
+            d.log().contains("stopped_client_limit")
+        })
+        .await,
         "{}",
         d.log()
     );
-    assert_nothing_left(&d, &[pid]);
+    assert_nothing_left(&d, &[pid]).await;
     drop(c);
 }
 
@@ -72,7 +75,7 @@ async fn client_connections_carry_tcp_keepalive() {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     assert!(
-        eventually(PATIENCE, || timers().contains("keepalive")),
+        eventually_async(PATIENCE, || async { timers().contains("keepalive") }).await,
         "rexecd's end of the connection has no keepalive timer: {}",
         timers()
     );

@@ -49,15 +49,18 @@ async fn a_silent_client_loses_its_job_within_the_heartbeat_timeout() {
     let grandchild = escaped_pid(&mut c).await;
     let silent_since = Instant::now();
     assert!(
-        eventually(Duration::from_secs(5), || is_dead(started.pid as i32)),
+        eventually_async(Duration::from_secs(5), || async {
+            is_dead(started.pid as i32)
+        })
+        .await,
         "job still alive; log:\n{}",
         d.log()
     );
     assert!(silent_since.elapsed() < Duration::from_secs(4));
-    assert_nothing_left(&d, &[grandchild]);
+    assert_nothing_left(&d, &[grandchild]).await;
     // The daemon logs the end after it has removed the cgroup, so the line may lag.
     assert!(
-        eventually(PATIENCE, || d.log().contains("missed heartbeats")),
+        eventually_async(PATIENCE, || async { d.log().contains("missed heartbeats") }).await,
         "{}",
         d.log()
     );
@@ -79,15 +82,17 @@ async fn a_stopped_client_keeps_its_job_after_tstp() {
     // A heartbeat the client queued just before it stopped arrives after the TSTP
     // (a regression: it restarted the clock and the stopped client was declared dead).
     c.send(ToNode::Heartbeat(Heartbeat { seq: 1 })).await;
-    assert!(eventually(PATIENCE, || state_of(pid) == Some('T')));
+    assert!(eventually_async(PATIENCE, || async { state_of(pid) == Some('T') }).await);
     // Silent for three timeouts: the job must survive, stopped.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(state_of(pid), Some('T'));
     c.send(ToNode::Signal(Signal::Cont)).await;
-    assert!(eventually(PATIENCE, || matches!(
-        state_of(pid),
-        Some('S' | 'R')
-    )));
+    assert!(
+        eventually_async(PATIENCE, || async {
+            matches!(state_of(pid), Some('S' | 'R'))
+        })
+        .await
+    );
     c.send(ToNode::Signal(Signal::Kill)).await;
     let out = c.outcome().await;
     assert!(matches!(
@@ -97,7 +102,7 @@ async fn a_stopped_client_keeps_its_job_after_tstp() {
             ..
         }
     ));
-    assert_nothing_left(&d, &[pid]);
+    assert_nothing_left(&d, &[pid]).await;
 
     // A job that ends while its client is stopped keeps its output and exit for when
     // the client reads again (here the job ignores TSTP, so it runs to its end).

@@ -19,7 +19,7 @@ async fn echo_hi_prints_and_exits_zero_and_leaves_no_cgroup() {
     assert_eq!(out.stdout, b"hi\n");
     assert_eq!(out.status(), ExitStatus::Code(0));
     assert!(out.stderr.is_empty(), "{out:?}");
-    assert_nothing_left(&d, &[started.pid as i32]);
+    assert_nothing_left(&d, &[started.pid as i32]).await;
     assert!(d.log().contains("job ended"), "{}", d.log());
 }
 
@@ -67,7 +67,7 @@ async fn a_signal_from_the_client_reaches_the_process_group() {
     let out = c.outcome().await;
     assert_eq!(String::from_utf8_lossy(&out.stdout), "got-int\n");
     assert_eq!(out.status(), ExitStatus::Code(3));
-    assert_nothing_left(&d, &[started.pid as i32]);
+    assert_nothing_left(&d, &[started.pid as i32]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,7 +193,7 @@ async fn a_terminal_job_sees_its_window_size_and_resizes() {
         "{out:?}"
     );
     assert_eq!(out.status(), ExitStatus::Code(0));
-    assert_nothing_left(&d, &[started.pid as i32]);
+    assert_nothing_left(&d, &[started.pid as i32]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -215,7 +215,7 @@ async fn the_job_runs_as_the_certificate_user() {
             ..
         }
     ));
-    assert_nothing_left(&d, &[started.pid as i32]);
+    assert_nothing_left(&d, &[started.pid as i32]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

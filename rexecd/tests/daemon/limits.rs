@@ -8,10 +8,15 @@ use std::time::Duration;
 
 use certs::Role;
 use proto::node::{ErrorCode, ExitStatus, FromNode, Hello, ToNode};
+use testhost::wait::until_async_every;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
 use crate::util::*;
+
+/// How often a connection refused while the daemon has not yet seen a slot freed
+/// is tried again (within [`PATIENCE`]; it was 50 tries 100 ms apart).
+const RETRY: Duration = Duration::from_millis(100);
 
 /// Whether the daemon closes a fresh TCP connection (without any TLS) within `limit`.
 async fn closed_at_once(addr: &str, limit: Duration) -> bool {
@@ -43,7 +48,10 @@ async fn connections_over_the_limit_are_closed_at_once_and_slots_come_back() {
     }
     assert!(refused, "a third connection was kept; log:\n{}", d.log());
     assert!(
-        eventually(PATIENCE, || d.log().contains("connection limit reached")),
+        eventually_async(PATIENCE, || async {
+            d.log().contains("connection limit reached")
+        })
+        .await,
         "{}",
         d.log()
     );
@@ -60,14 +68,7 @@ async fn connections_over_the_limit_are_closed_at_once_and_slots_come_back() {
     // Closing the held connections frees their slots for a real session (once the
     // daemon has seen them close; until then a new connection is still refused).
     drop((hold1, hold2));
-    let mut session = None;
-    for _ in 0..50 {
-        session = d.try_user().await;
-        if session.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let session = until_async_every(PATIENCE, RETRY, || d.try_user()).await;
     let mut c = session.unwrap_or_else(|| panic!("slots never came back; log:\n{}", d.log()));
     c.start(launch(&["/bin/echo", "served"])).await;
     let out = c.outcome().await;
@@ -119,18 +120,16 @@ fn open_fds(pid: i32) -> usize {
         .count()
 }
 
-/// The number of open descriptors once it has stopped changing (or after 5 s).
-fn settled_fds(pid: i32) -> usize {
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let mut last = open_fds(pid);
-    loop {
-        std::thread::sleep(Duration::from_millis(300));
+/// The number of open descriptors once it has stopped changing over 300 ms (or
+/// after 5 s).
+async fn settled_fds(pid: i32) -> usize {
+    let last = std::cell::Cell::new(None);
+    until_async_every(Duration::from_secs(5), Duration::from_millis(300), || {
         let now = open_fds(pid);
-        if now == last || std::time::Instant::now() > deadline {
-            return now;
-        }
-        last = now;
-    }
+        std::future::ready((last.replace(Some(now)) == Some(now)).then_some(now))
+    })
+    .await
+    .unwrap_or_else(|| open_fds(pid))
 }
 
 /// Regression: every accepted connection got a 256 KiB read buffer before its TLS
@@ -146,7 +145,7 @@ async fn connections_that_never_authenticate_cost_no_read_buffer() {
     let mut c = d.user().await;
     c.start(launch(&["/bin/echo", "warm"])).await;
     assert_eq!(c.outcome().await.status(), ExitStatus::Code(0));
-    let fds = settled_fds(d.pid());
+    let fds = settled_fds(d.pid()).await;
     let data = status_kib(d.pid(), "VmData");
     let mut silent = Vec::new();
     for i in 0..SILENT {
@@ -155,11 +154,14 @@ async fn connections_that_never_authenticate_cost_no_read_buffer() {
     // Most of them accepted (an earlier session's descriptors may still close
     // meanwhile), then none still arriving.
     assert!(
-        eventually(PATIENCE, || open_fds(d.pid()) >= fds + SILENT * 9 / 10),
+        eventually_async(PATIENCE, || async {
+            open_fds(d.pid()) >= fds + SILENT * 9 / 10
+        })
+        .await,
         "rexecd did not accept the {SILENT} connections: {} fds open, {fds} before",
         open_fds(d.pid())
     );
-    settled_fds(d.pid());
+    settled_fds(d.pid()).await;
     let grown = status_kib(d.pid(), "VmData").saturating_sub(data);
     eprintln!("rexecd data grew {grown} KiB for {SILENT} silent connections");
     assert!(
@@ -207,14 +209,10 @@ async fn one_address_or_one_certificate_cannot_hold_every_slot() {
     }
     // Another certificate from the same address takes the address's last slot
     // (the refused one has been closed: retried until rexecd has seen it go).
-    let mut admin = None;
-    for _ in 0..50 {
-        if let Some(c) = Client::try_connect(&d.addr, Role::Admin, "ops").await {
-            admin = Some(c);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let admin = until_async_every(PATIENCE, RETRY, || {
+        Client::try_connect(&d.addr, Role::Admin, "ops")
+    })
+    .await;
     let mut admin = admin.expect("the admin was never served");
     match admin
         .recv_after(ToNode::Hello(Hello::new("daemon-tests")))

@@ -194,10 +194,13 @@ async fn concurrent_launches_and_exits_leave_the_weights_the_bids_say() {
         // The engine writes within milliseconds; allow a generous settle period, then
         // the weights must stay put (nothing changes on an open-loop node of sleepers).
         let mut last = Err(String::new());
-        let settled = eventually(PATIENCE, || {
-            last = check_weights(&d, &running);
-            last.is_ok()
-        });
+        let settled = eventually_async(PATIENCE, || {
+            std::future::ready({
+                last = check_weights(&d, &running);
+                last.is_ok()
+            })
+        })
+        .await;
         assert!(
             settled,
             "round {round}: weights do not match the bids:\n{}\nlog:\n{}",
@@ -219,5 +222,5 @@ async fn concurrent_launches_and_exits_leave_the_weights_the_bids_say() {
     while let Some(joined) = tasks.join_next().await {
         joined.unwrap();
     }
-    assert_nothing_left(&d, &pids);
+    assert_nothing_left(&d, &pids).await;
 }

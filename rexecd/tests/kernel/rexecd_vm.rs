@@ -11,7 +11,7 @@ use std::path::Path;
 use proto::node::{ExitStatus, Signal, ToNode};
 
 use crate::daemon_util::{
-    Daemon, PATIENCE, assert_nothing_left, can_run, cpu_dir, eventually, is_dead, launch,
+    Daemon, PATIENCE, assert_nothing_left, can_run, cpu_dir, eventually_async, is_dead, launch,
 };
 use crate::util::cpus_allowed;
 use crate::v2_vm::in_vm;
@@ -100,24 +100,24 @@ async fn guest_rexecd_weights_bids_and_kills_an_escaped_grandchild_on_v2() {
         out.status()
     );
     assert!(
-        eventually(PATIENCE, || is_dead(grandchild)),
+        eventually_async(PATIENCE, || async { is_dead(grandchild) }).await,
         "grandchild {grandchild} survived; log:\n{}",
         d.log()
     );
     // The low bidder is alone now: back to the top of the range.
-    assert!(eventually(PATIENCE, || d.job_cgroups().len() == 1));
+    assert!(eventually_async(PATIENCE, || async { d.job_cgroups().len() == 1 }).await);
     // The market's engine rewrites the weights right after the rank leaves (which is
     // after its cgroup is gone).
     let left = d.job_cgroups();
     let alone = parent.join(&left[0]);
     assert!(
-        eventually(PATIENCE, || weight(&alone) == 10_000),
+        eventually_async(PATIENCE, || async { weight(&alone) == 10_000 }).await,
         "the lone bidder's weight stayed {}",
         weight(&alone)
     );
     low.send(ToNode::Signal(Signal::Kill)).await;
     low.outcome().await;
-    assert_nothing_left(&d, &[started.pid as i32, grandchild]);
+    assert_nothing_left(&d, &[started.pid as i32, grandchild]).await;
 
     d.signal(nix::sys::signal::Signal::SIGTERM);
     assert!(d.wait_exit(PATIENCE).success(), "log:\n{}", d.log());

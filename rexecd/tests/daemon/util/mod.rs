@@ -2,14 +2,15 @@
 //! ([`Daemon`]) started with a unique cgroup parent and a ready file (stopped, and its
 //! cgroups swept, on drop), a raw protocol client over real mutual TLS ([`Client`]),
 //! and checks on processes and job cgroups. Waiting on a condition is
-//! [`testhost::wait`]'s `eventually`, re-exported here.
+//! [`testhost::wait`]'s, re-exported here: `eventually_async` in the (async) tests,
+//! `eventually` in the harness's sync parts (on multi-thread runtimes only).
 
 mod client;
 mod daemon;
 
 pub use client::{Client, Outcome};
 pub use daemon::Daemon;
-pub use testhost::wait::eventually;
+pub use testhost::wait::{eventually, eventually_async};
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -153,16 +154,16 @@ pub async fn run(daemon: &Daemon, request: Launch) -> Outcome {
 }
 
 /// Checks that nothing of a job is left: the pids are dead and no job cgroup remains.
-pub fn assert_nothing_left(daemon: &Daemon, pids: &[i32]) {
+pub async fn assert_nothing_left(daemon: &Daemon, pids: &[i32]) {
     for &pid in pids {
         assert!(
-            eventually(PATIENCE, || is_dead(pid)),
+            eventually_async(PATIENCE, || async { is_dead(pid) }).await,
             "process {pid} survived; log:\n{}",
             daemon.log()
         );
     }
     assert!(
-        eventually(PATIENCE, || daemon.job_cgroups().is_empty()),
+        eventually_async(PATIENCE, || async { daemon.job_cgroups().is_empty() }).await,
         "job cgroups left: {:?}; log:\n{}",
         daemon.job_cgroups(),
         daemon.log()
