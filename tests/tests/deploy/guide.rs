@@ -32,7 +32,7 @@ const NOT_RUN: &[(&str, &str)] = &[
     ),
     (
         "install -m 0755 target/release/rexec-certs target/release/rexecd target/release/accountd target/release/accountctl target/release/vexecd target/release/rexec /usr/local/bin/",
-        "would write the test machine's /usr/local/bin; the test puts target/debug on PATH and in the units' ExecStart= instead",
+        "would write the test machine's /usr/local/bin; the test links the built binaries into each host's own /usr/local/bin, which is on PATH and in the units' ExecStart=",
     ),
     (
         "rexec -v -r 2 -n 4 ./sim           # at the end, per node: ranks, CPU seconds, credits charged",

@@ -55,6 +55,7 @@ impl Sandbox {
         }
         fs::create_dir(root.join("root")).unwrap();
         fs::set_permissions(root.join("root"), fs::Permissions::from_mode(0o700)).unwrap();
+        install_binaries(&root.join("usr/local/bin"));
         let at = |p: &str| format!("{}{p}", root.display());
         let mut rules: Vec<(String, String)> = vec![
             ("deploy/etc/".into(), at("/deploy/etc/")),
@@ -81,7 +82,7 @@ impl Sandbox {
                 }
                 let mut text = sandbox.rewrite(&fs::read_to_string(&path).unwrap());
                 if sub == "systemd" {
-                    text = crate::units::with_built_binaries(&text);
+                    text = text.replace("/usr/local/bin/", &at("/usr/local/bin/"));
                 }
                 fs::write(root.join("deploy").join(sub).join(&name), text).unwrap();
             }
@@ -145,7 +146,8 @@ impl Sandbox {
 
     fn environment(&self, cmd: &mut Command, home: &Path) {
         let path = std::env::var("PATH").unwrap_or_default();
-        cmd.env("PATH", format!("{}:{path}", bin_dir().display()))
+        let bin = self.root().join("usr/local/bin");
+        cmd.env("PATH", format!("{}:{path}", bin.display()))
             .env("HOME", home)
             .env("RUST_LOG", "info")
             .env_remove("XDG_CONFIG_HOME")
@@ -153,6 +155,37 @@ impl Sandbox {
             .env_remove("ACCOUNTD_CONFIG")
             .env_remove("REXEC_CA_DIR")
             .current_dir(crate::workspace());
+    }
+}
+
+/// The binaries the guide installs in `/usr/local/bin`.
+const BINARIES: [&str; 6] = [
+    "rexec-certs",
+    "rexecd",
+    "accountd",
+    "accountctl",
+    "vexecd",
+    "rexec",
+];
+
+/// Installs the built binaries in a host's `/usr/local/bin`, as the guide's install
+/// step does: hard links (a copy across file systems), in directories every user can
+/// search, so the service users can run them wherever the checkout lives (a clone in
+/// a 0700 temporary directory is out of their reach).
+fn install_binaries(bin: &Path) {
+    fs::create_dir_all(bin).unwrap();
+    for dir in [
+        bin,
+        bin.parent().unwrap(),
+        bin.parent().unwrap().parent().unwrap(),
+    ] {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for name in BINARIES {
+        let (from, to) = (bin_dir().join(name), bin.join(name));
+        if fs::hard_link(&from, &to).is_err() {
+            fs::copy(&from, &to).unwrap_or_else(|e| panic!("install {}: {e}", from.display()));
+        }
     }
 }
 
