@@ -43,4 +43,6 @@ pub use price::{Quote, node_price, quote};
 pub use sched::{
     ClientId, ClientView, Departed, MAX_CLIENT_TICKETS, MAX_CLIENTS, STRIDE1, SchedError, Scheduler,
 };
-pub use tickets::{BID_HELP, MAX_TICKETS, MIN_TICKETS, tickets_for_bids, weights_for_bids};
+pub use tickets::{
+    BID_HELP, MAX_TICKETS, MIN_TICKETS, model_cpus, tickets_for_bids, weights_for_bids,
+};

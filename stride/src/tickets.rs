@@ -113,6 +113,33 @@ fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
+/// The model's allocation, in CPUs, of jobs given as (bid, runnable threads) on
+/// `cpus` CPUs: tickets from the bids, then water filling. The one place the share
+/// tests and the market benchmark take their target from.
+///
+/// ```
+/// use money::Bid;
+/// let c = |n| Bid::from_credits(n);
+/// let a = stride::model_cpus(2, &[(c(40), 1), (c(30), 1), (c(20), 1)]);
+/// assert!((a[0] - 0.889).abs() < 0.001 && (a[2] - 0.444).abs() < 0.001);
+/// ```
+pub fn model_cpus(cpus: u32, jobs: &[(Bid, u32)]) -> Vec<f64> {
+    let bids: Vec<Bid> = jobs.iter().map(|(b, _)| *b).collect();
+    let claims: Vec<crate::Claim> = tickets_for_bids(&bids)
+        .into_iter()
+        .zip(jobs)
+        .map(|(tickets, (_, demand))| crate::Claim {
+            tickets,
+            demand: *demand,
+        })
+        .collect();
+    crate::water_fill(cpus, &claims)
+        .milli_cpus()
+        .iter()
+        .map(|m| *m as f64 / 1000.0)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,7 +30,6 @@ use certs::testing::TestPki;
 use money::Bid;
 use rexecd::cgroup::{JobCgroups, ParentName};
 use rexecd::spawn::{JobCommand, JobUser, SpawnPolicy};
-use stride::Claim;
 use tokio::runtime::Runtime;
 
 /// The unprivileged user rexecd's jobs run as.
@@ -387,23 +386,11 @@ impl<'a> Bench<'a> {
 
     /// The model's CPUs for `jobs`.
     fn model(&self, jobs: &[&Job]) -> Vec<f64> {
-        let bids: Vec<Bid> = jobs
+        let jobs: Vec<(Bid, u32)> = jobs
             .iter()
-            .map(|j| Bid::new(j.bid_micros).unwrap())
+            .map(|j| (Bid::new(j.bid_micros).unwrap(), j.threads))
             .collect();
-        let claims: Vec<Claim> = stride::tickets_for_bids(&bids)
-            .into_iter()
-            .zip(jobs)
-            .map(|(tickets, j)| Claim {
-                tickets,
-                demand: j.threads,
-            })
-            .collect();
-        stride::water_fill(self.cpus, &claims)
-            .milli_cpus()
-            .iter()
-            .map(|&m| m as f64 / 1000.0)
-            .collect()
+        stride::model_cpus(self.cpus, &jobs)
     }
 
     /// Samples the usage of `jobs` every [`SAMPLE`] for `length`.

@@ -7,7 +7,6 @@
 use std::time::{Duration, Instant};
 
 use money::Bid;
-use stride::Claim;
 
 use crate::Busy;
 
@@ -35,20 +34,8 @@ fn usage(cgroup: &std::path::Path) -> u64 {
 
 /// The model's shares of `jobs` on `cpus` CPUs, in CPUs.
 pub(crate) fn model(cpus: u32, jobs: &[&Busy]) -> Vec<f64> {
-    let bids: Vec<Bid> = jobs.iter().map(|j| j.bid).collect();
-    let claims: Vec<Claim> = stride::tickets_for_bids(&bids)
-        .into_iter()
-        .zip(jobs)
-        .map(|(tickets, j)| Claim {
-            tickets,
-            demand: j.threads,
-        })
-        .collect();
-    stride::water_fill(cpus, &claims)
-        .milli_cpus()
-        .iter()
-        .map(|m| *m as f64 / 1000.0)
-        .collect()
+    let jobs: Vec<(Bid, u32)> = jobs.iter().map(|j| (j.bid, j.threads)).collect();
+    stride::model_cpus(cpus, &jobs)
 }
 
 /// What [`errors`] measured over a window.
