@@ -208,7 +208,28 @@ crate::tagged::tagged_enum! {
         9 => Audit,
         /// Anyone: who does the server think I am (also a cheap liveness check).
         10 => WhoAmI,
+        /// Node: claim one start of a signed batch job's rank, once across the
+        /// cluster (answered `Claimed`, or `AlreadyClaimed`).
+        11 => Claim(Claim),
     }
+}
+
+/// A node's claim to start rank `rank` of attempt `attempt` of a user's signed
+/// batch job ([`crate::batch::SignedLaunch`]). The first claim of a
+/// `(user, job, attempt, rank)` wins; any later one, from any node, is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    /// The job's owner (the signed spec's user).
+    pub user: String,
+    /// The job's id.
+    pub job: crate::node::JobId,
+    /// Which start of the job.
+    pub attempt: u32,
+    /// Which rank.
+    pub rank: u32,
+    /// SHA-256 of the signed spec bytes: a claim of the same key for a different
+    /// spec is refused as a conflict.
+    pub digest: [u8; 32],
 }
 
 /// The caller's identity as the server sees it.
@@ -239,6 +260,8 @@ crate::tagged::tagged_enum! {
         7 => Audit(AuditReport),
         /// The caller's identity.
         8 => WhoAmI(Identity),
+        /// Answer to `Claim`: this node may start the rank.
+        9 => Claimed,
     }
 }
 
@@ -441,6 +464,8 @@ crate::tagged::code_enum! {
         11 => Unsupported,
         /// The answer would exceed the frame limit; ask for less.
         12 => TooLarge,
+        /// The batch rank was claimed before (by this node or another).
+        13 => AlreadyClaimed,
     }
 }
 

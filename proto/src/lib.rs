@@ -14,6 +14,7 @@
 //!   and the account service.
 //! - [`account`]: messages to and from the account service (accountd).
 //! - [`select`]: messages to and from the selector (vexecd).
+//! - [`batch`]: signed batch jobs and the queue's protocol (batchd).
 //! - [`duration`]: the one parser of durations people write (`5s`, `1.5s`, `250ms`).
 //!
 //! # Compatibility
@@ -58,6 +59,7 @@
 
 pub mod account;
 pub mod announce;
+pub mod batch;
 pub mod chunk;
 pub mod duration;
 pub mod frame;

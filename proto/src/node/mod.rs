@@ -84,6 +84,9 @@ crate::tagged::tagged_enum! {
         9 => Kill(Kill),
         /// Change the bid of every rank of a job on this node.
         10 => Rebid(Rebid),
+        /// Start one rank of a user's signed batch job (a queue to a node; answered
+        /// like `Launch`). See [`crate::batch`].
+        11 => LaunchSigned(crate::batch::SignedLaunch),
     }
 }
 

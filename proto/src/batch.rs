@@ -1,0 +1,329 @@
+//! The batch queue: what a user signs when submitting a job ([`JobSpec`],
+//! [`SignedJob`]), how a queue starts one rank of a signed job on a node
+//! ([`SignedLaunch`], carried by [`crate::node::ToNode::LaunchSigned`]), and the
+//! request/response protocol between clients and the queue daemon (batchd):
+//! [`BatchRequest`] carrying a [`BatchOp`], answered by a [`BatchResponse`]
+//! holding a [`BatchReply`] or a [`BatchError`].
+//!
+//! # Signed jobs
+//!
+//! The client encodes a [`JobSpec`] with postcard and signs
+//! [`SIGNING_CONTEXT`] followed by those exact bytes with the user's own key
+//! (ECDSA P-256 with SHA-256, ASN.1 signature). [`SignedJob`] carries the
+//! bytes as signed, the signature and the user's certificate (DER): a verifier
+//! checks the certificate against the cluster CA, the signature against the
+//! certificate's key, that the spec's `user` is the certificate's user, and the
+//! expiry; it decodes the spec only from the signed bytes, so nothing outside
+//! the signature can change what runs. A node runs each `(user, job, attempt,
+//! rank)` at most once across the cluster (claimed at accountd with
+//! [`crate::account::Claim`]), and `attempt` must be below `max_attempts`.
+//!
+//! Tags and codes follow [`crate::tagged`]: append-only.
+
+use serde::{Deserialize, Serialize};
+
+use crate::node::JobId;
+
+/// Version of the batch protocol spoken by this build.
+pub const BATCH_PROTOCOL_VERSION: u16 = 1;
+
+/// Bytes prepended to the encoded [`JobSpec`] before signing, so that a
+/// signature over a job can never be mistaken for a signature over anything else.
+pub const SIGNING_CONTEXT: &[u8] = b"rexec-market signed batch job v1\0";
+
+/// Most breakpoints a utility function may have.
+pub const MAX_UTILITY_POINTS: usize = 64;
+
+/// What a job is worth to its owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Worth {
+    /// A bid: micro-credits per CPU-minute, like `rexec -r`.
+    Rate(i64),
+    /// Lee's piecewise-linear utility: `(seconds from submission to completion,
+    /// micro-credits)` breakpoints with strictly increasing, non-negative times
+    /// (at most [`MAX_UTILITY_POINTS`]). The batch paper's shape
+    /// (`--value V --deadline D --length L`) is `[(L, V), (D, 0)]`.
+    Utility(Vec<(i64, i64)>),
+}
+
+/// Everything that decides what a batch job runs, as whom, how wide and for how
+/// much: the content of the user's signature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSpec {
+    /// Chosen at random by the client; with `user`, unique for ever. It is also the
+    /// job id the nodes use for the job's ranks (`rexec jobs` shows it).
+    pub id: JobId,
+    /// The Unix user the ranks run as; must be the signer's certificate user.
+    pub user: String,
+    /// The program and its arguments; `argv[0]` is looked up in the node's `PATH`.
+    pub argv: Vec<String>,
+    /// The complete environment for the program.
+    pub env: Vec<(String, String)>,
+    /// Absolute working directory; `None` means the user's home directory.
+    pub cwd: Option<String>,
+    /// Ranks, one per processor, all started at once (rigid).
+    pub width: u32,
+    /// The owner's estimate of the run time, seconds (what policies plan with; the
+    /// queue may stop a job that runs past it by a documented margin).
+    pub length_s: u64,
+    /// What the job is worth.
+    pub worth: Worth,
+    /// Priority queue for PRIOFIFO (0 highest).
+    pub priority: u8,
+    /// How many times the job may be started in all (1 = never requeued).
+    pub max_attempts: u32,
+    /// When it was signed, UTC seconds since the epoch.
+    pub signed_at: u64,
+    /// After this (UTC seconds since the epoch) no node starts a rank of it.
+    pub expires_at: u64,
+}
+
+/// A [`JobSpec`] as the user signed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedJob {
+    /// The postcard encoding of the [`JobSpec`], exactly as signed.
+    pub spec: Vec<u8>,
+    /// ECDSA P-256 SHA-256 (ASN.1) signature over [`SIGNING_CONTEXT`] ++ `spec`.
+    pub signature: Vec<u8>,
+    /// The signer's certificate, DER.
+    pub cert: Vec<u8>,
+}
+
+/// Start one rank of a signed job (queue to node). The node runs it as the
+/// spec's user with the bid the queue gives, only if the signature verifies and
+/// `(user, job, attempt, rank)` was never claimed before.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedLaunch {
+    /// The signed job.
+    pub job: SignedJob,
+    /// Which start of the job this is, `0..max_attempts`.
+    pub attempt: u32,
+    /// This rank's number, `0..width`.
+    pub rank: u32,
+    /// Weight bid on the node, micro-credits per CPU-minute (the policy's rate for
+    /// the job now). The queue charges the job; the node does not debit batch ranks.
+    pub bid: i64,
+}
+
+/// The envelope of every request to the queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchRequest {
+    /// Protocol version the sender speaks ([`BATCH_PROTOCOL_VERSION`]).
+    pub version: u16,
+    /// Chosen by the sender, echoed in the response.
+    pub id: u64,
+    /// What to do.
+    pub op: BatchOp,
+}
+
+impl BatchRequest {
+    /// A request at the current protocol version.
+    pub fn new(id: u64, op: BatchOp) -> Self {
+        BatchRequest {
+            version: BATCH_PROTOCOL_VERSION,
+            id,
+            op,
+        }
+    }
+}
+
+/// The envelope of every response from the queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchResponse {
+    /// The id of the request this answers (0 when the request could not be read).
+    pub id: u64,
+    /// The outcome.
+    pub result: Result<BatchReply, BatchError>,
+}
+
+crate::tagged::tagged_enum! {
+    /// An operation on the queue.
+    pub enum BatchOp {
+        /// Queue a signed job (the caller must be its user).
+        1 => Submit(SignedJob),
+        /// List jobs: the caller's own, or everyone's for an admin.
+        2 => Queue(QueueQuery),
+        /// Cancel a job (its owner or an admin): dequeued, or its ranks killed.
+        3 => Cancel(JobId),
+        /// Read a job's kept output from the given offsets.
+        4 => Output(OutputQuery),
+        /// One job's state (its owner or an admin); `rexec wait` polls this.
+        5 => Status(JobId),
+    }
+}
+
+crate::tagged::tagged_enum! {
+    /// What the queue answers to a successful operation.
+    pub enum BatchReply {
+        /// The job is queued.
+        1 => Submitted(Submitted),
+        /// The jobs asked for, in queue order (running first, then by policy order).
+        2 => Queue(Vec<QueueEntry>),
+        /// The job was cancelled (or had already ended: its entry says how).
+        3 => Cancelled(QueueEntry),
+        /// Output bytes.
+        4 => Output(OutputChunk),
+        /// One job.
+        5 => Status(QueueEntry),
+    }
+}
+
+/// Answer to a submission.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submitted {
+    /// The job's id (the spec's).
+    pub job: JobId,
+    /// Its place among the waiting jobs (1 = next), in the policy's order.
+    pub position: u32,
+}
+
+/// Which jobs to list.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct QueueQuery {
+    /// Only this user's jobs (an admin may name anyone; a user only herself).
+    /// `None`: the caller's own, or every job for an admin.
+    pub user: Option<String>,
+    /// Include jobs that ended (most recent first, at most [`MAX_QUEUE_LIST`] in all).
+    pub ended: bool,
+}
+
+/// Most entries one queue listing holds.
+pub const MAX_QUEUE_LIST: usize = 10_000;
+
+crate::tagged::code_enum! {
+    /// Where a job is in its life.
+    pub enum JobState {
+        /// Waiting for processors.
+        1 => Queued,
+        /// Its ranks are running.
+        2 => Running,
+        /// Preempted: its ranks are stopped and it waits to resume.
+        3 => Suspended,
+        /// Every rank exited; `exit` says how.
+        4 => Finished,
+        /// Cancelled by its owner or an admin.
+        5 => Cancelled,
+        /// Could not run (refused by every node, out of attempts, out of credit).
+        6 => Failed,
+        /// Waiting, but its owner's balance cannot pay for it; not started until it can.
+        7 => Held,
+    }
+}
+
+/// One job as the queue sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueEntry {
+    /// The job's id.
+    pub job: JobId,
+    /// Its owner.
+    pub user: String,
+    /// The program (argv\[0\]).
+    pub program: String,
+    /// Ranks.
+    pub width: u32,
+    /// The owner's run-time estimate, seconds.
+    pub length_s: u64,
+    /// State.
+    pub state: JobState,
+    /// Place among waiting jobs (1 = next) when queued, held or suspended.
+    pub position: Option<u32>,
+    /// What the job bids now or is charged now, micro-credits per CPU-minute.
+    pub rate: i64,
+    /// The policy's estimated start, UTC seconds since the epoch, when it promises one.
+    pub estimated_start: Option<u64>,
+    /// When it was submitted, UTC seconds.
+    pub submitted_at: u64,
+    /// When it last started, UTC seconds.
+    pub started_at: Option<u64>,
+    /// When it ended, UTC seconds.
+    pub ended_at: Option<u64>,
+    /// The nodes its ranks run on (rank order), while running.
+    pub nodes: Vec<String>,
+    /// How many times it was started.
+    pub attempts: u32,
+    /// Micro-credits charged so far.
+    pub charged: i64,
+    /// How it ended, once finished or failed.
+    pub exit: Option<crate::node::ExitStatus>,
+    /// Why it is held or failed, in words.
+    pub reason: Option<String>,
+}
+
+/// Read a job's output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputQuery {
+    /// The job.
+    pub job: JobId,
+    /// Bytes of stdout already read.
+    pub stdout_from: u64,
+    /// Bytes of stderr already read.
+    pub stderr_from: u64,
+}
+
+/// Output bytes from the requested offsets (at most a frame's worth).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputChunk {
+    /// Stdout bytes from `stdout_from`.
+    pub stdout: crate::Chunk,
+    /// Stderr bytes from `stderr_from`.
+    pub stderr: crate::Chunk,
+    /// Whether the job ended and this chunk reaches the end of both streams.
+    pub complete: bool,
+    /// Bytes dropped because the job wrote more than the queue keeps.
+    pub truncated: u64,
+}
+
+/// A refusal or failure, with a machine-readable code and a message for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchError {
+    /// What kind of failure.
+    pub code: BatchErrorCode,
+    /// Complete, human-readable explanation.
+    pub message: String,
+}
+
+impl BatchError {
+    /// Builds an error.
+    pub fn new(code: BatchErrorCode, message: impl Into<String>) -> Self {
+        BatchError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for BatchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for BatchError {}
+
+crate::tagged::code_enum! {
+    /// Machine-readable error classes (append only).
+    pub enum BatchErrorCode {
+        /// The request's protocol version is not spoken by the queue.
+        1 => UnsupportedVersion,
+        /// The caller may not do this (not the job's owner, not an admin).
+        2 => Forbidden,
+        /// The request or the signed job could not be decoded, or a field is out of range.
+        3 => Malformed,
+        /// The signature, certificate or expiry does not verify.
+        4 => BadSignature,
+        /// The owner's balance cannot pay for the job.
+        5 => NoCredit,
+        /// Wider than the processors the queue can ever have.
+        6 => TooWide,
+        /// No such job.
+        7 => NoSuchJob,
+        /// A job with this id was submitted before.
+        8 => Duplicate,
+        /// The queue's store failed; retry later.
+        9 => Storage,
+        /// The operation is not known to this queue (sent by a newer client).
+        10 => Unsupported,
+        /// The queue is full or shutting down; retry later.
+        11 => Unavailable,
+    }
+}
