@@ -13,6 +13,7 @@
 //!   selectors in turn until one answers ([`selector::ask_any`]).
 //! - [`account`]: [`account::AccountClient`] for accountd, and accountd's address as
 //!   learnt from its announcements ([`account::LearntAddress`]).
+//! - [`batch`]: [`batch::BatchClient`] for the batch queue (batchd).
 //!
 //! ```
 //! // A reply of the wrong kind is a typed error, not a panic.
@@ -29,6 +30,7 @@
 #![forbid(unsafe_code)]
 
 pub mod account;
+pub mod batch;
 pub mod dial;
 pub mod rpc;
 pub mod selector;
