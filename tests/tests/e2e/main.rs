@@ -8,6 +8,7 @@
 mod admin;
 mod bad_input;
 mod discovery;
+mod discovery_proof;
 mod exit_codes;
 mod failures;
 mod interrupt;
