@@ -591,7 +591,7 @@ async fn selectors_are_found_from_announcements_on_the_group() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(
-        stderr.contains(&format!("asking the selectors remembered in ")),
+        stderr.contains("asking the selectors remembered in "),
         "{stderr}"
     );
     assert!(!stderr.contains("heard selector"), "{stderr}");
