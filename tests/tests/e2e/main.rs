@@ -20,6 +20,7 @@ mod market_crash;
 mod market_discovery;
 mod market_dry;
 mod market_figure4;
+mod metrics;
 mod multihost;
 mod revocation;
 mod select;

@@ -1,12 +1,14 @@
 //! The vexecd daemon around the library: [`config`] (the TOML file and
 //! flags), [`receiver`] (announcements into the node table), [`server`]
-//! (the selector protocol over mutual TLS), [`prove`] (a node's move to a
+//! (the selector protocol over mutual TLS), [`metrics`] (Prometheus, when
+//! `[metrics] listen` is set), [`prove`] (a node's move to a
 //! new address believed only once its certificate answers there), [`stats`] (the shared table,
 //! counters and the periodic summary line). [`Daemon::start`] checks the
 //! TLS material and binds every socket, so a daemon that starts is one that
 //! serves; [`Daemon::run`] serves until told to stop.
 
 pub mod config;
+pub mod metrics;
 pub mod prove;
 pub mod receiver;
 pub mod server;
@@ -72,6 +74,7 @@ pub struct Daemon {
     advertised: SocketAddr,
     shared: Arc<Shared>,
     prover: tokio_rustls::TlsConnector,
+    metrics: Option<exposition::Endpoint>,
 }
 
 impl Daemon {
@@ -111,6 +114,16 @@ impl Daemon {
         let shared = Arc::new(Shared::new(NodeTable::new(config.table.clone())));
         // The selector's own certificate opens the handshakes that prove nodes' moves.
         let prover = certs::connector(&config.tls)?;
+        let metrics =
+            match config.metrics {
+                Some(addr) => Some(exposition::Endpoint::bind(addr).await.map_err(|cause| {
+                    StartError::Io {
+                        what: format!("cannot serve metrics on {addr} ([metrics] listen)"),
+                        cause,
+                    }
+                })?),
+                None => None,
+            };
         Ok(Daemon {
             config,
             tls,
@@ -121,7 +134,13 @@ impl Daemon {
             advertised,
             shared,
             prover,
+            metrics,
         })
+    }
+
+    /// The bound metrics address, when serving metrics.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|m| m.addr().ok())
     }
 
     /// The bound TLS address.
@@ -179,12 +198,17 @@ impl Daemon {
             advertised,
             shared,
             prover,
+            metrics,
             ..
         } = self;
         let period = config.discovery.period;
         let mut background = tokio::task::JoinSet::new();
         let (claims, held) = prove::channel();
         background.spawn(prove::run(shared.clone(), prover, held));
+        if let Some(endpoint) = metrics {
+            let registry = Arc::new(self::metrics::registry(shared.clone(), shared.recorder()));
+            background.spawn(endpoint.serve(registry, std::future::pending::<()>()));
+        }
         background.spawn(receiver::run(receiver, shared.clone(), claims, period));
         background.spawn(stats::log_summaries(shared.clone(), SUMMARY_INTERVAL));
         let me = Announcement {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use proto::select::SelectorStats;
 
+use super::metrics::Recorder;
 use super::prove::ProofCounts;
 use crate::table::{Counters, NodeTable};
 
@@ -21,6 +22,7 @@ pub struct Shared {
     table: RwLock<NodeTable>,
     selects: AtomicU64,
     proofs: Mutex<ProofCounts>,
+    recorder: Recorder,
 }
 
 impl Shared {
@@ -30,6 +32,7 @@ impl Shared {
             table: RwLock::new(table),
             selects: AtomicU64::new(0),
             proofs: Mutex::new(ProofCounts::default()),
+            recorder: Recorder::default(),
         }
     }
 
@@ -48,6 +51,11 @@ impl Shared {
     /// Count one select answered with nodes.
     pub fn served_select(&self) {
         self.selects.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// What requests record for the metrics.
+    pub fn recorder(&self) -> &Recorder {
+        &self.recorder
     }
 
     /// Record what the prover has done (see [`super::prove`]).
