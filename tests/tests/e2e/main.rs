@@ -22,6 +22,7 @@ mod market_figure4;
 mod multihost;
 mod revocation;
 mod select;
+mod signed_jobs;
 mod skip;
 mod stdin_full;
 mod streams;
