@@ -99,25 +99,21 @@ pub fn admit(
         refuse(code, node, format_args!("signed job refused: {e}"))
     })?;
     let spec = &job.spec;
-    if req.attempt >= spec.max_attempts {
-        return Err(refuse(
-            ErrorCode::BadRequest,
-            node,
-            format_args!(
-                "attempt {} of job {} is not below its signed max_attempts {}; it may not start again",
-                req.attempt, spec.id, spec.max_attempts
-            ),
-        ));
-    }
-    if req.rank >= spec.width {
-        return Err(refuse(
-            ErrorCode::BadRequest,
-            node,
-            format_args!(
-                "rank {} is out of range for job {} of width {}",
-                req.rank, spec.id, spec.width
-            ),
-        ));
+    let out_of_range = if req.attempt >= spec.max_attempts {
+        Some(format!(
+            "attempt {} of job {} is not below its signed max_attempts {}; it may not start again",
+            req.attempt, spec.id, spec.max_attempts
+        ))
+    } else if req.rank >= spec.width {
+        Some(format!(
+            "rank {} is out of range for job {} of width {}",
+            req.rank, spec.id, spec.width
+        ))
+    } else {
+        None
+    };
+    if let Some(text) = out_of_range {
+        return Err(refuse(ErrorCode::BadRequest, node, text));
     }
     if let Worth::Rate(rate) = spec.worth
         && req.bid > rate
