@@ -2,8 +2,8 @@
 //! certificate named `batchd`) starts a rank of a job the user signed; the rank runs
 //! as that user, its output and exit come back, and the node does not charge it.
 //! Forged, altered, replayed (to the same node and to another), expired,
-//! out-of-attempts and revoked jobs, and signed launches from anyone but the queue,
-//! are each refused in one line naming the reason, with no process, no job cgroup
+//! out-of-attempts, unclaimable (accountd down) and revoked jobs, and signed
+//! launches from anyone but the queue, are each refused in one line naming the reason, with no process, no job cgroup
 //! and, where the refusal comes before it, no claim in the ledger.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -239,13 +239,13 @@ fn a_signed_rank_runs_once_as_its_user_uncharged_and_replays_are_refused() {
 }
 
 #[test]
-fn forged_altered_expired_spent_or_misdelivered_signed_jobs_start_nothing() {
+fn forged_altered_expired_spent_unclaimable_or_misdelivered_signed_jobs_start_nothing() {
     if !rexec_tests::can_run(
-        "forged_altered_expired_spent_or_misdelivered_signed_jobs_start_nothing",
+        "forged_altered_expired_spent_unclaimable_or_misdelivered_signed_jobs_start_nothing",
     ) {
         return;
     }
-    let m = MarketCluster::start(MarketOptions {
+    let mut m = MarketCluster::start(MarketOptions {
         cluster: ClusterOptions {
             nodes: 1,
             ..ClusterOptions::default()
@@ -253,15 +253,13 @@ fn forged_altered_expired_spent_or_misdelivered_signed_jobs_start_nothing() {
         ..MarketOptions::default()
     });
     let argv = ["sleep", "100"];
-    let nrefused = |what, answer, code, needles: &[&str], s: &JobSpec, j: &SignedJob| {
-        refused_before_claim(&m, what, answer, code, needles, s, j);
-    };
 
     // Sent by the user herself, or by a service that is not the queue.
     let s = spec(&m, 0xc1, &argv);
     let j = signed(&m, &s);
     let answer = send(&m, "n1", (Role::User, TEST_USER), &j, 0, 0).1;
-    nrefused(
+    refused_before_claim(
+        &m,
         "from a user",
         answer,
         ErrorCode::NotAuthorized,
@@ -272,7 +270,8 @@ fn forged_altered_expired_spent_or_misdelivered_signed_jobs_start_nothing() {
     let s = spec(&m, 0xc2, &argv);
     let j = signed(&m, &s);
     let answer = send(&m, "n1", (Role::Service, "vexecd"), &j, 0, 0).1;
-    nrefused(
+    refused_before_claim(
+        &m,
         "from vexecd",
         answer,
         ErrorCode::NotAuthorized,
@@ -286,7 +285,8 @@ fn forged_altered_expired_spent_or_misdelivered_signed_jobs_start_nothing() {
     let s = spec(&m, 0xc3, &argv);
     let j = sign_with(&m.pki.tls_paths(Role::User, "bob"), &s);
     let answer = queue_sends(&m, "n1", &j);
-    nrefused(
+    refused_before_claim(
+        &m,
         "bob's job",
         answer,
         ErrorCode::NotAuthorized,
@@ -300,7 +300,8 @@ fn forged_altered_expired_spent_or_misdelivered_signed_jobs_start_nothing() {
         ..sign_with(&m.pki.tls_paths(Role::User, "bob"), &s)
     };
     let answer = queue_sends(&m, "n1", &j);
-    nrefused(
+    refused_before_claim(
+        &m,
         "bob's key",
         answer,
         ErrorCode::NotAuthorized,
@@ -312,7 +313,8 @@ fn forged_altered_expired_spent_or_misdelivered_signed_jobs_start_nothing() {
     let s = spec(&m, 0xc5, &argv);
     let j = sign_with(&other.tls_paths(Role::User, TEST_USER), &s);
     let answer = queue_sends(&m, "n1", &j);
-    nrefused(
+    refused_before_claim(
+        &m,
         "another CA",
         answer,
         ErrorCode::NotAuthorized,
@@ -327,7 +329,8 @@ fn forged_altered_expired_spent_or_misdelivered_signed_jobs_start_nothing() {
     let at = j.spec.windows(4).position(|w| w == b"true").unwrap();
     j.spec[at..at + 4].copy_from_slice(b"yes\0");
     let answer = queue_sends(&m, "n1", &j);
-    nrefused(
+    refused_before_claim(
+        &m,
         "an altered job",
         answer,
         ErrorCode::NotAuthorized,
@@ -342,7 +345,8 @@ fn forged_altered_expired_spent_or_misdelivered_signed_jobs_start_nothing() {
     s.expires_at = now_s() - 1;
     let j = signed(&m, &s);
     let answer = queue_sends(&m, "n1", &j);
-    nrefused(
+    refused_before_claim(
+        &m,
         "an expired job",
         answer,
         ErrorCode::NotAuthorized,
@@ -353,7 +357,8 @@ fn forged_altered_expired_spent_or_misdelivered_signed_jobs_start_nothing() {
     let s = spec(&m, 0xc8, &argv);
     let j = signed(&m, &s);
     let answer = send(&m, "n1", (Role::Service, "batchd"), &j, 1, 2 * C).1;
-    nrefused(
+    refused_before_claim(
+        &m,
         "attempt 1 of 1",
         answer,
         ErrorCode::BadRequest,
@@ -362,12 +367,27 @@ fn forged_altered_expired_spent_or_misdelivered_signed_jobs_start_nothing() {
         &j,
     );
 
+    // Without accountd no claim can be made, so nothing starts.
+    let s = spec(&m, 0xca, &argv);
+    let j = signed(&m, &s);
+    m.accountd.kill9();
+    let answer = queue_sends(&m, "n1", &j);
+    refused(
+        answer,
+        ErrorCode::AccountUnavailable,
+        &["cannot claim", "nothing was started"],
+    );
+    nothing_created(&m, "no accountd");
+    m.accountd.restart();
+    assert!(!claimed(&m, &s, &j), "claimed without accountd");
+
     // Revoked: the node reads the CRL as it is now, no SIGHUP needed.
     let s = spec(&m, 0xc9, &argv);
     let j = signed(&m, &s);
     m.pki.revoke(Role::User, TEST_USER).unwrap();
     let answer = queue_sends(&m, "n1", &j);
-    nrefused(
+    refused_before_claim(
+        &m,
         "a revoked user",
         answer,
         ErrorCode::NotAuthorized,
