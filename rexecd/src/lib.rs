@@ -10,6 +10,8 @@
 //!   rank's loop (stdin, signals, heartbeats, output, exit, cleanup).
 //! - [`registry`]: the running ranks (job id and rank to owner, cgroup, process group,
 //!   control queue); registering a rank enters it in the market.
+//! - [`signed`]: signed batch launches from a queue: who may send them, the checks
+//!   before the claim at accountd, and the record of ranks started here.
 //! - [`market`]: the node's market: bids checked against `max_rate` and the owner's
 //!   balance, metering every tick, charges under the node's policy sent to accountd
 //!   through the debit journal, the kernel weights (open or closed loop), running dry.
@@ -35,7 +37,9 @@
 //!
 //! rexecd speaks the session order of `proto::node`. A launch is accepted only from a
 //! user certificate and runs as the Unix user of the same name (unknown users refused;
-//! root refused unless `allow_root`; `allowed_users` limits who may run jobs). Each rank
+//! root refused unless `allow_root`; `allowed_users` limits who may run jobs). A
+//! `LaunchSigned` is accepted only from a queue (`[batch] queues`) and runs as the
+//! user who signed the job, once (see [`signed`]). Each rank
 //! gets its own cgroup `job-<n>` under the parent; its first process starts a new session
 //! (so its pid is the process group signals go to), or, with a terminal, a new session
 //! with the pseudo-terminal as controlling terminal. Signals from the client go to that
@@ -99,6 +103,7 @@ pub mod registry;
 pub mod server;
 pub mod session;
 pub mod signals;
+pub mod signed;
 pub mod spawn;
 #[allow(unsafe_code)]
 pub mod sys;

@@ -24,6 +24,7 @@ mod metrics;
 mod multihost;
 mod revocation;
 mod select;
+mod signed_jobs;
 mod skip;
 mod stdin_full;
 mod streams;
