@@ -112,6 +112,16 @@ pub fn admit(
     } else {
         None
     };
+    let out_of_range = out_of_range.or_else(|| {
+        (req.nodes.len() != spec.width as usize).then(|| {
+            format!(
+                "the queue named {} nodes for job {} of width {}; it must name one per rank",
+                req.nodes.len(),
+                spec.id,
+                spec.width
+            )
+        })
+    });
     if let Some(text) = out_of_range {
         return Err(refuse(ErrorCode::BadRequest, node, text));
     }
@@ -135,7 +145,7 @@ pub fn admit(
         nranks: spec.width,
         bid: req.bid,
         argv: spec.argv.clone(),
-        env: spec.env.clone(),
+        env: rank_env(&spec.env, spec.id, req.rank, spec.width, &req.nodes),
         cwd: spec.cwd.clone(),
         terminal: None,
     };
@@ -238,3 +248,27 @@ impl StartedRanks {
 
 #[cfg(test)]
 mod tests;
+
+/// The signed environment with the rank's own variables, as `rexec` gives an
+/// interactive rank: `REXEC_RANK`, `REXEC_NRANKS`, `REXEC_NODES` (names in rank
+/// order, comma-separated) and `REXEC_JOB` (16 hex digits), replacing any the
+/// owner's environment held.
+pub fn rank_env(
+    signed: &[(String, String)],
+    job: proto::node::JobId,
+    rank: u32,
+    width: u32,
+    nodes: &[String],
+) -> Vec<(String, String)> {
+    const RANK_VARS: [&str; 4] = ["REXEC_RANK", "REXEC_NRANKS", "REXEC_NODES", "REXEC_JOB"];
+    let mut env: Vec<(String, String)> = signed
+        .iter()
+        .filter(|(k, _)| !RANK_VARS.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    env.push(("REXEC_RANK".into(), rank.to_string()));
+    env.push(("REXEC_NRANKS".into(), width.to_string()));
+    env.push(("REXEC_NODES".into(), nodes.join(",")));
+    env.push(("REXEC_JOB".into(), job.to_string()));
+    env
+}

@@ -81,6 +81,7 @@ fn send(
         attempt,
         rank: 0,
         bid,
+        nodes: vec![node.to_string()],
     }));
     (s, answer)
 }
@@ -169,7 +170,11 @@ fn a_signed_rank_runs_once_as_its_user_uncharged_and_replays_are_refused() {
     let batch = spec(
         &m,
         0xb1,
-        &["sh", "-c", "id -un; echo to-stderr >&2; sleep 3; exit 3"],
+        &[
+            "sh",
+            "-c",
+            "id -un; echo \"$REXEC_RANK/$REXEC_NRANKS/$REXEC_NODES/$REXEC_JOB\"; echo to-stderr >&2; sleep 3; exit 3",
+        ],
     );
     let job = signed(&m, &batch);
     let (mut q, answer) = send(&m, "n1", (Role::Service, "batchd"), &job, 0, 2 * C);
@@ -196,7 +201,12 @@ fn a_signed_rank_runs_once_as_its_user_uncharged_and_replays_are_refused() {
         FromNode::Stderr(c) => Some(c.as_ref()),
         _ => None,
     });
-    assert_eq!(out, format!("{TEST_USER}\n"), "{frames:?}");
+    // The rank's own variables, as an interactive rank has them.
+    assert_eq!(
+        out,
+        format!("{TEST_USER}\n0/1/n1/00000000000000b1\n"),
+        "{frames:?}"
+    );
     assert_eq!(err, "to-stderr\n");
     let Some(FromNode::Exit(exit)) = frames.last() else {
         panic!("no Exit: {frames:?}");
