@@ -335,7 +335,7 @@ mod tests {
             .collect();
         match parse(argv) {
             Invocation::Run(r) => r,
-            Invocation::Admin(a) => panic!("parsed as admin: {a:?}"),
+            other => panic!("not the run form: {other:?}"),
         }
     }
 
@@ -411,5 +411,30 @@ mod tests {
         assert_eq!(n.policy.as_deref(), Some("history"));
         assert!(n.verbose);
         assert_eq!(run("-- nodes").command, ["nodes"]);
+    }
+
+    #[test]
+    fn batch_words_select_the_batch_forms_unless_after_double_dash() {
+        use crate::batch::args::BatchCommand;
+        let argv = "rexec --config c.toml submit -n 2 --length 1h ./prog --nodes x"
+            .split(' ')
+            .map(OsString::from)
+            .collect();
+        let Invocation::Batch(b) = parse(argv) else {
+            panic!("not batch");
+        };
+        assert_eq!(b.config.as_deref(), Some(std::path::Path::new("c.toml")));
+        let BatchCommand::Submit(s) = b.command else {
+            panic!("not submit")
+        };
+        assert_eq!((s.width, s.length.as_str()), (2, "1h"));
+        assert_eq!(s.command, ["./prog", "--nodes", "x"]);
+        for word in BATCH_WORDS {
+            assert_eq!(run(&format!("-- {word}")).command, [word]);
+            assert_eq!(run(&format!("-r {word} ls")).command, ["ls"]);
+        }
+        let w = |s: &str| s.split(' ').map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(form(&w("-n 2 wait 3")), Form::Batch);
+        assert_eq!(form(&w("./wait 3")), Form::Run);
     }
 }

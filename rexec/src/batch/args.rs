@@ -81,8 +81,13 @@ pub struct SubmitArgs {
           conflicts_with_all = ["value", "deadline", "utility"])]
     pub rate: Option<String>,
     /// What finishing within --length is worth, credits (needs --deadline).
-    #[arg(long, value_name = "CREDITS", requires = "deadline", conflicts_with = "utility",
-          allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "CREDITS",
+        requires = "deadline",
+        conflicts_with = "utility",
+        allow_hyphen_values = true
+    )]
     pub value: Option<String>,
     /// When, after submission, the job's value has fallen to 0 (needs --value).
     #[arg(long, value_name = "DURATION", requires = "value")]

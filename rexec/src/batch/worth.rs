@@ -222,8 +222,14 @@ mod tests {
             ("0:1,x:1", "breakpoint 2 `x:1`: time `x`"),
             ("-1s:1", "breakpoint 1 `-1s:1`: time `-1s`"),
             ("1500ms:1", "not a whole number of seconds"),
-            ("0:1,1h:1.0000001", "breakpoint 2 `1h:1.0000001`: `1.0000001` has more"),
-            ("1h:5,1h:4", "breakpoint 2 `1h:4`: 1h is not after the breakpoint before (1h)"),
+            (
+                "0:1,1h:1.0000001",
+                "breakpoint 2 `1h:1.0000001`: `1.0000001` has more",
+            ),
+            (
+                "1h:5,1h:4",
+                "breakpoint 2 `1h:4`: 1h is not after the breakpoint before (1h)",
+            ),
             ("2h:5,1h:4", "1h is not after the breakpoint before (2h)"),
             ("400d:1", "longer than 366 days"),
         ];
@@ -240,15 +246,20 @@ mod tests {
     fn a_file_takes_lines_commas_and_comments() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("u.txt");
-        std::fs::write(&path, "# worth 50 until 2h\n0:50\n2h:50, # still\n\n6h:0 # nothing\n")
-            .unwrap();
+        std::fs::write(
+            &path,
+            "# worth 50 until 2h\n0:50\n2h:50, # still\n\n6h:0 # nothing\n",
+        )
+        .unwrap();
         let w = utility(&format!("@{}", path.display())).unwrap();
         assert_eq!(
             w,
             Worth::Utility(vec![(0, 50_000_000), (7200, 50_000_000), (21_600, 0)])
         );
         std::fs::write(&path, "0:50\n1h:oops\n").unwrap();
-        let e = utility(&format!("@{}", path.display())).unwrap_err().to_string();
+        let e = utility(&format!("@{}", path.display()))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("breakpoint 2 `1h:oops`"), "{e}");
         let e = err("@/nonexistent/u.txt");
         assert!(e.starts_with("--utility @/nonexistent/u.txt: "), "{e}");
@@ -259,12 +270,19 @@ mod tests {
     #[test]
     fn the_papers_shape_needs_a_deadline_after_the_length() {
         let e = value_by_deadline("50", "2h", 7200).unwrap_err().to_string();
-        assert!(e.contains("--deadline 2h must be later than --length (2h)"), "{e}");
+        assert!(
+            e.contains("--deadline 2h must be later than --length (2h)"),
+            "{e}"
+        );
         let e = value_by_deadline("-5", "6h", 7200).unwrap_err().to_string();
         assert!(e.contains("cannot be negative"), "{e}");
-        let e = value_by_deadline("lots", "6h", 7200).unwrap_err().to_string();
+        let e = value_by_deadline("lots", "6h", 7200)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--value lots: "), "{e}");
-        let e = value_by_deadline("5", "soon", 7200).unwrap_err().to_string();
+        let e = value_by_deadline("5", "soon", 7200)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--deadline soon: "), "{e}");
         assert_eq!(
             value_by_deadline("0.5", "2d", 60).unwrap(),
