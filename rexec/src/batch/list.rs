@@ -86,9 +86,11 @@ pub async fn cancel(args: &CancelArgs, config: &Config) -> Result<(), Error> {
 
 /// A job id as the user typed it; an error is a usage error.
 pub fn parse_job(text: &str) -> Result<JobId, Error> {
-    text.trim()
-        .parse::<JobId>()
-        .map_err(|e| Error::Usage(format!("{e}; give the id `rexec submit` printed")))
+    text.trim().parse::<JobId>().map_err(|_| {
+        Error::Usage(format!(
+            "{text:?} is not a job id: give the 16 hex digits `rexec submit` printed"
+        ))
+    })
 }
 
 /// What `rexec cancel` says of a job the queue answered for.
