@@ -3,7 +3,7 @@
 //!
 //! | role | may |
 //! |---|---|
-//! | node | debit and refund, with its own name in the key; read any user's balance (to refuse a paid job whose owner has no credit) |
+//! | node | debit and refund, with its own name in the key; read any user's balance (to refuse a paid job whose owner has no credit); claim a signed batch rank (recorded under its own name) |
 //! | user | read its own balance and history |
 //! | admin | create accounts, grant, adjust, read every balance and history, report, audit |
 //! | service | nothing but `WhoAmI`; except a batch queue ([`is_batch_queue`]: named `batchd` or `batchd-*`), which charges its jobs as a node charges its ranks: debit with its own name in the key, and read any user's balance |
@@ -54,6 +54,15 @@ pub fn authorize(peer: &PeerIdentity, op: AccountOp) -> Result<Route, AccountErr
         }
         AccountOp::Refund(ref r) => {
             own_key(peer, &r.key.node, "refund")?;
+            Ok(Route::Write(op))
+        }
+        AccountOp::Claim(_) => {
+            if role != Role::Node {
+                return Err(forbidden(
+                    peer,
+                    "claim batch ranks: only node certificates are accepted",
+                ));
+            }
             Ok(Route::Write(op))
         }
         AccountOp::Balance(mut q) => {
@@ -240,6 +249,23 @@ mod tests {
             assert!(authorize(who, AccountOp::Audit).is_err());
         }
         assert!(matches!(authorize(&admin, grant), Ok(Route::Write(_))));
+        let claim = AccountOp::Claim(Claim {
+            user: "alice".into(),
+            job: proto::node::JobId(1),
+            attempt: 0,
+            rank: 0,
+            digest: [0; 32],
+        });
+        assert!(matches!(
+            authorize(&node, claim.clone()),
+            Ok(Route::Write(_))
+        ));
+        for who in [&alice, &admin, &svc] {
+            assert_eq!(
+                authorize(who, claim.clone()).unwrap_err().code,
+                ErrorCode::Forbidden
+            );
+        }
         assert_eq!(authorize(&svc, AccountOp::WhoAmI), Ok(Route::WhoAmI));
         assert_eq!(
             authorize(&admin, AccountOp::Unknown { tag: 99 })

@@ -18,6 +18,8 @@
 //!   handshake error explanations.
 //! - `reload`: [`ReloadableAcceptor`], a server's TLS rebuilt from its files on SIGHUP
 //!   ([`reload_on_sighup`]), so a revocation takes effect without a restart.
+//! - [`jobsign`]: signing batch jobs with a user's key and verifying them against the
+//!   CA and CRL ([`jobsign::sign`], [`jobsign::verify`], [`jobsign::JobTrust`]).
 //! - `inspect`: [`CertInfo`] and [`CrlInfo`], what `rexec-certs show` prints.
 //! - `files`: PEM loading, key permission checks, atomic writes.
 //! - `error`: [`CertError`], [`AuthError`].
@@ -43,6 +45,7 @@ mod error;
 mod files;
 mod identity;
 mod inspect;
+pub mod jobsign;
 mod names;
 mod reload;
 mod stream;

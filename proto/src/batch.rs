@@ -56,8 +56,10 @@ pub struct JobSpec {
     /// The Unix user the ranks run as; must be the signer's certificate user.
     pub user: String,
     /// The program and its arguments; `argv[0]` is looked up in the node's `PATH`.
+    #[serde(deserialize_with = "crate::limits::args")]
     pub argv: Vec<String>,
     /// The complete environment for the program.
+    #[serde(deserialize_with = "crate::limits::env")]
     pub env: Vec<(String, String)>,
     /// Absolute working directory; `None` means the user's home directory.
     pub cwd: Option<String>,
