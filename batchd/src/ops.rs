@@ -6,7 +6,7 @@
 use certs::{PeerIdentity, Role};
 use proto::batch::{
     BATCH_PROTOCOL_VERSION, BatchError, BatchErrorCode as Code, BatchOp, BatchReply, BatchRequest,
-    JobState, MAX_QUEUE_LIST, OutputChunk, OutputQuery, QueueQuery, SignedJob, Submitted, Worth,
+    JobState, MAX_QUEUE_LIST, OutputChunk, OutputQuery, QueueQuery, SignedJob, Submitted,
 };
 use proto::node::JobId;
 
@@ -128,24 +128,24 @@ async fn submit(
             ),
         ));
     }
-    if spec.width == 0 || spec.length_s == 0 || spec.max_attempts == 0 || spec.argv.is_empty() {
+    // The rest of the spec's sanity (width, attempts, bid, utility) is
+    // `certs::jobsign::check_spec`'s, applied by `verify`.
+    if spec.length_s == 0 {
         return Err(err(
             Code::Malformed,
-            "a job needs a program, a width, a length and at least one attempt",
+            "a batch job needs a length (seconds, at least 1)",
         ));
     }
-    match &spec.worth {
-        Worth::Rate(r) if *r < 0 => return Err(err(Code::Malformed, "a bid cannot be negative")),
-        Worth::Utility(points) => {
-            if points.len() > proto::batch::MAX_UTILITY_POINTS {
-                return Err(err(Code::Malformed, "too many utility breakpoints"));
-            }
-            batch::utility::Utility::new(points.clone())
-                .map_err(|e| err(Code::Malformed, format!("bad utility: {e}")))?;
-        }
-        _ => {}
+    let (known, most) = {
+        let m = shared.lock_market();
+        (m.known, m.procs())
+    };
+    if !known {
+        return Err(err(
+            Code::Unavailable,
+            "the queue has not heard from the selectors yet; retry in a few seconds",
+        ));
     }
-    let most = shared.market_processors();
     if spec.width > most {
         return Err(err(
             Code::TooWide,

@@ -27,6 +27,9 @@ pub enum StartError {
     /// The certificate carries no rexec identity.
     #[error("{0} carries no rexec identity; issue batchd a service certificate")]
     NoIdentity(String),
+    /// The CA or CRL for checking signed jobs is unusable.
+    #[error(transparent)]
+    Trust(#[from] certs::jobsign::JobSignError),
     /// Announcing failed.
     #[error("cannot announce the queue: {0}")]
     Announce(String),
