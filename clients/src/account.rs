@@ -1,6 +1,7 @@
 //! The account (accountd) client: [`AccountClient`] is one connection to accountd
 //! (the server's certificate must be the `service` certificate named `accountd`, or
-//! whatever name is configured), used by `accountctl`, rexecd's credit check, the
+//! whatever name is configured), used by `accountctl`, rexecd's credit check and its
+//! claims of signed batch ranks ([`AccountClient::claim`]), the
 //! node's debit delivery (`ledger_client::debit`), the benchmark and the tests.
 //! [`LearntAddress`] is accountd's address as learnt from its announcements.
 //!
@@ -15,7 +16,9 @@
 use std::sync::{Arc, RwLock};
 
 use proto::DEFAULT_MAX_FRAME;
-use proto::account::{AccountError, AccountOp, AccountReply, AccountRequest, AccountResponse};
+use proto::account::{
+    AccountError, AccountOp, AccountReply, AccountRequest, AccountResponse, Claim,
+};
 
 use crate::rpc::{Client, Protocol, RpcError};
 
@@ -47,6 +50,18 @@ impl Protocol for Account {
 
 /// An open connection to accountd.
 pub type AccountClient = Client<Account>;
+
+impl Client<Account> {
+    /// Node: claims one start of a signed batch rank. `Ok` means this node may start
+    /// it (also when this node had claimed it before with the same digest: a retry);
+    /// `AlreadyClaimed` and `KeyConflict` come back as [`RpcError::Server`].
+    pub async fn claim(&mut self, claim: Claim) -> Result<(), ClientError> {
+        match self.call(AccountOp::Claim(claim)).await? {
+            AccountReply::Claimed => Ok(()),
+            other => Err(self.wrong_reply("Claim", other.name())),
+        }
+    }
+}
 
 /// Why an accountd call failed.
 pub type ClientError = RpcError<AccountError>;

@@ -8,6 +8,7 @@
 //! all of them. Nothing is acknowledged before it is durable.
 
 pub mod audit;
+pub mod claims;
 pub mod ledger;
 pub mod query;
 pub mod schema;

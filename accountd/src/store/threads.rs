@@ -10,7 +10,7 @@ use proto::account::{AccountError, AccountOp, AccountReply, ErrorCode};
 use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{StoreError, audit, ledger, query, schema};
+use super::{StoreError, audit, claims, ledger, query, schema};
 
 /// How the store is opened and run.
 #[derive(Debug, Clone)]
@@ -290,6 +290,7 @@ fn apply(
             .map(AccountReply::Entry),
         AccountOp::Adjust(a) => ledger::adjust(conn, &a.user, a.amount, &a.reason, actor, now, max)
             .map(AccountReply::Entry),
+        AccountOp::Claim(c) => claims::claim(conn, c, actor, now).map(|()| AccountReply::Claimed),
         other => Err(AccountError::new(
             ErrorCode::Malformed,
             format!("{} is not a write", other.name()),
