@@ -1,5 +1,5 @@
 //! The connection to the batch queue: where it is (the `[batch]` table, else
-//! what a selector knows), one [`BatchClient`] that reconnects when a call
+//! what a selector knows, see [`super::services`]), one [`BatchClient`] that reconnects when a call
 //! fails in a way worth retrying, and what each failure means for the exit
 //! status: the queue refusing the job as the market would (no credit, wider
 //! than the market, a bad signature) is 254; a request it cannot take (no
@@ -50,12 +50,11 @@ pub fn error(e: ClientError) -> Error {
 
 /// The queue's address and certificate name, by the rule in the module docs.
 pub async fn locate(config: &Config, connector: &TlsConnector) -> Result<(String, String), Error> {
-    let name = config.batch.server_name().to_string();
     if let Some(addr) = &config.batch.address {
-        return Ok((addr.clone(), name));
+        return Ok((addr.clone(), config.batch.server_name().to_string()));
     }
-    if let Some(addr) = super::services::find_queue(config, connector, &name).await? {
-        return Ok((addr, name));
+    if let Some(found) = super::services::find_queue(config, connector).await? {
+        return Ok(found);
     }
     Err(Error::Usage(format!(
         "no batch queue known: {} has no [batch] table with an address, and no selector knows \

@@ -18,8 +18,9 @@ use super::link::{self, Queue};
 use crate::config::Config;
 use crate::exit::Error;
 
-/// Most times a submission is sent.
-pub const ATTEMPTS: u32 = 3;
+/// Most times a submission is sent (a queue that has just started answers
+/// `Unavailable` until it knows the market, for a few seconds).
+pub const ATTEMPTS: u32 = 10;
 
 /// Submit the job `args` describe; prints its id.
 pub async fn run(args: &SubmitArgs, config: &Config) -> Result<(), Error> {
