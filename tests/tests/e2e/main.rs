@@ -7,6 +7,7 @@
 
 mod admin;
 mod bad_input;
+mod batch_queue;
 mod discovery;
 mod exit_codes;
 mod failures;
