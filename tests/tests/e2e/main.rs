@@ -8,6 +8,7 @@
 mod admin;
 mod bad_input;
 mod batch_queue;
+mod batch_run;
 mod discovery;
 mod exit_codes;
 mod failures;
