@@ -111,16 +111,16 @@ impl BatchMarket {
         m
     }
 
-    /// The widest job the queue accepts now (found by asking for ever wider
-    /// rejected submissions is costly; this reads the queue's log instead).
+    /// The processors the queue knows, as its log last said.
     fn market_width(&self) -> u32 {
         self.batchd
             .log()
             .lines()
+            .rev()
             .filter(|l| l.contains("market changed"))
             .filter_map(|l| l.split("procs=").nth(1))
             .filter_map(|p| p.split_whitespace().next()?.parse().ok())
-            .last()
+            .next()
             .unwrap_or(0)
     }
 
