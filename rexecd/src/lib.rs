@@ -10,6 +10,8 @@
 //!   rank's loop (stdin, signals, heartbeats, output, exit, cleanup).
 //! - [`registry`]: the running ranks (job id and rank to owner, cgroup, process group,
 //!   control queue); registering a rank enters it in the market.
+//! - [`signed`]: signed batch launches from a queue: who may send them, the checks
+//!   before the claim at accountd, and the record of ranks started here.
 //! - [`market`]: the node's market: bids checked against `max_rate` and the owner's
 //!   balance, metering every tick, charges under the node's policy sent to accountd
 //!   through the debit journal, the kernel weights (open or closed loop), running dry.
@@ -99,6 +101,7 @@ pub mod registry;
 pub mod server;
 pub mod session;
 pub mod signals;
+pub mod signed;
 pub mod spawn;
 #[allow(unsafe_code)]
 pub mod sys;

@@ -98,11 +98,15 @@ pub enum ServerError {
     /// Announcing (a `[discovery]` table is given) could not start.
     #[error(transparent)]
     Announce(#[from] crate::announce::AnnounceError),
+    /// The record of started signed batch ranks could not be opened.
+    #[error("cannot open the record of started batch ranks")]
+    Started(#[from] crate::signed::MarkerError),
 }
 
 /// A prepared server: TLS loaded, cgroups opened and swept.
 pub struct Server {
     tls: Arc<ReloadableAcceptor>,
+    started: crate::signed::StartedRanks,
     config: Config,
     cgroups: JobCgroups,
     market: Arc<Market>,
@@ -154,8 +158,17 @@ impl Server {
             connector,
         )
         .await?;
+        let dir = config.batch.started.clone();
+        let (started, pruned) = tokio::task::spawn_blocking(move || {
+            crate::signed::StartedRanks::open(&dir, std::time::SystemTime::now())
+        })
+        .await??;
+        if pruned > 0 {
+            tracing::info!(pruned, "removed markers of expired signed batch ranks");
+        }
         Ok(Server {
             tls,
+            started,
             config,
             cgroups,
             market,
@@ -215,6 +228,7 @@ impl Server {
             config: self.config,
             registry,
             stop: stop_rx,
+            started: self.started,
         });
         let mut sessions = JoinSet::new();
         let gate = Gate::new(AcceptLimits {

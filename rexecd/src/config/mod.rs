@@ -31,6 +31,8 @@
 //!
 //! [market]                         # metering, charging and bid checks: see `market_table`
 //! accountd = "10.0.0.9:7071"       # (its `cpus`, the CPUs sold, defaults to the set above)
+//! [batch]                          # who may start signed batch ranks: see `batch`
+//! queues = ["batchd"]
 //! [discovery]                      # announce this node; find accountd: see `discovery`
 //! cluster = "rexec"
 //! [announce]                       # rexecd's own discovery keys: see `discovery`
@@ -64,6 +66,7 @@
 //! the kernel's syntax (`0-3`, `0,2,5-7`); a CPU the machine lacks, or that the parent
 //! cgroup's own parent may not use, stops rexecd at start with an error naming it.
 
+pub mod batch;
 pub mod discovery;
 mod flags;
 pub mod job;
@@ -181,6 +184,8 @@ pub struct Settings {
     pub max_ranks_per_user: Option<usize>,
     /// The `[market]` table.
     pub market: Option<market_table::MarketFile>,
+    /// The `[batch]` table.
+    pub batch: Option<batch::BatchFile>,
     /// How long a client stopped by Ctrl-Z keeps its job, e.g. "60m".
     pub stopped_client_limit: Option<String>,
     /// TCP_USER_TIMEOUT of client connections, e.g. "5m".
@@ -249,6 +254,8 @@ pub struct Config {
     pub max_ranks_per_user: usize,
     /// Metering, charging and bid checks.
     pub market: MarketConfig,
+    /// Who may start signed batch ranks, and where started ones are remembered.
+    pub batch: batch::BatchConfig,
     /// Most connections open at once from one remote address (TLS handshakes
     /// included); more are closed at once.
     pub max_connections_per_address: usize,
@@ -331,6 +338,11 @@ impl Config {
         let market_file = s.market.unwrap_or_default();
         let mut market = MarketConfig::resolve(market_file.clone(), cpus.as_ref())?;
         discovery::learn_accountd(&mut market, &market_file, announce.as_ref())?;
+        let journal = market.ledger.as_ref().map_or_else(
+            || PathBuf::from(market_table::DEFAULT_JOURNAL),
+            |l| l.journal.clone(),
+        );
+        let batch = batch::BatchConfig::resolve(s.batch.unwrap_or_default(), &journal)?;
         let env = match s.env_deny {
             Some(patterns) => EnvPolicy::new(patterns),
             None => EnvPolicy::default(),
@@ -359,6 +371,7 @@ impl Config {
             max_connections: limits.max_connections,
             max_ranks_per_user,
             market,
+            batch,
             max_connections_per_address: limits.per_address,
             max_connections_per_identity: limits.per_identity,
             stopped_client_limit: duration(

@@ -67,6 +67,9 @@ pub struct RankState {
     pub joined: Instant,
     /// Its session's control queue (for notices).
     pub control: mpsc::Sender<Control>,
+    /// A rank of a signed batch job: weighted like any rank, but the queue charges
+    /// it, so nothing accrues here (no debit, `charged` stays 0) and it never runs dry.
+    pub batch: bool,
 }
 
 impl RankState {
@@ -264,10 +267,18 @@ impl Book {
             share: control::State::default(),
             joined: now,
             control,
+            batch: false,
         };
         self.ranks.insert(key, state);
         self.changed();
         self.recompute();
+    }
+
+    /// Marks a rank as a signed batch rank (see [`RankState::batch`]).
+    pub fn set_batch(&mut self, key: &Key) {
+        if let Some(r) = self.ranks.get_mut(key) {
+            r.batch = true;
+        }
     }
 
     /// Removes a rank whose cgroup showed `usage_ns` at its end: charges the time since
@@ -327,7 +338,7 @@ impl Book {
         self.accrue_all(Instant::now());
         let mut newly = Vec::new();
         for (key, r) in self.ranks.iter_mut() {
-            if r.owner == user && !r.dry && !r.bid.is_zero() {
+            if r.owner == user && !r.dry && !r.bid.is_zero() && !r.batch {
                 r.dry = true;
                 newly.push((*key, r.control.clone()));
             }
@@ -509,6 +520,10 @@ impl Book {
 
 /// Charges `r` from where it was accrued to `now` at its rate.
 fn accrue(key: &Key, r: &mut RankState, now: Instant) {
+    if r.batch {
+        r.accrued_until = r.accrued_until.max(now);
+        return;
+    }
     let dt = now.saturating_duration_since(r.accrued_until);
     if let Err(e) = r.meter.accrue(r.rate, nanos(dt)) {
         tracing::error!(job = %key.0, rank = key.1, error = %e, "charge lost");

@@ -1,5 +1,6 @@
 //! Credit checks: whether a user may bid a positive rate on this node, asked of
-//! accountd and cached for a short while.
+//! accountd and cached for a short while; and, over the same connection path, claims
+//! of signed batch ranks ([`Credit::claim`]).
 //!
 //! A positive balance read from accountd (or from a debit's receipt) is trusted for
 //! `balance_cache`; a balance at or below zero is never trusted from the cache (it is
@@ -12,7 +13,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use clients::account::{AccountClient, ClientError, LearntAddress, no_address};
-use proto::account::{AccountOp, AccountReply, BalanceQuery, ErrorCode as AccountCode};
+use proto::account::{AccountOp, AccountReply, BalanceQuery, Claim, ErrorCode as AccountCode};
 use proto::node::{ErrorCode, ErrorReply};
 use tokio_rustls::TlsConnector;
 
@@ -139,9 +140,81 @@ impl Credit {
     }
 }
 
+impl Credit {
+    /// Claims a signed batch rank at accountd, so that it starts once in the
+    /// cluster. A transport failure is tried once more (accountd answers a repeat
+    /// from this node `Claimed`, so a lost reply strands nothing); a rank claimed
+    /// before, by another node or for another spec, is refused as a replay; without
+    /// a reachable accountd nothing may start (`AccountUnavailable`).
+    pub async fn claim(&self, claim: Claim) -> Result<(), ErrorReply> {
+        let node = &self.node;
+        let what = format!(
+            "rank {} of attempt {} of job {} of {}",
+            claim.rank, claim.attempt, claim.job, claim.user
+        );
+        let unavailable = |why: String| {
+            ErrorReply::new(
+                ErrorCode::AccountUnavailable,
+                format!(
+                    "node {node}: cannot claim {what} at accountd ({why}); a signed rank runs \
+                     only once claimed, nothing was started"
+                ),
+            )
+        };
+        let Some((ledger, connector)) = &self.ledger else {
+            return Err(unavailable("no accountd is configured on this node".into()));
+        };
+        let mut last = String::new();
+        for _ in 0..2 {
+            let address = ledger
+                .address
+                .clone()
+                .or_else(|| self.learnt.as_ref().and_then(LearntAddress::get));
+            let mut client = match connect(ledger, address, connector).await {
+                Ok(c) => c,
+                Err(why) => {
+                    last = why;
+                    continue;
+                }
+            };
+            let reply = client.claim(claim.clone()).await;
+            client.close().await;
+            match reply {
+                Ok(()) => return Ok(()),
+                Err(ClientError::Server(e))
+                    if matches!(
+                        e.code,
+                        AccountCode::AlreadyClaimed | AccountCode::KeyConflict
+                    ) =>
+                {
+                    return Err(ErrorReply::new(
+                        ErrorCode::NotAuthorized,
+                        format!("node {node}: replayed signed job refused: {}", e.message),
+                    ));
+                }
+                Err(e) if e.is_retryable() => last = e.to_string(),
+                Err(e) => return Err(unavailable(e.to_string())),
+            }
+        }
+        Err(unavailable(last))
+    }
+}
+
 enum Lookup {
     NoAccount(String),
     Unreachable(String),
+}
+
+/// A connection to accountd at `address`, or why there is none.
+async fn connect(
+    ledger: &LedgerConfig,
+    address: Option<String>,
+    connector: &TlsConnector,
+) -> Result<AccountClient, String> {
+    let address = address.ok_or_else(|| no_address().to_string())?;
+    AccountClient::connect(&address, connector, &ledger.server_name, QUERY_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 async fn query(
@@ -150,11 +223,9 @@ async fn query(
     connector: &TlsConnector,
     user: &str,
 ) -> Result<i64, Lookup> {
-    let address = address.ok_or_else(|| Lookup::Unreachable(no_address().to_string()))?;
-    let mut client =
-        AccountClient::connect(&address, connector, &ledger.server_name, QUERY_TIMEOUT)
-            .await
-            .map_err(|e| Lookup::Unreachable(e.to_string()))?;
+    let mut client = connect(ledger, address, connector)
+        .await
+        .map_err(Lookup::Unreachable)?;
     let op = AccountOp::Balance(BalanceQuery {
         user: Some(user.to_string()),
     });

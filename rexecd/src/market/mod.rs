@@ -5,7 +5,8 @@
 //!
 //! - [`book`]: the market state, the one source of truth for it (pure computation).
 //! - [`control`]: the closed-loop share controller's law.
-//! - [`credit`]: balance checks against accountd, with a short cache.
+//! - [`credit`]: balance checks against accountd, with a short cache, and claims of
+//!   signed batch ranks.
 //!
 //! [`Market`] is the handle sessions use; one engine task owns the kernel weights
 //! (every write happens there, in order, on a blocking thread), runs the metering
@@ -231,6 +232,14 @@ impl Market {
     /// Whether `user` may bid `bid` micro-credits a minute here: not negative, within
     /// `max_rate`, and (when positive) with a positive balance.
     pub async fn check_bid(&self, user: &str, bid: i64) -> Result<Bid, ErrorReply> {
+        let bid = self.check_rate(bid)?;
+        self.credit.check(user, bid).await?;
+        Ok(bid)
+    }
+
+    /// Whether `bid` is a bid this node takes: not negative, within `max_rate` (a
+    /// signed batch rank's bid is checked only this far: its queue charges it).
+    pub fn check_rate(&self, bid: i64) -> Result<Bid, ErrorReply> {
         let node = &self.node;
         // A refusal of the bid itself has its own code, so a client can tell it apart.
         let bid = Bid::new(bid).map_err(|e| refuse_bid(node, &e))?;
@@ -255,11 +264,16 @@ impl Market {
                 ),
             ));
         }
-        self.credit.check(user, bid).await?;
         Ok(bid)
     }
 
-    /// Adds a rank to the market.
+    /// Claims a signed batch rank at accountd (see [`credit::Credit::claim`]).
+    pub async fn claim(&self, claim: proto::account::Claim) -> Result<(), ErrorReply> {
+        self.credit.claim(claim).await
+    }
+
+    /// Adds a rank to the market; a `batch` rank is not charged here (its queue
+    /// charges it; see [`book::RankState::batch`]).
     pub fn join(
         &self,
         key: Key,
@@ -267,9 +281,14 @@ impl Market {
         cgroup: u64,
         bid: Bid,
         control: mpsc::Sender<Control>,
+        batch: bool,
     ) {
-        self.book()
-            .join(key, owner, cgroup, bid, control, Instant::now());
+        let mut book = self.book();
+        book.join(key, owner, cgroup, bid, control, Instant::now());
+        if batch {
+            book.set_batch(&key);
+        }
+        drop(book);
         self.changed.notify_one();
     }
 

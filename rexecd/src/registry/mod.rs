@@ -83,6 +83,8 @@ pub struct RankInfo {
     pub cgroup: u64,
     /// Milliseconds since it started.
     pub age_millis: u64,
+    /// A rank of a signed batch job (started by a queue, charged by it, not here).
+    pub batch: bool,
 }
 
 #[derive(Debug)]
@@ -153,15 +155,17 @@ impl Registry {
     }
 
     /// Registers rank `launch.rank` of `launch.job` for `owner` at `bid` (already
-    /// checked), gives it a fresh cgroup id and enters it in the market. Refuses a rank
-    /// already running, a job id another user holds, and a rank of a user who already
-    /// runs the most ranks allowed.
+    /// checked), gives it a fresh cgroup id and enters it in the market (a `batch`
+    /// rank, of a signed job, uncharged by this node). Refuses a rank already running,
+    /// a job id another user holds, and a rank of a user who already runs the most
+    /// ranks allowed.
     pub fn register(
         self: &Arc<Self>,
         launch: &Launch,
         owner: &str,
         bid: money::Bid,
         control: mpsc::Sender<Control>,
+        batch: bool,
     ) -> Result<Slot, RegistryError> {
         let mut inner = self.lock();
         let key = (launch.job, launch.rank);
@@ -199,6 +203,7 @@ impl Registry {
             program: launch.argv.first().cloned().unwrap_or_default(),
             cgroup,
             age_millis: 0,
+            batch,
         };
         let entry = Entry {
             info,
@@ -208,7 +213,7 @@ impl Registry {
         };
         inner.ranks.insert(key, entry);
         // Under the registry's lock, so the market never holds a rank the registry lacks.
-        self.market.join(key, owner, cgroup, bid, control);
+        self.market.join(key, owner, cgroup, bid, control, batch);
         Ok(Slot {
             registry: Arc::clone(self),
             key,

@@ -2,7 +2,8 @@
 //! allowed users, no root unless configured), validate the request, register the rank,
 //! create its cgroup, and spawn the program inside it as the user — with pipes, or with
 //! a pseudo-terminal when the client asked for one. Any failure answers `Error` and
-//! leaves nothing behind: the cgroup is destroyed and the rank unregistered.
+//! leaves nothing behind: the cgroup is destroyed and the rank unregistered. A signed
+//! batch rank (`signed`) takes its own checks, then the same [`create`] path.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::process::Stdio;
@@ -26,22 +27,36 @@ pub(super) async fn launch<S>(
     peer: PeerIdentity,
     request: Launch,
     reader: Reader<S>,
-    mut writer: Writer<S>,
+    writer: Writer<S>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (control_tx, control_rx) = mpsc::channel(crate::registry::CONTROL_QUEUE);
-    let started = match prepare(&shared, &peer, &request, control_tx).await {
-        Ok(started) => started,
+    let started = prepare(&shared, &peer, &request, control_tx).await;
+    run_or_refuse(shared, &peer, &request, started, reader, writer, control_rx).await;
+}
+
+/// Runs a prepared rank to the end of the session, or answers why it was refused.
+pub(super) async fn run_or_refuse<S>(
+    shared: Arc<Shared>,
+    peer: &PeerIdentity,
+    request: &Launch,
+    started: Result<Job, ErrorReply>,
+    reader: Reader<S>,
+    mut writer: Writer<S>,
+    control: mpsc::Receiver<Control>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    match started {
+        Ok(job) => job::run(shared, job, reader, writer, control).await,
         Err(reply) => {
             tracing::info!(%peer, job = %request.job, rank = request.rank,
                 code = ?reply.code, message = %reply.message, "launch refused");
             let _ = writer.send(&FromNode::Error(reply)).await;
             let _ = writer.shutdown().await;
-            return;
         }
-    };
-    job::run(shared, started, reader, writer, control_rx).await;
+    }
 }
 
 /// Checks, registers and spawns; on success the program runs.
@@ -59,9 +74,22 @@ async fn prepare(
         .market()
         .check_bid(user.name(), request.bid)
         .await?;
+    create(shared, request, user, bid, control, false).await
+}
+
+/// Registers the rank (a `batch` one is not charged by this node), creates its
+/// cgroup and spawns the program in it as `user`; on failure nothing is left behind.
+pub(super) async fn create(
+    shared: &Arc<Shared>,
+    request: &Launch,
+    user: JobUser,
+    bid: money::Bid,
+    control: mpsc::Sender<Control>,
+    batch: bool,
+) -> Result<Job, ErrorReply> {
     let slot = shared
         .registry
-        .register(request, user.name(), bid, control)
+        .register(request, user.name(), bid, control, batch)
         .map_err(|e| {
             let code = match e {
                 RegistryError::UserLimit { .. } => ErrorCode::Busy,
@@ -95,7 +123,7 @@ async fn prepare(
     }
 }
 
-fn internal(message: String) -> ErrorReply {
+pub(super) fn internal(message: String) -> ErrorReply {
     ErrorReply::new(ErrorCode::Internal, message)
 }
 
@@ -121,14 +149,19 @@ fn authorize(shared: &Shared, peer: &PeerIdentity, request: &Launch) -> Result<(
             format!("bad launch request: {other}"),
         ),
     })?;
+    check_allowed(config, &peer.name)
+}
+
+/// Whether `user` may run jobs here at all (`allowed_users`).
+pub(super) fn check_allowed(config: &crate::config::Config, user: &str) -> Result<(), ErrorReply> {
     if let Some(allowed) = &config.allowed_users
-        && !allowed.iter().any(|u| u == &peer.name)
+        && !allowed.iter().any(|u| u == user)
     {
         return Err(ErrorReply::new(
             ErrorCode::NotAuthorized,
             format!(
-                "user {} may not run jobs on node {}; ask its admin to add the user to allowed_users",
-                peer.name, config.name
+                "user {user} may not run jobs on node {}; ask its admin to add the user to allowed_users",
+                config.name
             ),
         ));
     }
@@ -137,7 +170,7 @@ fn authorize(shared: &Shared, peer: &PeerIdentity, request: &Launch) -> Result<(
 
 /// Who the job runs as: the Unix user the certificate names (looked up off the async
 /// threads, since NSS may ask the network).
-async fn resolve_user(shared: &Shared, name: &str) -> Result<JobUser, ErrorReply> {
+pub(super) async fn resolve_user(shared: &Shared, name: &str) -> Result<JobUser, ErrorReply> {
     let policy = SpawnPolicy {
         allow_root: shared.config.allow_root,
     };

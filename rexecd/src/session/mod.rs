@@ -1,6 +1,7 @@
 //! One client connection, after the TLS handshake: the `Hello`/`Welcome` exchange, then
-//! either one job (`Launch`, see `launch`, `job` and `end`) or any number of admin requests
-//! (`ListJobs`, `Kill`, see `admin`), in the order `proto::node` prescribes.
+//! either one job (`Launch`, see `launch`, `job` and `end`; or a queue's `LaunchSigned`,
+//! see `signed`) or any number of admin requests (`ListJobs`, `Kill`, see `admin`), in
+//! the order `proto::node` prescribes.
 //!
 //! Before a job runs, a peer gets one heartbeat timeout to send each request; silence,
 //! a closed connection or a malformed frame ends the session (with an `Error` frame when
@@ -10,6 +11,7 @@ mod admin;
 mod end;
 mod job;
 mod launch;
+mod signed;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +35,8 @@ pub struct Shared {
     pub registry: Arc<Registry>,
     /// Becomes `true` when rexecd shuts down.
     pub stop: watch::Receiver<bool>,
+    /// The signed batch ranks this node started.
+    pub started: crate::signed::StartedRanks,
 }
 
 /// The software name sent in `Welcome`.
@@ -115,6 +119,9 @@ where
             Incoming::Frame(ToNode::Launch(request)) => {
                 return launch::launch(shared, peer, request, reader, writer).await;
             }
+            Incoming::Frame(ToNode::LaunchSigned(request)) => {
+                return signed::launch(shared, peer, request, reader, writer).await;
+            }
             Incoming::Frame(ToNode::ListJobs) => {
                 let answer = admin::list(&shared, &peer);
                 if writer.send(&answer).await.is_err() {
@@ -140,7 +147,7 @@ where
             }
             Incoming::Frame(other) => {
                 let text = format!(
-                    "message tag {} is not allowed before Launch, ListJobs, Kill or Rebid",
+                    "message tag {} is not allowed before Launch, LaunchSigned, ListJobs, Kill or Rebid",
                     other.tag()
                 );
                 return refuse(&mut writer, ErrorCode::BadRequest, text, &peer, &remote).await;

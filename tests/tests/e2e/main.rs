@@ -8,6 +8,8 @@
 mod admin;
 mod bad_input;
 mod batch_cli;
+mod batch_queue;
+mod batch_run;
 mod discovery;
 mod exit_codes;
 mod failures;

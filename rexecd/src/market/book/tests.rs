@@ -295,3 +295,25 @@ fn jittered(at: Instant, ms: i64) -> Instant {
     let d = Duration::from_millis(ms.unsigned_abs());
     if ms >= 0 { at + d } else { at - d }
 }
+
+#[test]
+fn a_signed_batch_rank_is_weighted_like_any_but_charged_nothing_and_never_runs_dry() {
+    let mut sim = Sim::new(2, Policy::Contention, &[40, 30, 20]);
+    let batch = sim.keys[0];
+    sim.book.set_batch(&batch);
+    for _ in 0..60 {
+        sim.second(&[0.889, 0.667, 0.444], &[1, 1, 1]);
+    }
+    // Its bid still counts: the same shares and price as without the flag.
+    assert_eq!(sim.model(), vec![889, 667, 444]);
+    assert_eq!(sim.book.node().price, Bid::from_credits(90));
+    assert_eq!(sim.charged(), vec![0, 30_000_000, 20_000_000]);
+    let due = sim
+        .book
+        .due_debits(sim.t0 + sim.now, Duration::from_secs(1), Duration::ZERO);
+    assert!(due.iter().all(|d| d.job != batch.0), "{due:?}");
+    assert!(sim.book.run_dry("u0").is_empty());
+    assert!(!sim.book.get(&batch).unwrap().dry);
+    let gone = sim.book.leave(&batch, None, sim.t0 + sim.now).unwrap();
+    assert_eq!((gone.charged, gone.debit), (0, None));
+}

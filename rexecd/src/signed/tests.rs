@@ -1,0 +1,139 @@
+//! [`admit`] against a real throwaway CA, and the started-rank record on a
+//! temporary directory.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use certs::jobsign::JobSigner;
+use certs::testing::TestPki;
+use proto::batch::{JobSpec, SignedLaunch, Worth};
+use proto::node::JobId;
+
+use super::*;
+
+fn config(pki: &TestPki, extra: &str) -> Config {
+    let node = pki.tls_paths(Role::Node, "n1");
+    let text = format!(
+        "name = \"n1\"\ncert = {:?}\nkey = {:?}\nca = {:?}\ncrl = {:?}\n{extra}",
+        node.cert,
+        node.key,
+        node.ca,
+        node.crl.unwrap()
+    );
+    let file = crate::config::Settings::parse(Path::new("t.toml"), &text).unwrap();
+    Config::resolve(file, &Default::default()).unwrap()
+}
+
+fn signed(pki: &TestPki, attempts: u32, width: u32, rate: i64) -> SignedLaunch {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let spec = JobSpec {
+        id: JobId(0x51),
+        user: "alice".into(),
+        argv: vec!["/bin/true".into()],
+        env: vec![],
+        cwd: None,
+        width,
+        length_s: 10,
+        worth: Worth::Rate(rate),
+        priority: 0,
+        max_attempts: attempts,
+        signed_at: now,
+        expires_at: now + 600,
+    };
+    let signer = JobSigner::load(&pki.tls_paths(Role::User, "alice")).unwrap();
+    SignedLaunch {
+        job: signer.sign(&spec).unwrap(),
+        attempt: 0,
+        rank: 0,
+        bid: rate,
+    }
+}
+
+fn peer(role: Role, name: &str) -> PeerIdentity {
+    PeerIdentity::new(role, name).unwrap()
+}
+
+#[test]
+fn only_a_configured_queue_may_send_and_the_rank_must_fit_the_signed_job() {
+    let pki = TestPki::new();
+    let cfg = config(&pki, "");
+    let now = SystemTime::now();
+    let req = signed(&pki, 1, 2, 1_000_000);
+    let ok = admit(&cfg, &peer(Role::Service, "batchd"), &req, now).unwrap();
+    assert_eq!(ok.launch.nranks, 2);
+    assert_eq!(ok.launch.terminal, None);
+    assert_eq!(ok.claim().digest, certs::jobsign::digest(&req.job.spec));
+    for who in [
+        peer(Role::User, "alice"),
+        peer(Role::Service, "vexecd"),
+        peer(Role::Node, "n2"),
+    ] {
+        let e = admit(&cfg, &who, &req, now).unwrap_err();
+        assert_eq!(e.code, ErrorCode::NotAuthorized, "{who}");
+        assert!(e.message.contains("not a queue"), "{}", e.message);
+    }
+    let other = config(&pki, "[batch]\nqueues = [\"q2\"]\n");
+    assert!(admit(&other, &peer(Role::Service, "batchd"), &req, now).is_err());
+    assert!(admit(&other, &peer(Role::Service, "q2"), &req, now).is_ok());
+    let q = peer(Role::Service, "batchd");
+    let mut late = req.clone();
+    late.attempt = 1;
+    let e = admit(&cfg, &q, &late, now).unwrap_err();
+    assert!(e.message.contains("max_attempts 1"), "{}", e.message);
+    let mut wide = req.clone();
+    wide.rank = 2;
+    let e = admit(&cfg, &q, &wide, now).unwrap_err();
+    assert!(e.message.contains("out of range"), "{}", e.message);
+    let mut greedy = req.clone();
+    greedy.bid += 1;
+    assert_eq!(
+        admit(&cfg, &q, &greedy, now).unwrap_err().code,
+        ErrorCode::BadBid
+    );
+    let mut altered = req.clone();
+    altered.job.spec[3] ^= 1;
+    let e = admit(&cfg, &q, &altered, now).unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotAuthorized);
+    assert!(e.message.contains("bad signature"), "{}", e.message);
+    let later = now + Duration::from_secs(3600);
+    let e = admit(&cfg, &q, &req, later).unwrap_err();
+    assert!(e.message.contains("expired"), "{}", e.message);
+}
+
+#[test]
+fn a_rank_is_recorded_once_and_old_markers_are_pruned() {
+    let pki = TestPki::new();
+    let cfg = config(&pki, "");
+    let req = signed(&pki, 2, 1, 0);
+    let a = admit(
+        &cfg,
+        &peer(Role::Service, "batchd"),
+        &req,
+        SystemTime::now(),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let now = SystemTime::now();
+    let (started, pruned) = StartedRanks::open(&dir.path().join("s"), now).unwrap();
+    assert_eq!(pruned, 0);
+    assert!(!started.contains(&a));
+    assert!(started.record(&a).unwrap());
+    assert!(started.contains(&a));
+    assert!(!started.record(&a).unwrap(), "a second record is a replay");
+    let mut next = a.clone();
+    next.attempt = 1;
+    assert!(
+        started.record(&next).unwrap(),
+        "another attempt is its own rank"
+    );
+    // Reopened within the expiry both stay; long after it they go.
+    let (again, pruned) = StartedRanks::open(&dir.path().join("s"), now).unwrap();
+    assert_eq!(pruned, 0);
+    assert!(again.contains(&a));
+    let much_later = now + Duration::from_secs(600 + KEEP_PAST_EXPIRY_S + 10);
+    let (_, pruned) = StartedRanks::open(&dir.path().join("s"), much_later).unwrap();
+    assert_eq!(pruned, 2);
+}
