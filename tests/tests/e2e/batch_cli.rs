@@ -5,14 +5,21 @@
 //! The first scenarios need no queue: what the client itself refuses (a bad
 //! utility spec, a deadline before the length, a certificate that cannot sign,
 //! no queue configured) exits 2 before anything is sent, and a queue that
-//! cannot be reached exits 255.
+//! cannot be reached exits 255. The others run the batch market of
+//! [`rexec_tests::batch`] (nodes, accountd, vexecd, batchd) and type the
+//! commands against it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use certs::Role;
 use certs::testing::TestPki;
-use rexec_tests::cluster::bin;
+use rexec_tests::batch::{BatchMarket, BatchOptions};
+use rexec_tests::cluster::{TEST_USER, bin};
+use rexec_tests::rexec::Outcome;
+
+const LIMIT: Duration = Duration::from_secs(30);
 
 /// The real `rexec` with `config`, and what it printed.
 struct Ran {
@@ -144,4 +151,269 @@ fn a_queue_that_cannot_be_reached_exits_255_in_one_line() {
     }
     // A job id that is not one is a usage error, found first.
     one_line(&rexec(&alice, &["wait", "not-a-job"]), 2, "not-a-job");
+}
+
+/// The test user's client configuration of `m`, with the queue in `[batch]`.
+fn batch_config(m: &BatchMarket) -> PathBuf {
+    let text = std::fs::read_to_string(&m.market.config).expect("client config");
+    let path = m.market.dir.path().join("client-batch.toml");
+    let table = format!("[batch]\naddress = \"{}\"\n", m.batchd.addr);
+    std::fs::write(&path, format!("{text}{table}")).expect("cannot write the client config");
+    path
+}
+
+/// `rexec ARGS` as the test user against `m`'s queue.
+fn batch(m: &BatchMarket, config: &Path, args: &[&str]) -> Outcome {
+    m.market.rexec().config(config).args(args).run()
+}
+
+/// The job id `rexec submit` printed: 16 hex digits alone on stdout.
+fn job_id(out: &Outcome) -> String {
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let text = out.out();
+    let id = text.trim_end_matches('\n');
+    assert!(
+        id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()) && !id.contains('\n'),
+        "one job id alone on stdout: {out:?}"
+    );
+    id.to_string()
+}
+
+/// The row of `job` in a `rexec queue` listing, as words.
+fn row(listing: &str, job: &str) -> Option<Vec<String>> {
+    listing
+        .lines()
+        .find(|l| l.starts_with(job))
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+}
+
+#[test]
+fn submit_queue_wait_and_output_as_a_user_types_them() {
+    if !rexec_tests::can_run("submit_queue_wait_and_output_as_a_user_types_them") {
+        return;
+    }
+    let m = BatchMarket::start(BatchOptions::default());
+    let config = batch_config(&m);
+    let script = "echo out; echo err >&2; sleep 2; exit 3";
+    let out = batch(
+        &m,
+        &config,
+        &[
+            "submit", "-n", "2", "--length", "30s", "-r", "1", "sh", "-c", script,
+        ],
+    );
+    let job = job_id(&out);
+    assert!(out.stderr.is_empty(), "{out:?}");
+
+    let out = batch(&m, &config, &["queue"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let listing = out.out();
+    assert!(
+        listing.starts_with("JOBID") && listing.contains("NODES(REASON)"),
+        "{listing}"
+    );
+    let r = row(&listing, &job).unwrap_or_else(|| panic!("{job} in {listing}"));
+    assert_eq!(
+        (r[1].as_str(), r[4].as_str(), r[5].as_str()),
+        (TEST_USER, "2", "1"),
+        "{listing}"
+    );
+    assert!(
+        ["QUEUED", "RUNNING", "FINISHED"].contains(&r[2].as_str()),
+        "{listing}"
+    );
+
+    let out = batch(&m, &config, &["wait", &job]);
+    assert_eq!(out.code, Some(3), "the job's own status: {out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+
+    let out = batch(&m, &config, &["output", &job]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    // One line from each rank.
+    assert_eq!(out.out(), "out\nout\n", "{out:?}");
+    assert_eq!(out.stderr, "err\nerr\n", "{out:?}");
+
+    // -o FILE takes stdout; stderr still comes here.
+    let file = m.market.dir.path().join("job.out");
+    let out = batch(&m, &config, &["output", &job, "-o", file.to_str().unwrap()]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 2);
+
+    // Ended jobs are listed only with --ended, saying how they ended.
+    let out = batch(&m, &config, &["queue"]);
+    assert!(row(&out.out(), &job).is_none(), "{out:?}");
+    let out = batch(&m, &config, &["queue", "--ended"]);
+    let listing = out.out();
+    let r = row(&listing, &job).unwrap_or_else(|| panic!("{job} in {listing}"));
+    assert_eq!(r[2], "FINISHED", "{listing}");
+    assert!(listing.contains("(exit 3)"), "{listing}");
+}
+
+#[test]
+fn output_follows_a_running_job_and_says_what_the_queue_dropped() {
+    if !rexec_tests::can_run("output_follows_a_running_job_and_says_what_the_queue_dropped") {
+        return;
+    }
+    let m = BatchMarket::start(BatchOptions {
+        nodes: 1,
+        max_output: 1000,
+        ..BatchOptions::default()
+    });
+    let config = batch_config(&m);
+    // Three lines a second apart, then 3000 bytes more than the queue keeps.
+    let script =
+        "for i in 1 2 3; do echo line-$i; sleep 1; done; head -c 3000 /dev/zero | tr '\\0' x";
+    let out = batch(
+        &m,
+        &config,
+        &["submit", "--length", "1m", "-r", "1", "sh", "-c", script],
+    );
+    let job = job_id(&out);
+    let out = batch(&m, &config, &["output", "--follow", &job]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let text = out.out();
+    assert!(text.starts_with("line-1\nline-2\nline-3\n"), "{out:?}");
+    assert_eq!(text.len(), 1000, "the queue keeps 1000 bytes: {out:?}");
+    one_line_in(
+        &out.stderr,
+        &format!("job {job}: the queue kept only part of its output; 2021 bytes beyond"),
+    );
+    // wait, after the fact, returns at once with the job's status.
+    let out = batch(&m, &config, &["wait", &job]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+
+    // The ledger: the queue's charge names the job, the queue as node, no rank.
+    let tls = m.market.pki.tls_paths(Role::User, TEST_USER);
+    let charged = rexec_tests::wait_until(LIMIT, || {
+        let h = m.market.accountd.ctl(&tls, &["history"]);
+        h.stdout.lines().any(|l| l.contains(&job))
+    });
+    let history = m.market.accountd.ctl(&tls, &["history"]);
+    assert!(charged.is_some(), "no charge of {job}: {history:?}");
+    let header: Vec<&str> = history
+        .stdout
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let line = history.stdout.lines().find(|l| l.contains(&job)).unwrap();
+    let row: Vec<&str> = line.split_whitespace().collect();
+    let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+    assert_eq!(
+        (col("kind"), col("node"), col("job")),
+        ("debit", "batchd", job.as_str()),
+        "{history:?}"
+    );
+    assert!(line.trim_end().ends_with("service:batchd"), "{history:?}");
+}
+
+#[test]
+fn cancel_dequeues_a_waiting_job_and_wait_says_it_was_cancelled() {
+    if !rexec_tests::can_run("cancel_dequeues_a_waiting_job_and_wait_says_it_was_cancelled") {
+        return;
+    }
+    let m = BatchMarket::start(BatchOptions {
+        nodes: 1,
+        cpus: 1,
+        ..BatchOptions::default()
+    });
+    let config = batch_config(&m);
+    let submit = |secs: &str| {
+        let out = batch(&m, &config, &["submit", "--length", "1m", "sleep", secs]);
+        job_id(&out)
+    };
+    let first = submit("60");
+    let second = submit("1");
+    // One processor: the second waits behind the first, first in line.
+    let waiting = rexec_tests::wait_until(LIMIT, || {
+        let out = batch(&m, &config, &["queue"]);
+        let l = out.out();
+        row(&l, &first).is_some_and(|r| r[2] == "RUNNING")
+            && row(&l, &second).is_some_and(|r| r[2] == "QUEUED" && r[3] == "1")
+    });
+    assert!(waiting.is_some(), "{}", m.batchd.log());
+
+    let out = batch(&m, &config, &["cancel", &second]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.out(), format!("job {second} cancelled\n"));
+    let out = batch(&m, &config, &["wait", &second]);
+    assert_eq!(out.code, Some(253), "{out:?}");
+    one_line_in(&out.stderr, &format!("job {second} was cancelled"));
+
+    // A running job's ranks are killed; an unknown job is said on stderr, status 1.
+    let out = batch(&m, &config, &["cancel", &first, "00000000000000ab"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(out.out(), format!("job {first} cancelled\n"));
+    one_line_in(&out.stderr, "job 00000000000000ab: no job 00000000000000ab");
+    let out = batch(&m, &config, &["wait", &first]);
+    assert_eq!(out.code, Some(253), "{out:?}");
+    let gone = rexec_tests::wait_until(LIMIT, || m.market.marked(&[]).is_empty());
+    assert!(
+        gone.is_some(),
+        "the cancelled job's processes are still there"
+    );
+}
+
+#[test]
+fn refused_submissions_exit_254_in_one_line() {
+    if !rexec_tests::can_run("refused_submissions_exit_254_in_one_line") {
+        return;
+    }
+    let m = BatchMarket::start(BatchOptions {
+        initial: "10",
+        ..BatchOptions::default()
+    });
+    let config = batch_config(&m);
+    // No balance for it: 1 credit per CPU-minute on 2 CPUs for an hour.
+    let out = batch(
+        &m,
+        &config,
+        &["submit", "-n", "2", "--length", "1h", "-r", "1", "true"],
+    );
+    assert_eq!(out.code, Some(254), "{out:?}");
+    one_line_in(
+        &out.stderr,
+        "the queue refused the job: balance 10 credits cannot pay for the job's estimated cost of 120 credits",
+    );
+    assert!(out.stdout.is_empty(), "{out:?}");
+    // Wider than the market: 2 nodes of 2 CPUs.
+    let out = batch(
+        &m,
+        &config,
+        &["submit", "-n", "5", "--length", "1m", "true"],
+    );
+    assert_eq!(out.code, Some(254), "{out:?}");
+    one_line_in(&out.stderr, "needs 5 processors");
+    // A bad utility spec never reaches the queue.
+    let out = batch(
+        &m,
+        &config,
+        &["submit", "--length", "1m", "--utility", "1h", "true"],
+    );
+    assert_eq!(out.code, Some(2), "{out:?}");
+    one_line_in(&out.stderr, "--utility: breakpoint 1 `1h`: not TIME:VALUE");
+    // Nothing was queued; and without a [batch] address, the queue is the one
+    // the selector knows of.
+    let text = std::fs::read_to_string(&m.market.config).expect("client config");
+    let via = m.market.dir.path().join("client-via-selector.toml");
+    let table = format!("[selectors]\nvexecd = \"{}\"\n", m.vexecd.addr);
+    std::fs::write(&via, format!("{text}{table}")).expect("cannot write the client config");
+    let found = rexec_tests::wait_until(LIMIT, || {
+        let out = batch(&m, &via, &["queue", "--ended"]);
+        out.code == Some(0) && out.out().lines().count() == 1
+    });
+    assert!(
+        found.is_some(),
+        "{:?}",
+        batch(&m, &via, &["queue", "--ended"])
+    );
+}
+
+/// `stderr` is one `rexec: ` line holding `want`.
+fn one_line_in(stderr: &str, want: &str) {
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+    assert!(stderr.starts_with("rexec: "), "{stderr:?}");
+    assert!(stderr.contains(want), "{want:?} in {stderr:?}");
 }
