@@ -11,7 +11,9 @@
 //! `wait` asks for the job's state every [`POLL`] until it has ended, and exits
 //! as `rexec` would have: the job's own status (`128+N` for signal N) when it
 //! finished, 253 when it was cancelled or failed without a status of its own
-//! (saying why on stderr). A queue that cannot be reached is retried for
+//! (saying why on stderr). A queue that cannot be reached at the start is a
+//! failure (255) at once; once connected, a queue that stops answering (as
+//! while it restarts) is asked again every second for up to
 //! [`super::link::PATIENCE`] in a row before either gives up (255).
 
 use std::io::Write;
@@ -134,5 +136,57 @@ pub fn outcome(e: &QueueEntry) -> Result<i32, Error> {
                 other => format!("ended as {}", state_name(other)),
             }
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::list::tests_entry;
+    use crate::exit::Class;
+    use proto::node::{ExitStatus, Signal};
+
+    fn ended(state: JobState, exit: Option<ExitStatus>, reason: Option<&str>) -> QueueEntry {
+        let mut e = tests_entry();
+        e.state = state;
+        e.exit = exit;
+        e.reason = reason.map(str::to_string);
+        e
+    }
+
+    #[test]
+    fn a_finished_job_exits_as_rexec_would() {
+        let f = |x| outcome(&ended(JobState::Finished, Some(x), None)).unwrap();
+        assert_eq!(f(ExitStatus::Code(0)), 0);
+        assert_eq!(f(ExitStatus::Code(42)), 42);
+        let killed = ExitStatus::Signaled {
+            signal: Signal::Kill,
+            core_dumped: false,
+        };
+        assert_eq!(f(killed), 137);
+        let failed = ended(
+            JobState::Failed,
+            Some(ExitStatus::Code(3)),
+            Some("node lost"),
+        );
+        assert_eq!(outcome(&failed).unwrap(), 3);
+    }
+
+    #[test]
+    fn cancelled_or_failed_without_a_status_is_253_saying_why() {
+        let e = ended(JobState::Cancelled, Some(ExitStatus::Code(0)), None);
+        let err = outcome(&e).unwrap_err();
+        assert_eq!(
+            (err.class(), err.class().status()),
+            (Class::Unfinished, 253)
+        );
+        assert_eq!(err.to_string(), "job 00000000000000ab was cancelled");
+        let e = ended(JobState::Failed, None, Some("out of attempts"));
+        let err = outcome(&e).unwrap_err();
+        assert_eq!(err.class(), Class::Unfinished);
+        assert_eq!(
+            err.to_string(),
+            "job 00000000000000ab failed without running to the end: out of attempts"
+        );
     }
 }
