@@ -123,20 +123,22 @@ pub fn state_name(s: JobState) -> &'static str {
     }
 }
 
+/// The columns of `rexec queue`.
+pub const HEADER: [&str; 9] = [
+    "JOBID",
+    "USER",
+    "STATE",
+    "POS",
+    "WIDTH",
+    "RATE",
+    "START",
+    "NAME",
+    "NODES(REASON)",
+];
+
 /// The listing as `rexec queue` prints it; `offset` gives the local time
 /// zone's offset at an instant (seconds east of UTC).
 pub fn table(entries: &[QueueEntry], offset: &dyn Fn(i64) -> Option<i64>) -> String {
-    let header = [
-        "JOBID",
-        "USER",
-        "STATE",
-        "POS",
-        "WIDTH",
-        "RATE",
-        "START",
-        "NAME",
-        "NODES(REASON)",
-    ];
     let rows: Vec<[String; 9]> = entries
         .iter()
         .map(|e| {
@@ -153,7 +155,7 @@ pub fn table(entries: &[QueueEntry], offset: &dyn Fn(i64) -> Option<i64>) -> Str
             ]
         })
         .collect();
-    super::when::columns(&header, &rows, &[3, 4, 5])
+    super::when::columns(&HEADER, &rows, &[3, 4, 5])
 }
 
 /// START: when it started, or `~` and when the policy expects it to.

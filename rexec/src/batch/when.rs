@@ -81,20 +81,7 @@ mod tests {
     #[test]
     fn a_queued_job_shows_its_place_rate_and_estimated_start() {
         let t = table(&[tests_entry()], UTC);
-        assert_eq!(
-            cells(&t, 0),
-            [
-                "JOBID",
-                "USER",
-                "STATE",
-                "POS",
-                "WIDTH",
-                "RATE",
-                "START",
-                "NAME",
-                "NODES(REASON)"
-            ]
-        );
+        assert_eq!(cells(&t, 0), crate::batch::list::HEADER);
         assert_eq!(
             cells(&t, 1),
             [
