@@ -11,6 +11,7 @@ mod batch_cli;
 mod batch_queue;
 mod batch_run;
 mod discovery;
+mod discovery_proof;
 mod exit_codes;
 mod failures;
 mod interrupt;

@@ -347,6 +347,8 @@ impl Config {
                 name_suffix: s.name_suffix,
                 networks,
             },
+            // A forged announcement must not move a node: the daemon proves moves.
+            prove_moves: true,
             ..TableConfig::default()
         };
         let idle_timeout = match s.idle_timeout {

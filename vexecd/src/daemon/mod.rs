@@ -1,11 +1,13 @@
 //! The vexecd daemon around the library: [`config`] (the TOML file and
 //! flags), [`receiver`] (announcements into the node table), [`server`]
-//! (the selector protocol over mutual TLS), [`stats`] (the shared table,
+//! (the selector protocol over mutual TLS), [`prove`] (a node's move to a
+//! new address believed only once its certificate answers there), [`stats`] (the shared table,
 //! counters and the periodic summary line). [`Daemon::start`] checks the
 //! TLS material and binds every socket, so a daemon that starts is one that
 //! serves; [`Daemon::run`] serves until told to stop.
 
 pub mod config;
+pub mod prove;
 pub mod receiver;
 pub mod server;
 pub mod stats;
@@ -69,6 +71,7 @@ pub struct Daemon {
     addr: SocketAddr,
     advertised: SocketAddr,
     shared: Arc<Shared>,
+    prover: tokio_rustls::TlsConnector,
 }
 
 impl Daemon {
@@ -106,6 +109,8 @@ impl Daemon {
             Receiver::bind(&config.discovery, config.udp_listen).map_err(StartError::Discovery)?;
         let sender = Sender::new(&config.discovery).map_err(StartError::Discovery)?;
         let shared = Arc::new(Shared::new(NodeTable::new(config.table.clone())));
+        // The selector's own certificate opens the handshakes that prove nodes' moves.
+        let prover = certs::connector(&config.tls)?;
         Ok(Daemon {
             config,
             tls,
@@ -115,6 +120,7 @@ impl Daemon {
             addr,
             advertised,
             shared,
+            prover,
         })
     }
 
@@ -172,11 +178,14 @@ impl Daemon {
             sender,
             advertised,
             shared,
+            prover,
             ..
         } = self;
         let period = config.discovery.period;
         let mut background = tokio::task::JoinSet::new();
-        background.spawn(receiver::run(receiver, shared.clone(), period));
+        let (claims, held) = prove::channel();
+        background.spawn(prove::run(shared.clone(), prover, held));
+        background.spawn(receiver::run(receiver, shared.clone(), claims, period));
         background.spawn(stats::log_summaries(shared.clone(), SUMMARY_INTERVAL));
         let me = Announcement {
             cluster: config.discovery.cluster.clone(),
@@ -204,7 +213,7 @@ impl Daemon {
         background.shutdown().await;
         tracing::info!(
             "vexecd stopped: {}",
-            stats::summary_line(&shared.stats(std::time::Instant::now()))
+            stats::summary_line(&shared.stats(std::time::Instant::now()), shared.proofs())
         );
     }
 }
