@@ -377,6 +377,14 @@ mod tests {
     }
 
     #[test]
+    fn the_deployed_example_loads() {
+        let c = parse(include_str!("../../deploy/etc/batchd.toml")).unwrap();
+        assert_eq!(c.policy, "easy");
+        assert_eq!(c.store, std::path::Path::new("/var/lib/rexec-batch/queue.db"));
+        assert!(c.discovery.is_some() && c.advertise.is_some());
+    }
+
+    #[test]
     fn an_unknown_policy_is_refused_naming_the_valid_ones() {
         let base = "ca = \"/c\"\ncert = \"/c\"\nkey = \"/k\"\n[store]\npath = \"/q.db\"\n[selectors]\nv = \"a:1\"\n";
         let e = parse(&format!("{base}[queue]\npolicy = \"lottery\"\n")).unwrap_err();

@@ -23,6 +23,8 @@ pub struct Job {
     pub rate: i64,
     /// The policy's promised start, UTC seconds.
     pub estimated_start: Option<u64>,
+    /// Suspensions since the queue started (policies preempt a job once).
+    pub preempted: u32,
 }
 
 impl Job {
@@ -35,6 +37,7 @@ impl Job {
             out: [0, 0],
             rate,
             estimated_start: None,
+            preempted: 0,
         }
     }
 

@@ -178,6 +178,27 @@ impl BatchMarket {
         })
     }
 
+    /// The services the selector lists (as the test user asks).
+    pub fn services(&self) -> Vec<proto::select::ServiceView> {
+        let tls = self.market.pki.tls_paths(Role::User, TEST_USER);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let connector = certs::connector(&tls).expect("connector");
+            let mut c = clients::selector::SelectorClient::connect(
+                &self.vexecd.addr.to_string(),
+                &connector,
+                &self.vexecd.name,
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("cannot reach vexecd");
+            c.services().await.expect("services")
+        })
+    }
+
     /// Sends `op` as the test user.
     pub fn call(&self, op: BatchOp) -> Result<BatchReply, ClientError> {
         self.call_as(Role::User, TEST_USER, op)

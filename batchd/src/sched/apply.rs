@@ -14,6 +14,10 @@ use super::{Run, Sched, snapshot};
 use crate::market::Node;
 use crate::store::Write;
 
+/// How long a node that lost a rank gets no new ranks (the selectors may still
+/// list a node that died until its announcements time out).
+pub const SUSPECT_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Micro-credits per CPU-minute to micro-credits per processor-hour.
 pub fn per_hour(per_minute: i64) -> i64 {
     per_minute.saturating_mul(60)
@@ -69,18 +73,22 @@ impl Sched {
         }
     }
 
-    /// Free processors on each node: its share less the ranks of running jobs.
-    fn free(&self) -> Vec<(Node, u32)> {
+    /// Free processors on each node: its share less the ranks of running jobs
+    /// (nodes that just lost a rank are left out for [`SUSPECT_FOR`]).
+    fn free(&mut self) -> Vec<(Node, u32)> {
         let mut used: HashMap<&str, u32> = HashMap::new();
         for run in self.runs.values().filter(|r| !r.suspended) {
             for n in &run.nodes {
                 *used.entry(n.name.as_str()).or_default() += 1;
             }
         }
+        let now = tokio::time::Instant::now();
+        self.suspect.retain(|_, until| *until > now);
         let market = self.shared.lock_market();
         let mut free: Vec<(Node, u32)> = market
             .nodes
             .iter()
+            .filter(|n| !self.suspect.contains_key(&n.name))
             .map(|n| {
                 let u = used.get(n.name.as_str()).copied().unwrap_or(0);
                 (n.clone(), n.procs.saturating_sub(u))
@@ -208,6 +216,9 @@ impl Sched {
         };
         run.signal(Signal::Stop);
         run.suspended = true;
+        if let Some(j) = self.shared.lock_queue().jobs.get_mut(&id) {
+            j.preempted += 1;
+        }
         self.update(id, |r| {
             r.state = JobState::Suspended;
             r.done_ms += now_ms - r.started_ms.unwrap_or(now_ms);

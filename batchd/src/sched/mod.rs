@@ -75,6 +75,7 @@ pub struct Sched {
     events: mpsc::UnboundedSender<RankEvent>,
     recovering: recover::Recovering,
     held_checked: Option<tokio::time::Instant>,
+    suspect: HashMap<String, tokio::time::Instant>,
 }
 
 /// Asks the loop to cancel job `id` (after `ops` checked `peer` may).
@@ -126,6 +127,7 @@ pub async fn run(
         events,
         recovering,
         held_checked: None,
+        suspect: HashMap::new(),
     };
     let mut tick = tokio::time::interval(shared.cfg.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -187,6 +189,10 @@ impl Sched {
             }
             Event::Lost(why) => {
                 tracing::warn!(job = %JobId(ev.job), rank = ev.rank, "rank lost: {why}");
+                if let Some(node) = run.nodes.get(ev.rank as usize) {
+                    let until = tokio::time::Instant::now() + apply::SUSPECT_FOR;
+                    self.suspect.insert(node.name.clone(), until);
+                }
                 self.lost(ev.job, why).await;
                 true
             }

@@ -52,10 +52,24 @@ pub fn sim_job(epoch_ms: i64, j: &Job) -> SimJob {
 /// The jobs a snapshot borrows: waiting (queued or suspended, not held) in
 /// arrival order, and running, each with its done work in seconds.
 pub struct Jobs {
-    /// `(job, done seconds, queue id)` of waiting jobs.
-    pub waiting: Vec<(SimJob, i64, u64)>,
-    /// `(job, since, done before, queue id)` of running jobs.
-    pub running: Vec<(SimJob, i64, i64, u64)>,
+    /// Waiting jobs.
+    pub waiting: Vec<Entry>,
+    /// Running jobs.
+    pub running: Vec<Entry>,
+}
+
+/// One job of a snapshot.
+pub struct Entry {
+    /// As the policy sees it.
+    pub job: SimJob,
+    /// When it last started (running jobs), seconds.
+    pub since: i64,
+    /// Work done before, seconds.
+    pub done: i64,
+    /// Suspensions so far.
+    pub preempted: u32,
+    /// The queue's id.
+    pub id: u64,
 }
 
 /// Collects the jobs the policy decides over.
@@ -63,19 +77,16 @@ pub fn collect(q: &Queue) -> Jobs {
     let mut waiting = Vec::new();
     let mut running = Vec::new();
     for j in q.in_order() {
+        let entry = || Entry {
+            job: sim_job(q.epoch_ms, j),
+            since: secs(q.epoch_ms, j.rec.started_ms.unwrap_or(q.epoch_ms)),
+            done: j.rec.done_ms / 1000,
+            preempted: j.preempted,
+            id: j.rec.id,
+        };
         match j.rec.state {
-            JobState::Queued | JobState::Suspended => {
-                waiting.push((sim_job(q.epoch_ms, j), j.rec.done_ms / 1000, j.rec.id))
-            }
-            JobState::Running => {
-                let since = secs(q.epoch_ms, j.rec.started_ms.unwrap_or(q.epoch_ms));
-                running.push((
-                    sim_job(q.epoch_ms, j),
-                    since,
-                    j.rec.done_ms / 1000,
-                    j.rec.id,
-                ));
-            }
+            JobState::Queued | JobState::Suspended => waiting.push(entry()),
+            JobState::Running => running.push(entry()),
             _ => {}
         }
     }
@@ -91,21 +102,21 @@ impl Jobs {
             queued: Cow::Owned(
                 self.waiting
                     .iter()
-                    .map(|(job, done, _)| Queued {
-                        job,
-                        done: *done,
-                        preempted: 0,
+                    .map(|e| Queued {
+                        job: &e.job,
+                        done: e.done,
+                        preempted: e.preempted,
                     })
                     .collect(),
             ),
             running: self
                 .running
                 .iter()
-                .map(|(job, since, done_before, _)| Running {
-                    job,
-                    since: *since,
-                    done_before: *done_before,
-                    preempted: 0,
+                .map(|e| Running {
+                    job: &e.job,
+                    since: e.since,
+                    done_before: e.done,
+                    preempted: e.preempted,
                 })
                 .collect(),
         }
@@ -115,9 +126,8 @@ impl Jobs {
     pub fn id_of(&self, seq: u64) -> Option<u64> {
         self.waiting
             .iter()
-            .map(|w| (w.0.id, w.2))
-            .chain(self.running.iter().map(|r| (r.0.id, r.3)))
-            .find(|(s, _)| *s == seq)
-            .map(|(_, id)| id)
+            .chain(&self.running)
+            .find(|e| e.job.id == seq)
+            .map(|e| e.id)
     }
 }

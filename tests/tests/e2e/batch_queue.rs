@@ -67,6 +67,13 @@ fn refused_submissions_say_why_in_one_line_and_change_nothing() {
         Ok(BatchReply::Queue(list)) => assert!(list.is_empty(), "{list:?}"),
         other => panic!("{other:?}"),
     }
+    // The queue announces itself: the selector lists it, so clients find it.
+    let listed = rexec_tests::wait_until(LIMIT, || {
+        m.services()
+            .iter()
+            .any(|s| s.kind == proto::select::ServiceKind::Batch && s.name == "batchd")
+    });
+    assert!(listed.is_some(), "{:?}", m.services());
     // The honest one is accepted once, and refused as a duplicate after.
     assert!(matches!(m.submit(&honest), Ok(BatchReply::Submitted(_))));
     let (code, _) = refusal(m.submit(&honest));

@@ -97,7 +97,10 @@ fn kill_9_of_the_queue_mid_run_requeues_the_job_and_runs_no_attempt_twice() {
     assert!(matches!(m.submit(&spec), Ok(BatchReply::Submitted(_))));
     m.wait_for(0x52, LIMIT, |e| e.state == JobState::Running);
     let printed = rexec_tests::wait_until(LIMIT, || {
-        String::from_utf8_lossy(&m.output(0x52).0).matches("started").count() == 2
+        String::from_utf8_lossy(&m.output(0x52).0)
+            .matches("started")
+            .count()
+            == 2
     });
     assert!(printed.is_some(), "the first attempt's ranks never printed");
     m.batchd.kill9();
