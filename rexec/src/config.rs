@@ -493,7 +493,7 @@ mod tests {
         let names: Vec<_> = c.selectors.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["vexecd1", "vexecd2"]);
         assert_eq!(c.discovery.unwrap().port, 7477);
-        assert_eq!(c.batch.address.as_deref(), Some("10.0.0.4:7482"));
+        assert_eq!(c.batch.address.as_deref(), Some("10.0.0.9:7482"));
         assert_eq!(c.batch.server_name(), "batchd");
     }
 
