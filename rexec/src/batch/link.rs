@@ -87,12 +87,13 @@ impl Queue {
     }
 
     async fn connect(&mut self) -> Result<&mut BatchClient, ClientError> {
-        if self.client.is_none() {
-            let c =
-                BatchClient::connect(&self.addr, &self.connector, &self.name, CALL_TIMEOUT).await?;
-            self.client = Some(c);
-        }
-        Ok(self.client.as_mut().expect("connected just above"))
+        let client = match self.client.take() {
+            Some(c) => c,
+            None => {
+                BatchClient::connect(&self.addr, &self.connector, &self.name, CALL_TIMEOUT).await?
+            }
+        };
+        Ok(self.client.insert(client))
     }
 
     /// One call; a connection that failed is dropped, to be made again by the
