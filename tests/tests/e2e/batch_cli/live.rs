@@ -278,15 +278,38 @@ fn refused_submissions_exit_254_in_one_line() {
     );
     assert_eq!(out.code, Some(2), "{out:?}");
     one_line_in(&out.stderr, "--utility: breakpoint 1 `1h`: not TIME:VALUE");
-    // Nothing was queued; and without a [batch] address, the queue is the one
-    // the selector knows of.
+    // Nothing of those was queued. A utility the balance can pay, from a file,
+    // is; and without a [batch] address, the queue is the one the selector
+    // knows of.
+    let file = m.market.dir.path().join("worth.txt");
+    std::fs::write(
+        &file,
+        "# worth 5 credits within the hour\n0:5\n1h:5, 2h:0\n",
+    )
+    .unwrap();
+    let utility = format!("@{}", file.display());
+    let out = batch(
+        &m,
+        &config,
+        &[
+            "submit",
+            "--length",
+            "1m",
+            "--utility",
+            &utility,
+            "sleep",
+            "1",
+        ],
+    );
+    let job = job_id(&out);
     let text = std::fs::read_to_string(&m.market.config).expect("client config");
     let via = m.market.dir.path().join("client-via-selector.toml");
     let table = format!("[selectors]\nvexecd = \"{}\"\n", m.vexecd.addr);
     std::fs::write(&via, format!("{text}{table}")).expect("cannot write the client config");
     let found = rexec_tests::wait_until(LIMIT, || {
         let out = batch(&m, &via, &["queue", "--ended"]);
-        out.code == Some(0) && out.out().lines().count() == 1
+        let listing = out.out();
+        out.code == Some(0) && listing.lines().count() == 2 && row(&listing, &job).is_some()
     });
     assert!(
         found.is_some(),
