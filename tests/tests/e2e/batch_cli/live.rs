@@ -240,9 +240,9 @@ fn cancel_dequeues_a_waiting_job_and_wait_says_it_was_cancelled() {
 }
 
 #[test]
-fn refused_submissions_exit_254_in_one_line() {
+fn refusals_exit_254_in_one_line_and_a_payable_utility_is_queued() {
     let Some((m, config)) = start(
-        "refused_submissions_exit_254_in_one_line",
+        "refusals_exit_254_in_one_line_and_a_payable_utility_is_queued",
         BatchOptions {
             initial: "10",
             ..BatchOptions::default()
