@@ -16,8 +16,13 @@ const LIMIT: Duration = Duration::from_secs(30);
 
 /// The test user's client configuration of `m`, with the queue in `[batch]`.
 fn batch_config(m: &BatchMarket) -> PathBuf {
-    let text = std::fs::read_to_string(&m.market.config).expect("client config");
-    let path = m.market.dir.path().join("client-batch.toml");
+    with_queue(m, &m.market.config)
+}
+
+/// A copy of the client configuration at `base` with the queue in `[batch]`.
+fn with_queue(m: &BatchMarket, base: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(base).expect("client config");
+    let path = base.with_extension("batch.toml");
     let table = format!("[batch]\naddress = \"{}\"\n", m.batchd.addr);
     std::fs::write(&path, format!("{text}{table}")).expect("cannot write the client config");
     path
@@ -217,6 +222,17 @@ fn cancel_dequeues_a_waiting_job_and_wait_says_it_was_cancelled() {
             && row(&l, &second).is_some_and(|r| r[2] == "QUEUED" && r[3] == "1")
     });
     assert!(waiting.is_some(), "{}", m.batchd.log());
+    // An admin sees both with --all, and has no jobs of their own.
+    let admin = with_queue(&m, &m.market.client_config(Role::Admin, "ops"));
+    let out = batch(&m, &admin, &["queue", "--all"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let listing = out.out();
+    assert!(
+        row(&listing, &first).is_some() && row(&listing, &second).is_some(),
+        "{listing}"
+    );
+    let out = batch(&m, &admin, &["queue"]);
+    assert_eq!(out.out().lines().count(), 1, "{out:?}");
 
     let out = batch(&m, &config, &["cancel", &second]);
     assert_eq!(out.code, Some(0), "{out:?}");
