@@ -6,7 +6,7 @@
 //! | node | debit and refund, with its own name in the key; read any user's balance (to refuse a paid job whose owner has no credit); claim a signed batch rank (recorded under its own name) |
 //! | user | read its own balance and history |
 //! | admin | create accounts, grant, adjust, read every balance and history, report, audit |
-//! | service | nothing but `WhoAmI` |
+//! | service | nothing but `WhoAmI`; except a batch queue ([`is_batch_queue`]: named `batchd` or `batchd-*`), which charges its jobs as a node charges its ranks: debit with its own name in the key, and read any user's balance |
 //!
 //! Everyone may ask `WhoAmI`. Anything else is refused with
 //! [`ErrorCode::Forbidden`], and the server records the refusal.
@@ -23,6 +23,12 @@ pub enum Route {
     Read(AccountOp),
     /// Answered from the identity alone.
     WhoAmI,
+}
+
+/// Whether `peer` is a batch queue: a service certificate named `batchd` or
+/// `batchd-SOMETHING` (the queue daemon's certificate, see OPERATIONS.md).
+pub fn is_batch_queue(peer: &PeerIdentity) -> bool {
+    peer.role == Role::Service && (peer.name == "batchd" || peer.name.starts_with("batchd-"))
 }
 
 /// The actor recorded in ledger entries: `role:name`.
@@ -63,6 +69,7 @@ pub fn authorize(peer: &PeerIdentity, op: AccountOp) -> Result<Route, AccountErr
             let target = target_user(peer, &q.user, "balance")?;
             match role {
                 Role::Admin | Role::Node => {}
+                Role::Service if is_batch_queue(peer) => {}
                 Role::User if target == peer.name => {}
                 Role::User => {
                     return Err(forbidden(
@@ -136,7 +143,7 @@ fn target_user(
 }
 
 fn own_key(peer: &PeerIdentity, node: &str, what: &str) -> Result<(), AccountError> {
-    if peer.role != Role::Node {
+    if peer.role != Role::Node && !is_batch_queue(peer) {
         return Err(forbidden(
             peer,
             &format!("{what}: only node certificates are accepted"),
@@ -146,8 +153,8 @@ fn own_key(peer: &PeerIdentity, node: &str, what: &str) -> Result<(), AccountErr
         return Err(AccountError::new(
             ErrorCode::Forbidden,
             format!(
-                "node {} may only {what} with its own name in the key, not {node:?}",
-                peer.name
+                "{} {} may only {what} with its own name in the key, not {node:?}",
+                peer.role, peer.name
             ),
         ));
     }
@@ -228,6 +235,15 @@ mod tests {
         assert!(authorize(&node, balance(Some("bob"))).is_ok());
         assert!(authorize(&admin, balance(Some("bob"))).is_ok());
         assert!(authorize(&svc, balance(Some("bob"))).is_err());
+        // A batch queue debits its jobs under its own name, and reads balances.
+        let queue = id(Role::Service, "batchd");
+        assert!(matches!(
+            authorize(&queue, debit("batchd"),),
+            Ok(Route::Write(_))
+        ));
+        assert!(authorize(&queue, debit("n1")).is_err());
+        assert!(authorize(&queue, balance(Some("bob"))).is_ok());
+        assert!(authorize(&id(Role::Service, "batchdx"), balance(Some("bob"))).is_err());
         for who in [&node, &alice, &svc] {
             assert!(authorize(who, grant.clone()).is_err());
             assert!(authorize(who, AccountOp::Audit).is_err());

@@ -111,6 +111,9 @@ pub enum Kind {
     Selector,
     /// The account service (accountd).
     Account,
+    /// The batch queue (batchd). Appended without a version bump: a receiver
+    /// older than it drops these datagrams as malformed and keeps every other.
+    Batch,
 }
 
 /// A node's market state at the time of the announcement.

@@ -269,10 +269,12 @@ crate::tagged::code_enum! {
         1 => Selector,
         /// The account service (accountd).
         2 => Account,
+        /// The batch queue (batchd).
+        3 => Batch,
     }
 }
 
-/// A selector or account service as a selector knows it.
+/// A selector, account service or batch queue as a selector knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServiceView {
     /// Which service.

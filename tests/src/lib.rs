@@ -3,6 +3,8 @@
 //! machine from outside.
 //!
 //! Module map:
+//! - [`batch`]: the batch market: nodes, accountd, vexecd and a real
+//!   `batchd`; signing and submitting jobs as the test user.
 //! - [`cluster`]: [`cluster::Cluster`], a PKI plus N daemons and a client
 //!   configuration; stops the daemons and checks cgroups on drop.
 //! - [`market`]: a real accountd, nodes configured to charge through it,
@@ -34,6 +36,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod batch;
 pub mod cluster;
 pub mod market;
 pub mod netns;

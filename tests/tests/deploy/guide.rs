@@ -31,7 +31,7 @@ const NOT_RUN: &[(&str, &str)] = &[
         "deploy/demo builds these release binaries and runs them; tests use target/debug",
     ),
     (
-        "install -m 0755 target/release/rexec-certs target/release/rexecd target/release/accountd target/release/accountctl target/release/vexecd target/release/rexec /usr/local/bin/",
+        "install -m 0755 target/release/rexec-certs target/release/rexecd target/release/accountd target/release/accountctl target/release/vexecd target/release/batchd target/release/rexec /usr/local/bin/",
         "would write the test machine's /usr/local/bin; the test links the built binaries into each host's own /usr/local/bin, which is on PATH and in the units' ExecStart=",
     ),
     (

@@ -159,12 +159,13 @@ impl Sandbox {
 }
 
 /// The binaries the guide installs in `/usr/local/bin`.
-const BINARIES: [&str; 6] = [
+const BINARIES: [&str; 7] = [
     "rexec-certs",
     "rexecd",
     "accountd",
     "accountctl",
     "vexecd",
+    "batchd",
     "rexec",
 ];
 

@@ -14,7 +14,12 @@ use std::process::Command;
 use rexec_tests::cluster::bin_dir;
 
 /// The units shipped, by file name.
-pub const UNITS: [&str; 3] = ["accountd.service", "rexecd.service", "vexecd.service"];
+pub const UNITS: [&str; 4] = [
+    "accountd.service",
+    "batchd.service",
+    "rexecd.service",
+    "vexecd.service",
+];
 
 /// A unit's text with its binaries taken from the build directory. Panics when a
 /// binary the unit starts has not been built.

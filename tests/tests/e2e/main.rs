@@ -7,6 +7,10 @@
 
 mod admin;
 mod bad_input;
+mod batch_cli;
+mod batch_failures;
+mod batch_queue;
+mod batch_run;
 mod discovery;
 mod discovery_proof;
 mod exit_codes;

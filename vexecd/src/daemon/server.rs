@@ -253,6 +253,11 @@ pub fn answer(
                             .account_services(now.instant)
                             .map(view(ServiceKind::Account)),
                     )
+                    .chain(
+                        table
+                            .batch_services(now.instant)
+                            .map(view(ServiceKind::Batch)),
+                    )
                     .collect()
             };
             services.sort_unstable_by(|a, b| {

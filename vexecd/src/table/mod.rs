@@ -161,6 +161,7 @@ fn service_tag(kind: &Kind) -> u8 {
         Kind::Node(_) => 0,
         Kind::Selector => 1,
         Kind::Account => 2,
+        Kind::Batch => 3,
     }
 }
 
@@ -504,6 +505,14 @@ impl NodeTable {
         self.services
             .iter()
             .filter(move |((t, _, _), e)| *t == 2 && self.live(e, now))
+            .map(|(_, e)| e)
+    }
+
+    /// Batch queues heard within their window.
+    pub fn batch_services(&self, now: Instant) -> impl Iterator<Item = &Entry> {
+        self.services
+            .iter()
+            .filter(move |((t, _, _), e)| *t == 3 && self.live(e, now))
             .map(|(_, e)| e)
     }
 

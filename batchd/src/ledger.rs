@@ -1,0 +1,138 @@
+//! The queue's side of the ledger: one connection to accountd (redialled after
+//! a failure), used to read an owner's balance at submission and before a start,
+//! and to debit a job's charges. Every debit is keyed `(queue name, job id,
+//! seq)`, so a debit repeated after a lost answer or a restart changes nothing;
+//! `accountctl history` shows the job id in the key.
+//!
+//! accountd's address is the configured one, else the one the selectors'
+//! `Services` answer names ([`Ledger::learn`]).
+
+use std::sync::RwLock;
+use std::time::Duration;
+
+use clients::account::{AccountClient, ClientError, no_address};
+use proto::account::{AccountOp, AccountReply, BalanceQuery, Debit, DebitKey, MeterInterval};
+use tokio_rustls::TlsConnector;
+
+/// How long one call to accountd may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The connection to accountd.
+pub struct Ledger {
+    connector: TlsConnector,
+    name: String,
+    addr: RwLock<Option<String>>,
+    conn: tokio::sync::Mutex<Option<AccountClient>>,
+    queue: String,
+}
+
+impl Ledger {
+    /// A ledger client as `queue` (the name in the queue's certificate, used in
+    /// debit keys), to accountd `name` at `addr` (or learnt later).
+    pub fn new(
+        connector: TlsConnector,
+        name: String,
+        addr: Option<String>,
+        queue: String,
+    ) -> Ledger {
+        Ledger {
+            connector,
+            name,
+            addr: RwLock::new(addr),
+            conn: tokio::sync::Mutex::new(None),
+            queue,
+        }
+    }
+
+    /// The queue's name in debit keys.
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// Takes an address heard from the selectors, unless one is configured or known.
+    pub fn learn(&self, addr: String) {
+        let mut a = self.addr.write().unwrap_or_else(|p| p.into_inner());
+        if a.is_none() {
+            *a = Some(addr);
+        }
+    }
+
+    async fn call(&self, op: AccountOp) -> Result<AccountReply, ClientError> {
+        let mut guard = self.conn.lock().await;
+        for _ in 0..2 {
+            if guard.is_none() {
+                let addr = self
+                    .addr
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone()
+                    .ok_or_else(no_address)?;
+                *guard = Some(
+                    AccountClient::connect(&addr, &self.connector, &self.name, CALL_TIMEOUT)
+                        .await?,
+                );
+            }
+            let Some(client) = guard.as_mut() else {
+                continue;
+            };
+            match client.call(op.clone()).await {
+                Ok(r) => return Ok(r),
+                Err(e @ clients::rpc::RpcError::Server(_)) => return Err(e),
+                Err(e) => {
+                    *guard = None;
+                    tracing::debug!(error = %e, "accountd call failed; redialling once");
+                }
+            }
+        }
+        Err(clients::rpc::RpcError::Closed {
+            service: "accountd",
+            addr: self
+                .addr
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+                .unwrap_or_default(),
+        })
+    }
+
+    /// `user`'s balance, micro-credits.
+    pub async fn balance(&self, user: &str) -> Result<i64, ClientError> {
+        match self
+            .call(AccountOp::Balance(BalanceQuery {
+                user: Some(user.to_string()),
+            }))
+            .await?
+        {
+            AccountReply::Balance(b) => Ok(b.balance),
+            _ => Err(clients::rpc::RpcError::Closed {
+                service: "accountd",
+                addr: "(wrong reply to a balance query)".into(),
+            }),
+        }
+    }
+
+    /// Debits `amount` from `user` for job `job` under sequence `seq` (idempotent).
+    pub async fn debit(
+        &self,
+        user: &str,
+        job: u64,
+        seq: u64,
+        amount: i64,
+        interval: MeterInterval,
+    ) -> Result<(), ClientError> {
+        self.call(AccountOp::Debit(Debit {
+            key: DebitKey {
+                node: self.queue.clone(),
+                job: format!("{job:016x}"),
+                seq,
+            },
+            user: user.to_string(),
+            amount,
+            rank: 0,
+            interval,
+            cpu_us: 0,
+        }))
+        .await
+        .map(|_| ())
+    }
+}

@@ -1,0 +1,276 @@
+//! What the queue answers to each [`BatchOp`], and who may ask: `Submit` only a
+//! `user` certificate for its own jobs; `Queue`, `Status`, `Output` and
+//! `Cancel` a job's owner or an admin. Every refusal is a [`BatchError`] of one
+//! line saying what to do.
+
+use certs::{PeerIdentity, Role};
+use proto::batch::{
+    BATCH_PROTOCOL_VERSION, BatchError, BatchErrorCode as Code, BatchOp, BatchReply, BatchRequest,
+    JobState, MAX_QUEUE_LIST, OutputChunk, OutputQuery, QueueQuery, SignedJob, Submitted,
+};
+use proto::node::JobId;
+
+use crate::Shared;
+use crate::queue::{Job, cost_estimate};
+use crate::store::{JobRecord, StoreError, Write};
+
+/// Most output bytes of one stream in one answer.
+pub const OUTPUT_CHUNK: usize = 256 * 1024;
+
+fn err(code: Code, message: impl Into<String>) -> BatchError {
+    BatchError::new(code, message)
+}
+
+fn storage(e: StoreError) -> BatchError {
+    match e {
+        StoreError::Duplicate(id) => err(
+            Code::Duplicate,
+            format!("job {id:016x} was submitted before; submit it again under a new id"),
+        ),
+        other => err(
+            Code::Storage,
+            format!("the queue could not record it: {other}; retry"),
+        ),
+    }
+}
+
+/// Answers one request from `peer`.
+pub async fn handle(
+    shared: &Shared,
+    peer: &PeerIdentity,
+    req: BatchRequest,
+) -> Result<BatchReply, BatchError> {
+    if req.version != BATCH_PROTOCOL_VERSION {
+        return Err(err(
+            Code::UnsupportedVersion,
+            format!(
+                "batch protocol version {} is not spoken here (batchd speaks {BATCH_PROTOCOL_VERSION}); upgrade the older side",
+                req.version
+            ),
+        ));
+    }
+    match req.op {
+        BatchOp::Submit(signed) => submit(shared, peer, signed).await,
+        BatchOp::Queue(q) => queue(shared, peer, q),
+        BatchOp::Status(id) => {
+            let q = shared.lock_queue();
+            let j = owned(&q, peer, id)?;
+            Ok(BatchReply::Status(
+                q.entry(j.rec.id).ok_or_else(|| no_such(id))?,
+            ))
+        }
+        BatchOp::Cancel(id) => crate::sched::cancel(shared, peer, id)
+            .await
+            .map(BatchReply::Cancelled),
+        BatchOp::Output(q) => output(shared, peer, q).await,
+        BatchOp::Unknown { tag } => Err(err(
+            Code::Unsupported,
+            format!("this batchd does not know operation {tag}; upgrade batchd"),
+        )),
+        _ => Err(err(
+            Code::Unsupported,
+            "this batchd does not handle that operation",
+        )),
+    }
+}
+
+fn no_such(id: JobId) -> BatchError {
+    err(Code::NoSuchJob, format!("no job {id} in this queue"))
+}
+
+/// The job `id` when `peer` is its owner or an admin.
+pub fn owned<'a>(
+    q: &'a crate::queue::Queue,
+    peer: &PeerIdentity,
+    id: JobId,
+) -> Result<&'a Job, BatchError> {
+    let j = q.jobs.get(&id.0).ok_or_else(|| no_such(id))?;
+    match peer.role {
+        Role::Admin => Ok(j),
+        Role::User if peer.name == j.rec.user => Ok(j),
+        // Someone else's job is as good as absent to a user.
+        Role::User => Err(no_such(id)),
+        _ => Err(err(
+            Code::Forbidden,
+            format!(
+                "{} {} may not read or change batch jobs",
+                peer.role, peer.name
+            ),
+        )),
+    }
+}
+
+async fn submit(
+    shared: &Shared,
+    peer: &PeerIdentity,
+    signed: SignedJob,
+) -> Result<BatchReply, BatchError> {
+    if peer.role != Role::User {
+        return Err(err(
+            Code::Forbidden,
+            format!(
+                "{} {} may not submit jobs: only user certificates are accepted",
+                peer.role, peer.name
+            ),
+        ));
+    }
+    let spec = crate::verify::verify(
+        &shared.verifier,
+        &signed,
+        (crate::unix_now_ms() / 1000) as u64,
+    )?;
+    if spec.user != peer.name {
+        return Err(err(
+            Code::Forbidden,
+            format!(
+                "user {} may not submit a job of user {}",
+                peer.name, spec.user
+            ),
+        ));
+    }
+    // The rest of the spec's sanity (width, attempts, bid, utility) is
+    // `certs::jobsign::check_spec`'s, applied by `verify`.
+    if spec.length_s == 0 {
+        return Err(err(
+            Code::Malformed,
+            "a batch job needs a length (seconds, at least 1)",
+        ));
+    }
+    let (known, most) = {
+        let m = shared.lock_market();
+        (m.known, m.procs())
+    };
+    if !known {
+        return Err(err(
+            Code::Unavailable,
+            "the queue has not heard from the selectors yet; retry in a few seconds",
+        ));
+    }
+    if spec.width > most {
+        return Err(err(
+            Code::TooWide,
+            format!(
+                "the job needs {} processors; the market gives the queue at most {most}",
+                spec.width
+            ),
+        ));
+    }
+    if shared.lock_queue().jobs.contains_key(&spec.id.0) {
+        return Err(storage(StoreError::Duplicate(spec.id.0)));
+    }
+    let cost = cost_estimate(&spec);
+    if cost > 0 {
+        let balance = shared.ledger.balance(&spec.user).await.map_err(|e| {
+            err(
+                Code::Unavailable,
+                format!("cannot check the balance at accountd: {e}; retry"),
+            )
+        })?;
+        if balance < cost {
+            return Err(err(
+                Code::NoCredit,
+                format!(
+                    "balance {} credits cannot pay for the job's estimated cost of {} credits",
+                    money::format_credits(balance),
+                    money::format_credits(cost)
+                ),
+            ));
+        }
+    }
+    let now = crate::unix_now_ms();
+    let seq = shared.lock_queue().take_seq();
+    let rec = JobRecord {
+        seq,
+        id: spec.id.0,
+        user: spec.user.clone(),
+        signed,
+        submitted_ms: now,
+        state: JobState::Queued,
+        attempts: 0,
+        started_ms: None,
+        ended_ms: None,
+        nodes: Vec::new(),
+        charged: 0,
+        charge_seq: 0,
+        done_ms: 0,
+        exit: None,
+        reason: None,
+        truncated: 0,
+    };
+    shared
+        .store
+        .write(Write::Insert(Box::new(rec.clone())))
+        .await
+        .map_err(storage)?;
+    let id = spec.id;
+    let position = {
+        let mut q = shared.lock_queue();
+        q.insert(Job::new(rec, spec));
+        q.position(id.0).unwrap_or(0)
+    };
+    tracing::info!(job = %id, user = %peer.name, "submitted");
+    shared.wake.notify_one();
+    Ok(BatchReply::Submitted(Submitted { job: id, position }))
+}
+
+fn queue(shared: &Shared, peer: &PeerIdentity, q: QueueQuery) -> Result<BatchReply, BatchError> {
+    let user = match (peer.role, &q.user) {
+        (Role::Admin, u) => u.clone(),
+        (Role::User, None) => Some(peer.name.clone()),
+        (Role::User, Some(u)) if *u == peer.name => Some(u.clone()),
+        (Role::User, Some(u)) => {
+            return Err(err(
+                Code::Forbidden,
+                format!(
+                    "user {} may list only their own jobs, not {u:?}'s",
+                    peer.name
+                ),
+            ));
+        }
+        _ => {
+            return Err(err(
+                Code::Forbidden,
+                format!("{} {} may not list the queue", peer.role, peer.name),
+            ));
+        }
+    };
+    let list = shared
+        .lock_queue()
+        .list(user.as_deref(), q.ended, MAX_QUEUE_LIST);
+    Ok(BatchReply::Queue(list))
+}
+
+async fn output(
+    shared: &Shared,
+    peer: &PeerIdentity,
+    q: OutputQuery,
+) -> Result<BatchReply, BatchError> {
+    let (ended, out, truncated) = {
+        let queue = shared.lock_queue();
+        let j = owned(&queue, peer, q.job)?;
+        (j.ended(), j.out, j.rec.truncated)
+    };
+    let id = q.job.0;
+    let read = |stream: u8, from: u64| {
+        shared
+            .reader
+            .output(id, stream, from, OUTPUT_CHUNK)
+            .map_err(|e| {
+                err(
+                    Code::Storage,
+                    format!("cannot read the job's output: {e}; retry"),
+                )
+            })
+    };
+    let stdout = read(1, q.stdout_from)?;
+    let stderr = read(2, q.stderr_from)?;
+    let complete = ended
+        && q.stdout_from + stdout.len() as u64 >= out[0]
+        && q.stderr_from + stderr.len() as u64 >= out[1];
+    Ok(BatchReply::Output(OutputChunk {
+        stdout: stdout.into(),
+        stderr: stderr.into(),
+        complete,
+        truncated,
+    }))
+}

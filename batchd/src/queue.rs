@@ -1,0 +1,194 @@
+//! The live queue in memory: every job the store holds, with its decoded spec,
+//! in arrival order. The server reads it to answer `Queue`, `Status` and
+//! `Output`; the scheduler changes it, always writing a change to the store
+//! before acting on it. Views for clients ([`QueueEntry`]) are built here.
+
+use std::collections::{BTreeMap, HashMap};
+
+use proto::batch::{JobSpec, JobState, QueueEntry, Worth};
+use proto::node::JobId;
+
+use crate::store::JobRecord;
+
+/// One job.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// What the store keeps.
+    pub rec: JobRecord,
+    /// The spec, decoded from the signed bytes.
+    pub spec: JobSpec,
+    /// Kept output bytes: stdout, stderr.
+    pub out: [u64; 2],
+    /// What it bids or is charged now, micro-credits per CPU-minute.
+    pub rate: i64,
+    /// The policy's promised start, UTC seconds.
+    pub estimated_start: Option<u64>,
+    /// Suspensions since the queue started (policies preempt a job once).
+    pub preempted: u32,
+}
+
+impl Job {
+    /// A job built from a stored record.
+    pub fn new(rec: JobRecord, spec: JobSpec) -> Job {
+        let rate = bid_rate(&spec);
+        Job {
+            rec,
+            spec,
+            out: [0, 0],
+            rate,
+            estimated_start: None,
+            preempted: 0,
+        }
+    }
+
+    /// Whether it waits for processors (queued, held or suspended).
+    pub fn waiting(&self) -> bool {
+        matches!(
+            self.rec.state,
+            JobState::Queued | JobState::Held | JobState::Suspended
+        )
+    }
+
+    /// Whether it ended (finished, cancelled, failed).
+    pub fn ended(&self) -> bool {
+        matches!(
+            self.rec.state,
+            JobState::Finished | JobState::Cancelled | JobState::Failed
+        )
+    }
+}
+
+/// The job's own bid, micro-credits per CPU-minute: its rate, or its utility's
+/// top value spread over its width and length.
+pub fn bid_rate(spec: &JobSpec) -> i64 {
+    match &spec.worth {
+        Worth::Rate(r) => *r,
+        Worth::Utility(points) => {
+            let top = points.iter().map(|p| p.1).max().unwrap_or(0).max(0);
+            let cpu_min = (spec.width.max(1) as i128 * spec.length_s.max(1) as i128).max(1);
+            (top as i128 * 60 / cpu_min) as i64
+        }
+    }
+}
+
+/// What a job may cost at most, micro-credits: its rate for its width and
+/// length, or its utility's top value.
+pub fn cost_estimate(spec: &JobSpec) -> i64 {
+    match &spec.worth {
+        Worth::Rate(r) => {
+            let c = *r as i128 * spec.width as i128 * spec.length_s as i128 / 60;
+            c.min(i64::MAX as i128) as i64
+        }
+        Worth::Utility(points) => points.iter().map(|p| p.1).max().unwrap_or(0).max(0),
+    }
+}
+
+/// Every job, by id and in arrival order.
+#[derive(Debug, Default)]
+pub struct Queue {
+    /// By id.
+    pub jobs: HashMap<u64, Job>,
+    /// Arrival order: seq to id.
+    pub order: BTreeMap<i64, u64>,
+    /// The next arrival number.
+    pub next_seq: i64,
+    /// Policy time 0, UTC ms.
+    pub epoch_ms: i64,
+}
+
+impl Queue {
+    /// Adds a job (from the store, or once its submission is committed).
+    pub fn insert(&mut self, job: Job) {
+        self.next_seq = self.next_seq.max(job.rec.seq + 1);
+        self.order.insert(job.rec.seq, job.rec.id);
+        self.jobs.insert(job.rec.id, job);
+    }
+
+    /// Takes the next arrival number.
+    pub fn take_seq(&mut self) -> i64 {
+        let s = self.next_seq;
+        self.next_seq += 1;
+        s
+    }
+
+    /// Jobs in arrival order.
+    pub fn in_order(&self) -> impl Iterator<Item = &Job> {
+        self.order.values().filter_map(|id| self.jobs.get(id))
+    }
+
+    /// The place of waiting job `id` among the waiting jobs (1 = next).
+    pub fn position(&self, id: u64) -> Option<u32> {
+        let mut n = 0;
+        for j in self.in_order().filter(|j| j.waiting()) {
+            n += 1;
+            if j.rec.id == id {
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    /// The client's view of job `id`.
+    pub fn entry(&self, id: u64) -> Option<QueueEntry> {
+        let j = self.jobs.get(&id)?;
+        Some(self.entry_of(j, None))
+    }
+
+    fn entry_of(&self, j: &Job, position: Option<u32>) -> QueueEntry {
+        let secs = |ms: i64| (ms.max(0) / 1000) as u64;
+        let position = if j.waiting() {
+            position.or_else(|| self.position(j.rec.id))
+        } else {
+            None
+        };
+        QueueEntry {
+            job: JobId(j.rec.id),
+            user: j.rec.user.clone(),
+            program: j.spec.argv.first().cloned().unwrap_or_default(),
+            width: j.spec.width,
+            length_s: j.spec.length_s,
+            state: j.rec.state,
+            position,
+            rate: j.rate,
+            estimated_start: j.estimated_start,
+            submitted_at: secs(j.rec.submitted_ms),
+            started_at: j.rec.started_ms.map(secs),
+            ended_at: j.rec.ended_ms.map(secs),
+            nodes: if matches!(j.rec.state, JobState::Running | JobState::Suspended) {
+                j.rec.nodes.clone()
+            } else {
+                Vec::new()
+            },
+            attempts: j.rec.attempts,
+            charged: j.rec.charged,
+            exit: j.rec.exit,
+            reason: j.rec.reason.clone(),
+        }
+    }
+
+    /// A listing: jobs of `user` (every job for `None`), running first, then
+    /// waiting in order, then (with `ended`) ended ones, most recent first.
+    pub fn list(&self, user: Option<&str>, ended: bool, max: usize) -> Vec<QueueEntry> {
+        let mine = |j: &&Job| user.is_none_or(|u| j.rec.user == u);
+        let mut out: Vec<QueueEntry> = self
+            .in_order()
+            .filter(mine)
+            .filter(|j| j.rec.state == JobState::Running)
+            .map(|j| self.entry_of(j, None))
+            .collect();
+        let mut pos = 0;
+        for j in self.in_order().filter(|j| j.waiting()) {
+            pos += 1;
+            if mine(&j) {
+                out.push(self.entry_of(j, Some(pos)));
+            }
+        }
+        if ended {
+            let mut done: Vec<&Job> = self.in_order().filter(mine).filter(|j| j.ended()).collect();
+            done.sort_by_key(|j| std::cmp::Reverse((j.rec.ended_ms, j.rec.seq)));
+            out.extend(done.into_iter().map(|j| self.entry_of(j, None)));
+        }
+        out.truncate(max);
+        out
+    }
+}

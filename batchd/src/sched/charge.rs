@@ -1,0 +1,164 @@
+//! Charging running jobs through accountd, as the policy says: the rate the
+//! policy gave a job when it started (FIRSTPRICE its bid, PRIOFIFO its queue's
+//! rate), the market price every running job pays when the policy sets one
+//! (Vickrey), else the job's own bid. Rates are micro-credits per
+//! processor-hour, as in the simulator; a job accrues `rate × width × time`
+//! while it runs (not while suspended) and is debited at least every
+//! [`DEBIT_PERIOD`] and at its end. Each debit is recorded in the store (charged
+//! total, sequence number) before it is sent, keyed `(queue, job id, seq)` so a
+//! repeat changes nothing. A user whose balance is not positive has their
+//! queued jobs Held, and released when it is again.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use proto::account::MeterInterval;
+use proto::batch::JobState;
+use proto::node::JobId;
+
+use super::Sched;
+
+/// Most time between two debits of a running job.
+pub const DEBIT_PERIOD: Duration = Duration::from_secs(60);
+
+/// How often held jobs' owners' balances are looked at again.
+pub const HELD_RECHECK: Duration = Duration::from_secs(5);
+
+/// Rate × processors × milliseconds per micro-credit.
+const UNIT: i128 = 3_600_000;
+
+impl Sched {
+    /// Accrues job `id`'s charges up to `now_ms`.
+    pub(super) fn accrue(&mut self, id: u64, now_ms: i64) {
+        let Some(run) = self.runs.get_mut(&id) else {
+            return;
+        };
+        if !run.suspended {
+            let ms = (now_ms - run.accrued_to_ms).max(0) as i128;
+            run.owed += run.rate_ph as i128 * run.nodes.len() as i128 * ms;
+        }
+        run.accrued_to_ms = now_ms;
+    }
+
+    /// From `now_ms`, job `id` pays `rate_ph`.
+    pub(super) fn set_rate(&mut self, id: u64, rate_ph: i64, now_ms: i64) {
+        self.accrue(id, now_ms);
+        if let Some(run) = self.runs.get_mut(&id) {
+            run.rate_ph = rate_ph;
+        }
+    }
+
+    /// Debits what job `id` owes when a period has passed (or `now` is set).
+    pub(super) async fn settle(&mut self, id: u64, now: bool) {
+        let now_ms = crate::unix_now_ms();
+        let Some(run) = self.runs.get_mut(&id) else {
+            return;
+        };
+        let due = (run.owed / UNIT) as i64;
+        let period_over = now_ms - run.last_debit_ms >= DEBIT_PERIOD.as_millis() as i64;
+        if due <= 0 || !(now || period_over) {
+            return;
+        }
+        run.owed -= due as i128 * UNIT;
+        let from = run.last_debit_ms;
+        run.last_debit_ms = now_ms;
+        let mut seq = 0;
+        let mut user = String::new();
+        let recorded = self
+            .update(id, |r| {
+                r.charged += due;
+                r.charge_seq += 1;
+                seq = r.charge_seq;
+                user = r.user.clone();
+            })
+            .await;
+        if !recorded {
+            return;
+        }
+        let shared = self.shared.clone();
+        let interval = MeterInterval {
+            start_us: (from.max(0) as u64) * 1000,
+            end_us: (now_ms.max(0) as u64) * 1000,
+        };
+        tokio::spawn(async move {
+            for attempt in 0..10u32 {
+                match shared.ledger.debit(&user, id, seq, due, interval).await {
+                    Ok(()) => return,
+                    Err(e) if !e.is_retryable() => {
+                        tracing::error!(job = %JobId(id), seq, due, error = %e, "debit refused");
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(job = %JobId(id), seq, error = %e, "debit failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(200 << attempt.min(6))).await;
+                    }
+                }
+            }
+            tracing::error!(job = %JobId(id), seq, due, "debit not delivered; recorded in the queue only");
+        });
+    }
+
+    /// Accrues every running job and debits those due (all of them with `now`).
+    pub(super) async fn charge_all(&mut self, now: bool) {
+        let now_ms = crate::unix_now_ms();
+        let ids: Vec<u64> = self.runs.keys().copied().collect();
+        for id in ids {
+            self.accrue(id, now_ms);
+            self.settle(id, now).await;
+        }
+    }
+
+    /// Why `user` cannot start a paid job now, if they cannot (balance not
+    /// positive). Unknown when accountd cannot be asked: then not held.
+    pub(super) async fn dry(&self, user: &str) -> Option<String> {
+        match self.shared.ledger.balance(user).await {
+            Ok(b) if b <= 0 => Some(format!(
+                "balance of {user} is {} credits; the job starts once it is positive",
+                money::format_credits(b)
+            )),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::debug!(%user, error = %e, "cannot check the balance before a start");
+                None
+            }
+        }
+    }
+
+    /// Puts held jobs whose owner can pay again back in the queue.
+    pub(super) async fn release_held(&mut self) {
+        let now = tokio::time::Instant::now();
+        if self
+            .held_checked
+            .is_some_and(|t| now.duration_since(t) < HELD_RECHECK)
+        {
+            return;
+        }
+        self.held_checked = Some(now);
+        let held: Vec<(u64, String)> = {
+            let q = self.shared.lock_queue();
+            q.jobs
+                .values()
+                .filter(|j| j.rec.state == JobState::Held)
+                .map(|j| (j.rec.id, j.rec.user.clone()))
+                .collect()
+        };
+        let mut can: HashMap<String, bool> = HashMap::new();
+        for (id, user) in held {
+            let ok = match can.get(&user) {
+                Some(ok) => *ok,
+                None => {
+                    let ok = self.dry(&user).await.is_none();
+                    can.insert(user.clone(), ok);
+                    ok
+                }
+            };
+            if ok {
+                self.update(id, |r| {
+                    r.state = JobState::Queued;
+                    r.reason = None;
+                })
+                .await;
+            }
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! The decision loop: the only writer of a job's state once it is queued. Each
+//! tick (and at once after a submission or a job's end) it builds the policy's
+//! [`snapshot`], calls the configured `batch::policy::Policy`, and applies the
+//! decision ([`apply`]): suspends, market price, starts (each recorded in the
+//! store, attempt counted, before any rank is launched), reservations. It
+//! hears every rank's start, exit or loss ([`crate::rank`]), ends or requeues
+//! jobs, serves cancels ([`Command`]), charges running jobs ([`charge`]), and
+//! after a restart settles the jobs the store says were running ([`recover`]).
+
+pub mod apply;
+pub mod charge;
+pub mod recover;
+pub mod snapshot;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use certs::PeerIdentity;
+use proto::batch::{BatchError, BatchErrorCode, JobState, QueueEntry};
+use proto::node::{ExitStatus, JobId, Signal};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::Shared;
+use crate::market::Node;
+use crate::rank::{Event, RankEvent};
+
+/// A request to the loop.
+#[derive(Debug)]
+pub enum Command {
+    /// Cancel a job (its ownership already checked).
+    Cancel {
+        /// The job.
+        id: u64,
+        /// The answer.
+        reply: oneshot::Sender<Result<QueueEntry, BatchError>>,
+    },
+}
+
+/// A started job's ranks.
+pub struct Run {
+    /// Which start of the job.
+    pub attempt: u32,
+    /// Node of each rank.
+    pub nodes: Vec<Node>,
+    /// Signals to each rank's session.
+    pub ctl: Vec<mpsc::UnboundedSender<Signal>>,
+    /// Each rank's exit.
+    pub exits: Vec<Option<ExitStatus>>,
+    /// Stopped by a preemption.
+    pub suspended: bool,
+    /// Charge rate now, micro-credits per processor-hour.
+    pub rate_ph: i64,
+    /// Charges are accrued up to here (UTC ms).
+    pub accrued_to_ms: i64,
+    /// Accrued and not yet debited, micro-credits × 3 600 000.
+    pub owed: i128,
+    /// Last debit (UTC ms).
+    pub last_debit_ms: i64,
+}
+
+impl Run {
+    /// Signals every rank.
+    pub fn signal(&self, s: Signal) {
+        for c in &self.ctl {
+            let _ = c.send(s);
+        }
+    }
+}
+
+/// The loop's state.
+pub struct Sched {
+    shared: Arc<Shared>,
+    policy: Box<dyn batch::policy::Policy>,
+    runs: HashMap<u64, Run>,
+    events: mpsc::UnboundedSender<RankEvent>,
+    recovering: recover::Recovering,
+    held_checked: Option<tokio::time::Instant>,
+    suspect: HashMap<String, tokio::time::Instant>,
+}
+
+/// Asks the loop to cancel job `id` (after `ops` checked `peer` may).
+pub async fn cancel(
+    shared: &Shared,
+    peer: &PeerIdentity,
+    id: JobId,
+) -> Result<QueueEntry, BatchError> {
+    {
+        let q = shared.lock_queue();
+        crate::ops::owned(&q, peer, id)?;
+    }
+    let (reply, rx) = oneshot::channel();
+    let gone = || {
+        BatchError::new(
+            BatchErrorCode::Unavailable,
+            "the queue is shutting down; retry",
+        )
+    };
+    shared
+        .commands
+        .send(Command::Cancel { id: id.0, reply })
+        .map_err(|_| gone())?;
+    rx.await.map_err(|_| gone())?
+}
+
+/// Runs the loop until `shutdown` completes. The policies are not `Send`, so
+/// the loop runs on the caller's task (the daemon joins it with its server).
+pub async fn run(
+    shared: Arc<Shared>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    shutdown: impl std::future::Future,
+) {
+    let cfg = &shared.cfg;
+    let Some(policy) = batch::policy::by_name(
+        &cfg.policy,
+        cfg.seed,
+        batch::policy::ga::GaConfig::default(),
+    ) else {
+        tracing::error!(policy = %cfg.policy, "unknown policy; the queue does not schedule");
+        return;
+    };
+    let (events, mut heard) = mpsc::unbounded_channel();
+    let recovering = recover::Recovering::from_queue(&shared);
+    let mut s = Sched {
+        shared: shared.clone(),
+        policy,
+        runs: HashMap::new(),
+        events,
+        recovering,
+        held_checked: None,
+        suspect: HashMap::new(),
+    };
+    let mut tick = tokio::time::interval(shared.cfg.tick);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            _ = tick.tick() => {
+                s.recover().await;
+                s.release_held().await;
+                s.charge_all(false).await;
+                s.decide().await;
+            }
+            _ = shared.wake.notified() => s.decide().await,
+            Some(ev) = heard.recv() => {
+                if s.on_event(ev).await {
+                    s.decide().await;
+                }
+            }
+            Some(cmd) = commands.recv() => match cmd {
+                Command::Cancel { id, reply } => {
+                    let r = s.cancel(id).await;
+                    let _ = reply.send(r);
+                    s.decide().await;
+                }
+            },
+        }
+    }
+    // Leaving: every session drops, so the nodes kill the ranks; the store
+    // still says Running, and the next start requeues them (`recover`).
+    s.charge_all(true).await;
+}
+
+impl Sched {
+    /// A rank's news; whether processors were freed.
+    async fn on_event(&mut self, ev: RankEvent) -> bool {
+        let Some(run) = self.runs.get_mut(&ev.job) else {
+            return false;
+        };
+        if run.attempt != ev.attempt {
+            return false;
+        }
+        match ev.event {
+            Event::Started => false,
+            Event::Exit(status) => {
+                run.exits[ev.rank as usize] = Some(status);
+                if run.exits.iter().all(Option::is_some) {
+                    let exit = run
+                        .exits
+                        .iter()
+                        .flatten()
+                        .find(|e| !matches!(e, ExitStatus::Code(0)))
+                        .or(run.exits[0].as_ref())
+                        .copied();
+                    self.end(ev.job, JobState::Finished, exit, None).await;
+                    return true;
+                }
+                false
+            }
+            Event::Lost(why) => {
+                tracing::warn!(job = %JobId(ev.job), rank = ev.rank, "rank lost: {why}");
+                if let Some(node) = run.nodes.get(ev.rank as usize) {
+                    let until = tokio::time::Instant::now() + apply::SUSPECT_FOR;
+                    self.suspect.insert(node.name.clone(), until);
+                }
+                self.lost(ev.job, why).await;
+                true
+            }
+        }
+    }
+
+    async fn cancel(&mut self, id: u64) -> Result<QueueEntry, BatchError> {
+        let state = {
+            let q = self.shared.lock_queue();
+            q.jobs.get(&id).map(|j| j.rec.state)
+        };
+        match state {
+            None => {
+                return Err(BatchError::new(
+                    BatchErrorCode::NoSuchJob,
+                    format!("no job {}", JobId(id)),
+                ));
+            }
+            Some(JobState::Finished | JobState::Cancelled | JobState::Failed) => {}
+            Some(_) => {
+                if let Some(run) = self.runs.get(&id) {
+                    if run.suspended {
+                        run.signal(Signal::Cont);
+                    }
+                    run.signal(Signal::Kill);
+                }
+                self.recovering.forget(id);
+                self.end(id, JobState::Cancelled, None, Some("cancelled".into()))
+                    .await;
+            }
+        }
+        let q = self.shared.lock_queue();
+        q.entry(id).ok_or_else(|| {
+            BatchError::new(BatchErrorCode::NoSuchJob, format!("no job {}", JobId(id)))
+        })
+    }
+}

@@ -1,0 +1,147 @@
+//! After a restart: the jobs the store says were running (or suspended) had
+//! their sessions cut when the old batchd died, and a node kills a rank whose
+//! client is gone within its heartbeat timeout. The queue waits until no node
+//! of the job lists a rank of it (`ToNode::ListJobs`), or, for nodes it cannot
+//! ask, until [`RECOVER_WAIT`] has passed; then the job is requeued with its
+//! attempt already counted (the same attempt never starts twice: a node claims
+//! each attempt's ranks once), or failed when its attempts are used up.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use certs::Role;
+use proto::Framed;
+use proto::batch::JobState;
+use proto::node::{FromNode, Hello, JobId, ToNode};
+use tokio::time::Instant;
+
+use super::Sched;
+use crate::Shared;
+
+/// How long to wait for a node that cannot be asked to have killed the ranks.
+pub const RECOVER_WAIT: Duration = Duration::from_secs(12);
+
+/// Jobs running when the queue last stopped, and when each may be given up on.
+#[derive(Debug, Default)]
+pub struct Recovering {
+    jobs: HashMap<u64, Instant>,
+}
+
+impl Recovering {
+    /// The jobs the store says are running or suspended.
+    pub fn from_queue(shared: &Shared) -> Recovering {
+        let q = shared.lock_queue();
+        let until = Instant::now() + RECOVER_WAIT;
+        Recovering {
+            jobs: q
+                .jobs
+                .values()
+                .filter(|j| matches!(j.rec.state, JobState::Running | JobState::Suspended))
+                .map(|j| (j.rec.id, until))
+                .collect(),
+        }
+    }
+
+    /// Stops waiting for job `id` (cancelled).
+    pub fn forget(&mut self, id: u64) {
+        self.jobs.remove(&id);
+    }
+
+    /// Whether any job is still being settled.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// The jobs whose ranks are gone now.
+    async fn ready(&mut self, shared: &Shared) -> Vec<u64> {
+        let mut ready = Vec::new();
+        let ids: Vec<(u64, Instant)> = self.jobs.iter().map(|(k, v)| (*k, *v)).collect();
+        for (id, until) in ids {
+            let nodes: Vec<String> = {
+                let q = shared.lock_queue();
+                q.jobs
+                    .get(&id)
+                    .map(|j| j.rec.nodes.clone())
+                    .unwrap_or_default()
+            };
+            let mut gone = true;
+            let mut unsure = false;
+            for name in dedup(nodes) {
+                match ranks_on(shared, &name, id).await {
+                    Some(0) => {}
+                    Some(_) => gone = false,
+                    None => unsure = true,
+                }
+            }
+            if gone && (!unsure || Instant::now() >= until) {
+                self.jobs.remove(&id);
+                ready.push(id);
+            }
+        }
+        ready
+    }
+}
+
+fn dedup(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// How many ranks of job `id` node `name` lists; `None` when it cannot be asked.
+async fn ranks_on(shared: &Shared, name: &str, id: u64) -> Option<usize> {
+    let addr = {
+        let m = shared.lock_market();
+        m.nodes.iter().find(|n| n.name == name).map(|n| n.addr)?
+    };
+    let ask = async {
+        let (stream, _) = clients::dial::dial(
+            &addr.to_string(),
+            &shared.connector,
+            Role::Node,
+            name,
+            Duration::from_secs(2),
+        )
+        .await
+        .ok()?;
+        let mut f = Framed::new(stream, proto::DEFAULT_MAX_FRAME);
+        f.send(&ToNode::Hello(Hello::new(concat!(
+            "batchd ",
+            env!("CARGO_PKG_VERSION")
+        ))))
+        .await
+        .ok()?;
+        let Ok(Some(FromNode::Welcome(_))) = f.recv::<FromNode>().await else {
+            return None;
+        };
+        f.send(&ToNode::ListJobs).await.ok()?;
+        loop {
+            match f.recv::<FromNode>().await.ok()?? {
+                FromNode::Jobs(list) => {
+                    return Some(list.jobs.iter().filter(|j| j.job == JobId(id)).count());
+                }
+                FromNode::Heartbeat(_) | FromNode::Notice(_) => continue,
+                _ => return None,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(3), ask)
+        .await
+        .ok()
+        .flatten()
+}
+
+impl Sched {
+    /// Settles the jobs of the last run whose ranks are gone.
+    pub(super) async fn recover(&mut self) {
+        if self.recovering.is_empty() {
+            return;
+        }
+        let shared = self.shared.clone();
+        for id in self.recovering.ready(&shared).await {
+            tracing::info!(job = %JobId(id), "ranks of the last run are gone");
+            self.lost(id, "the queue restarted while it ran".into())
+                .await;
+        }
+    }
+}

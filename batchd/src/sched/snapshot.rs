@@ -1,0 +1,133 @@
+//! The queue as a `batch::policy::Snapshot`: what the simulator's policies
+//! see, built from the live queue. Times are whole seconds since the queue's
+//! epoch; a job's `submit` is its submission time, `estimate` and (unknown to
+//! the queue) `runtime` its owner's length; its utility is its `Worth`: a rate
+//! `r` per CPU-minute is the constant utility `r × width × length` in minutes,
+//! a utility function is taken as given (`Utility::new`). Its `queue` is its
+//! PRIOFIFO priority. The policy's job ids are the queue's arrival numbers
+//! (`seq`), so ties break by arrival as in the simulator.
+
+use std::borrow::Cow;
+
+use batch::job::Job as SimJob;
+use batch::policy::{Queued, Running, Snapshot};
+use batch::utility::Utility;
+use proto::batch::{JobSpec, JobState, Worth};
+
+use crate::queue::{Job, Queue};
+
+/// Seconds since the epoch of a UTC ms time.
+pub fn secs(epoch_ms: i64, at_ms: i64) -> i64 {
+    (at_ms - epoch_ms).div_euclid(1000)
+}
+
+/// The utility a spec stands for.
+pub fn utility(spec: &JobSpec) -> Utility {
+    match &spec.worth {
+        Worth::Rate(r) => {
+            let v = *r as i128 * spec.width as i128 * spec.length_s as i128 / 60;
+            Utility::constant(v.clamp(0, i64::MAX as i128) as i64)
+        }
+        Worth::Utility(points) => {
+            Utility::new(points.clone()).unwrap_or_else(|_| Utility::constant(0))
+        }
+    }
+}
+
+/// The simulator's view of one queued or running job.
+pub fn sim_job(epoch_ms: i64, j: &Job) -> SimJob {
+    let estimate = j.spec.length_s.clamp(1, i64::MAX as u64) as i64;
+    SimJob {
+        id: j.rec.seq as u64,
+        submit: secs(epoch_ms, j.rec.submitted_ms),
+        width: j.spec.width,
+        runtime: estimate,
+        estimate,
+        utility: utility(&j.spec),
+        queue: j.spec.priority,
+        class: 0,
+    }
+}
+
+/// The jobs a snapshot borrows: waiting (queued or suspended, not held) in
+/// arrival order, and running, each with its done work in seconds.
+pub struct Jobs {
+    /// Waiting jobs.
+    pub waiting: Vec<Entry>,
+    /// Running jobs.
+    pub running: Vec<Entry>,
+}
+
+/// One job of a snapshot.
+pub struct Entry {
+    /// As the policy sees it.
+    pub job: SimJob,
+    /// When it last started (running jobs), seconds.
+    pub since: i64,
+    /// Work done before, seconds.
+    pub done: i64,
+    /// Suspensions so far.
+    pub preempted: u32,
+    /// The queue's id.
+    pub id: u64,
+}
+
+/// Collects the jobs the policy decides over.
+pub fn collect(q: &Queue) -> Jobs {
+    let mut waiting = Vec::new();
+    let mut running = Vec::new();
+    for j in q.in_order() {
+        let entry = || Entry {
+            job: sim_job(q.epoch_ms, j),
+            since: secs(q.epoch_ms, j.rec.started_ms.unwrap_or(q.epoch_ms)),
+            done: j.rec.done_ms / 1000,
+            preempted: j.preempted,
+            id: j.rec.id,
+        };
+        match j.rec.state {
+            JobState::Queued | JobState::Suspended => waiting.push(entry()),
+            JobState::Running => running.push(entry()),
+            _ => {}
+        }
+    }
+    Jobs { waiting, running }
+}
+
+impl Jobs {
+    /// The snapshot at `now` for a machine of `procs` processors.
+    pub fn snapshot(&self, now: i64, procs: u32) -> Snapshot<'_> {
+        Snapshot {
+            now,
+            procs,
+            queued: Cow::Owned(
+                self.waiting
+                    .iter()
+                    .map(|e| Queued {
+                        job: &e.job,
+                        done: e.done,
+                        preempted: e.preempted,
+                    })
+                    .collect(),
+            ),
+            running: self
+                .running
+                .iter()
+                .map(|e| Running {
+                    job: &e.job,
+                    since: e.since,
+                    done_before: e.done,
+                    preempted: e.preempted,
+                })
+                .collect(),
+        }
+    }
+
+    /// The queue id of policy job `seq`.
+    pub fn id_of(&self, seq: u64) -> Option<u64> {
+        self.waiting
+            .iter()
+            .chain(&self.running)
+            .find(|e| e.job.id == seq)
+            .map(|e| e.id)
+    }
+}

@@ -1,0 +1,125 @@
+//! The queue's TLS server: the accept loop under the connection caps
+//! (`daemon::serve::Gate`: in all, per address, per certificate), the mutual
+//! TLS handshake, and one task per connection reading framed
+//! [`BatchRequest`]s and answering each in order through [`crate::ops`].
+//! Requests are read under their own frame limit; a connection silent for
+//! `idle_timeout` is closed. At shutdown the server stops accepting, lets
+//! requests in flight finish, and returns.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use certs::ReloadableAcceptor;
+use daemon::ConnectionCaps;
+use daemon::serve::Gate;
+use proto::batch::{BatchError, BatchErrorCode, BatchRequest, BatchResponse};
+use proto::{FrameError, Framed};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+
+use crate::Shared;
+
+/// Serves `listener` until `shutdown` completes.
+pub async fn serve(
+    shared: Arc<Shared>,
+    tls: Arc<ReloadableAcceptor>,
+    listener: TcpListener,
+    shutdown: impl Future,
+) {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let gate = Gate::new(shared.cfg.limits);
+    let caps = gate.caps();
+    let mut tasks = JoinSet::new();
+    gate.run(&listener, shutdown, &mut tasks, |tcp, addr| {
+        let conn = Connection {
+            acceptor: tls.current(),
+            shared: shared.clone(),
+            caps: caps.clone(),
+            stop: stop_rx.clone(),
+        };
+        conn.serve(tcp, addr.to_string())
+    })
+    .await;
+    drop(listener);
+    let _ = stop_tx.send(true);
+    if !daemon::serve::drain(&mut tasks, Duration::from_secs(10)).await {
+        tracing::warn!("some connections did not finish in 10 s; closing them");
+    }
+}
+
+struct Connection {
+    acceptor: TlsAcceptor,
+    shared: Arc<Shared>,
+    caps: Arc<ConnectionCaps>,
+    stop: watch::Receiver<bool>,
+}
+
+fn refused(id: u64, code: BatchErrorCode, message: String) -> BatchResponse {
+    BatchResponse {
+        id,
+        result: Err(BatchError::new(code, message)),
+    }
+}
+
+impl Connection {
+    async fn serve(mut self, tcp: TcpStream, addr: String) {
+        let (stream, peer) = match certs::accept(&self.acceptor, tcp).await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(%addr, error = %e, "TLS handshake refused");
+                return;
+            }
+        };
+        let mut framed =
+            Framed::with_limits(stream, proto::DEFAULT_MAX_FRAME, proto::DEFAULT_MAX_FRAME);
+        let _slot = match self.caps.admit_identity(&peer) {
+            Ok(slot) => slot,
+            Err(e) => {
+                let _ = framed
+                    .send(&refused(0, BatchErrorCode::Unavailable, e.to_string()))
+                    .await;
+                let _ = framed.get_mut().shutdown().await;
+                return;
+            }
+        };
+        let idle = self.shared.cfg.idle_timeout;
+        loop {
+            let next = tokio::select! {
+                r = tokio::time::timeout(idle, framed.recv::<BatchRequest>()) => r,
+                _ = self.stop.changed() => break,
+            };
+            let response = match next {
+                Err(_) | Ok(Ok(None)) => break,
+                Ok(Ok(Some(req))) => BatchResponse {
+                    id: req.id,
+                    result: crate::ops::handle(&self.shared, &peer, req).await,
+                },
+                Ok(Err(e)) if e.is_recoverable() || matches!(e, FrameError::TooLarge { .. }) => {
+                    let r = refused(
+                        0,
+                        BatchErrorCode::Malformed,
+                        format!("malformed request from {peer}: {e}"),
+                    );
+                    let _ = framed.send(&r).await;
+                    if e.is_recoverable() {
+                        continue;
+                    }
+                    break;
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(%addr, %peer, error = %e, "connection ended");
+                    break;
+                }
+            };
+            if let Err(e) = framed.send(&response).await {
+                tracing::debug!(%addr, %peer, error = %e, "could not answer; closing");
+                break;
+            }
+        }
+        let _ = framed.get_mut().shutdown().await;
+    }
+}

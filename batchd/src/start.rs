@@ -1,0 +1,158 @@
+//! Putting the queue together: the TLS material, the store read back into the
+//! live queue, accountd, the market refresher, the announcer, the server and
+//! the decision loop. [`run`] takes a bound listener and a shutdown future, so
+//! the binary and the tests drive the same code.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use proto::batch::JobSpec;
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::queue::{Job, Queue};
+use crate::store::{Reader, Store, StoreError};
+use crate::{Shared, market};
+
+/// Why the queue could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The store could not be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The TLS material is unusable.
+    #[error(transparent)]
+    Tls(#[from] certs::CertError),
+    /// The certificate carries no rexec identity.
+    #[error("{0} carries no rexec identity; issue batchd a service certificate")]
+    NoIdentity(String),
+    /// The CA or CRL for checking signed jobs is unusable.
+    #[error(transparent)]
+    Trust(#[from] certs::jobsign::JobSignError),
+    /// Announcing failed.
+    #[error("cannot announce the queue: {0}")]
+    Announce(String),
+}
+
+/// Opens everything and serves `listener` until `shutdown` completes; SIGHUPs
+/// from `hangups` (when given) reload the TLS files.
+pub async fn run(
+    cfg: Config,
+    listener: TcpListener,
+    hangups: Option<tokio::signal::unix::Signal>,
+    shutdown: impl Future,
+) -> Result<(), StartError> {
+    let acceptor = Arc::new(certs::ReloadableAcceptor::load(cfg.tls.clone())?);
+    if let Some(h) = hangups {
+        certs::reload_on_sighup(acceptor.clone(), h);
+    }
+    let connector = certs::connector(&cfg.tls)?;
+    let verifier = crate::verify::Verifier::load(&cfg.tls)?;
+    let name = certs::CertInfo::load(&cfg.tls.cert)?
+        .identity
+        .map(|i| i.name)
+        .ok_or_else(|| StartError::NoIdentity(cfg.tls.cert.display().to_string()))?;
+    let (store, loaded) = Store::open(&cfg.store, cfg.max_batch, crate::unix_now_ms())?;
+    let reader = Reader::open(&cfg.store)?;
+    let mut queue = Queue {
+        epoch_ms: loaded.epoch_ms,
+        ..Queue::default()
+    };
+    for rec in loaded.jobs {
+        match postcard::from_bytes::<JobSpec>(&rec.signed.spec) {
+            Ok(spec) => queue.insert(Job::new(rec, spec)),
+            Err(e) => {
+                tracing::error!(seq = rec.seq, error = %e, "a stored job does not decode; skipped")
+            }
+        }
+    }
+    for (id, out, err) in loaded.output {
+        if let Some(j) = queue.jobs.get_mut(&id) {
+            j.out = [out, err];
+        }
+    }
+    tracing::info!(jobs = queue.jobs.len(), store = %cfg.store.display(), policy = %cfg.policy, "queue opened");
+    let (commands, commands_rx) = tokio::sync::mpsc::unbounded_channel();
+    let ledger = crate::ledger::Ledger::new(
+        connector.clone(),
+        cfg.accountd_name.clone(),
+        cfg.accountd.clone(),
+        name.clone(),
+    );
+    let shared = Arc::new(Shared {
+        queue: Mutex::new(queue),
+        store,
+        reader,
+        ledger,
+        market: Mutex::new(market::Market::default()),
+        connector,
+        verifier,
+        wake: tokio::sync::Notify::new(),
+        commands,
+        cfg,
+    });
+    let refresher = tokio::spawn(refresh_market(shared.clone()));
+    let bound = listener
+        .local_addr()
+        .map_err(|e| StartError::Announce(e.to_string()))?;
+    let announcer = match &shared.cfg.discovery {
+        Some(d) => Some(
+            crate::announce::spawn(d, name, shared.cfg.advertise.unwrap_or(bound))
+                .map_err(|e| StartError::Announce(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let server = crate::server::serve(shared.clone(), acceptor, listener, stopped(stop_rx.clone()));
+    let sched = crate::sched::run(shared.clone(), commands_rx, stopped(stop_rx));
+    let stop = async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    };
+    tokio::join!(server, sched, stop);
+    refresher.abort();
+    if let Some(a) = announcer {
+        a.abort();
+    }
+    tracing::info!("batchd stopped");
+    Ok(())
+}
+
+/// Learns the market every tick (and accountd's address when not configured).
+async fn refresh_market(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(shared.cfg.tick);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
+    loop {
+        tick.tick().await;
+        let selectors = market::selectors(&shared.cfg).await;
+        match market::learn(&shared.connector, &selectors, shared.cfg.processors).await {
+            Ok(learnt) => {
+                if let Some(a) = learnt.accountd {
+                    shared.ledger.learn(a);
+                }
+                let mut m = shared.lock_market();
+                if m.nodes != learnt.nodes {
+                    tracing::info!(
+                        nodes = learnt.nodes.len(),
+                        procs = learnt.nodes.iter().map(|n| n.procs).sum::<u32>(),
+                        "market changed"
+                    );
+                }
+                m.nodes = learnt.nodes;
+                m.known = true;
+                failing = false;
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(error = %e, "cannot learn the market from the selectors; keeping the last view");
+                }
+                failing = true;
+            }
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! The queue's durable state: one SQLite file ([`schema`]) written by one
+//! thread in group commits ([`writer`]), so that a submission is acknowledged
+//! only once it is on disk and many submissions share one `fsync`. The daemon
+//! keeps the live queue in memory and writes every change of a job through
+//! [`Store::write`] before acting on it (a start is recorded, attempt counted,
+//! before any rank is launched). [`Store::load`] reads it all back at start.
+
+pub mod schema;
+pub mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use proto::batch::{JobState, SignedJob};
+use proto::node::ExitStatus;
+use rusqlite::{Connection, params};
+
+pub use writer::{Store, Write};
+
+/// A job as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRecord {
+    /// Arrival order (assigned by the queue, strictly increasing).
+    pub seq: i64,
+    /// The job id (the spec's).
+    pub id: u64,
+    /// Its owner.
+    pub user: String,
+    /// The signed job as submitted.
+    pub signed: SignedJob,
+    /// Submission time, UTC ms.
+    pub submitted_ms: i64,
+    /// State.
+    pub state: JobState,
+    /// Starts so far.
+    pub attempts: u32,
+    /// Last start (or resume), UTC ms.
+    pub started_ms: Option<i64>,
+    /// End, UTC ms.
+    pub ended_ms: Option<i64>,
+    /// Nodes of the current or last run, rank order.
+    pub nodes: Vec<String>,
+    /// Micro-credits charged so far.
+    pub charged: i64,
+    /// Debits sent so far (the next debit's sequence number).
+    pub charge_seq: u64,
+    /// Run time before the current run, ms (suspended work).
+    pub done_ms: i64,
+    /// How it ended.
+    pub exit: Option<ExitStatus>,
+    /// Why it is held or failed.
+    pub reason: Option<String>,
+    /// Output bytes dropped over the cap.
+    pub truncated: u64,
+}
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The path is a directory.
+    #[error("{} is a directory, not a queue file", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The file cannot be written.
+    #[error("cannot write queue file {}: {detail}", path.display())]
+    NotWritable {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        detail: String,
+    },
+    /// Another schema version.
+    #[error("queue file {} has schema version {found}; this batchd reads version {}", path.display(), schema::SCHEMA_VERSION)]
+    SchemaVersion {
+        /// The path.
+        path: PathBuf,
+        /// What the file says.
+        found: String,
+    },
+    /// A value in the file is not what this build wrote.
+    #[error("queue file {} is corrupt: {detail}", path.display())]
+    Corrupt {
+        /// The path.
+        path: PathBuf,
+        /// What.
+        detail: String,
+    },
+    /// SQLite failed.
+    #[error("queue file {}: {source}", path.display())]
+    Sql {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: rusqlite::Error,
+    },
+    /// A job with this id exists.
+    #[error("job {0:016x} was submitted before")]
+    Duplicate(u64),
+    /// The writer thread is gone (shutting down).
+    #[error("the queue's store is closed")]
+    Closed,
+    /// The writer thread could not start.
+    #[error("cannot start the store thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// What [`Store::load`] reads back.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The queue's epoch, UTC ms (policy time 0).
+    pub epoch_ms: i64,
+    /// Every job, in arrival order.
+    pub jobs: Vec<JobRecord>,
+    /// Kept output bytes of each job, (stdout, stderr), by id.
+    pub output: Vec<(u64, u64, u64)>,
+}
+
+fn corrupt(path: &Path, detail: String) -> StoreError {
+    StoreError::Corrupt {
+        path: path.to_path_buf(),
+        detail,
+    }
+}
+
+/// Reads every job row.
+pub(crate) fn load_jobs(conn: &Connection, path: &Path) -> Result<Loaded, StoreError> {
+    let sql = |source| StoreError::Sql {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut stmt = conn
+        .prepare(
+            "SELECT seq, id, user, signed, submitted_ms, state, attempts, started_ms, ended_ms,
+                    nodes, charged, charge_seq, done_ms, exit, reason, truncated
+             FROM jobs ORDER BY seq",
+        )
+        .map_err(sql)?;
+    type Row = (
+        i64,
+        i64,
+        String,
+        Vec<u8>,
+        i64,
+        u16,
+        u32,
+        Option<i64>,
+        Option<i64>,
+        String,
+        i64,
+        i64,
+        i64,
+        Option<Vec<u8>>,
+        Option<String>,
+        i64,
+    );
+    let rows = stmt
+        .query_map([], |r| {
+            Ok::<Row, _>((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+                r.get(8)?,
+                r.get(9)?,
+                r.get(10)?,
+                r.get(11)?,
+                r.get(12)?,
+                r.get(13)?,
+                r.get(14)?,
+                r.get(15)?,
+            ))
+        })
+        .map_err(sql)?;
+    let mut jobs = Vec::new();
+    for row in rows {
+        let r = row.map_err(sql)?;
+        let signed: SignedJob = postcard::from_bytes(&r.3)
+            .map_err(|e| corrupt(path, format!("job seq {}: signed job: {e}", r.0)))?;
+        let exit = match r.13 {
+            None => None,
+            Some(b) => Some(
+                postcard::from_bytes(&b)
+                    .map_err(|e| corrupt(path, format!("job seq {}: exit: {e}", r.0)))?,
+            ),
+        };
+        jobs.push(JobRecord {
+            seq: r.0,
+            id: r.1 as u64,
+            user: r.2,
+            signed,
+            submitted_ms: r.4,
+            state: JobState::from(r.5),
+            attempts: r.6,
+            started_ms: r.7,
+            ended_ms: r.8,
+            nodes: if r.9.is_empty() {
+                Vec::new()
+            } else {
+                r.9.split(',').map(str::to_string).collect()
+            },
+            charged: r.10,
+            charge_seq: r.11 as u64,
+            done_ms: r.12,
+            exit,
+            reason: r.14,
+            truncated: r.15 as u64,
+        });
+    }
+    let mut out = conn
+        .prepare(
+            "SELECT job, COALESCE(SUM(CASE WHEN stream = 1 THEN length(data) END), 0),
+                    COALESCE(SUM(CASE WHEN stream = 2 THEN length(data) END), 0)
+             FROM output GROUP BY job",
+        )
+        .map_err(sql)?;
+    let output = out
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)? as u64,
+                r.get::<_, i64>(1)? as u64,
+                r.get::<_, i64>(2)? as u64,
+            ))
+        })
+        .map_err(sql)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(sql)?;
+    let epoch_ms = conn
+        .query_row("SELECT value FROM meta WHERE key = 'epoch_ms'", [], |r| {
+            r.get::<_, String>(0)
+        })
+        .map_err(sql)?
+        .parse()
+        .map_err(|_| corrupt(path, "meta.epoch_ms".into()))?;
+    Ok(Loaded {
+        epoch_ms,
+        jobs,
+        output,
+    })
+}
+
+/// The reading side: kept output, read on its own connection.
+pub struct Reader {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl Reader {
+    /// Opens a reader of the file the writer opened.
+    pub fn open(path: &Path) -> Result<Reader, StoreError> {
+        Ok(Reader {
+            conn: Mutex::new(schema::open_reader(path)?),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Up to `max` bytes of `stream` (1 stdout, 2 stderr) of job `id` from `from`.
+    pub fn output(
+        &self,
+        id: u64,
+        stream: u8,
+        from: u64,
+        max: usize,
+    ) -> Result<Vec<u8>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let sql = |source| StoreError::Sql {
+            path: self.path.clone(),
+            source,
+        };
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT offset, data FROM output WHERE job = ?1 AND stream = ?2
+                 AND offset + length(data) > ?3 ORDER BY offset",
+            )
+            .map_err(sql)?;
+        let mut rows = stmt
+            .query(params![id as i64, stream, from as i64])
+            .map_err(sql)?;
+        let mut buf = Vec::new();
+        while let Some(row) = rows.next().map_err(sql)? {
+            let offset: i64 = row.get(0).map_err(sql)?;
+            let data: Vec<u8> = row.get(1).map_err(sql)?;
+            let skip = (from as i64 - offset).max(0) as usize;
+            if offset as u64 + skip as u64 != from + buf.len() as u64 {
+                break; // a gap: never expected, stop at it
+            }
+            let take = &data[skip.min(data.len())..];
+            let room = max - buf.len();
+            buf.extend_from_slice(&take[..take.len().min(room)]);
+            if buf.len() >= max {
+                break;
+            }
+        }
+        Ok(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests;

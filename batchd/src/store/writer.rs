@@ -1,0 +1,243 @@
+//! The store's writer thread and the async handle to it. Writes queue up on a
+//! channel; the thread takes what is waiting (up to `max_batch`) and applies it
+//! in one transaction, each write under its own savepoint so that one refused
+//! write (a duplicate id) leaves the others in, then commits once (one `fsync`
+//! for the whole group) and only then answers each caller. This is how durable
+//! submissions reach thousands per second on one disk.
+
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+
+use rusqlite::{Connection, params};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{JobRecord, Loaded, StoreError, load_jobs, schema};
+
+/// One change to the store.
+#[derive(Debug, Clone)]
+pub enum Write {
+    /// A new job (refused with [`StoreError::Duplicate`] when its id exists).
+    Insert(Box<JobRecord>),
+    /// Everything the queue changes about a job (by id): state, attempts, times,
+    /// nodes, charges, exit, reason.
+    Update(Box<JobRecord>),
+    /// Output bytes of a job's `stream` (1 stdout, 2 stderr) at `offset`.
+    Output {
+        /// The job.
+        id: u64,
+        /// 1 stdout, 2 stderr.
+        stream: u8,
+        /// Where the bytes start in the stream.
+        offset: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+}
+
+struct Queued {
+    write: Write,
+    reply: Option<oneshot::Sender<Result<(), StoreError>>>,
+}
+
+/// The async handle to the writer thread.
+pub struct Store {
+    tx: mpsc::Sender<Queued>,
+    thread: Option<JoinHandle<()>>,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating when missing) the queue file, reads it back, and starts
+    /// the writer thread.
+    pub fn open(path: &Path, max_batch: usize, now_ms: i64) -> Result<(Store, Loaded), StoreError> {
+        let (conn, _epoch) = schema::open_writer(path, now_ms)?;
+        let loaded = load_jobs(&conn, path)?;
+        let (tx, rx) = mpsc::channel(max_batch.max(1) * 4);
+        let p = path.to_path_buf();
+        let max_batch = max_batch.max(1);
+        let thread = std::thread::Builder::new()
+            .name("batchd-store".into())
+            .spawn(move || writer_loop(conn, rx, max_batch, p))
+            .map_err(StoreError::Thread)?;
+        Ok((
+            Store {
+                tx,
+                thread: Some(thread),
+                path: path.to_path_buf(),
+            },
+            loaded,
+        ))
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Applies `write` and returns once it is committed.
+    pub async fn write(&self, write: Write) -> Result<(), StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Queued {
+                write,
+                reply: Some(reply),
+            })
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Queues `write` without waiting for it (output, which a crash may lose).
+    pub fn write_later(&self, write: Write) {
+        let _ = self.tx.try_send(Queued { write, reply: None });
+    }
+
+    /// Finishes what is queued and stops the thread.
+    pub fn close(mut self) {
+        let (tx, _) = mpsc::channel(1);
+        drop(std::mem::replace(&mut self.tx, tx));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn writer_loop(
+    mut conn: Connection,
+    mut rx: mpsc::Receiver<Queued>,
+    max_batch: usize,
+    path: PathBuf,
+) {
+    let mut batch = Vec::with_capacity(max_batch);
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        while batch.len() < max_batch {
+            match rx.try_recv() {
+                Ok(q) => batch.push(q),
+                Err(_) => break,
+            }
+        }
+        let results = apply(&mut conn, &batch, &path);
+        match results {
+            Ok(results) => {
+                for (q, r) in batch.drain(..).zip(results) {
+                    if let Some(reply) = q.reply {
+                        let _ = reply.send(r);
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "queue store commit failed");
+                for q in batch.drain(..) {
+                    if let Some(reply) = q.reply {
+                        let _ = reply.send(Err(StoreError::Sql {
+                            path: path.clone(),
+                            source: rusqlite::Error::SqliteFailure(
+                                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR),
+                                Some(e.to_string()),
+                            ),
+                        }));
+                    }
+                }
+            }
+        }
+    }
+    let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
+}
+
+/// Applies a group in one transaction: the result of each write, or the
+/// transaction's own failure.
+fn apply(
+    conn: &mut Connection,
+    batch: &[Queued],
+    path: &Path,
+) -> rusqlite::Result<Vec<Result<(), StoreError>>> {
+    let mut tx = conn.transaction()?;
+    tx.set_drop_behavior(rusqlite::DropBehavior::Rollback);
+    let mut results = Vec::with_capacity(batch.len());
+    for q in batch {
+        let sp = tx.savepoint()?;
+        let r = one(&sp, &q.write);
+        match r {
+            Ok(()) => {
+                sp.commit()?;
+                results.push(Ok(()));
+            }
+            Err(e) => {
+                drop(sp); // rolls back this write only
+                results.push(Err(match (&q.write, e.sqlite_error_code()) {
+                    (Write::Insert(j), Some(rusqlite::ErrorCode::ConstraintViolation)) => {
+                        StoreError::Duplicate(j.id)
+                    }
+                    _ => StoreError::Sql {
+                        path: path.to_path_buf(),
+                        source: e,
+                    },
+                }));
+            }
+        }
+    }
+    tx.commit()?;
+    Ok(results)
+}
+
+fn one(conn: &Connection, write: &Write) -> rusqlite::Result<()> {
+    match write {
+        Write::Insert(j) => {
+            let signed = postcard::to_allocvec(&j.signed).unwrap_or_default();
+            conn.prepare_cached(
+                "INSERT INTO jobs(seq, id, user, signed, submitted_ms, state)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                j.seq,
+                j.id as i64,
+                j.user,
+                signed,
+                j.submitted_ms,
+                j.state.code()
+            ])?;
+            update(conn, j)
+        }
+        Write::Update(j) => update(conn, j),
+        Write::Output {
+            id,
+            stream,
+            offset,
+            data,
+        } => {
+            conn.prepare_cached(
+                "INSERT OR IGNORE INTO output(job, stream, offset, data) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![*id as i64, stream, *offset as i64, data])?;
+            Ok(())
+        }
+    }
+}
+
+fn update(conn: &Connection, j: &JobRecord) -> rusqlite::Result<()> {
+    let exit = j
+        .exit
+        .map(|e| postcard::to_allocvec(&e).unwrap_or_default());
+    conn.prepare_cached(
+        "UPDATE jobs SET state = ?2, attempts = ?3, started_ms = ?4, ended_ms = ?5, nodes = ?6,
+                charged = ?7, charge_seq = ?8, done_ms = ?9, exit = ?10, reason = ?11,
+                truncated = ?12
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        j.id as i64,
+        j.state.code(),
+        j.attempts,
+        j.started_ms,
+        j.ended_ms,
+        j.nodes.join(","),
+        j.charged,
+        j.charge_seq as i64,
+        j.done_ms,
+        exit,
+        j.reason,
+        j.truncated as i64
+    ])?;
+    Ok(())
+}

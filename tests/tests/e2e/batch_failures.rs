@@ -1,0 +1,89 @@
+//! The batch queue when things go wrong or a policy preempts: a node lost
+//! under a running job (the job is requeued, charged only for the time it
+//! ran, and runs again elsewhere), and FIRSTPRICE with preemption suspending a
+//! real job for a more urgent one and resuming it after.
+
+use std::time::Duration;
+
+use proto::batch::{BatchReply, JobState, Worth};
+use proto::node::ExitStatus;
+use rexec_tests::batch::{BatchMarket, BatchOptions};
+
+const LIMIT: Duration = Duration::from_secs(40);
+
+#[test]
+fn a_job_whose_node_is_lost_is_requeued_and_runs_again_elsewhere() {
+    if !rexec_tests::can_run("a_job_whose_node_is_lost_is_requeued_and_runs_again_elsewhere") {
+        return;
+    }
+    let mut m = BatchMarket::start(BatchOptions::default());
+    let spec = m.spec(0x71, &["sleep", "3"], 2, 10, Worth::Rate(0));
+    assert!(matches!(m.submit(&spec), Ok(BatchReply::Submitted(_))));
+    let first = m.wait_for(0x71, LIMIT, |e| e.state == JobState::Running);
+    // Both ranks fit on the cheapest node; lose it.
+    let lost = first.nodes[0].clone();
+    let pids = rexec_tests::wait_until(LIMIT, || m.market.marked(&[]).len() >= 2);
+    assert!(pids.is_some(), "the ranks never started");
+    m.market.crash(&lost);
+    let done = m.wait_for(0x71, LIMIT, |e| e.state == JobState::Finished);
+    assert_eq!(done.attempts, 2, "{done:?}\n{}", m.batchd.log());
+    assert_eq!(done.exit, Some(ExitStatus::Code(0)));
+    assert!(m.batchd.log().contains("rank lost"), "{}", m.batchd.log());
+    let second: Vec<String> = m
+        .batchd
+        .log()
+        .lines()
+        .filter(|l| l.contains("started") && l.contains("attempt=1"))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        second.iter().all(|l| !l.contains(&format!("\"{lost}\""))),
+        "the second attempt went to the lost node: {second:?}"
+    );
+    // Back up, the node cleans up what its crash left.
+    m.market.restart(&lost);
+}
+
+#[test]
+fn firstprice_with_preemption_suspends_a_real_job_and_resumes_it() {
+    if !rexec_tests::can_run("firstprice_with_preemption_suspends_a_real_job_and_resumes_it") {
+        return;
+    }
+    let m = BatchMarket::start(BatchOptions {
+        nodes: 1,
+        policy: "firstprice-preempt",
+        ..BatchOptions::default()
+    });
+    // A patient job worth a little whenever it ends...
+    let patient = m.spec(0x81, &["sleep", "6"], 2, 10, Worth::Rate(1_000_000));
+    assert!(matches!(m.submit(&patient), Ok(BatchReply::Submitted(_))));
+    m.wait_for(0x81, LIMIT, |e| e.state == JobState::Running);
+    let ranks = rexec_tests::wait_until(LIMIT, || m.market.marked(&[]).len() >= 2);
+    assert!(ranks.is_some(), "the patient job's ranks never started");
+    // ...and an urgent one worth 10 credits done within 6 s, nothing after 12 s
+    // (75 credits per CPU-minute, under the nodes' max_rate of 100).
+    let urgent = m.spec(
+        0x82,
+        &["sleep", "2"],
+        2,
+        4,
+        Worth::Utility(vec![(6, 10_000_000), (12, 0)]),
+    );
+    assert!(matches!(m.submit(&urgent), Ok(BatchReply::Submitted(_))));
+    m.wait_for(0x81, LIMIT, |e| e.state == JobState::Suspended);
+    // The patient job's processes are stopped (T), not killed.
+    let stopped = rexec_tests::wait_until(LIMIT, || {
+        let procs = m.market.marked(&[]);
+        procs
+            .iter()
+            .filter(|p| p.cmd.starts_with("sleep 6") && p.state == 'T')
+            .count()
+            == 2
+    });
+    assert!(stopped.is_some(), "{:?}", m.market.marked(&[]));
+    let urgent_done = m.wait_for(0x82, LIMIT, |e| e.state == JobState::Finished);
+    let patient_done = m.wait_for(0x81, LIMIT, |e| e.state == JobState::Finished);
+    assert_eq!(patient_done.exit, Some(ExitStatus::Code(0)));
+    assert_eq!(patient_done.attempts, 1, "resumed, not restarted");
+    assert!(patient_done.ended_at >= urgent_done.ended_at);
+}
