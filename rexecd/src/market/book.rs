@@ -16,6 +16,7 @@ use stride::{Claim, Job, Meter, Policy};
 use tokio::sync::mpsc;
 
 use super::control;
+use crate::cgroup::CpuQuota;
 use crate::registry::Control;
 
 /// Samples kept per rank for the "measured over the last window" share.
@@ -480,6 +481,21 @@ impl Book {
             .into_iter()
             .zip(self.ranks.values())
             .map(|(t, r)| (r.cgroup, control::corrected_tickets(t, r.share.gain)))
+            .collect()
+    }
+
+    /// Each rank's CFS bandwidth cap (by cgroup id): under closed-loop control, while
+    /// the node is contended, its model allocation (see `control::caps`); else none.
+    pub fn caps(&self, closed_loop: bool) -> Vec<(u64, Option<CpuQuota>)> {
+        let model: Vec<f64> = self
+            .ranks
+            .values()
+            .map(|r| r.model_milli as f64 / 1000.0)
+            .collect();
+        control::caps::caps(&model, closed_loop && self.contended)
+            .into_iter()
+            .zip(self.ranks.values())
+            .map(|(c, r)| (r.cgroup, c))
             .collect()
     }
 
