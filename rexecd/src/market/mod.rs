@@ -510,7 +510,7 @@ impl Market {
                 return;
             }
         };
-        let closed = self.cfg.share_control == ShareControl::Closed;
+        let closed = self.cfg.share_control.corrects_weights();
         let (due, moved) = {
             let mut book = self.book();
             let before = book.status();
