@@ -19,13 +19,17 @@
 //!    exact integral of every sample, so noise averages out in it instead of steering.
 //! 3. Filtered rate error: `e_i <- e_i + ALPHA * ((a_i - m_i') - e_i)` (an exponentially
 //!    weighted moving average of one-tick samples).
-//! 4. Integral: `I_i += KI * L_i * dt`, clamped to `±ln MAX_GAIN`.
-//! 5. Log-gain target: `I_i + KP * L_i + KR * e_i`; the gain moves towards it by at most
-//!    `MAX_STEP` (a factor) a tick, then the gains are divided by their geometric mean
-//!    and clamped to `[1/MAX_GAIN, MAX_GAIN]`.
+//! 4. Integral: `I_i += KI * L_i * dt` while the lag is inside its bound (a lag at its
+//!    bound is one the kernel is not paying back: integrating it is windup), leaking
+//!    with time constant `TAU_I` and clamped to `±I_MAX`.
+//! 5. Log-gain target: `I_i + KP * L_i + KR * e_i`; integrals and targets are kept at
+//!    mean zero over the jobs (only ratios of weights matter), the gain moves towards
+//!    its target by at most `MAX_STEP` (a factor) a tick, then the gains are divided
+//!    by their geometric mean and clamped to `[1/MAX_GAIN, MAX_GAIN]`.
 //!
 //! The weight is then `tickets_i * g_i`. The state resets whenever jobs arrive, leave
 //! or re-bid (the target moved) and stays at rest while the node is not contended.
+//! [`caps`] holds the other lever, CFS bandwidth caps at the model's allocations.
 
 /// Weight of a new one-tick sample in the filtered rate error.
 pub const ALPHA: f64 = 0.35;
