@@ -1,16 +1,17 @@
 //! The market on a saturated node, measured: how close the CPU shares jobs really get
 //! come to the model's (`stride::water_fill` over `stride::tickets_for_bids`), for
-//! `nice` levels in one cgroup, open-loop weights and closed-loop weights; how fast
-//! shares converge after a job arrives; rexecd's own CPU while metering 100 jobs; and
-//! the debits it sends per minute.
+//! `nice` levels in one cgroup, open-loop weights, closed-loop weights alone and
+//! closed loop (weights and bandwidth caps); how fast shares converge after a job
+//! arrives; rexecd's own CPU while metering 100 jobs; and the debits it sends per
+//! minute.
 //!
 //! Drives the real `rexecd` binary (built by `cargo bench`), with jobs launched over a
 //! raw node-protocol client (real mutual TLS, a throwaway test PKI) and shares read
 //! from the job cgroups' CPU usage. Needs root and a cpu controller; says why and exits
 //! otherwise.
 //!
-//! `cargo bench -p rexecd --bench market` (about 6 minutes), or with `-- --quick`
-//! (about 3 minutes, shorter windows, fewer cases).
+//! `cargo bench -p rexecd --bench market` (about 8 minutes), or with `-- --quick`
+//! (about 4 minutes, shorter windows, fewer cases).
 //!
 //! Share errors are in points of one CPU (1 point = 0.01 CPU). Where other
 //! work on the machine takes CPU from the jobs, each job's measured share is taken
@@ -97,6 +98,8 @@ enum Mode {
     Nice,
     /// rexecd, `share_control = "open"`.
     Open,
+    /// rexecd, `share_control = "weights"` (the controller on weights, no caps).
+    Weights,
     /// rexecd, `share_control = "closed"`.
     Closed,
 }
@@ -106,6 +109,7 @@ impl Mode {
         match self {
             Mode::Nice => "nice",
             Mode::Open => "open",
+            Mode::Weights => "weights",
             Mode::Closed => "closed",
         }
     }
@@ -141,7 +145,7 @@ fn main() {
         .unwrap();
     let pki = TestPki::new();
     let mut summary = Vec::new();
-    for mode in [Mode::Nice, Mode::Open, Mode::Closed] {
+    for mode in [Mode::Nice, Mode::Open, Mode::Weights, Mode::Closed] {
         let mut bench = Bench::new(mode, &pki, cpus);
         println!("\n== {}", bench.describe());
         for &n in &plan.counts {
@@ -281,7 +285,7 @@ impl<'a> Bench<'a> {
                 cg.create_job(1).unwrap();
                 (cg, None)
             }
-            Mode::Open | Mode::Closed => {
+            Mode::Open | Mode::Weights | Mode::Closed => {
                 let d = Rexecd::start(pki, mode.name(), mode.name(), "contention");
                 let cg = JobCgroups::detect(&ParentName::new(&d.parent).unwrap()).unwrap();
                 (cg, Some(d))
@@ -302,6 +306,7 @@ impl<'a> Bench<'a> {
         match self.mode {
             Mode::Nice => "nice levels, every job in one cgroup (top bid nice 0)".to_string(),
             Mode::Open => "rexecd, share_control = \"open\"".to_string(),
+            Mode::Weights => "rexecd, share_control = \"weights\"".to_string(),
             Mode::Closed => "rexecd, share_control = \"closed\"".to_string(),
         }
     }

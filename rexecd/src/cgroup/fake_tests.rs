@@ -475,3 +475,58 @@ fn v1_unpinned_cleans_up_what_a_pinned_run_left_in_the_cpuset_hierarchy() {
     jobs.backend().remove_job(9).unwrap();
     assert!(!left.exists());
 }
+
+#[test]
+fn v1_quota_writes_the_period_then_the_quota_and_minus_one_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = v1_jobs(dir.path());
+    let job = |f: &str| dir.path().join("cpu/rexec-t/job-5").join(f);
+    jobs.create_job(5).unwrap();
+    put(&job("cpu.cfs_period_us"), "100000\n");
+    put(&job("cpu.cfs_quota_us"), "-1\n");
+    assert_eq!(jobs.backend().quota(5).unwrap(), None);
+    // A fake file is not truncated on write, as the kernel's are not: start empty.
+    let clear = || {
+        put(&job("cpu.cfs_period_us"), "");
+        put(&job("cpu.cfs_quota_us"), "");
+    };
+    let cap = CpuQuota::for_cpus(0.444, 20_000);
+    clear();
+    jobs.set_quota(5, cap).unwrap();
+    assert_eq!(get(&job("cpu.cfs_period_us")), "20000");
+    assert_eq!(get(&job("cpu.cfs_quota_us")), "8880");
+    assert_eq!(jobs.backend().quota(5).unwrap(), cap);
+    put(&job("cpu.cfs_quota_us"), "");
+    jobs.set_quota(5, None).unwrap();
+    assert_eq!(get(&job("cpu.cfs_quota_us")), "-1");
+    assert_eq!(jobs.backend().quota(5).unwrap(), None);
+    put(&job("cpu.cfs_quota_us"), "lots\n");
+    let err = jobs.backend().quota(5).unwrap_err().to_string();
+    assert!(err.contains("cpu.cfs_quota_us"), "{err}");
+}
+
+#[test]
+fn v2_quota_is_one_cpu_max_line() {
+    let (_dir, root) = v2_tree("cpu pids", "cpu pids\n");
+    let jobs = v2_jobs(&root);
+    let job = |f: &str| root.join("rexec/node1/job-12").join(f);
+    jobs.create_job(12).unwrap();
+    // No cpu.max: the cpu controller is not enabled for the job.
+    assert!(matches!(
+        jobs.set_quota(12, None),
+        Err(CgroupError::ControllerMissing {
+            controller: "cpu",
+            ..
+        })
+    ));
+    put(&job("cpu.max"), "max 100000\n");
+    assert_eq!(jobs.backend().quota(12).unwrap(), None);
+    let cap = CpuQuota::for_cpus(0.889, 20_000);
+    put(&job("cpu.max"), "");
+    jobs.set_quota(12, cap).unwrap();
+    assert_eq!(get(&job("cpu.max")), "17780 20000");
+    assert_eq!(jobs.backend().quota(12).unwrap(), cap);
+    put(&job("cpu.max"), "");
+    jobs.set_quota(12, None).unwrap();
+    assert_eq!(get(&job("cpu.max")), "max 100000");
+}

@@ -1,6 +1,6 @@
 //! [`JobCgroups`], the job life cycle on top of a [`CgroupBackend`]: create a job
-//! cgroup, hand out its join files, set weights from tickets, meter usage and runnable
-//! demand, destroy it (freeze, kill, thaw, wait, remove) and sweep cgroups that an
+//! cgroup, hand out its join files, set weights from tickets and bandwidth limits,
+//! meter usage and runnable demand, destroy it (freeze, kill, thaw, wait, remove) and sweep cgroups that an
 //! earlier run left behind.
 
 use std::path::PathBuf;
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::error::{CgroupError, Result};
 use super::{
-    AnyCgroup, CgroupBackend, CgroupJoin, CgroupVersion, CpuSet, Hierarchy, ParentName,
+    AnyCgroup, CgroupBackend, CgroupJoin, CgroupVersion, CpuQuota, CpuSet, Hierarchy, ParentName,
     WeightRange, detect, procstat,
 };
 use crate::sys::ProcessId;
@@ -138,6 +138,11 @@ impl JobCgroups {
     /// Sets one job's kernel weight (checked against [`Self::weight_range`]).
     pub fn set_weight(&self, id: u64, weight: u64) -> Result<()> {
         self.backend.set_weight(id, weight)
+    }
+
+    /// Sets (or, with `None`, removes) one job's CFS bandwidth limit.
+    pub fn set_quota(&self, id: u64, limit: Option<CpuQuota>) -> Result<()> {
+        self.backend.set_quota(id, limit)
     }
 
     /// Reads one job's kernel weight back.

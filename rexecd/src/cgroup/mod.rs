@@ -8,7 +8,8 @@
 //! start-up sweep of stale cgroups. Sub-modules: `error` (the error type), `weight`
 //! (ranges and ticket-to-weight mapping), `procstat` (runnable threads from `/proc`),
 //! `jobs` (the manager), `fs` (path-carrying file helpers), `cpuset` (cpu lists and the
-//! checks and writes that confine a node to its own CPUs).
+//! checks and writes that confine a node to its own CPUs), `quota` (CFS bandwidth
+//! limits).
 
 pub mod cpuset;
 pub mod detect;
@@ -16,6 +17,7 @@ pub mod error;
 mod fs;
 mod jobs;
 pub mod procstat;
+pub mod quota;
 pub mod v1;
 pub mod v2;
 pub mod weight;
@@ -31,6 +33,7 @@ pub use cpuset::{CpuListError, CpuSet};
 pub use detect::Hierarchy;
 pub use error::{CgroupError, Result};
 pub use jobs::{JobCgroups, JobSample};
+pub use quota::CpuQuota;
 pub use weight::{WeightRange, weights_for_tickets};
 
 use crate::sys::{self, ProcessId};
@@ -168,6 +171,11 @@ pub trait CgroupBackend {
     fn set_weight(&self, id: u64, weight: u64) -> Result<()>;
     /// Reads the CPU weight back.
     fn weight(&self, id: u64) -> Result<u64>;
+    /// Sets the CFS bandwidth limit (`cpu.cfs_quota_us` and `cpu.cfs_period_us` on v1,
+    /// `cpu.max` on v2); `None` removes it.
+    fn set_quota(&self, id: u64, limit: Option<CpuQuota>) -> Result<()>;
+    /// Reads the CFS bandwidth limit back.
+    fn quota(&self, id: u64) -> Result<Option<CpuQuota>>;
     /// Total CPU time used by the job so far.
     fn usage(&self, id: u64) -> Result<Duration>;
     /// Every thread of the job.
@@ -261,6 +269,12 @@ impl CgroupBackend for AnyCgroup {
     }
     fn weight(&self, id: u64) -> Result<u64> {
         delegate!(self, b => b.weight(id))
+    }
+    fn set_quota(&self, id: u64, limit: Option<CpuQuota>) -> Result<()> {
+        delegate!(self, b => b.set_quota(id, limit))
+    }
+    fn quota(&self, id: u64) -> Result<Option<CpuQuota>> {
+        delegate!(self, b => b.quota(id))
     }
     fn usage(&self, id: u64) -> Result<Duration> {
         delegate!(self, b => b.usage(id))

@@ -19,7 +19,8 @@ use super::cpuset::{self, CpuSet};
 use super::detect::V1Mounts;
 use super::error::{CgroupError, Result};
 use super::{
-    CgroupBackend, CgroupJoin, CgroupVersion, ParentName, WeightRange, fs, kill_each, parse_u64,
+    CgroupBackend, CgroupJoin, CgroupVersion, CpuQuota, ParentName, WeightRange, fs, kill_each,
+    parse_u64,
 };
 
 /// The v1 cpuset files a cgroup needs before it can take a task.
@@ -268,6 +269,31 @@ impl CgroupBackend for V1Cgroups {
     fn weight(&self, id: u64) -> Result<u64> {
         let path = self.job_path(id).join("cpu.shares");
         parse_u64(&path, &fs::read(&path)?)
+    }
+
+    fn set_quota(&self, id: u64, limit: Option<CpuQuota>) -> Result<()> {
+        let dir = self.job_path(id);
+        match limit {
+            // The period first: the quota is checked against it.
+            Some(q) => {
+                fs::write(&dir.join("cpu.cfs_period_us"), &q.period_us.to_string())?;
+                fs::write(&dir.join("cpu.cfs_quota_us"), &q.quota_us.to_string())
+            }
+            None => fs::write(&dir.join("cpu.cfs_quota_us"), "-1"),
+        }
+    }
+
+    fn quota(&self, id: u64) -> Result<Option<CpuQuota>> {
+        let dir = self.job_path(id);
+        let path = dir.join("cpu.cfs_quota_us");
+        let text = fs::read(&path)?;
+        let quota: i64 = text.trim().parse().map_err(|_| CgroupError::Parse {
+            path: path.clone(),
+            detail: format!("expected an integer, found {:?}", text.trim()),
+        })?;
+        let path = dir.join("cpu.cfs_period_us");
+        let period = parse_u64(&path, &fs::read(&path)?)?;
+        Ok(CpuQuota::from_v1(quota, period))
     }
 
     fn usage(&self, id: u64) -> Result<Duration> {

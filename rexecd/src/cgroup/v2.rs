@@ -15,7 +15,8 @@ use std::time::Duration;
 use super::cpuset::{self, CpuSet};
 use super::error::{CgroupError, Result};
 use super::{
-    CgroupBackend, CgroupJoin, CgroupVersion, ParentName, WeightRange, fs, kill_each, parse_u64,
+    CgroupBackend, CgroupJoin, CgroupVersion, CpuQuota, ParentName, WeightRange, fs, kill_each,
+    parse_u64,
 };
 use crate::sys::ProcessId;
 
@@ -23,6 +24,8 @@ use crate::sys::ProcessId;
 const CONTROLLERS: [&str; 2] = ["cpu", "pids"];
 /// The CPUs a v2 cgroup can really use.
 const EFFECTIVE_CPUS: &str = "cpuset.cpus.effective";
+/// The kernel's own `cpu.max` period, written back with `max` when a limit is removed.
+const DEFAULT_PERIOD_US: u64 = 100_000;
 
 /// The v2 backend: the cgroup2 mount point and the parent name.
 #[derive(Debug, Clone)]
@@ -198,6 +201,22 @@ impl CgroupBackend for V2Cgroups {
     fn weight(&self, id: u64) -> Result<u64> {
         let path = self.file(id, "cpu.weight");
         parse_u64(&path, &fs::read(&path)?)
+    }
+
+    fn set_quota(&self, id: u64, limit: Option<CpuQuota>) -> Result<()> {
+        let path = self.file(id, "cpu.max");
+        if !path.exists() && self.job_exists(id) {
+            return Err(CgroupError::ControllerMissing {
+                controller: "cpu",
+                path: self.job_path(id),
+            });
+        }
+        fs::write(&path, &CpuQuota::v2_line(limit, DEFAULT_PERIOD_US))
+    }
+
+    fn quota(&self, id: u64) -> Result<Option<CpuQuota>> {
+        let path = self.file(id, "cpu.max");
+        CpuQuota::parse_v2(&path, &fs::read(&path)?)
     }
 
     fn usage(&self, id: u64) -> Result<Duration> {

@@ -8,7 +8,8 @@
 //! accountd_name = "accountd"           # name in accountd's service certificate
 //! journal = "/var/lib/rexecd/debits.journal"  # charges kept here until accountd has them
 //! policy = "contention"                # when jobs pay: contention (default) or paper
-//! share_control = "closed"             # closed (default): correct weights toward the model; open
+//! share_control = "closed"             # closed (default): caps and weights toward the model;
+//!                                      # weights: corrected weights only; open: bids alone
 //! meter_interval = "1s"                # how often usage and demand are measured
 //! debit_interval = "10s"               # how often a rank's charges are sent (and at its end)
 //! max_rate = "1000"                    # largest bid this node accepts, credits per minute
@@ -48,11 +49,21 @@ pub const MAX_CPUS: u32 = 4096;
 /// How kernel weights are set from bids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ShareControl {
-    /// Every tick, correct the weights so measured shares converge to the model's.
+    /// Every tick, correct the weights so measured shares converge to the model's,
+    /// and cap each job at its allocation while the node is contended.
     #[default]
     Closed,
+    /// The weights corrected as with `Closed`, no caps (for comparison).
+    Weights,
     /// Weights proportional to bids, never corrected.
     Open,
+}
+
+impl ShareControl {
+    /// True when the weights are corrected every tick (`closed` and `weights`).
+    pub fn corrects_weights(self) -> bool {
+        matches!(self, ShareControl::Closed | ShareControl::Weights)
+    }
 }
 
 impl std::str::FromStr for ShareControl {
@@ -60,8 +71,9 @@ impl std::str::FromStr for ShareControl {
     fn from_str(s: &str) -> Result<Self, String> {
         match s.trim().to_ascii_lowercase().as_str() {
             "closed" => Ok(ShareControl::Closed),
+            "weights" => Ok(ShareControl::Weights),
             "open" => Ok(ShareControl::Open),
-            _ => Err("use closed or open".to_string()),
+            _ => Err("use closed, weights or open".to_string()),
         }
     }
 }
@@ -70,6 +82,7 @@ impl std::fmt::Display for ShareControl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.pad(match self {
             ShareControl::Closed => "closed",
+            ShareControl::Weights => "weights",
             ShareControl::Open => "open",
         })
     }
@@ -273,6 +286,20 @@ mod tests {
     fn parse(text: &str) -> Result<MarketConfig, ConfigError> {
         let file: MarketFile = toml::from_str(text).unwrap();
         MarketConfig::resolve(file, None)
+    }
+
+    #[test]
+    fn share_control_has_three_modes() {
+        for (text, mode) in [
+            ("closed", ShareControl::Closed),
+            ("weights", ShareControl::Weights),
+            ("open", ShareControl::Open),
+        ] {
+            let c = parse(&format!("share_control = \"{text}\"")).unwrap();
+            assert_eq!(c.share_control, mode);
+            assert_eq!(mode.to_string(), text);
+        }
+        assert!(ShareControl::Weights.corrects_weights() && !ShareControl::Open.corrects_weights());
     }
 
     #[test]

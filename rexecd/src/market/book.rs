@@ -16,6 +16,7 @@ use stride::{Claim, Job, Meter, Policy};
 use tokio::sync::mpsc;
 
 use super::control;
+use crate::cgroup::CpuQuota;
 use crate::registry::Control;
 
 /// Samples kept per rank for the "measured over the last window" share.
@@ -148,6 +149,8 @@ pub struct Book {
     generation: u64,
     /// The generation the gains were last reset at.
     gains_at: u64,
+    /// The share of their allocations the caps give the jobs (`control::caps::reach`).
+    reach: f64,
 }
 
 /// The node as `ListJobs` and announcements show it.
@@ -198,6 +201,7 @@ impl Book {
             price: Bid::ZERO,
             generation: 0,
             gains_at: 0,
+            reach: 1.0,
         }
     }
 
@@ -417,6 +421,7 @@ impl Book {
             for r in self.ranks.values_mut() {
                 r.share = control::State::default();
             }
+            self.reach = 1.0;
             return;
         }
         if self.gains_at != self.generation {
@@ -445,6 +450,11 @@ impl Book {
             })
             .collect();
         control::step(&mut states, &inputs);
+        let active = inputs.iter().filter(|s| s.model > 0.0 && s.dt > 0.0);
+        let (model_sum, measured_sum) = active.fold((0.0, 0.0), |(a, m), s| {
+            (a + s.model, m + s.measured.max(0.0))
+        });
+        self.reach = control::caps::reach(model_sum, measured_sum);
         tracing::trace!(?inputs, ?states, "share control step");
         for (k, st) in keys.iter().zip(states) {
             if let Some(r) = self.ranks.get_mut(k) {
@@ -491,6 +501,22 @@ impl Book {
             .into_iter()
             .zip(self.ranks.values())
             .map(|(t, r)| (r.cgroup, control::corrected_tickets(t, r.share.gain)))
+            .collect()
+    }
+
+    /// Each rank's CFS bandwidth cap (by cgroup id): under closed-loop control, while
+    /// the node is contended, its model allocation scaled to what the jobs reach (see
+    /// `control::caps`); else none.
+    pub fn caps(&self, closed_loop: bool) -> Vec<(u64, Option<CpuQuota>)> {
+        let model: Vec<f64> = self
+            .ranks
+            .values()
+            .map(|r| r.model_milli as f64 / 1000.0)
+            .collect();
+        control::caps::caps(&model, closed_loop && self.contended, self.reach)
+            .into_iter()
+            .zip(self.ranks.values())
+            .map(|(c, r)| (r.cgroup, c))
             .collect()
     }
 

@@ -19,13 +19,17 @@
 //!    exact integral of every sample, so noise averages out in it instead of steering.
 //! 3. Filtered rate error: `e_i <- e_i + ALPHA * ((a_i - m_i') - e_i)` (an exponentially
 //!    weighted moving average of one-tick samples).
-//! 4. Integral: `I_i += KI * L_i * dt`, clamped to `±ln MAX_GAIN`.
-//! 5. Log-gain target: `I_i + KP * L_i + KR * e_i`; the gain moves towards it by at most
-//!    `MAX_STEP` (a factor) a tick, then the gains are divided by their geometric mean
-//!    and clamped to `[1/MAX_GAIN, MAX_GAIN]`.
+//! 4. Integral: `I_i += KI * L_i * dt` while the lag is inside its bound (a lag at its
+//!    bound is one the kernel is not paying back: integrating it is windup), leaking
+//!    with time constant `TAU_I` and clamped to `±I_MAX`.
+//! 5. Log-gain target: `I_i + KP * L_i + KR * e_i`; integrals and targets are kept at
+//!    mean zero over the jobs (only ratios of weights matter), the gain moves towards
+//!    its target by at most `MAX_STEP` (a factor) a tick, then the gains are divided
+//!    by their geometric mean and clamped to `[1/MAX_GAIN, MAX_GAIN]`.
 //!
 //! The weight is then `tickets_i * g_i`. The state resets whenever jobs arrive, leave
 //! or re-bid (the target moved) and stays at rest while the node is not contended.
+//! [`caps`] holds the other lever, CFS bandwidth caps at the model's allocations.
 
 /// Weight of a new one-tick sample in the filtered rate error.
 pub const ALPHA: f64 = 0.35;
@@ -33,6 +37,10 @@ pub const ALPHA: f64 = 0.35;
 pub const KP: f64 = 2.0;
 /// Log-gain per CPU-second of lag per second (integral of lag).
 pub const KI: f64 = 0.6;
+/// Time constant of the integral's leak, seconds.
+pub const TAU_I: f64 = 10.0;
+/// Largest integral, either way, log-gain.
+pub const I_MAX: f64 = std::f64::consts::LN_2 * 2.0;
 /// Log-gain per CPU of filtered rate error (damping).
 pub const KR: f64 = 1.0;
 /// Largest lag, either way, CPU-seconds.
@@ -94,8 +102,6 @@ pub fn step(states: &mut [State], samples: &[Sample]) {
         return;
     }
     let scale = model_sum / measured_sum;
-    let bound = MAX_GAIN.ln();
-    let max_step = MAX_STEP.ln();
     for (st, s) in states.iter_mut().zip(samples) {
         if !active(s) {
             continue;
@@ -104,12 +110,60 @@ pub fn step(states: &mut [State], samples: &[Sample]) {
         let short = s.model - s.measured.max(0.0) * scale;
         st.lag = (st.lag + short * dt).clamp(-LAG_MAX, LAG_MAX);
         st.error += ALPHA * (short - st.error);
-        st.integral = (st.integral + KI * st.lag * dt).clamp(-bound, bound);
-        let target = st.integral + KP * st.lag + KR * st.error;
+        // Anti-windup: the integral leaks, and stops following a lag at its bound (the
+        // kernel is not paying that lag back, whatever the weight).
+        st.integral *= (1.0 - dt / TAU_I).max(0.0);
+        if st.lag.abs() < LAG_MAX {
+            st.integral += KI * st.lag * dt;
+        }
+        st.integral = st.integral.clamp(-I_MAX, I_MAX);
+    }
+    // Only ratios of weights matter: integrals and targets are kept at mean zero, so
+    // that what the gains are divided by never builds up in them.
+    center(states, samples, |st| &mut st.integral);
+    let targets: Vec<f64> = states
+        .iter()
+        .map(|st| st.integral + KP * st.lag + KR * st.error)
+        .collect();
+    let mean_target = mean(
+        targets
+            .iter()
+            .zip(samples)
+            .filter(|(_, s)| active(s))
+            .map(|(t, _)| *t),
+    );
+    let max_step = MAX_STEP.ln();
+    for ((st, s), target) in states.iter_mut().zip(samples).zip(targets) {
+        if !active(s) {
+            continue;
+        }
         let now = st.gain.ln();
-        st.gain = (now + (target - now).clamp(-max_step, max_step)).exp();
+        let to = target - mean_target;
+        st.gain = (now + (to - now).clamp(-max_step, max_step)).exp();
     }
     normalize(states, samples);
+}
+
+/// Mean of `values`; 0 for none.
+fn mean(values: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    if n == 0 { 0.0 } else { sum / n as f64 }
+}
+
+/// Subtracts the mean of one field over the jobs the model gives CPU.
+fn center(states: &mut [State], samples: &[Sample], field: impl Fn(&mut State) -> &mut f64) {
+    let m = mean(
+        states
+            .iter_mut()
+            .zip(samples)
+            .filter(|(_, s)| s.model > 0.0)
+            .map(|(st, _)| *field(st)),
+    );
+    for (st, s) in states.iter_mut().zip(samples) {
+        if s.model > 0.0 {
+            *field(st) -= m;
+        }
+    }
 }
 
 /// Divides the active gains by their geometric mean, then clamps them to the bound.
@@ -141,6 +195,8 @@ pub fn corrected_tickets(tickets: u64, gain: f64) -> u64 {
         1
     }
 }
+
+pub mod caps;
 
 #[cfg(test)]
 mod tests;

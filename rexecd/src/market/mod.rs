@@ -1,7 +1,8 @@
 //! The market on this node: bids checked where they are enforced, CPU metered every
 //! tick, charges accrued under the node's policy and sent to accountd through the debit
 //! journal, kernel weights kept at what the bids (and, closed loop, the measured
-//! shares) say, and owners who run dry dropped to bid 0.
+//! shares) say, bandwidth caps at the model's allocations while contended (closed
+//! loop), and owners who run dry dropped to bid 0.
 //!
 //! - [`book`]: the market state, the one source of truth for it (pure computation).
 //! - [`control`]: the closed-loop share controller's law.
@@ -31,7 +32,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
 
-use crate::cgroup::{JobCgroups, weights_for_tickets};
+use crate::cgroup::{CpuQuota, JobCgroups, weights_for_tickets};
 use crate::config::{MarketConfig, ShareControl};
 use crate::registry::Control;
 use book::{Book, Key, RankSample};
@@ -449,7 +450,7 @@ impl Market {
     ) {
         let mut ticker = tokio::time::interval(self.cfg.meter_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut written: HashMap<u64, u64> = HashMap::new();
+        let mut written = Written::default();
         let mut seen = self.book().generation();
         loop {
             tokio::select! {
@@ -528,7 +529,7 @@ impl Market {
                 return;
             }
         };
-        let closed = self.cfg.share_control == ShareControl::Closed;
+        let closed = self.cfg.share_control.corrects_weights();
         let (due, moved) = {
             let mut book = self.book();
             let before = book.status();
@@ -551,40 +552,63 @@ impl Market {
         }
     }
 
-    /// Writes every weight that differs from the last one written, on a blocking
-    /// thread; only the engine calls this, so writes never overtake each other.
-    async fn apply_weights(&self, written: &mut HashMap<u64, u64>) {
-        let tickets = self.book().weight_tickets();
+    /// Writes every weight and bandwidth cap that differs from the last one written,
+    /// on a blocking thread; only the engine calls this, so writes never overtake each
+    /// other.
+    async fn apply_weights(&self, written: &mut Written) {
+        let (tickets, caps) = {
+            let book = self.book();
+            let closed = self.cfg.share_control == ShareControl::Closed;
+            (book.weight_tickets(), book.caps(closed))
+        };
         let range = self.cgroups.weight_range();
         let counts: Vec<u64> = tickets.iter().map(|&(_, t)| t).collect();
         let weights = weights_for_tickets(&counts, range);
         let live: HashMap<u64, u64> = tickets.iter().map(|&(id, _)| id).zip(weights).collect();
-        written.retain(|id, _| live.contains_key(id));
+        written.weights.retain(|id, _| live.contains_key(id));
+        written.caps.retain(|id, _| live.contains_key(id));
         let changes: Vec<(u64, u64)> = live
             .iter()
-            .filter(|(id, w)| written.get(id) != Some(w))
+            .filter(|(id, w)| written.weights.get(id) != Some(w))
             .map(|(&id, &w)| (id, w))
             .collect();
-        if changes.is_empty() {
+        // A new cgroup has no cap.
+        let cap_changes: Vec<(u64, Option<CpuQuota>)> = caps
+            .into_iter()
+            .filter(|(id, c)| written.caps.get(id).copied().unwrap_or(None) != *c)
+            .collect();
+        if changes.is_empty() && cap_changes.is_empty() {
             return;
         }
         let cgroups = self.cgroups.clone();
         let done = tokio::task::spawn_blocking(move || {
-            changes
+            // A cgroup being destroyed can take neither.
+            let weights: Vec<(u64, u64)> = changes
                 .into_iter()
                 .filter(|&(id, w)| match cgroups.set_weight(id, w) {
                     Ok(()) => true,
                     Err(e) => {
-                        // A cgroup being destroyed cannot take a weight.
                         tracing::debug!(cgroup = id, weight = w, error = %e, "cannot set cpu weight");
                         false
                     }
                 })
-                .collect::<Vec<_>>()
+                .collect();
+            let caps: Vec<(u64, Option<CpuQuota>)> = cap_changes
+                .into_iter()
+                .filter(|&(id, c)| match cgroups.set_quota(id, c) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::debug!(cgroup = id, cap = ?c, error = %e, "cannot set cpu cap");
+                        false
+                    }
+                })
+                .collect();
+            (weights, caps)
         })
         .await;
-        if let Ok(done) = done {
-            written.extend(done);
+        if let Ok((weights, caps)) = done {
+            written.weights.extend(weights);
+            written.caps.extend(caps);
         }
     }
 
@@ -622,6 +646,15 @@ impl Market {
         }
         !newly.is_empty()
     }
+}
+
+/// What the engine last wrote to each job cgroup.
+#[derive(Debug, Default)]
+struct Written {
+    /// Kernel weights.
+    weights: HashMap<u64, u64>,
+    /// Bandwidth caps (absent: none written, the kernel's default of no cap).
+    caps: HashMap<u64, Option<CpuQuota>>,
 }
 
 /// Says once, at start, what the journal held that accountd has not acknowledged yet

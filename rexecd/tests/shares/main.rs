@@ -28,11 +28,21 @@ use crate::util::{Client, Daemon, can_run, cpu_dir, launch};
 /// CPU, beside at most modest other work (the benchmark's target is 1).
 const MAX_POINTS: f64 = 3.0;
 /// Worst error of a job over any judged second of it, points of one CPU: a guard
-/// against a controller that flips weights (a starved or doubled job is 20 to 40
-/// points off), not the target. The target (3) is the benchmark's, and is not met
-/// yet: on a quiet machine single threads still swing about 10 points from one
-/// second to the next (docs/BENCHMARKS.md).
-const MAX_SECOND_POINTS: f64 = 20.0;
+/// against a controller that swings the weights (a starved or doubled job is 20 to
+/// 40 points off, open-loop single threads 9 to 13 in some seconds), not the target.
+/// The target (3) is the benchmark's and is not met yet: with caps, single seconds
+/// were up to 7.3 points off on a quiet machine and 8.7 beside the load recipe
+/// (docs/BENCHMARKS.md).
+const MAX_SECOND_POINTS: f64 = 12.0;
+
+/// Other work, CPUs, above which a contended Figure 4 interval is printed but not
+/// judged: the jobs then receive less than one of the node's two CPUs together, and
+/// the kernel divides that by how rexecd's group weight falls on each CPU beside the
+/// other work's (autogrouped compiles weigh as much as rexecd's whole parent), which
+/// neither caps (far above what the jobs receive) nor weights hold to a point.
+/// Measured beside 1.4 to 1.7 CPU of other work: 0.5 to 3.3 points over an interval,
+/// closed loop and weights alone alike (docs/BENCHMARKS.md).
+const MAX_OUTSIDE: f64 = 1.0;
 
 /// Share tests measure CPU: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -138,7 +148,9 @@ async fn figure_4_live_with_closed_loop_control() {
     }
     let _serial = SERIAL.lock().await;
     let parent = format!("rexecd-test-{}-figure4", std::process::id());
-    let daemon = Daemon::start_with_config(parent.clone(), &node_config(&parent, "closed"));
+    // The mode under test; another (`weights`, `open`) can be measured the same way.
+    let control = std::env::var("REXEC_SHARE_CONTROL").unwrap_or_else(|_| "closed".into());
+    let daemon = Daemon::start_with_config(parent.clone(), &node_config(&parent, &control));
     let interval = Duration::from_secs(
         std::env::var("REXEC_FIGURE4_SECS")
             .ok()
@@ -187,9 +199,11 @@ async fn figure_4_live_with_closed_loop_control() {
         );
         // Without contention each job has a CPU of its own, and the market has nothing to
         // divide: how they fare then is how other work on the machine falls on the two
-        // CPUs. That is judged only when there was next to no other work.
+        // CPUs. That is judged only when there was next to no other work. With
+        // contention, an interval is judged unless other work took more than
+        // MAX_OUTSIDE (see there).
         let contended = live.len() > 2;
-        if !contended && outside > 0.1 {
+        if (!contended && outside > 0.1) || outside > MAX_OUTSIDE {
             eprintln!("interval {step}: not judged, other work took {outside:.2} CPU");
             continue;
         }

@@ -17,6 +17,12 @@ fn gains(states: &[State]) -> Vec<f64> {
 
 /// Two CPUs split in proportion to `w`, no job above one CPU (water-filled).
 fn kernel(w: &[f64]) -> Vec<f64> {
+    kernel_capped(w, &vec![1.0; w.len()])
+}
+
+/// Two CPUs split in proportion to `w`, no job above its `cap` (water-filled; what
+/// one job cannot take goes to the others, and what all cannot take stays idle).
+fn kernel_capped(w: &[f64], cap: &[f64]) -> Vec<f64> {
     let mut out = vec![0.0; w.len()];
     let mut free: Vec<usize> = (0..w.len()).collect();
     let mut cpus = 2.0;
@@ -25,7 +31,7 @@ fn kernel(w: &[f64]) -> Vec<f64> {
         let capped: Vec<usize> = free
             .iter()
             .copied()
-            .filter(|&i| cpus * w[i] / total >= 1.0)
+            .filter(|&i| cpus * w[i] / total >= cap[i])
             .collect();
         if capped.is_empty() {
             for &i in &free {
@@ -34,10 +40,13 @@ fn kernel(w: &[f64]) -> Vec<f64> {
             return out;
         }
         for &i in &capped {
-            out[i] = 1.0;
-            cpus -= 1.0;
+            out[i] = cap[i];
+            cpus -= cap[i];
         }
         free.retain(|i| !capped.contains(i));
+        if free.is_empty() {
+            return out;
+        }
     }
 }
 
@@ -132,6 +141,99 @@ fn noise_averages_out_instead_of_steering() {
     for (k, window) in shares[8..].chunks(4).enumerate() {
         let w = mean(window);
         assert!(worst(std::slice::from_ref(&w)) < 0.15, "window {k}: {w:?}");
+    }
+}
+
+/// Figure 4's first interval (no noise, 0.5 s ticks) with outside work taking the
+/// fraction `outside(tick)` of the CPU the kernel gives the bid-20 job (as busy
+/// processes sharing its CPU do), each job capped at `headroom` times its
+/// allocation (`None`: weights alone). Returns each tick's shares and the states
+/// after each tick.
+fn beside_outside_work(
+    ticks: usize,
+    headroom: Option<f64>,
+    outside: impl Fn(usize) -> f64,
+) -> Vec<(Vec<f64>, Vec<State>)> {
+    let model = [0.889, 0.667, 0.444];
+    let tickets = [40.0, 30.0, 20.0];
+    let bias = [0.80 / 0.889, 0.72 / 0.667, 0.47 / 0.444];
+    let mut states = vec![State::default(); 3];
+    let mut out = Vec::new();
+    for t in 0..ticks {
+        let w: Vec<f64> = (0..3)
+            .map(|i| tickets[i] * bias[i] * states[i].gain)
+            .collect();
+        let cap: Vec<f64> = model
+            .iter()
+            .map(|a| headroom.map_or(1.0, |h| a * h))
+            .collect();
+        let mut got = kernel_capped(&w, &cap);
+        got[2] *= 1.0 - outside(t);
+        let samples: Vec<Sample> = (0..3)
+            .map(|i| Sample {
+                model: model[i],
+                measured: got[i],
+                dt: 0.5,
+            })
+            .collect();
+        step(&mut states, &samples);
+        out.push((got, states.clone()));
+    }
+    out
+}
+
+/// The bid-20 job's share of what the three jobs received, scaled to two CPUs.
+fn share_of_c(got: &[f64]) -> f64 {
+    got[2] / got.iter().sum::<f64>() * 2.0
+}
+
+/// How much more than its share the bid-20 job received over `run`, CPU-seconds.
+fn paid_back(run: &[(Vec<f64>, Vec<State>)]) -> f64 {
+    run.iter()
+        .map(|(got, _)| (share_of_c(got) - 0.444).max(0.0) * 0.5)
+        .sum()
+}
+
+#[test]
+fn outside_work_on_one_job_winds_nothing_up() {
+    // For 20 s outside work takes 80% of the bid-20 job's CPU: even alone on a CPU it
+    // then receives less than its share of what the jobs receive, whatever its
+    // weight. Then 20 s without.
+    let gone_at = 40;
+    let outside = |t| if t < gone_at { 0.8 } else { 0.0 };
+    let caps = super::caps::HEADROOM;
+    for headroom in [None, Some(caps)] {
+        let run = beside_outside_work(80, headroom, outside);
+        for (_, states) in &run {
+            for st in states {
+                assert!(st.integral.abs() <= I_MAX + 1e-9, "{states:?}");
+                assert!(st.lag.abs() <= LAG_MAX + 1e-9, "{states:?}");
+            }
+        }
+        // The integral did not wind up while the lag sat at its bound.
+        let before = &run[gone_at - 1].1[2];
+        assert!(before.lag >= LAG_MAX - 1e-9, "{before:?}");
+        assert!(before.integral <= KI * LAG_MAX * TAU_I / 4.0, "{before:?}");
+        // Once the work leaves, the job is paid back about the lag it was owed (its
+        // bound) and one swing of the weights, which come down a step a tick; capped,
+        // it cannot receive more than its cap, and the caps add up to the node.
+        let paid = paid_back(&run[gone_at..]);
+        let bound = if headroom.is_some() {
+            0.01
+        } else {
+            3.0 * LAG_MAX
+        };
+        assert!(
+            paid <= bound,
+            "{headroom:?}: paid back {paid:.2} CPU-seconds"
+        );
+        // And it settles: the last 5 s within a point of one CPU.
+        for (got, _) in &run[70..] {
+            assert!(
+                (share_of_c(got) - 0.444).abs() < 0.01,
+                "{headroom:?}: {got:?}"
+            );
+        }
     }
 }
 
