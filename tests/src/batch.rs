@@ -67,6 +67,8 @@ impl BatchMarket {
         let market = MarketCluster::start(MarketOptions {
             cluster: crate::cluster::ClusterOptions {
                 nodes: o.nodes,
+                // Many ranks on two shared cores: a queue's heartbeat may be late.
+                node_heartbeat_timeout: "10s",
                 ..Default::default()
             },
             cpus: o.cpus,
