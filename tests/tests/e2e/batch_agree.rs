@@ -37,7 +37,7 @@ fn workload(seed: u64, n: usize) -> Vec<Planned> {
         .map(|_| {
             // Arrivals 0 to 1 s apart (a whole second apart at most), so the
             // queue builds up on the 6 processors.
-            t += (next(&mut s) % 3 == 0) as i64;
+            t += next(&mut s).is_multiple_of(3) as i64;
             Planned {
                 submit: t,
                 width: 1 + (next(&mut s) % 4) as u32,
