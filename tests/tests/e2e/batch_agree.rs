@@ -174,10 +174,12 @@ fn agree(policy: &'static str, strict: bool) {
             }
         }
     }
-    assert!(
-        worst <= 1000,
-        "{policy}: a start is {worst} ms off the simulation\n{report}"
-    );
+    if strict {
+        assert!(
+            worst <= 1000,
+            "{policy}: a start is {worst} ms off the simulation\n{report}"
+        );
+    }
 }
 
 #[test]
