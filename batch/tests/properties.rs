@@ -94,6 +94,15 @@ proptest! {
     }
 
     #[test]
+    fn conservative_schedules_exactly_as_the_plain_reservation_scan((jobs, procs) in workload()) {
+        let mut fast = policy::by_name("conservative", 0, small_ga()).unwrap();
+        let fast = simulate(&jobs, procs, fast.as_mut()).unwrap();
+        let plain = simulate(&jobs, procs, &mut PlainConservative).unwrap();
+        prop_assert_eq!(&fast.outcomes, &plain.outcomes);
+        prop_assert_eq!(&fast.segments, &plain.segments);
+    }
+
+    #[test]
     fn firstprice_preempts_each_job_at_most_once((jobs, procs) in workload()) {
         let mut p = policy::by_name("firstprice-preempt", 0, small_ga()).unwrap();
         let res = simulate(&jobs, procs, p.as_mut()).unwrap();
@@ -178,4 +187,66 @@ fn the_schedule_checker_catches_overcommit_early_start_and_short_runs() {
         width: 1,
     });
     assert!(check_schedule(&jobs, &short).is_err());
+}
+
+/// Conservative backfilling as the textbook states it, for comparison: free processors
+/// as a sorted list of steps, every queued job (in arrival order) reserved at the first
+/// step where it fits for its whole estimate, scanning from the start every time.
+struct PlainConservative;
+
+impl policy::Policy for PlainConservative {
+    fn name(&self) -> String {
+        "conservative".into()
+    }
+
+    fn decide(&mut self, snap: &policy::Snapshot<'_>) -> policy::Decision {
+        let mut steps: Vec<(i64, i64)> = vec![(snap.now, snap.procs as i64)];
+        let split =
+            |steps: &mut Vec<(i64, i64)>, t: i64| match steps.binary_search_by_key(&t, |s| s.0) {
+                Ok(i) => i,
+                Err(i) => {
+                    let free = steps[i - 1].1;
+                    steps.insert(i, (t, free));
+                    i
+                }
+            };
+        let reserve = |steps: &mut Vec<(i64, i64)>, t: i64, dur: i64, w: u32| {
+            let a = split(steps, t);
+            let b = split(steps, t + dur.max(1));
+            for s in &mut steps[a..b] {
+                s.1 -= w as i64;
+            }
+        };
+        for r in &snap.running {
+            reserve(
+                &mut steps,
+                snap.now,
+                r.estimated_end(snap.now) - snap.now,
+                r.job.width,
+            );
+        }
+        let mut d = policy::Decision::default();
+        let mut order: Vec<usize> = (0..snap.queued.len()).collect();
+        order.sort_by_key(|&i| (snap.queued[i].job.submit, snap.queued[i].job.id));
+        for i in order {
+            let q = &snap.queued[i];
+            let (w, dur) = (q.job.width as i64, q.remaining_estimate());
+            let t = (0..steps.len())
+                .find(|&a| {
+                    let t = steps[a].0;
+                    steps[a..]
+                        .iter()
+                        .take_while(|s| s.0 < t + dur)
+                        .all(|s| s.1 >= w)
+                })
+                .map_or(steps.last().unwrap().0, |a| steps[a].0);
+            reserve(&mut steps, t, dur, q.job.width);
+            if t == snap.now {
+                d.start.push(q.job.id);
+            } else if d.reserved.is_none() {
+                d.reserved = Some((q.job.id, t));
+            }
+        }
+        d
+    }
 }

@@ -198,6 +198,16 @@ impl JobSigner {
         &self.user
     }
 
+    /// The user's key.
+    pub fn key(&self) -> &KeyPair {
+        &self.key
+    }
+
+    /// The user's certificate, DER.
+    pub fn cert(&self) -> &[u8] {
+        &self.cert
+    }
+
     /// Signs `spec` (whose `user` must be this signer's).
     pub fn sign(&self, spec: &JobSpec) -> Result<SignedJob, JobSignError> {
         if spec.user != self.user {

@@ -3,6 +3,7 @@
 //! listen. This crate owns what they share beyond the datagram's layout:
 //!
 //! - [`config`]: the `[discovery]` table every config file shares.
+//! - [`cache`]: what a client heard, remembered for its next run.
 //! - [`net`]: the sockets (multicast and unicast) and the announcing loop.
 //! - [`clock`]: the time a caller passes in (monotonic instant and the
 //!   wall-clock position in the week).
@@ -12,6 +13,7 @@
 
 #![deny(missing_docs)]
 
+pub mod cache;
 pub mod clock;
 pub mod config;
 pub mod net;

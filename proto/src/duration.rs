@@ -5,24 +5,62 @@
 //!
 //! Decimals are exact (integer arithmetic, no floats) and must come out as whole
 //! milliseconds; zero, signs, exponents and anything over a day are refused.
+//!
+//! Batch jobs plan further ahead: [`parse_span`] also takes days (`7d`) and up to
+//! [`MAX_SPAN`], and [`parse_offset`] (a time after submission, as in a utility
+//! function's breakpoints) takes zero as well.
 
 use std::time::Duration;
 
 /// The longest duration [`parse_duration`] accepts: one day.
 pub const MAX_DURATION: Duration = Duration::from_secs(86_400);
 
+/// The longest duration [`parse_span`] and [`parse_offset`] accept: 366 days.
+pub const MAX_SPAN: Duration = Duration::from_secs(366 * 86_400);
+
 /// Why a text is not a duration; the message ends by saying how to write one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{why}; use a positive number with unit ms, s, m or h, such as 5s, 1.5s, 250ms or 2h")]
+#[error("{why}; {how}")]
 pub struct DurationError {
     why: &'static str,
+    how: &'static str,
 }
 
-impl DurationError {
-    fn new(why: &'static str) -> Self {
-        DurationError { why }
-    }
+/// What each parser accepts.
+struct Rules {
+    /// The longest duration.
+    max: Duration,
+    /// What "too long" says.
+    too_long: &'static str,
+    /// Whether `d` (days) is a unit.
+    days: bool,
+    /// Whether zero is a duration.
+    zero: bool,
+    /// How to write one, ending every message.
+    how: &'static str,
 }
+
+const SHORT: Rules = Rules {
+    max: MAX_DURATION,
+    too_long: "longer than one day",
+    days: false,
+    zero: false,
+    how: "use a positive number with unit ms, s, m or h, such as 5s, 1.5s, 250ms or 2h",
+};
+
+const SPAN: Rules = Rules {
+    max: MAX_SPAN,
+    too_long: "longer than 366 days",
+    days: true,
+    zero: false,
+    how: "use a positive number with unit s, m, h or d, such as 90m, 2h or 7d",
+};
+
+const OFFSET: Rules = Rules {
+    zero: true,
+    how: "use 0 or a positive number with unit s, m, h or d, such as 0, 90m, 2h or 7d",
+    ..SPAN
+};
 
 /// Parses a positive duration: a number with unit `ms`, `s`, `m` or `h`, or a bare number of
 /// seconds (`"5s"`, `"250ms"`, `"1.5"`). Decimals are exact (integer arithmetic, no
@@ -42,7 +80,44 @@ impl DurationError {
 /// assert!(parse_duration("1e-300s").is_err());
 /// ```
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
-    let bad = DurationError::new;
+    parse(text, &SHORT)
+}
+
+/// Parses a positive span that may be longer than a day, as a batch job's length,
+/// deadline or expiry: what [`parse_duration`] takes, and days (`d`), up to
+/// [`MAX_SPAN`].
+///
+/// ```
+/// use std::time::Duration;
+/// use proto::duration::parse_span;
+/// assert_eq!(parse_span("7d"), Ok(Duration::from_secs(7 * 86_400)));
+/// assert_eq!(parse_span("36h"), Ok(Duration::from_secs(36 * 3_600)));
+/// assert!(parse_span("0").is_err());
+/// assert!(parse_span("367d").unwrap_err().to_string().contains("366 days"));
+/// ```
+pub fn parse_span(text: &str) -> Result<Duration, DurationError> {
+    parse(text, &SPAN)
+}
+
+/// Parses a time after some moment (a utility breakpoint's time after submission):
+/// what [`parse_span`] takes, and zero (`0`, `0s`).
+///
+/// ```
+/// use std::time::Duration;
+/// use proto::duration::parse_offset;
+/// assert_eq!(parse_offset("0"), Ok(Duration::ZERO));
+/// assert_eq!(parse_offset("2h"), Ok(Duration::from_secs(7_200)));
+/// assert!(parse_offset("-1s").is_err());
+/// ```
+pub fn parse_offset(text: &str) -> Result<Duration, DurationError> {
+    parse(text, &OFFSET)
+}
+
+fn parse(text: &str, rules: &Rules) -> Result<Duration, DurationError> {
+    let bad = |why| DurationError {
+        why,
+        how: rules.how,
+    };
     let text = text.trim();
     // Milliseconds per unit.
     let (number, unit_ms): (&str, u64) = if let Some(n) = text.strip_suffix("ms") {
@@ -53,6 +128,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
         (n, 60_000)
     } else if let Some(n) = text.strip_suffix('h') {
         (n, 3_600_000)
+    } else if let Some(n) = text.strip_suffix('d').filter(|_| rules.days) {
+        (n, 86_400_000)
     } else {
         (text, 1_000)
     };
@@ -70,8 +147,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
             "not a plain decimal number (no sign, exponent or other characters)",
         ));
     }
-    const MAX_MS: u64 = MAX_DURATION.as_secs() * 1_000;
-    let too_long = || bad("longer than one day");
+    let max_ms = rules.max.as_millis() as u64;
+    let too_long = || bad(rules.too_long);
     // Leading zeros cannot overflow anything; strip them before the length check.
     let whole = whole.trim_start_matches('0');
     if whole.len() > 12 {
@@ -97,10 +174,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
         }
         millis = millis.checked_add(numerator / scale).ok_or_else(too_long)?;
     }
-    if millis == 0 {
+    if millis == 0 && !rules.zero {
         return Err(bad("zero is not a valid duration"));
     }
-    if millis > MAX_MS {
+    if millis > max_ms {
         return Err(too_long());
     }
     Ok(Duration::from_millis(millis))
@@ -155,6 +232,26 @@ mod tests {
                 .to_string()
                 .contains("exponent")
         );
+    }
+
+    #[test]
+    fn spans_take_days_and_offsets_take_zero() {
+        assert_eq!(parse_span("1.5d"), Ok(Duration::from_secs(129_600)));
+        assert_eq!(parse_span("366d"), Ok(MAX_SPAN));
+        assert_eq!(parse_span("90m"), Ok(Duration::from_secs(5_400)));
+        for text in ["0", "0d", "-1d", "1e3d", "d", "1w", "366.001d"] {
+            let e = parse_span(text).unwrap_err().to_string();
+            assert!(e.contains("unit s, m, h or d"), "{text}: {e}");
+        }
+        assert!(parse_span("0s").unwrap_err().to_string().contains("zero"));
+        assert_eq!(parse_offset("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_offset("0.0h"), Ok(Duration::ZERO));
+        assert_eq!(parse_offset("6h"), Ok(Duration::from_secs(21_600)));
+        assert!(parse_offset("-0").is_err());
+        assert!(parse_offset("367d").is_err());
+        // The short form keeps refusing days, and its own message.
+        let e = parse_duration("1d").unwrap_err().to_string();
+        assert!(e.ends_with("such as 5s, 1.5s, 250ms or 2h"), "{e}");
     }
 
     #[test]

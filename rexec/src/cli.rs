@@ -1,10 +1,12 @@
-//! The command line: the run form `rexec [OPTIONS] [--] PROG [ARGS...]` and
+//! The command line: the run form `rexec [OPTIONS] [--] PROG [ARGS...]`,
 //! the admin forms `rexec jobs`, `rexec kill JOBID`, `rexec bid JOBID RATE`
-//! and `rexec nodes`, and the rule that tells them apart.
+//! and `rexec nodes`, the batch forms `rexec submit|queue|cancel|output|wait`
+//! (defined in [`crate::batch::args`]), and the rule that tells them apart.
 //!
 //! The rule: the first word that is neither an option nor an option's value
 //! decides. If it is exactly `jobs`, `kill`, `bid` or `nodes` and no `--` came before it, the
-//! line is an admin command; otherwise it is the program to run, and every
+//! line is an admin command; `submit`, `queue`, `cancel`, `output` or `wait`, a batch
+//! command; otherwise it is the program to run, and every
 //! word after it belongs to the program. So a program called `jobs` runs with
 //! `rexec -- jobs` (or `rexec ./jobs`).
 
@@ -40,8 +42,16 @@ Other forms:
   rexec kill JOBID [--nodes A,B,...] [-s SIG]  signal every rank of a job (default SIGKILL)
   rexec bid JOBID RATE [--nodes A,B,...]    change a running job's bid on every node it runs on
   rexec nodes [--length DURATION] [--policy P]  list the nodes a selector knows
-The first word that is not an option decides: `jobs`, `kill`, `bid` or `nodes` there means the
-admin form, unless `--` came before it. To run a program called jobs, write `rexec -- jobs`.
+Batch jobs (through the cluster's queue; `rexec submit --help` and so on for each):
+  rexec submit -n W --length D [-r RATE | --value V --deadline D | --utility SPEC] PROG ARGS
+                                            queue a signed job; prints its id
+  rexec queue [--all] [--ended]             your jobs: state, place, rate, start, nodes
+  rexec cancel JOB...                       dequeue jobs, or kill their ranks
+  rexec output JOB [--follow] [-o FILE]     a job's stdout and stderr, as the queue kept them
+  rexec wait JOB                            wait for a job; exit with its status
+The first word that is not an option decides: `jobs`, `kill`, `bid`, `nodes`, `submit`, `queue`,
+`cancel`, `output` or `wait` there means that form, unless `--` came before it. To run a
+program called jobs, write `rexec -- jobs`.
 
 Nodes: with --nodes, ranks go to the listed nodes in order (N defaults to the list length; with
 -n N the list is cycled or cut to N). Without --nodes, the first N nodes of the configuration's
@@ -73,7 +83,7 @@ fn after_help() -> String {
     name = "rexec",
     version,
     about = "Run a program on several cluster nodes as if it ran here",
-    override_usage = "rexec [OPTIONS] [--] PROG [ARGS...]\n       rexec jobs [--nodes A,B,...]\n       rexec kill JOBID [--nodes A,B,...] [-s SIG]\n       rexec bid JOBID RATE [--nodes A,B,...]\n       rexec nodes [--length DURATION] [--policy P]",
+    override_usage = "rexec [OPTIONS] [--] PROG [ARGS...]\n       rexec jobs [--nodes A,B,...]\n       rexec kill JOBID [--nodes A,B,...] [-s SIG]\n       rexec bid JOBID RATE [--nodes A,B,...]\n       rexec nodes [--length DURATION] [--policy P]\n       rexec submit|queue|cancel|output|wait ...",
     after_help = after_help()
 )]
 pub struct RunArgs {
@@ -204,7 +214,26 @@ pub enum Invocation {
     Run(RunArgs),
     /// `jobs`, `kill`, `bid` or `nodes`.
     Admin(AdminArgs),
+    /// `submit`, `queue`, `cancel`, `output` or `wait`.
+    Batch(crate::batch::args::BatchArgs),
 }
+
+/// Which form a command line is, by the rule in the module docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// Run a program.
+    Run,
+    /// `jobs`, `kill`, `bid` or `nodes`.
+    Admin,
+    /// `submit`, `queue`, `cancel`, `output` or `wait`.
+    Batch,
+}
+
+/// The words that make a line an admin command.
+pub const ADMIN_WORDS: [&str; 4] = ["jobs", "kill", "bid", "nodes"];
+
+/// The words that make a line a batch command.
+pub const BATCH_WORDS: [&str; 5] = ["submit", "queue", "cancel", "output", "wait"];
 
 /// Long options of the run form that take a value in the next word.
 const LONG_WITH_VALUE: [&str; 8] = [
@@ -233,11 +262,27 @@ const SHORT_WITH_VALUE: [char; 2] = ['r', 'n'];
 /// assert!(!is_admin(&w("-r kill ls"))); // `kill` is the rate here
 /// ```
 pub fn is_admin(args: &[OsString]) -> bool {
+    form(args) == Form::Admin
+}
+
+/// Which form `args` (without the program name) is, by the rule in the module docs.
+///
+/// ```
+/// use rexec::cli::{Form, form};
+/// let w = |s: &str| s.split(' ').map(std::ffi::OsString::from).collect::<Vec<_>>();
+/// assert_eq!(form(&w("submit -n 2 --length 1h ./prog")), Form::Batch);
+/// assert_eq!(form(&w("--config c.toml wait 00ff")), Form::Batch);
+/// assert_eq!(form(&w("-- wait 5")), Form::Run);
+/// assert_eq!(form(&w("nodes")), Form::Admin);
+/// ```
+pub fn form(args: &[OsString]) -> Form {
     let mut words = args.iter();
     while let Some(word) = words.next() {
-        let Some(w) = word.to_str() else { return false };
+        let Some(w) = word.to_str() else {
+            return Form::Run;
+        };
         if w == "--" {
-            return false;
+            return Form::Run;
         }
         if let Some(long) = w.strip_prefix("--") {
             if !long.contains('=') && LONG_WITH_VALUE.contains(&w) {
@@ -258,18 +303,24 @@ pub fn is_admin(args: &[OsString]) -> bool {
             }
             continue;
         }
-        return matches!(w, "jobs" | "kill" | "bid" | "nodes");
+        return if ADMIN_WORDS.contains(&w) {
+            Form::Admin
+        } else if BATCH_WORDS.contains(&w) {
+            Form::Batch
+        } else {
+            Form::Run
+        };
     }
-    false
+    Form::Run
 }
 
 /// Parse the whole command line (including the program name), exiting with
 /// clap's message and status 2 on a usage error.
 pub fn parse(argv: Vec<OsString>) -> Invocation {
-    if is_admin(argv.get(1..).unwrap_or(&[])) {
-        Invocation::Admin(AdminArgs::parse_from(argv))
-    } else {
-        Invocation::Run(RunArgs::parse_from(argv))
+    match form(argv.get(1..).unwrap_or(&[])) {
+        Form::Admin => Invocation::Admin(AdminArgs::parse_from(argv)),
+        Form::Batch => Invocation::Batch(crate::batch::args::BatchArgs::parse_from(argv)),
+        Form::Run => Invocation::Run(RunArgs::parse_from(argv)),
     }
 }
 
@@ -284,7 +335,7 @@ mod tests {
             .collect();
         match parse(argv) {
             Invocation::Run(r) => r,
-            Invocation::Admin(a) => panic!("parsed as admin: {a:?}"),
+            other => panic!("not the run form: {other:?}"),
         }
     }
 
@@ -360,5 +411,30 @@ mod tests {
         assert_eq!(n.policy.as_deref(), Some("history"));
         assert!(n.verbose);
         assert_eq!(run("-- nodes").command, ["nodes"]);
+    }
+
+    #[test]
+    fn batch_words_select_the_batch_forms_unless_after_double_dash() {
+        use crate::batch::args::BatchCommand;
+        let argv = "rexec --config c.toml submit -n 2 --length 1h ./prog --nodes x"
+            .split(' ')
+            .map(OsString::from)
+            .collect();
+        let Invocation::Batch(b) = parse(argv) else {
+            panic!("not batch");
+        };
+        assert_eq!(b.config.as_deref(), Some(std::path::Path::new("c.toml")));
+        let BatchCommand::Submit(s) = b.command else {
+            panic!("not submit")
+        };
+        assert_eq!((s.width, s.length.as_str()), (2, "1h"));
+        assert_eq!(s.command, ["./prog", "--nodes", "x"]);
+        for word in BATCH_WORDS {
+            assert_eq!(run(&format!("-- {word}")).command, [word]);
+            assert_eq!(run(&format!("-r {word} ls")).command, ["ls"]);
+        }
+        let w = |s: &str| s.split(' ').map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(form(&w("-n 2 wait 3")), Form::Batch);
+        assert_eq!(form(&w("./wait 3")), Form::Run);
     }
 }

@@ -28,6 +28,11 @@
 //! listens on the announcement group for selectors. A configured list
 //! always wins over announcements.
 //!
+//! The batch commands (`rexec submit` and the rest) reach the queue at the
+//! `[batch]` table's `address` (`addr` is taken too), checking that its
+//! certificate is the service certificate named `server_name` (default
+//! `batchd`); without an address, at the queue a selector knows of.
+//!
 //! The file is shared by every client tool: the certificate keys at the top
 //! serve them all, and sections of other tools (such as `[accountd]`) are
 //! left alone here. A top-level key no tool knows is refused, since it is
@@ -82,6 +87,28 @@ pub struct Config {
     pub selectors: Vec<SelectorEntry>,
     /// The `[discovery]` table, checked, when the file has one.
     pub discovery: Option<discovery::config::DiscoveryConfig>,
+    /// The `[batch]` table: where the batch queue is.
+    pub batch: BatchEntry,
+}
+
+/// The batch queue as the `[batch]` table names it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchEntry {
+    /// `host:port` of the queue (else found through a selector).
+    #[serde(alias = "addr")]
+    pub address: Option<String>,
+    /// The service name in the queue's certificate (default `batchd`).
+    pub server_name: Option<String>,
+}
+
+impl BatchEntry {
+    /// The name the queue's certificate must carry.
+    pub fn server_name(&self) -> &str {
+        self.server_name
+            .as_deref()
+            .unwrap_or(clients::batch::DEFAULT_SERVER_NAME)
+    }
 }
 
 /// Why the configuration could not be loaded; every message names the file.
@@ -146,6 +173,8 @@ struct RawConfig {
     #[serde(default)]
     selectors: BTreeMap<String, toml::Spanned<String>>,
     discovery: Option<discovery::config::DiscoveryFile>,
+    #[serde(default)]
+    batch: BatchEntry,
 }
 
 /// Which file to load: `explicit` (from `--config` or `REXEC_CONFIG`, which
@@ -309,6 +338,17 @@ impl Config {
                     .map_err(|e| value_err(&format!("discovery.{}", e.key), e.reason.clone()))?,
             ),
         };
+        if let Some(addr) = &raw.batch.address {
+            check_addr(addr).map_err(|m| value_err("batch.address", m))?;
+        }
+        if let Some(name) = &raw.batch.server_name {
+            certs::check_name(Role::Service, name).map_err(|e| {
+                value_err(
+                    "batch.server_name",
+                    format!("not a usable service name (the name in the queue's certificate): {e}"),
+                )
+            })?;
+        }
         Ok(Config {
             path: path.to_path_buf(),
             tls,
@@ -317,6 +357,7 @@ impl Config {
             nodes: nodes.into_iter().map(|(_, n)| n).collect(),
             selectors: selectors.into_iter().map(|(_, n)| n).collect(),
             discovery,
+            batch: raw.batch,
         })
     }
 
@@ -452,6 +493,8 @@ mod tests {
         let names: Vec<_> = c.selectors.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["vexecd1", "vexecd2"]);
         assert_eq!(c.discovery.unwrap().port, 7477);
+        assert_eq!(c.batch.address.as_deref(), Some("10.0.0.9:7482"));
+        assert_eq!(c.batch.server_name(), "batchd");
     }
 
     #[test]
@@ -581,6 +624,27 @@ mod tests {
         let e = parse(&format!("{BASE}[discovery]\ngroup = \"10.0.0.1\"\n")).unwrap_err();
         assert!(e.to_string().contains("`discovery.group`"), "{e}");
         let e = parse(&format!("{BASE}[discovery]\ncolour = 1\n")).unwrap_err();
+        assert!(e.to_string().contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn the_batch_table_names_the_queue() {
+        let c = parse(BASE).unwrap();
+        assert_eq!(c.batch, BatchEntry::default());
+        assert_eq!(c.batch.server_name(), "batchd");
+        let c = parse(&format!(
+            "{BASE}[batch]\naddress = \"10.0.0.7:7490\"\nserver_name = \"queue1\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.batch.address.as_deref(), Some("10.0.0.7:7490"));
+        assert_eq!(c.batch.server_name(), "queue1");
+        let c = parse(&format!("{BASE}[batch]\naddr = \"h:1\"\n")).unwrap();
+        assert_eq!(c.batch.address.as_deref(), Some("h:1"));
+        let e = parse(&format!("{BASE}[batch]\naddress = \"nocolon\"\n")).unwrap_err();
+        assert!(e.to_string().contains("`batch.address`"), "{e}");
+        let e = parse(&format!("{BASE}[batch]\nserver_name = \"Bad Name\"\n")).unwrap_err();
+        assert!(e.to_string().contains("`batch.server_name`"), "{e}");
+        let e = parse(&format!("{BASE}[batch]\ncolour = 1\n")).unwrap_err();
         assert!(e.to_string().contains("colour"), "{e}");
     }
 

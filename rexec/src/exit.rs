@@ -32,23 +32,27 @@ pub const REFUSED: i32 = 254;
 /// Exit status for a lost or failed node or selector, or a local failure.
 pub const FAILED: i32 = 255;
 /// Exit status of `jobs`, `kill`, `bid` and `nodes` when a node or
-/// selector could not answer, or nothing matched.
+/// selector could not answer, or nothing matched (and of `cancel` when some
+/// job was not cancelled).
 pub const INCOMPLETE: i32 = 1;
+/// Exit status of `rexec wait` when the batch job was cancelled, or failed
+/// without an exit status of its own.
+pub const UNFINISHED: i32 = 253;
 
 /// The documented exit statuses: (status, meaning). `rexec --help` prints
 /// this table and README.md carries the same rows.
-pub const TABLE: [(&str, &str); 10] = [
+pub const TABLE: [(&str, &str); 11] = [
     (
         "0",
-        "the program exited 0 on every rank (jobs, kill, bid, nodes: every node answered)",
+        "the program exited 0 on every rank (jobs, kill, bid, nodes: every node answered; submit, queue, cancel, output: done)",
     ),
     (
         "1-125",
-        "the program's own status: the first non-zero one, in the order ranks finish",
+        "the program's own status: the first non-zero one, in the order ranks finish (wait: the batch job's)",
     ),
     (
         "1",
-        "jobs, kill, bid, nodes: some node or selector could not answer, or nothing matched",
+        "jobs, kill, bid, nodes: some node or selector could not answer, or nothing matched; cancel: some job was not cancelled",
     ),
     (
         "2",
@@ -59,12 +63,16 @@ pub const TABLE: [(&str, &str); 10] = [
     ("130", "interrupted by a double Ctrl-C"),
     ("141", "standard output's reader went away"),
     (
+        "253",
+        "wait: the batch job was cancelled, or failed without an exit status of its own (why is printed)",
+    ),
+    (
         "254",
-        "the market refused the bid (negative, over max_rate, no credit): nothing ran",
+        "the market refused the bid (negative, over max_rate, no credit): nothing ran; submit: also wider than the market, or a bad signature",
     ),
     (
         "255",
-        "a node or selector was lost, unreachable or failed; nothing left running",
+        "a node, selector or the batch queue was lost, unreachable or failed; nothing left running",
     ),
 ];
 
@@ -90,6 +98,8 @@ pub enum Class {
     Incomplete,
     /// Interrupted while starting: 130 for Ctrl-C, else `128+N` for signal N.
     Interrupted(i32),
+    /// The batch job `rexec wait` waited for was cancelled or failed, 253.
+    Unfinished,
     /// A node or selector was lost or failed, or something local, 255.
     Failed,
 }
@@ -103,6 +113,7 @@ impl Class {
             Class::NotStarted => NOT_STARTED,
             Class::Incomplete => INCOMPLETE,
             Class::Interrupted(code) => code,
+            Class::Unfinished => UNFINISHED,
             Class::Failed => FAILED,
         }
     }
@@ -128,6 +139,9 @@ pub enum Error {
     /// the text is empty).
     #[error("{0}")]
     Incomplete(String),
+    /// The batch job waited for was cancelled or failed without an exit status.
+    #[error("{0}")]
+    Unfinished(String),
     /// Several lines (one per node), with the class of the whole.
     #[error("{}", .lines.join("\n"))]
     Lines {
@@ -150,6 +164,7 @@ impl Error {
             Error::NotStarted(_) => Class::NotStarted,
             Error::Failed(_) => Class::Failed,
             Error::Incomplete(_) => Class::Incomplete,
+            Error::Unfinished(_) => Class::Unfinished,
             Error::Lines { class, .. } => *class,
             Error::Selectors(e) => selector_class(e),
         }
@@ -273,6 +288,7 @@ mod tests {
             Class::NotStarted,
             Class::Incomplete,
             Class::Interrupted(INTERRUPTED),
+            Class::Unfinished,
             Class::Failed,
         ] {
             let s = class.status().to_string();

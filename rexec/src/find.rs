@@ -8,11 +8,19 @@
 //! announce at about the same time). Selectors found this way are asked in
 //! the order of a hash of their name mixed with a seed each client draws at
 //! random, so clients spread over the selectors while each one's order is
-//! fixed for its run. Nothing is cached on disk.
+//! fixed for its run.
+//!
+//! What was found is remembered for the next run ([`discovery::cache`], at most
+//! [`discovery::cache::MAX_AGE`] old): a run with a cache asks the remembered
+//! selectors for the live ones (`Services`) at once and listens on the group only
+//! when the cache is missing, stale, damaged, or none of its selectors answers.
+//! A remembered entry is checked like any address (the selector's certificate
+//! must carry the name), so a stale or planted one costs a refused connection.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use clients::selector::{Services, ask_any};
+use discovery::cache::{Cache, MAX_AGE, Remembered};
 use discovery::config::DiscoveryConfig;
 use proto::announce::{Announcement, Kind};
 use proto::select::ServiceKind;
@@ -84,32 +92,118 @@ pub async fn selectors(
         });
     };
     let seed = getrandom::u64().unwrap_or_else(|_| u64::from(std::process::id()));
+    let cache = Cache::for_user("selectors", d);
+    if let Some(cache) = &cache
+        && let Some((remembered, written)) = cache.load(MAX_AGE, SystemTime::now())
+    {
+        let known: Vec<SelectorEntry> = remembered
+            .into_iter()
+            .filter(|r| certs::check_name(certs::Role::Service, &r.name).is_ok())
+            .map(|r| SelectorEntry {
+                name: r.name,
+                addr: r.addr,
+            })
+            .collect();
+        let known = order(known, seed);
+        note(&format!(
+            "asking the selectors remembered in {}: {}",
+            cache.path().display(),
+            describe(&known)
+        ));
+        if let Some((by, live)) = live_selectors(connector, &known).await {
+            // The one that answered, and the live ones it knows.
+            let found = order(merge(vec![known[by].clone()], live), seed);
+            remember(cache, &found, Some((&known, written)), note);
+            return Ok(found);
+        }
+        note("none of the remembered selectors answered; listening on the group");
+        cache.forget();
+    }
     let heard = listen(d, config).await?;
     let mut found = order(heard, seed);
     note(&format!(
         "heard selector{} {}",
         if found.len() == 1 { "" } else { "s" },
-        found
-            .iter()
-            .map(|s| format!("{} ({})", s.name, s.addr))
-            .collect::<Vec<_>>()
-            .join(", ")
+        describe(&found)
     ));
     // Those not heard yet (announcing later in their period) are known to
     // the ones heard; failing that, the ones heard will do.
-    if let Ok((_, services)) = ask_any(connector, &found, &Services, ASK_TIMEOUT).await {
-        let more: Vec<SelectorEntry> = services
-            .into_iter()
-            .filter(|s| s.kind == ServiceKind::Selector)
-            .filter(|s| certs::check_name(certs::Role::Service, &s.name).is_ok())
-            .map(|s| SelectorEntry {
-                name: s.name,
-                addr: s.addr.to_string(),
-            })
-            .collect();
-        found = order(merge(found, more), seed);
+    if let Some((_, live)) = live_selectors(connector, &found).await {
+        found = order(merge(found, live), seed);
+    }
+    if let Some(cache) = &cache {
+        remember(cache, &found, None, note);
     }
     Ok(found)
+}
+
+/// How often a confirmed cache is rewritten when nothing in it changed (so its age
+/// stays below [`MAX_AGE`] while it keeps working).
+const REFRESH: Duration = Duration::from_secs(60);
+
+/// Ask `selectors` in turn for the live selectors they know: which one answered,
+/// and the selectors in its answer.
+async fn live_selectors(
+    connector: &TlsConnector,
+    selectors: &[SelectorEntry],
+) -> Option<(usize, Vec<SelectorEntry>)> {
+    let (by, services) = ask_any(connector, selectors, &Services, ASK_TIMEOUT)
+        .await
+        .ok()?;
+    let live = services
+        .into_iter()
+        .filter(|s| s.kind == ServiceKind::Selector)
+        .filter(|s| certs::check_name(certs::Role::Service, &s.name).is_ok())
+        .map(|s| SelectorEntry {
+            name: s.name,
+            addr: s.addr.to_string(),
+        })
+        .collect();
+    Some((by, live))
+}
+
+/// Write `found` to the cache unless it holds the same (`before`) and is fresh.
+fn remember(
+    cache: &Cache,
+    found: &[SelectorEntry],
+    before: Option<(&[SelectorEntry], SystemTime)>,
+    note: &dyn Fn(&str),
+) {
+    let now = SystemTime::now();
+    let same = |old: &[SelectorEntry]| {
+        let mut a: Vec<_> = old.iter().map(|e| (&e.name, &e.addr)).collect();
+        let mut b: Vec<_> = found.iter().map(|e| (&e.name, &e.addr)).collect();
+        a.sort();
+        b.sort();
+        a == b
+    };
+    if let Some((old, written)) = before
+        && same(old)
+        && now.duration_since(written).unwrap_or_default() < REFRESH
+    {
+        return;
+    }
+    let entries: Vec<Remembered> = found
+        .iter()
+        .map(|e| Remembered {
+            name: e.name.clone(),
+            addr: e.addr.clone(),
+        })
+        .collect();
+    if let Err(e) = cache.store(&entries, now) {
+        note(&format!(
+            "cannot remember the selectors in {}: {e}",
+            cache.path().display()
+        ));
+    }
+}
+
+fn describe(selectors: &[SelectorEntry]) -> String {
+    selectors
+        .iter()
+        .map(|s| format!("{} ({})", s.name, s.addr))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Listen on `d`'s group until selectors are heard, by the rule in the module docs.

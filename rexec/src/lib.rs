@@ -4,8 +4,9 @@
 //! local program — and if anything fails, aborts it everywhere.
 //!
 //! Module map:
-//! - [`cli`]: the command line (run form, `jobs`, `kill`, `bid`) and the rule that
-//!   tells them apart (`rexec -- jobs` runs a program called `jobs`).
+//! - [`cli`]: the command line (run form, `jobs`, `kill`, `bid`, `nodes`, and the
+//!   batch forms) and the rule that tells them apart (`rexec -- jobs` runs a
+//!   program called `jobs`).
 //! - [`config`]: the client configuration file and its errors.
 //! - [`exit`]: the documented exit statuses, the client's one error type
 //!   and the one mapping from an outcome to a status.
@@ -35,7 +36,9 @@
 //!   `rexec nodes`), on the nodes of `[nodes]` or those a selector lists.
 //! - [`bill`]: what the job used and paid, per node (`rexec -v`), and the
 //!   credit notices shown once per job rather than once per rank.
-//! - [`sys`]: the one unsafe call (`TIOCGWINSZ`).
+//! - [`batch`]: `rexec submit`, `queue`, `cancel`, `output` and `wait`: signed
+//!   batch jobs through the cluster's queue.
+//! - [`sys`]: the unsafe calls (`TIOCGWINSZ`, `localtime_r`).
 //!
 //! # Behaviour in brief
 //!
@@ -69,6 +72,7 @@
 #![deny(missing_docs)]
 
 pub mod admin;
+pub mod batch;
 pub mod bill;
 pub mod choose;
 pub mod cli;

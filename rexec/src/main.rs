@@ -11,6 +11,7 @@ fn main() {
     let verbose = match &invocation {
         Invocation::Run(args) => args.verbose,
         Invocation::Admin(args) => matches!(&args.command, AdminCommand::Nodes(n) if n.verbose),
+        Invocation::Batch(_) => false,
     };
     let outcome = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -21,6 +22,7 @@ fn main() {
             match invocation {
                 Invocation::Run(args) => rexec::run::run(args).await,
                 Invocation::Admin(args) => rexec::admin::run(args).await.map(|()| 0),
+                Invocation::Batch(args) => rexec::batch::run(args).await,
             }
         }),
         Err(e) => Err(Error::Failed(format!(

@@ -148,19 +148,12 @@ impl JobSpec {
         argv: Vec<String>,
         terminal: Option<WindowSize>,
     ) -> JobSpec {
-        let env = std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-            .filter(|(k, _)| !RANK_VARS.contains(&k.as_str()))
-            .collect();
-        let cwd = std::env::current_dir()
-            .ok()
-            .and_then(|p| p.into_os_string().into_string().ok());
         JobSpec {
             job: new_job_id(),
             bid,
             argv,
-            env,
-            cwd,
+            env: process_env(),
+            cwd: process_cwd(),
             terminal,
             nodes: ranks.iter().map(|r| r.node.name.clone()).collect(),
         }
@@ -199,6 +192,22 @@ impl JobSpec {
             terminal: if rank == 0 { self.terminal } else { None },
         }
     }
+}
+
+/// This process's environment as a job takes it: the variables whose name and
+/// value are valid UTF-8, without the per-rank variables ([`RANK_VARS`]).
+pub fn process_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| !RANK_VARS.contains(&k.as_str()))
+        .collect()
+}
+
+/// This process's working directory, when it is valid UTF-8.
+pub fn process_cwd() -> Option<String> {
+    std::env::current_dir()
+        .ok()
+        .and_then(|p| p.into_os_string().into_string().ok())
 }
 
 /// A fresh random job id from the operating system's generator (`getrandom`), or

@@ -344,7 +344,11 @@ fn client_config(pki: &TestPki, dir: &Path, selectors: &[SelectorEntry]) -> Path
 
 async fn rexec(config: &Path, args: &[&str]) -> std::process::Output {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_rexec"));
-    cmd.args(args).env("REXEC_CONFIG", config);
+    // Each test's own cache of heard selectors, beside its config.
+    let cache = config.parent().unwrap().join("cache");
+    cmd.args(args)
+        .env("REXEC_CONFIG", config)
+        .env("REXEC_CACHE_DIR", cache);
     for var in [
         "REXEC_CA",
         "REXEC_CERT",
@@ -581,6 +585,92 @@ async fn selectors_are_found_from_announcements_on_the_group() {
         "{ops:?}"
     );
     assert!(foreign.requests().is_empty());
+
+    // The next run asks the remembered selector at once, without listening.
+    let out = rexec(&config, &["nodes", "-v"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("asking the selectors remembered in "),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("heard selector"), "{stderr}");
+    let ops: Vec<_> = v1.requests().into_iter().map(|r| r.op).collect();
+    assert!(
+        matches!(ops[..], [_, _, SelectorOp::Services, SelectorOp::Nodes(_)]),
+        "{ops:?}"
+    );
+}
+
+/// A remembered list that cannot be used: the client listens after all, and says
+/// nothing about it without `-v`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_misplaced_or_damaged_cache_falls_back_to_listening_silently() {
+    let pki = TestPki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let channel = testhost::net::channel();
+    let nodes = vec![view("n1", "127.0.0.1:7001".parse().unwrap(), 0)];
+    let v1 = selector_peer(&pki, "v1", listing(nodes)).await;
+    // Something else, with a certificate of the cluster but another name.
+    let other = selector_peer(&pki, "w1", listing(Vec::new())).await;
+    let _a = announce_selector(channel, "lab", "v1", v1.addr);
+    let config = discovery_config(&pki, dir.path(), channel);
+    let discovery = discovery::config::DiscoveryConfig {
+        cluster: "lab".into(),
+        group: channel.group,
+        port: channel.port,
+        ..Default::default()
+    };
+    let cache = discovery::cache::Cache::new(&dir.path().join("cache"), "selectors", &discovery);
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let header = format!("rexec-market service cache 1\nwritten {secs}\n");
+    let cases = [
+        ("a dead selector", format!("{header}v1 {closed}\n")),
+        (
+            "an address held by another",
+            format!("{header}v1 {}\n", other.addr),
+        ),
+        (
+            "a damaged file",
+            "rexec-market service cache 1\nwritten x\n\u{0}".to_string(),
+        ),
+    ];
+    for (what, text) in cases {
+        std::fs::create_dir_all(cache.path().parent().unwrap()).unwrap();
+        std::fs::write(cache.path(), text).unwrap();
+        let out = rexec(&config, &["nodes"]).await;
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(0), "{what}: {stderr}");
+        assert_eq!(stderr, "", "{what}: printed without -v");
+        assert!(
+            stdout.lines().nth(1).unwrap_or("").starts_with("n1 "),
+            "{what}: {stdout}"
+        );
+        // What was heard replaced the bad entry.
+        let (kept, _) = cache
+            .load(discovery::cache::MAX_AGE, std::time::SystemTime::now())
+            .unwrap_or_else(|| panic!("{what}: nothing remembered"));
+        assert_eq!(kept.len(), 1, "{what}: {kept:?}");
+        assert_eq!(
+            (kept[0].name.as_str(), kept[0].addr.clone()),
+            ("v1", v1.addr.to_string()),
+            "{what}"
+        );
+    }
+    assert!(
+        other.requests().is_empty(),
+        "the misplaced address was asked"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -37,7 +37,9 @@
 //!
 //! rexecd speaks the session order of `proto::node`. A launch is accepted only from a
 //! user certificate and runs as the Unix user of the same name (unknown users refused;
-//! root refused unless `allow_root`; `allowed_users` limits who may run jobs). Each rank
+//! root refused unless `allow_root`; `allowed_users` limits who may run jobs). A
+//! `LaunchSigned` is accepted only from a queue (`[batch] queues`) and runs as the
+//! user who signed the job, once (see [`signed`]). Each rank
 //! gets its own cgroup `job-<n>` under the parent; its first process starts a new session
 //! (so its pid is the process group signals go to), or, with a terminal, a new session
 //! with the pseudo-terminal as controlling terminal. Signals from the client go to that

@@ -99,25 +99,31 @@ pub fn admit(
         refuse(code, node, format_args!("signed job refused: {e}"))
     })?;
     let spec = &job.spec;
-    if req.attempt >= spec.max_attempts {
-        return Err(refuse(
-            ErrorCode::BadRequest,
-            node,
-            format_args!(
-                "attempt {} of job {} is not below its signed max_attempts {}; it may not start again",
-                req.attempt, spec.id, spec.max_attempts
-            ),
-        ));
-    }
-    if req.rank >= spec.width {
-        return Err(refuse(
-            ErrorCode::BadRequest,
-            node,
-            format_args!(
-                "rank {} is out of range for job {} of width {}",
-                req.rank, spec.id, spec.width
-            ),
-        ));
+    let out_of_range = if req.attempt >= spec.max_attempts {
+        Some(format!(
+            "attempt {} of job {} is not below its signed max_attempts {}; it may not start again",
+            req.attempt, spec.id, spec.max_attempts
+        ))
+    } else if req.rank >= spec.width {
+        Some(format!(
+            "rank {} is out of range for job {} of width {}",
+            req.rank, spec.id, spec.width
+        ))
+    } else {
+        None
+    };
+    let out_of_range = out_of_range.or_else(|| {
+        (req.nodes.len() != spec.width as usize).then(|| {
+            format!(
+                "the queue named {} nodes for job {} of width {}; it must name one per rank",
+                req.nodes.len(),
+                spec.id,
+                spec.width
+            )
+        })
+    });
+    if let Some(text) = out_of_range {
+        return Err(refuse(ErrorCode::BadRequest, node, text));
     }
     if let Worth::Rate(rate) = spec.worth
         && req.bid > rate
@@ -139,7 +145,7 @@ pub fn admit(
         nranks: spec.width,
         bid: req.bid,
         argv: spec.argv.clone(),
-        env: spec.env.clone(),
+        env: rank_env(&spec.env, spec.id, req.rank, spec.width, &req.nodes),
         cwd: spec.cwd.clone(),
         terminal: None,
     };
@@ -242,3 +248,27 @@ impl StartedRanks {
 
 #[cfg(test)]
 mod tests;
+
+/// The signed environment with the rank's own variables, as `rexec` gives an
+/// interactive rank: `REXEC_RANK`, `REXEC_NRANKS`, `REXEC_NODES` (names in rank
+/// order, comma-separated) and `REXEC_JOB` (16 hex digits), replacing any the
+/// owner's environment held.
+pub fn rank_env(
+    signed: &[(String, String)],
+    job: proto::node::JobId,
+    rank: u32,
+    width: u32,
+    nodes: &[String],
+) -> Vec<(String, String)> {
+    const RANK_VARS: [&str; 4] = ["REXEC_RANK", "REXEC_NRANKS", "REXEC_NODES", "REXEC_JOB"];
+    let mut env: Vec<(String, String)> = signed
+        .iter()
+        .filter(|(k, _)| !RANK_VARS.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    env.push(("REXEC_RANK".into(), rank.to_string()));
+    env.push(("REXEC_NRANKS".into(), width.to_string()));
+    env.push(("REXEC_NODES".into(), nodes.join(",")));
+    env.push(("REXEC_JOB".into(), job.to_string()));
+    env
+}

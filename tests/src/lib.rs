@@ -13,6 +13,8 @@
 //! - [`node`]: one `rexecd` process: flags, log, ready file, start-up.
 //! - [`selectors`]: nodes announcing on loopback multicast, real vexecd
 //!   selectors, client configurations that name selectors or only the group.
+//! - [`prometheus`]: a real Prometheus server scraping the daemons, and PromQL
+//!   queries through its HTTP API.
 //! - [`rexec`]: running the `rexec` binary and collecting what it prints.
 //! - [`procs`]: processes found by an environment mark, their states, and
 //!   job cgroup directories.
@@ -41,6 +43,7 @@ pub mod netns;
 pub mod node;
 pub mod pattern;
 pub mod procs;
+pub mod prometheus;
 pub mod proxy;
 pub mod pty;
 pub mod rexec;

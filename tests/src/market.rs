@@ -640,11 +640,17 @@ pub struct RawSession {
 impl RawSession {
     /// Connect to node `node` as user `user` and say hello.
     pub fn open(cluster: &Cluster, node: &str, user: &str) -> RawSession {
+        RawSession::open_as(cluster, node, Role::User, user)
+    }
+
+    /// Connect to node `node` with the certificate of (`role`, `name`) (a queue's
+    /// `service` certificate, say) and say hello.
+    pub fn open_as(cluster: &Cluster, node: &str, role: Role, name: &str) -> RawSession {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
-        let tls = cluster.pki.tls_paths(Role::User, user);
+        let tls = cluster.pki.tls_paths(role, name);
         let addr = cluster.node(node).addr;
         let framed = runtime.block_on(async {
             let connector = certs::connector(&tls).expect("connector");
@@ -683,18 +689,47 @@ impl RawSession {
             cwd: None,
             terminal: None,
         };
+        self.send(ToNode::Launch(launch))
+    }
+
+    /// Send `msg` and return the node's first answer that is not a heartbeat.
+    pub fn send(&mut self, msg: ToNode) -> FromNode {
         let framed = &mut self.framed;
         self.runtime.block_on(async {
-            framed
-                .send(&ToNode::Launch(launch))
-                .await
-                .expect("send Launch");
+            framed.send(&msg).await.expect("send");
             loop {
                 match tokio::time::timeout(Duration::from_secs(20), framed.recv::<FromNode>()).await
                 {
                     Ok(Ok(Some(FromNode::Heartbeat(_)))) => {}
                     Ok(Ok(Some(frame))) => return frame,
-                    other => panic!("no answer to Launch: {other:?}"),
+                    other => panic!("no answer: {other:?}"),
+                }
+            }
+        })
+    }
+
+    /// After `Started`: everything the node sends up to and including `Exit` (or
+    /// an `Error`, or the end of the connection), answering its heartbeats.
+    pub fn until_exit(&mut self) -> Vec<FromNode> {
+        let framed = &mut self.framed;
+        self.runtime.block_on(async {
+            let mut got = Vec::new();
+            loop {
+                match tokio::time::timeout(Duration::from_secs(60), framed.recv::<FromNode>()).await
+                {
+                    Ok(Ok(Some(FromNode::Heartbeat(h)))) => {
+                        let beat = ToNode::Heartbeat(proto::node::Heartbeat { seq: h.seq });
+                        framed.send(&beat).await.expect("heartbeat");
+                    }
+                    Ok(Ok(Some(frame))) => {
+                        let last = matches!(frame, FromNode::Exit(_) | FromNode::Error(_));
+                        got.push(frame);
+                        if last {
+                            return got;
+                        }
+                    }
+                    Ok(Ok(None)) => return got,
+                    other => panic!("the session failed: {other:?}"),
                 }
             }
         })

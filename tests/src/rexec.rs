@@ -73,7 +73,9 @@ impl Rexec {
                 "REXEC_HEARTBEAT_TIMEOUT",
                 cluster.options.client_heartbeat_timeout,
             )
-            .current_dir("/tmp");
+            .current_dir("/tmp")
+            // The test's own cache of heard selectors (never the caller's).
+            .env("REXEC_CACHE_DIR", cluster.dir.path().join("client-cache"));
         // Nothing from the caller's environment may point elsewhere.
         for var in [
             "REXEC_CA",

@@ -134,6 +134,18 @@ impl Vexecd {
         Vexecd::start_on(pki, dir, name, channel, udp, None)
     }
 
+    /// [`Vexecd::start`] with `extra` appended to its config file (for example a
+    /// `[metrics]` table).
+    pub fn start_with(
+        pki: &TestPki,
+        dir: &Path,
+        name: &str,
+        channel: &Channel,
+        extra: &str,
+    ) -> Vexecd {
+        Vexecd::start_full(pki, dir, name, channel, None, None, extra)
+    }
+
     /// [`Vexecd::start`] in a host's network namespace (name and address),
     /// listening on the host's address, when given.
     pub fn start_on(
@@ -144,9 +156,22 @@ impl Vexecd {
         udp: Option<SocketAddr>,
         host: Option<(String, std::net::Ipv4Addr)>,
     ) -> Vexecd {
+        Vexecd::start_full(pki, dir, name, channel, udp, host, "")
+    }
+
+    fn start_full(
+        pki: &TestPki,
+        dir: &Path,
+        name: &str,
+        channel: &Channel,
+        udp: Option<SocketAddr>,
+        host: Option<(String, std::net::Ipv4Addr)>,
+        extra: &str,
+    ) -> Vexecd {
         let tls = pki.tls_paths(Role::Service, name);
         let config = dir.join(format!("{name}.toml"));
-        fs::write(&config, channel.table()).expect("cannot write the vexecd config");
+        fs::write(&config, format!("{}\n{extra}", channel.table()))
+            .expect("cannot write the vexecd config");
         let ready = dir.join(format!("{name}.ready"));
         let _ = fs::remove_file(&ready);
         let log = dir.join(format!("{name}.log"));

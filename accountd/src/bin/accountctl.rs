@@ -185,25 +185,62 @@ async fn connect(cli: &Cli) -> anyhow::Result<AccountClient> {
         .clone()
         .or(file.accountd.server_name)
         .unwrap_or_else(|| DEFAULT_SERVER_NAME.to_string());
+    let connector = certs::connector(&paths)?;
+    let timeout = Duration::from_secs(cli.timeout);
     let addr = match cli.server.clone().or(file.accountd.address) {
         Some(addr) => addr,
         None => match &file.discovery {
-            Some(d) => hear_accountd(d, &name).await?,
+            Some(d) => return discover(&d.resolve()?, &name, &connector, timeout).await,
             None => bail!(
                 "no accountd address: pass --server HOST:PORT, set ACCOUNTD_ADDR, set address under [accountd] in the config file, or give a [discovery] table to hear accountd announce itself"
             ),
         },
     };
-    let connector = certs::connector(&paths)?;
-    Ok(AccountClient::connect(&addr, &connector, &name, Duration::from_secs(cli.timeout)).await?)
+    Ok(AccountClient::connect(&addr, &connector, &name, timeout).await?)
+}
+
+/// accountd `name` found through the group of `d`: at the address remembered from
+/// an earlier run (`discovery::cache`) when it still answers there with its
+/// certificate, else as heard announcing itself (then remembered).
+async fn discover(
+    d: &discovery::config::DiscoveryConfig,
+    name: &str,
+    connector: &tokio_rustls::TlsConnector,
+    timeout: Duration,
+) -> anyhow::Result<AccountClient> {
+    use discovery::cache::{Cache, MAX_AGE, Remembered};
+    let cache = Cache::for_user(&format!("accountd-{name}"), d);
+    let now = std::time::SystemTime::now();
+    if let Some(cache) = &cache
+        && let Some((remembered, _)) = cache.load(MAX_AGE, now)
+        && let Some(first) = remembered.first()
+    {
+        if let Ok(c) = AccountClient::connect(&first.addr, connector, name, timeout).await {
+            return Ok(c);
+        }
+        cache.forget();
+    }
+    let addr = hear_accountd(d, name).await?;
+    let c = AccountClient::connect(&addr, connector, name, timeout).await?;
+    if let Some(cache) = &cache {
+        let entry = Remembered {
+            name: name.to_string(),
+            addr,
+        };
+        // Only a hint for the next run: failing to write it changes nothing now.
+        let _ = cache.store(&[entry], now);
+    }
+    Ok(c)
 }
 
 /// The address accountd `name` announces on the group of `d` (heard within
 /// one and a half announcement periods; the certificate is checked on connect).
-async fn hear_accountd(d: &discovery::config::DiscoveryFile, name: &str) -> anyhow::Result<String> {
-    let d = d.resolve()?;
+async fn hear_accountd(
+    d: &discovery::config::DiscoveryConfig,
+    name: &str,
+) -> anyhow::Result<String> {
     let limit = d.period.mul_f64(1.5);
-    let heard = discovery::net::hear(&d, limit, Duration::ZERO, |a| {
+    let heard = discovery::net::hear(d, limit, Duration::ZERO, |a| {
         a.kind == proto::announce::Kind::Account && a.name == name
     })
     .await?;

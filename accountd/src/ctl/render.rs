@@ -2,6 +2,11 @@
 //! debit's node, job, rank and CPU time beside the amount and the balance
 //! after it) and of a report row, with amounts in credits to six decimals and
 //! CPU time in seconds or minutes. [`super::format`] lays the rows out.
+//!
+//! A batch charge is a debit by the queue (actor `service:NAME`): its `node`
+//! is the queue's name and its `job` the batch job's id (16 hex digits, as
+//! `rexec submit` printed it). It charges the whole job for an interval, not
+//! one rank's metered CPU, so its `rank` and CPU columns are left empty.
 
 use money::format_credits_fixed;
 use proto::account::{LedgerEntry, ReportRow};
@@ -22,6 +27,9 @@ pub fn cpu_minutes(cpu_us: u64) -> String {
 /// One entry as (column, text, is_number) triples, in a fixed order.
 fn entry_fields(e: &LedgerEntry) -> Vec<Cell> {
     let opt = |v: Option<String>| v.unwrap_or_default();
+    let per_rank = !is_batch_charge(e);
+    let rank = e.rank.filter(|_| per_rank);
+    let cpu_us = e.cpu_us.filter(|_| per_rank);
     vec![
         ("id", e.id.to_string(), true),
         ("time", format_time(e.at_us), false),
@@ -32,7 +40,7 @@ fn entry_fields(e: &LedgerEntry) -> Vec<Cell> {
         ("node", opt(e.key.as_ref().map(|k| k.node.clone())), false),
         ("job", opt(e.key.as_ref().map(|k| k.job.clone())), false),
         ("seq", opt(e.key.as_ref().map(|k| k.seq.to_string())), true),
-        ("rank", opt(e.rank.map(|r| r.to_string())), true),
+        ("rank", opt(rank.map(|r| r.to_string())), true),
         (
             "interval_start_us",
             opt(e.interval.map(|i| i.start_us.to_string())),
@@ -43,11 +51,50 @@ fn entry_fields(e: &LedgerEntry) -> Vec<Cell> {
             opt(e.interval.map(|i| i.end_us.to_string())),
             true,
         ),
-        ("cpu_us", opt(e.cpu_us.map(|c| c.to_string())), true),
-        ("cpu_s", opt(e.cpu_us.map(cpu_seconds)), true),
+        ("cpu_us", opt(cpu_us.map(|c| c.to_string())), true),
+        ("cpu_s", opt(cpu_us.map(cpu_seconds)), true),
         ("actor", e.actor.clone(), false),
         ("reason", opt(e.reason.clone()), false),
     ]
+}
+
+/// Whether `e` is a batch queue's charge: a debit made by a service (the only
+/// services that may debit are batch queues), rather than by a node.
+///
+/// ```
+/// let mut e = accountd::ctl::render::example_entry();
+/// assert!(!accountd::ctl::render::is_batch_charge(&e));
+/// e.actor = "service:batchd".into();
+/// assert!(accountd::ctl::render::is_batch_charge(&e));
+/// ```
+pub fn is_batch_charge(e: &LedgerEntry) -> bool {
+    e.kind == proto::account::EntryKind::Debit && e.actor.starts_with("service:")
+}
+
+/// A node's debit, for examples.
+#[doc(hidden)]
+pub fn example_entry() -> LedgerEntry {
+    LedgerEntry {
+        id: 7,
+        at_us: 0,
+        user: "alice".into(),
+        amount: -1_500_000,
+        kind: proto::account::EntryKind::Debit,
+        key: Some(proto::account::DebitKey {
+            node: "n1".into(),
+            job: "j,1".into(),
+            seq: 3,
+        }),
+        rank: Some(0),
+        interval: Some(proto::account::MeterInterval {
+            start_us: 1,
+            end_us: 2,
+        }),
+        cpu_us: Some(60_000_000),
+        actor: "node:n1".into(),
+        reason: Some("say \"hi\"".into()),
+        balance_after: 500_000,
+    }
 }
 
 /// Formats CPU microseconds as seconds with three decimals, truncated.
@@ -126,27 +173,7 @@ mod tests {
     use proto::account::*;
 
     fn entry() -> LedgerEntry {
-        LedgerEntry {
-            id: 7,
-            at_us: 0,
-            user: "alice".into(),
-            amount: -1_500_000,
-            kind: EntryKind::Debit,
-            key: Some(DebitKey {
-                node: "n1".into(),
-                job: "j,1".into(),
-                seq: 3,
-            }),
-            rank: Some(0),
-            interval: Some(MeterInterval {
-                start_us: 1,
-                end_us: 2,
-            }),
-            cpu_us: Some(60_000_000),
-            actor: "node:n1".into(),
-            reason: Some("say \"hi\"".into()),
-            balance_after: 500_000,
-        }
+        example_entry()
     }
 
     #[test]
@@ -189,5 +216,35 @@ mod tests {
             Format::Csv,
         );
         assert_eq!(r, "node,charged,cpu_minutes,jobs\nn1,2.000000,2.000,2\n");
+    }
+
+    #[test]
+    fn a_batch_charge_shows_the_queue_and_the_job_id_without_rank_or_cpu() {
+        let mut e = entry();
+        e.key = Some(DebitKey {
+            node: "batchd".into(),
+            job: "3f09c2a17b5e4d01".into(),
+            seq: 2,
+        });
+        e.cpu_us = Some(0);
+        e.actor = "service:batchd".into();
+        e.reason = None;
+        let t = render_entries(&[e.clone()], Format::Table);
+        let header: Vec<&str> = t.lines().next().unwrap().split_whitespace().collect();
+        let line = t.lines().nth(1).unwrap();
+        let row: Vec<&str> = line.split_whitespace().collect();
+        let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+        assert_eq!(
+            (col("node"), col("job"), col("seq")),
+            ("batchd", "3f09c2a17b5e4d01", "2")
+        );
+        assert!(line.trim_end().ends_with("service:batchd"), "{t}");
+        assert_eq!(
+            row.len(),
+            header.len() - 3,
+            "rank, cpu_s, reason empty: {t}"
+        );
+        let csv = render_entries(&[e], Format::Csv);
+        assert!(csv.contains(",batchd,3f09c2a17b5e4d01,2,,"), "{csv}");
     }
 }

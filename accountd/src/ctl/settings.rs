@@ -20,6 +20,10 @@
 //! cluster = "mycluster"
 //! ```
 //!
+//! Where accountd was heard is remembered for an hour (`discovery::cache`, the
+//! same per-user cache `rexec` keeps of the selectors); the next run connects
+//! there at once and listens again only if accountd no longer answers there.
+//!
 //! This is the one client file every rexec tool reads: the certificate keys at
 //! the top are shared with `rexec` (relative paths name files beside the config
 //! file, for both), and other keys and sections (such as

@@ -9,7 +9,7 @@
 //! [`super::claims`]).
 //!
 //! Additive changes keep [`SCHEMA_VERSION`]: `refusals.count` is added to an
-//! older file by [`add_refusal_count`], and the `claims` table (with its
+//! older file by `add_refusal_count`, and the `claims` table (with its
 //! triggers) by the `CREATE ... IF NOT EXISTS` of the schema itself, on the
 //! first start of a newer accountd. An older accountd can still open such a
 //! file: it ignores the table and answers `Claim` with `Unsupported`, so no rank

@@ -3,6 +3,8 @@
 //! would delay it may start), or conservative backfilling (every waiting job holds a
 //! reservation in order, and a job starts now only if its reservation is now).
 
+use std::collections::HashMap;
+
 use super::{Decision, Snapshot};
 use crate::job::JobId;
 
@@ -18,9 +20,15 @@ pub enum Backfill {
 }
 
 /// Free processors over time: `(from, free)` steps, sorted, the last one lasting forever.
+///
+/// Free counts only fall while a decision reserves, so for each width the time of the
+/// first step with that many processors free only moves later: [`Profile::earliest`]
+/// remembers it per width and starts there, instead of at the profile's origin.
 #[derive(Debug, Clone)]
 pub struct Profile {
     steps: Vec<(i64, i64)>,
+    /// Per width: no step before this time has that many processors free.
+    first_fit: HashMap<u32, i64>,
 }
 
 impl Profile {
@@ -28,6 +36,7 @@ impl Profile {
     pub fn from_snapshot(snap: &Snapshot<'_>) -> Self {
         let mut p = Profile {
             steps: vec![(snap.now, snap.procs as i64)],
+            first_fit: HashMap::new(),
         };
         for r in &snap.running {
             p.reserve(snap.now, r.estimated_end(snap.now) - snap.now, r.job.width);
@@ -48,27 +57,39 @@ impl Profile {
 
     /// Earliest start at or after the profile's origin where `width` processors are free
     /// for `dur` seconds.
-    pub fn earliest(&self, width: u32, dur: i64) -> i64 {
+    pub fn earliest(&mut self, width: u32, dur: i64) -> i64 {
         let w = width as i64;
-        let mut i = 0;
-        'outer: while i < self.steps.len() {
-            if self.steps[i].1 < w {
-                i += 1;
-                continue;
+        let from = match self.first_fit.get(&width) {
+            Some(&t) => self.steps.partition_point(|s| s.0 < t),
+            None => 0,
+        };
+        let mut first = None;
+        // Start of the current run of steps with `w` free, if in one.
+        let mut run: Option<i64> = None;
+        for &(t, free) in &self.steps[from..] {
+            if let Some(c) = run
+                && t >= c + dur
+            {
+                self.first_fit.insert(width, first.unwrap_or(c));
+                return c;
             }
-            let t = self.steps[i].0;
-            let mut j = i + 1;
-            while j < self.steps.len() && self.steps[j].0 < t + dur {
-                if self.steps[j].1 < w {
-                    i = j + 1;
-                    continue 'outer;
-                }
-                j += 1;
+            if free < w {
+                run = None;
+            } else {
+                first.get_or_insert(t);
+                run.get_or_insert(t);
             }
-            return t;
         }
-        // Unreachable for width <= procs: the last step has all processors free.
-        self.steps.last().map(|s| s.0).unwrap_or(0)
+        if let Some(f) = first {
+            self.first_fit.insert(width, f);
+        }
+        // The last step lasts forever; for width <= procs it has them all free.
+        run.or_else(|| self.steps.last().map(|s| s.0)).unwrap_or(0)
+    }
+
+    /// Processors free at the profile's origin (now).
+    pub fn free_at_origin(&self) -> i64 {
+        self.steps.first().map_or(0, |s| s.1)
     }
 
     /// Takes `width` processors over `[t, t + dur)`.
@@ -151,7 +172,18 @@ fn easy(snap: &Snapshot<'_>, order: &[usize], backfill: bool) -> Decision {
 fn conservative(snap: &Snapshot<'_>, order: &[usize]) -> Decision {
     let mut profile = Profile::from_snapshot(snap);
     let mut d = Decision::default();
-    for &i in order {
+    // The narrowest job from each position on: once fewer processors are free now,
+    // nothing further can start now.
+    let mut narrowest = vec![u32::MAX; order.len() + 1];
+    for (k, &i) in order.iter().enumerate().rev() {
+        narrowest[k] = narrowest[k + 1].min(snap.queued[i].job.width);
+    }
+    for (k, &i) in order.iter().enumerate() {
+        if d.reserved.is_some() && profile.free_at_origin() < i64::from(narrowest[k]) {
+            // The reservations still to be made would change nothing this decision
+            // reports (what starts now, and the first reservation).
+            break;
+        }
         let q = &snap.queued[i];
         let dur = q.remaining_estimate();
         let t = profile.earliest(q.job.width, dur);

@@ -190,6 +190,8 @@ impl Policy for Ga {
     }
 
     fn decide(&mut self, snap: &Snapshot<'_>) -> Decision {
+        // The budget covers the whole decision, ranking included.
+        let started = Instant::now();
         let now = snap.now;
         let bids: Vec<i64> = snap
             .queued
@@ -201,7 +203,6 @@ impl Policy for Ga {
         if demand <= snap.free() || snap.queued.len() < 2 {
             return schedule(snap, &by_bid, Backfill::Easy);
         }
-        let started = Instant::now();
         let genes_n = self.cfg.genes.clamp(2, by_bid.len());
         let genes: Vec<usize> = by_bid[..genes_n].to_vec();
         let tail: Vec<usize> = by_bid[genes_n..].to_vec();
@@ -225,11 +226,15 @@ impl Policy for Ga {
                 best = (*f, p.clone());
             }
         }
+        // A generation is not begun unless it can end within the budget, judged by
+        // how long the last one took.
+        let mut last = Duration::ZERO;
         for _ in 0..self.cfg.generations {
-            if started.elapsed() >= self.cfg.budget {
+            if started.elapsed() + last >= self.cfg.budget {
                 self.budget_hits += 1;
                 break;
             }
+            let generation = Instant::now();
             let min = *fit.iter().min().unwrap_or(&0);
             let weights: Vec<f64> = fit.iter().map(|&f| (f - min) as f64 + 1.0).collect();
             let mut next = vec![best.1.clone()];
@@ -250,6 +255,7 @@ impl Policy for Ga {
                     best = (*f, p.clone());
                 }
             }
+            last = generation.elapsed();
         }
         let mut order = best.1;
         order.extend(tail);

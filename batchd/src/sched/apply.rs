@@ -187,6 +187,7 @@ impl Sched {
                         attempt,
                         rank: rank as u32,
                         bid,
+                        nodes: names.clone(),
                     },
                     self.events.clone(),
                 )

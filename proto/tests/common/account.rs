@@ -95,6 +95,22 @@ pub fn account_op() -> impl Strategy<Value = AccountOp> {
         report,
         Just(AccountOp::Audit),
         Just(AccountOp::WhoAmI),
+        (
+            text(),
+            super::job_id(),
+            any::<u32>(),
+            any::<u32>(),
+            any::<[u8; 32]>()
+        )
+            .prop_map(
+                |(user, job, attempt, rank, digest)| AccountOp::Claim(Claim {
+                    user,
+                    job,
+                    attempt,
+                    rank,
+                    digest,
+                })
+            ),
     ]
 }
 
@@ -216,6 +232,7 @@ pub fn account_reply() -> impl Strategy<Value = AccountReply> {
             })
         ),
         (text(), text()).prop_map(|(role, name)| AccountReply::WhoAmI(Identity { role, name })),
+        Just(AccountReply::Claimed),
     ]
 }
 

@@ -4,7 +4,7 @@
 //! ```toml
 //! [batch]
 //! queues = ["batchd"]                  # service certificates that may start signed ranks
-//! started = "/var/lib/rexecd/signed"   # one marker per started rank (default: beside the journal)
+//! started = "/var/lib/rexecd/signed"   # one marker per started rank (default: JOURNAL.started)
 //! ```
 //!
 //! `queues` defaults to `["batchd"]`; an empty list refuses every signed launch. The
@@ -22,8 +22,9 @@ use super::ConfigError;
 /// The queue service name allowed by default.
 pub const DEFAULT_QUEUE: &str = "batchd";
 
-/// Directory name of the started-rank markers beside the debit journal.
-pub const STARTED_DIR: &str = "signed-ranks";
+/// Suffix of the started-rank marker directory's name after the debit journal's
+/// (one journal per rexecd, so one marker directory per rexecd too).
+pub const STARTED_SUFFIX: &str = ".started";
 
 /// The `[batch]` table as written.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -46,13 +47,13 @@ pub struct BatchConfig {
 
 impl BatchConfig {
     /// Checks the table; `journal` is the debit journal's path (the markers default to
-    /// a directory beside it).
+    /// the directory `JOURNAL.started` beside it).
     ///
     /// ```
     /// use rexecd::config::batch::{BatchConfig, BatchFile};
     /// let c = BatchConfig::resolve(BatchFile::default(), std::path::Path::new("/v/debits.journal")).unwrap();
     /// assert_eq!(c.queues, ["batchd"]);
-    /// assert_eq!(c.started, std::path::Path::new("/v/signed-ranks"));
+    /// assert_eq!(c.started, std::path::Path::new("/v/debits.journal.started"));
     /// ```
     pub fn resolve(file: BatchFile, journal: &Path) -> Result<BatchConfig, ConfigError> {
         let queues = file
@@ -74,7 +75,11 @@ impl BatchConfig {
                 });
             }
             Some(p) => p,
-            None => journal.parent().unwrap_or(Path::new("/")).join(STARTED_DIR),
+            None => {
+                let mut dir = journal.as_os_str().to_owned();
+                dir.push(STARTED_SUFFIX);
+                PathBuf::from(dir)
+            }
         };
         Ok(BatchConfig { queues, started })
     }

@@ -49,6 +49,7 @@ fn signed(pki: &TestPki, attempts: u32, width: u32, rate: i64) -> SignedLaunch {
         attempt: 0,
         rank: 0,
         bid: rate,
+        nodes: (0..width).map(|r| format!("n{r}")).collect(),
     }
 }
 
@@ -87,6 +88,10 @@ fn only_a_configured_queue_may_send_and_the_rank_must_fit_the_signed_job() {
     wide.rank = 2;
     let e = admit(&cfg, &q, &wide, now).unwrap_err();
     assert!(e.message.contains("out of range"), "{}", e.message);
+    let mut misplaced = req.clone();
+    misplaced.nodes.pop();
+    let e = admit(&cfg, &q, &misplaced, now).unwrap_err();
+    assert!(e.message.contains("one per rank"), "{}", e.message);
     let mut greedy = req.clone();
     greedy.bid += 1;
     assert_eq!(
@@ -136,4 +141,25 @@ fn a_rank_is_recorded_once_and_old_markers_are_pruned() {
     let much_later = now + Duration::from_secs(600 + KEEP_PAST_EXPIRY_S + 10);
     let (_, pruned) = StartedRanks::open(&dir.path().join("s"), much_later).unwrap();
     assert_eq!(pruned, 2);
+}
+
+#[test]
+fn a_rank_sees_its_own_variables_whatever_the_signed_environment_held() {
+    let signed = vec![
+        ("PATH".to_string(), "/bin".to_string()),
+        ("REXEC_RANK".to_string(), "7".to_string()),
+    ];
+    let nodes = ["n1".to_string(), "n2".to_string()];
+    let env = super::rank_env(&signed, proto::node::JobId(0xab), 1, 2, &nodes);
+    let get = |k: &str| {
+        env.iter()
+            .filter(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(get("PATH"), ["/bin"]);
+    assert_eq!(get("REXEC_RANK"), ["1"]);
+    assert_eq!(get("REXEC_NRANKS"), ["2"]);
+    assert_eq!(get("REXEC_NODES"), ["n1,n2"]);
+    assert_eq!(get("REXEC_JOB"), ["00000000000000ab"]);
 }

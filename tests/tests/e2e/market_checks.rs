@@ -11,7 +11,7 @@ use rexec_tests::cluster::{ClusterOptions, TEST_USER};
 use rexec_tests::market::{MarketCluster, MarketOptions, RawSession};
 use rexec_tests::wait_until;
 
-fn refused(answer: FromNode, code: ErrorCode, needles: &[&str]) -> String {
+pub(crate) fn refused(answer: FromNode, code: ErrorCode, needles: &[&str]) -> String {
     let FromNode::Error(e) = answer else {
         panic!("expected a refusal, got {answer:?}");
     };
@@ -23,7 +23,7 @@ fn refused(answer: FromNode, code: ErrorCode, needles: &[&str]) -> String {
     e.message
 }
 
-fn nothing_created(m: &MarketCluster, what: &str) {
+pub(crate) fn nothing_created(m: &MarketCluster, what: &str) {
     assert!(m.marked(&[]).is_empty(), "{what}: a process was started");
     assert!(
         m.job_cgroups().is_empty(),

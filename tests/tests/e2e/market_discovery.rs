@@ -48,18 +48,39 @@ fn a_node_finds_accountd_from_its_announcements_and_charges_there() {
         ),
     )
     .unwrap();
-    let balance = std::process::Command::new(rexec_tests::cluster::bin("accountctl"))
-        .args(["--config"])
-        .arg(&user_config)
-        .arg("balance")
-        .env_remove("ACCOUNTD_ADDR")
-        .output()
-        .unwrap();
-    let printed = String::from_utf8_lossy(&balance.stdout);
-    assert!(
-        balance.status.success() && printed.starts_with(rexec_tests::cluster::TEST_USER),
-        "accountctl did not find accountd: {printed} {}",
-        String::from_utf8_lossy(&balance.stderr)
+    let cache_dir = m.dir.path().join("ctl-cache");
+    let balance = || {
+        let out = std::process::Command::new(rexec_tests::cluster::bin("accountctl"))
+            .args(["--config"])
+            .arg(&user_config)
+            .arg("balance")
+            .env_remove("ACCOUNTD_ADDR")
+            .env("REXEC_CACHE_DIR", &cache_dir)
+            .output()
+            .unwrap();
+        let printed = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success() && printed.starts_with(rexec_tests::cluster::TEST_USER),
+            "accountctl did not find accountd: {printed} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    balance();
+    // It remembered where accountd answered; the next run goes there at once, and a
+    // damaged memory is as if absent.
+    let cached: Vec<_> = std::fs::read_dir(&cache_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    let text = std::fs::read_to_string(&cached[0]).unwrap();
+    assert!(text.contains("accountd "), "{text}");
+    balance();
+    std::fs::write(&cached[0], "rexec-market service cache 1\nwritten 0\njunk").unwrap();
+    balance();
+    assert_eq!(
+        std::fs::read_to_string(&cached[0]).unwrap().lines().nth(2),
+        text.lines().nth(2)
     );
     let found = wait_until(Duration::from_secs(10), || {
         std::fs::read_to_string(log)

@@ -140,7 +140,12 @@ fn a_client_with_a_discovery_table_finds_the_selectors_itself() {
         .args(["-n", "2", "-v", "printenv", "REXEC_NODES"])
         .run();
     assert_eq!(out.code, Some(0), "{out:?}\n{}", cluster.logs());
-    assert!(out.stderr.contains("heard selector v1"), "{out:?}");
+    // `rexec nodes` above heard v1 and remembered it: this run asks it at once.
+    assert!(
+        out.stderr.contains("asking the selectors remembered"),
+        "{out:?}"
+    );
+    assert!(!out.stderr.contains("heard selector"), "{out:?}");
     assert!(out.stderr.contains("via v1"), "{out:?}");
     let mut nodes = ran_on(&out);
     nodes.sort();
@@ -160,7 +165,10 @@ fn a_forged_announcement_never_receives_a_job() {
     wait_for_nodes(&cluster, &config, 2);
 
     // An attacker's TLS server (with a real certificate, of another node)
-    // announces itself as n1, the most attractive node there is.
+    // announces itself as n3, a node nobody runs, the most attractive node there
+    // is. (A forged move of a listed node never reaches the table: the selector
+    // proves moves, see discovery_proof.rs. A name not listed yet is listed at
+    // its first announcement, so the client itself must refuse the forgery.)
     let impostor_tls = cluster.pki.tls_paths(Role::Node, "n9");
     let acceptor = certs::acceptor(&impostor_tls).unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -180,7 +188,7 @@ fn a_forged_announcement_never_receives_a_job() {
             });
         }
     });
-    let forged = fake_node(CLUSTER, "n1", impostor, u64::MAX / 2, 0);
+    let forged = fake_node(CLUSTER, "n3", impostor, u64::MAX / 2, 0);
     let udp_sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let send_forged = |seq: u64| {
         let mut a = forged.clone();
@@ -209,10 +217,11 @@ fn a_forged_announcement_never_receives_a_job() {
         .args(["-n", "1", "-v", "printenv", "REXEC_NODES"])
         .run();
     assert_eq!(out.code, Some(0), "{out:?}\n{}", cluster.logs());
-    assert_eq!(ran_on(&out), ["n2"], "{out:?}");
-    assert!(out.stderr.contains("selected n1 "), "{out:?}");
+    let ran = ran_on(&out);
+    assert!(ran == ["n1"] || ran == ["n2"], "{out:?}");
+    assert!(out.stderr.contains("selected n3 "), "{out:?}");
     assert!(
-        out.stderr.contains(&format!("node n1 at {impostor}: ")),
+        out.stderr.contains(&format!("node n3 at {impostor}: ")),
         "{out:?}"
     );
     assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) >= 1);

@@ -91,6 +91,8 @@ pub struct Settings {
     pub idle_timeout: Option<String>,
     /// The shared `[discovery]` table.
     pub discovery: Option<DiscoveryFile>,
+    /// `[metrics] listen`: where to serve Prometheus metrics (off without it).
+    pub metrics: Option<exposition::MetricsFile>,
     /// Any other key: refused by name.
     #[serde(flatten)]
     _unknown: NoOtherKeys,
@@ -169,6 +171,8 @@ pub struct Config {
     pub max_connections_per_identity: usize,
     /// How long a silent connection is kept.
     pub idle_timeout: Duration,
+    /// Where to serve Prometheus metrics, if anywhere.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// Why the configuration is unusable.
@@ -347,7 +351,13 @@ impl Config {
                 name_suffix: s.name_suffix,
                 networks,
             },
+            // A forged announcement must not move a node: the daemon proves moves.
+            prove_moves: true,
             ..TableConfig::default()
+        };
+        let metrics = match &s.metrics {
+            Some(m) => m.address().map_err(|e| invalid("metrics", e.to_string()))?,
+            None => None,
         };
         let idle_timeout = match s.idle_timeout {
             Some(t) => parse_duration(&t).map_err(|e| invalid("idle_timeout", e.to_string()))?,
@@ -374,6 +384,7 @@ impl Config {
             max_connections_per_address: limits.per_address,
             max_connections_per_identity: limits.per_identity,
             idle_timeout,
+            metrics,
         })
     }
 }

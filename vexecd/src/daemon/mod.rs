@@ -1,11 +1,15 @@
 //! The vexecd daemon around the library: [`config`] (the TOML file and
 //! flags), [`receiver`] (announcements into the node table), [`server`]
-//! (the selector protocol over mutual TLS), [`stats`] (the shared table,
+//! (the selector protocol over mutual TLS), [`metrics`] (Prometheus, when
+//! `[metrics] listen` is set), [`prove`] (a node's move to a
+//! new address believed only once its certificate answers there), [`stats`] (the shared table,
 //! counters and the periodic summary line). [`Daemon::start`] checks the
 //! TLS material and binds every socket, so a daemon that starts is one that
 //! serves; [`Daemon::run`] serves until told to stop.
 
 pub mod config;
+pub mod metrics;
+pub mod prove;
 pub mod receiver;
 pub mod server;
 pub mod stats;
@@ -69,6 +73,8 @@ pub struct Daemon {
     addr: SocketAddr,
     advertised: SocketAddr,
     shared: Arc<Shared>,
+    prover: tokio_rustls::TlsConnector,
+    metrics: Option<exposition::Endpoint>,
 }
 
 impl Daemon {
@@ -106,6 +112,18 @@ impl Daemon {
             Receiver::bind(&config.discovery, config.udp_listen).map_err(StartError::Discovery)?;
         let sender = Sender::new(&config.discovery).map_err(StartError::Discovery)?;
         let shared = Arc::new(Shared::new(NodeTable::new(config.table.clone())));
+        // The selector's own certificate opens the handshakes that prove nodes' moves.
+        let prover = certs::connector(&config.tls)?;
+        let metrics =
+            match config.metrics {
+                Some(addr) => Some(exposition::Endpoint::bind(addr).await.map_err(|cause| {
+                    StartError::Io {
+                        what: format!("cannot serve metrics on {addr} ([metrics] listen)"),
+                        cause,
+                    }
+                })?),
+                None => None,
+            };
         Ok(Daemon {
             config,
             tls,
@@ -115,7 +133,14 @@ impl Daemon {
             addr,
             advertised,
             shared,
+            prover,
+            metrics,
         })
+    }
+
+    /// The bound metrics address, when serving metrics.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|m| m.addr().ok())
     }
 
     /// The bound TLS address.
@@ -172,11 +197,19 @@ impl Daemon {
             sender,
             advertised,
             shared,
+            prover,
+            metrics,
             ..
         } = self;
         let period = config.discovery.period;
         let mut background = tokio::task::JoinSet::new();
-        background.spawn(receiver::run(receiver, shared.clone(), period));
+        let (claims, held) = prove::channel();
+        background.spawn(prove::run(shared.clone(), prover, held));
+        if let Some(endpoint) = metrics {
+            let registry = Arc::new(self::metrics::registry(shared.clone(), shared.recorder()));
+            background.spawn(endpoint.serve(registry, std::future::pending::<()>()));
+        }
+        background.spawn(receiver::run(receiver, shared.clone(), claims, period));
         background.spawn(stats::log_summaries(shared.clone(), SUMMARY_INTERVAL));
         let me = Announcement {
             cluster: config.discovery.cluster.clone(),
@@ -204,7 +237,7 @@ impl Daemon {
         background.shutdown().await;
         tracing::info!(
             "vexecd stopped: {}",
-            stats::summary_line(&shared.stats(std::time::Instant::now()))
+            stats::summary_line(&shared.stats(std::time::Instant::now()), shared.proofs())
         );
     }
 }

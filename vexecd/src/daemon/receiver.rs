@@ -1,7 +1,8 @@
 //! The receiving task: every datagram heard on the group or the unicast
 //! port goes into the node table (decoding and validation are the table's;
 //! whatever is bad is dropped and counted there), and the table forgets
-//! senders once a period. Nothing a datagram holds can end the task; a
+//! senders once a period. A held move of a live node goes to the prover
+//! ([`super::prove`]). Nothing a datagram holds can end the task; a
 //! failing socket is logged (rate-limited) and read again.
 
 use std::sync::Arc;
@@ -10,7 +11,9 @@ use std::time::{Duration, Instant};
 use discovery::net::Receiver;
 use proto::announce::Announcement;
 
+use super::prove::Claims;
 use super::stats::Shared;
+use crate::table::DropReason;
 
 /// Pause after a receive error, so a broken socket cannot spin.
 const ERROR_PAUSE: Duration = Duration::from_millis(50);
@@ -18,7 +21,7 @@ const ERROR_PAUSE: Duration = Duration::from_millis(50);
 const ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Hear announcements until dropped; expire the table every `period`.
-pub async fn run(receiver: Receiver, shared: Arc<Shared>, period: Duration) {
+pub async fn run(receiver: Receiver, shared: Arc<Shared>, claims: Claims, period: Duration) {
     let mut expire = tokio::time::interval(period);
     expire.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_warning: Option<Instant> = None;
@@ -33,6 +36,9 @@ pub async fn run(receiver: Receiver, shared: Arc<Shared>, period: Duration) {
                     let now = Instant::now();
                     let outcome = shared.write().ingest_decoded(decoded, Some(h.from.ip()), now);
                     if let Err(d) = outcome {
+                        if d.reason == DropReason::Unproven {
+                            claims.offer(&shared);
+                        }
                         tracing::debug!(from = %h.from, reason = ?d.reason, error = ?d.error, "datagram dropped");
                     }
                 }

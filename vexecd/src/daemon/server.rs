@@ -194,10 +194,12 @@ pub fn answer(
     req.check()?;
     match &req.op {
         SelectorOp::Select(q) => {
+            let started = Instant::now();
             let policy: PolicyName =
                 q.policy
                     .parse()
                     .map_err(|e: crate::policy::UnknownPolicy| {
+                        shared.recorder().select("unknown", false, started);
                         SelectorError::new(SelectorErrorCode::UnknownPolicy, e.to_string())
                     })?;
             let request = SelectRequest {
@@ -207,10 +209,11 @@ pub fn answer(
                 exclude: q.exclude.clone(),
                 expected_cpu: q.expected_cpu_ms.map(Duration::from_millis),
             };
-            let picked = shared
-                .read()
-                .select(&request, now, rng)
-                .map_err(select_error)?;
+            let picked = shared.read().select(&request, now, rng);
+            shared
+                .recorder()
+                .select(policy.as_str(), picked.is_ok(), started);
+            let picked = picked.map_err(select_error)?;
             shared.served_select();
             Ok(SelectorReply::Selected(
                 picked.into_iter().map(selected_view).collect(),

@@ -4,11 +4,13 @@
 //! summary in the log.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use proto::select::SelectorStats;
 
+use super::metrics::Recorder;
+use super::prove::ProofCounts;
 use crate::table::{Counters, NodeTable};
 
 /// Shortest gap between two summary lines.
@@ -19,6 +21,8 @@ pub const SUMMARY_INTERVAL: Duration = Duration::from_secs(60);
 pub struct Shared {
     table: RwLock<NodeTable>,
     selects: AtomicU64,
+    proofs: Mutex<ProofCounts>,
+    recorder: Recorder,
 }
 
 impl Shared {
@@ -27,6 +31,8 @@ impl Shared {
         Shared {
             table: RwLock::new(table),
             selects: AtomicU64::new(0),
+            proofs: Mutex::new(ProofCounts::default()),
+            recorder: Recorder::default(),
         }
     }
 
@@ -45,6 +51,21 @@ impl Shared {
     /// Count one select answered with nodes.
     pub fn served_select(&self) {
         self.selects.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// What requests record for the metrics.
+    pub fn recorder(&self) -> &Recorder {
+        &self.recorder
+    }
+
+    /// Record what the prover has done (see [`super::prove`]).
+    pub fn set_proofs(&self, counts: ProofCounts) {
+        *self.proofs.lock().unwrap_or_else(|e| e.into_inner()) = counts;
+    }
+
+    /// What the prover has done.
+    pub fn proofs(&self) -> ProofCounts {
+        *self.proofs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The counters now.
@@ -74,9 +95,9 @@ fn stats_of(c: Counters, nodes: usize, services: usize, selects: u64) -> Selecto
 }
 
 /// The summary line's text.
-pub fn summary_line(s: &SelectorStats) -> String {
+pub fn summary_line(s: &SelectorStats, p: ProofCounts) -> String {
     format!(
-        "{} nodes, {} services known; datagrams accepted {}, dropped: malformed {}, oversized {}, foreign cluster {}, stale {}, table full {}; forgotten {}; selects {}",
+        "{} nodes, {} services known; datagrams accepted {}, dropped: malformed {}, oversized {}, foreign cluster {}, stale {}, table full {}; forgotten {}; selects {}; node moves proven {}, refuted {}, not probed {}",
         s.nodes,
         s.services,
         s.accepted,
@@ -86,22 +107,25 @@ pub fn summary_line(s: &SelectorStats) -> String {
         s.stale,
         s.table_full,
         s.forgotten,
-        s.selects
+        s.selects,
+        p.proven,
+        p.refuted,
+        p.skipped
     )
 }
 
 /// Log a one-line summary at most once per `interval`, only when something
 /// changed since the last one. Runs until dropped.
 pub async fn log_summaries(shared: std::sync::Arc<Shared>, interval: Duration) {
-    let mut last = SelectorStats::default();
+    let mut last = (SelectorStats::default(), ProofCounts::default());
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     loop {
         tick.tick().await;
-        let now = shared.stats(Instant::now());
+        let now = (shared.stats(Instant::now()), shared.proofs());
         if now != last {
-            tracing::info!("{}", summary_line(&now));
+            tracing::info!("{}", summary_line(&now.0, now.1));
             last = now;
         }
     }

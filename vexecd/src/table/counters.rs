@@ -17,6 +17,8 @@ pub enum DropReason {
     Stale,
     /// A new sender while the table is full.
     TableFull,
+    /// A live node's move to another address or incarnation, held until proven.
+    Unproven,
 }
 
 /// A dropped datagram: the reason, and the decoding error when there is one.
@@ -52,6 +54,8 @@ pub struct Counters {
     pub stale: u64,
     /// Dropped because the table was full.
     pub table_full: u64,
+    /// Moves of live nodes held for proof (each proven one is then accepted).
+    pub unproven: u64,
     /// Senders forgotten after their window.
     pub forgotten: u64,
 }
@@ -59,7 +63,12 @@ pub struct Counters {
 impl Counters {
     /// All datagrams dropped.
     pub fn dropped(&self) -> u64 {
-        self.malformed + self.oversized + self.foreign_cluster + self.stale + self.table_full
+        self.malformed
+            + self.oversized
+            + self.foreign_cluster
+            + self.stale
+            + self.table_full
+            + self.unproven
     }
 
     pub(crate) fn count(&mut self, r: DropReason) {
@@ -69,6 +78,7 @@ impl Counters {
             DropReason::ForeignCluster => &mut self.foreign_cluster,
             DropReason::Stale => &mut self.stale,
             DropReason::TableFull => &mut self.table_full,
+            DropReason::Unproven => &mut self.unproven,
         };
         *c += 1;
     }

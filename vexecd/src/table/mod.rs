@@ -43,6 +43,12 @@ pub struct TableConfig {
     pub max_entries: usize,
     /// Which cluster to listen to.
     pub cluster: ClusterFilter,
+    /// Whether a live node's move to another address or incarnation waits for
+    /// proof: the announcement is held ([`NodeTable::take_unproven`]) and the
+    /// node stays listed where it was until the caller proves the claim and
+    /// hands it back ([`NodeTable::ingest_proven`]). The daemon proves by a TLS
+    /// handshake with the node's certificate; a simulation trusts every move.
+    pub prove_moves: bool,
 }
 
 impl Default for TableConfig {
@@ -52,8 +58,18 @@ impl Default for TableConfig {
             max_period: Duration::from_secs(30),
             max_entries: 100_000,
             cluster: ClusterFilter::default(),
+            prove_moves: false,
         }
     }
+}
+
+/// Most announcements held awaiting proof; more are dropped (and offered again by
+/// the node's next announcement).
+pub const MAX_UNPROVEN: usize = 256;
+
+/// Whether `new` moves the node `old` announced: another address or incarnation.
+pub fn moves(old: &Announcement, new: &Announcement) -> bool {
+    old.addr != new.addr || old.incarnation != new.incarnation
 }
 
 /// One sender as known to the table.
@@ -136,6 +152,7 @@ pub struct NodeTable {
     entries: Vec<Entry>,
     hot: Vec<Hot>,
     services: HashMap<(u8, String, SocketAddr), Entry>,
+    unproven: Vec<(Announcement, Option<IpAddr>)>,
     counters: Counters,
 }
 
@@ -157,6 +174,7 @@ impl NodeTable {
             entries: Vec::new(),
             hot: Vec::new(),
             services: HashMap::new(),
+            unproven: Vec::new(),
             counters: Counters::default(),
         }
     }
@@ -223,7 +241,7 @@ impl NodeTable {
         source: Option<IpAddr>,
         now: Instant,
     ) -> Result<Accepted, Dropped> {
-        let result = self.admit(a, source, now);
+        let result = self.admit(a, source, now, false);
         match &result {
             Ok(_) => self.counters.accepted += 1,
             Err(d) => self.counters.count(d.reason),
@@ -231,11 +249,47 @@ impl NodeTable {
         result
     }
 
+    /// Announcements of live nodes moving to another address or incarnation,
+    /// held since the last call because [`TableConfig::prove_moves`] is set, with
+    /// the address each came from. At most one per (node, address, incarnation):
+    /// the newest.
+    pub fn take_unproven(&mut self) -> Vec<(Announcement, Option<IpAddr>)> {
+        std::mem::take(&mut self.unproven)
+    }
+
+    /// Take an announcement whose move the caller proved: believed as if
+    /// `prove_moves` were off (it is still dropped as stale when a newer
+    /// announcement of the node arrived meanwhile).
+    pub fn ingest_proven(
+        &mut self,
+        a: Announcement,
+        source: Option<IpAddr>,
+        now: Instant,
+    ) -> Result<Accepted, Dropped> {
+        let result = self.admit(a, source, now, true);
+        match &result {
+            Ok(_) => self.counters.accepted += 1,
+            Err(d) => self.counters.count(d.reason),
+        }
+        result
+    }
+
+    fn hold_unproven(&mut self, a: Announcement, source: Option<IpAddr>) {
+        let same = |h: &Announcement| h.name == a.name && !moves(h, &a);
+        match self.unproven.iter().position(|(h, _)| same(h)) {
+            Some(i) if a.supersedes(&self.unproven[i].0) => self.unproven[i] = (a, source),
+            Some(_) => {}
+            None if self.unproven.len() < MAX_UNPROVEN => self.unproven.push((a, source)),
+            None => {}
+        }
+    }
+
     fn admit(
         &mut self,
         a: Announcement,
         source: Option<IpAddr>,
         now: Instant,
+        proven: bool,
     ) -> Result<Accepted, Dropped> {
         let drop = |reason| {
             Err(Dropped {
@@ -275,6 +329,10 @@ impl NodeTable {
             Some(old) if self.live(old, now) => {
                 if !a.supersedes(&old.announcement) {
                     return drop(DropReason::Stale);
+                }
+                if is_node && !proven && self.config.prove_moves && moves(&old.announcement, &a) {
+                    self.hold_unproven(a, source);
+                    return drop(DropReason::Unproven);
                 }
                 Accepted::Updated
             }

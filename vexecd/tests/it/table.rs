@@ -346,3 +346,107 @@ fn idle_cpus_are_the_nodes_own_measurement_less_its_runnable_jobs() {
     big.runnable = 2;
     assert_eq!(idle_milli(&big), 6000);
 }
+
+fn proving() -> NodeTable {
+    NodeTable::new(TableConfig {
+        prove_moves: true,
+        ..TableConfig::default()
+    })
+}
+
+#[test]
+fn with_proof_required_a_move_is_held_and_the_node_stays_where_it_was() {
+    let t0 = Instant::now();
+    let mut table = proving();
+    let real = node("n1", 0, status(2, 0, 0));
+    table.ingest(&datagram(&real), None, t0).unwrap();
+    let real_addr = real.addr;
+    // A forged move: a higher sequence number and another address.
+    let mut forged = node("n1", 9, status(2, 0, 0));
+    forged.addr = "127.0.0.1:9".parse().unwrap();
+    let src = Some("10.9.9.9".parse().unwrap());
+    for _ in 0..3 {
+        let got = table.ingest(&datagram(&forged), src, t0);
+        assert_eq!(got.unwrap_err().reason, DropReason::Unproven);
+    }
+    assert_eq!(table.addr_of("n1", t0), Some(real_addr));
+    assert_eq!(table.counters().unproven, 3);
+    // Held once, however often it was sent; the real node's next announcement
+    // (lower sequence than the forgery, same address) is still believed.
+    assert_eq!(table.take_unproven(), vec![(forged.clone(), src)]);
+    assert!(table.take_unproven().is_empty());
+    assert_eq!(
+        table.ingest(&datagram(&node("n1", 1, status(2, 0, 0))), None, t0),
+        Ok(Accepted::Updated)
+    );
+    // Once proven, the move is applied.
+    assert_eq!(
+        table.ingest_proven(forged.clone(), src, t0),
+        Ok(Accepted::Updated)
+    );
+    assert_eq!(table.addr_of("n1", t0), Some(forged.addr));
+    // A restart (new incarnation) at the same address is a move too.
+    let mut restarted = node("n1", 0, status(2, 0, 0));
+    restarted.addr = forged.addr;
+    restarted.incarnation = forged.incarnation + 1;
+    let got = table.ingest(&datagram(&restarted), None, t0);
+    assert_eq!(got.unwrap_err().reason, DropReason::Unproven);
+}
+
+#[test]
+fn without_proof_required_moves_are_believed_and_new_nodes_never_wait() {
+    let t0 = Instant::now();
+    let mut table = NodeTable::new(TableConfig::default());
+    table
+        .ingest(&datagram(&node("n1", 0, status(2, 0, 0))), None, t0)
+        .unwrap();
+    let mut moved = node("n1", 1, status(2, 0, 0));
+    moved.addr = "127.0.0.1:9".parse().unwrap();
+    assert_eq!(
+        table.ingest(&datagram(&moved), None, t0),
+        Ok(Accepted::Updated)
+    );
+    assert_eq!(table.addr_of("n1", t0), Some(moved.addr));
+    // With proof required, a node not known (or forgotten) is listed at once.
+    let mut table = proving();
+    assert_eq!(
+        table.ingest(&datagram(&node("n2", 0, status(2, 0, 0))), None, t0),
+        Ok(Accepted::New)
+    );
+    let late = t0 + Duration::from_secs(60);
+    assert_eq!(
+        table.ingest(&datagram(&moved), None, late),
+        Ok(Accepted::New)
+    );
+}
+
+#[test]
+fn held_moves_are_bounded() {
+    let t0 = Instant::now();
+    let mut table = proving();
+    for i in 0..(vexecd::table::MAX_UNPROVEN as u64 + 50) {
+        let name = format!("n{i}");
+        table
+            .ingest(&datagram(&node(&name, 0, status(1, 0, 0))), None, t0)
+            .unwrap();
+        let mut moved = node(&name, 1, status(1, 0, 0));
+        moved.addr = "127.0.0.1:9".parse().unwrap();
+        let _ = table.ingest(&datagram(&moved), None, t0);
+    }
+    assert_eq!(table.take_unproven().len(), vexecd::table::MAX_UNPROVEN);
+}
+
+#[test]
+fn a_stale_proof_changes_nothing() {
+    let t0 = Instant::now();
+    let mut table = proving();
+    let mut moved = node("n1", 1, status(2, 0, 0));
+    moved.addr = "127.0.0.1:9".parse().unwrap();
+    table
+        .ingest(&datagram(&node("n1", 5, status(2, 0, 0))), None, t0)
+        .unwrap();
+    // The proof of an announcement older than what is held arrives late.
+    let got = table.ingest_proven(moved, None, t0);
+    assert_eq!(got.unwrap_err().reason, DropReason::Stale);
+    assert_ne!(table.addr_of("n1", t0).unwrap().port(), 9);
+}

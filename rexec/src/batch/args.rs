@@ -1,0 +1,156 @@
+//! The batch forms of the command line: `rexec submit`, `queue`, `cancel`,
+//! `output` and `wait`, after Slurm's `sbatch`, `squeue`, `scancel` and
+//! `sacct` where they fit. Which words select these forms is
+//! [`crate::cli`]'s rule.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Default `--expires`: a job not started within a week of its signature never starts.
+pub const DEFAULT_EXPIRES: &str = "7d";
+
+/// Default `--priority` (PRIOFIFO's queues: 0 highest and dearest, 1 normal, 2 low).
+pub const DEFAULT_PRIORITY: u8 = 1;
+
+/// How many times a job may start when it may be requeued (`--no-requeue`: once).
+pub const DEFAULT_ATTEMPTS: u32 = 3;
+
+const SUBMIT_AFTER_HELP: &str = "\
+What the job is worth, one of:
+  -r RATE                      a bid, credits per CPU-minute, as for rexec -r (the default, 0)
+  --value V --deadline D       the batch paper's shape: worth V credits if done within --length
+                               of submission, falling linearly to 0 at D after submission
+  --utility SPEC | @FILE       Lee's piecewise-linear utility: TIME:VALUE,TIME:VALUE,... with
+                               times after submission (0, 90m, 2h, 1d) strictly increasing and
+                               values in credits, e.g. 0:50,2h:50,6h:0; a FILE holds the same,
+                               one breakpoint per line allowed, # starting a comment
+The job is signed with your key (the configuration's cert and key): the queue can delay or
+cancel it, never change it or run it twice. It takes the environment and working directory
+of this shell, as rexec does. The job id (16 hex digits) is printed alone on stdout:
+  JOB=$(rexec submit -n 4 --length 2h --value 50 --deadline 6h ./prog args)
+The queue: the configuration's [batch] table (address = \"host:port\", server_name), else the
+queue a selector knows of. A refused submission (no credit, wider than the market, a bad
+signature) exits 254 with one line saying why; a queue that cannot be reached exits 255.";
+
+/// `rexec submit|queue|cancel|output|wait ...`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "rexec",
+    version,
+    about = "Submit batch jobs to the cluster's queue, list them, cancel them, read their output, wait for them",
+    after_help = crate::exit::help_table()
+)]
+pub struct BatchArgs {
+    /// The batch command.
+    #[command(subcommand)]
+    pub command: BatchCommand,
+    /// Client configuration file.
+    #[arg(long, value_name = "PATH", env = "REXEC_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+}
+
+/// The batch commands.
+#[derive(Debug, Subcommand)]
+pub enum BatchCommand {
+    /// Queue a program to run later on WIDTH processors; prints the job id.
+    Submit(SubmitArgs),
+    /// List your batch jobs: state, place in the queue, rate, (estimated) start, nodes.
+    Queue(QueueArgs),
+    /// Cancel batch jobs: dequeued, or their ranks killed.
+    Cancel(CancelArgs),
+    /// Print a batch job's standard output and error, as kept by the queue.
+    Output(OutputArgs),
+    /// Wait until a batch job ends, and exit with its status.
+    Wait(WaitArgs),
+}
+
+/// Arguments of `rexec submit`.
+#[derive(Debug, Args)]
+#[command(after_help = SUBMIT_AFTER_HELP)]
+pub struct SubmitArgs {
+    /// Ranks, one per processor, all started at once.
+    #[arg(short = 'n', long = "nranks", value_name = "WIDTH", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=crate::plan::MAX_RANKS as i64))]
+    pub width: u32,
+    /// How long the job runs (e.g. 90m, 2h, 1d): what the queue plans with.
+    #[arg(long, value_name = "DURATION", required = true)]
+    pub length: String,
+    /// Bid in credits per CPU-minute, as for `rexec -r` (default 0).
+    #[arg(short = 'r', long = "rate", value_name = "RATE", allow_hyphen_values = true,
+          conflicts_with_all = ["value", "deadline", "utility"])]
+    pub rate: Option<String>,
+    /// What finishing within --length is worth, credits (needs --deadline).
+    #[arg(
+        long,
+        value_name = "CREDITS",
+        requires = "deadline",
+        conflicts_with = "utility",
+        allow_hyphen_values = true
+    )]
+    pub value: Option<String>,
+    /// When, after submission, the job's value has fallen to 0 (needs --value).
+    #[arg(long, value_name = "DURATION", requires = "value")]
+    pub deadline: Option<String>,
+    /// A piecewise-linear utility: TIME:VALUE,... or @FILE (see below).
+    #[arg(long, value_name = "SPEC|@FILE")]
+    pub utility: Option<String>,
+    /// Priority queue for the PRIOFIFO policy: 0 highest (and dearest), 1 normal, 2 low.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_PRIORITY)]
+    pub priority: u8,
+    /// Fail the job if a node is lost while it runs, instead of queueing it again
+    /// (by default it may start up to 3 times).
+    #[arg(long)]
+    pub no_requeue: bool,
+    /// How long the signed job stays valid: no node starts it after that.
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_EXPIRES)]
+    pub expires: String,
+    /// The program and its arguments.
+    #[arg(value_name = "PROG [ARGS...]", required = true, num_args = 1.., trailing_var_arg = true,
+          allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+/// Arguments of `rexec queue`.
+#[derive(Debug, Args)]
+pub struct QueueArgs {
+    /// Everyone's jobs (an admin; others see their own).
+    #[arg(short = 'a', long, conflicts_with = "user")]
+    pub all: bool,
+    /// This user's jobs (an admin may name anyone).
+    #[arg(short = 'u', long, value_name = "USER")]
+    pub user: Option<String>,
+    /// Include jobs that ended (most recent first).
+    #[arg(long)]
+    pub ended: bool,
+}
+
+/// Arguments of `rexec cancel`.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// Job ids, as `rexec submit` printed them (16 hex digits).
+    #[arg(value_name = "JOB", required = true, num_args = 1..)]
+    pub jobs: Vec<String>,
+}
+
+/// Arguments of `rexec output`.
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// The job id.
+    #[arg(value_name = "JOB")]
+    pub job: String,
+    /// Keep printing new output until the job ends.
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+    /// Write standard output to FILE instead (standard error still goes to stderr).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+/// Arguments of `rexec wait`.
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// The job id.
+    #[arg(value_name = "JOB")]
+    pub job: String,
+}
