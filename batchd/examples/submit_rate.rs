@@ -9,32 +9,16 @@
 use std::time::Instant;
 
 use batchd::store::{JobRecord, Store, Write};
-use proto::batch::{JobState, SignedJob};
+use proto::batch::SignedJob;
 
 fn record(seq: i64) -> JobRecord {
-    JobRecord {
-        seq,
-        id: seq as u64 + 1,
-        user: "alice".into(),
-        // About the size of a real signed job (spec, signature, certificate).
-        signed: SignedJob {
-            spec: vec![7; 300],
-            signature: vec![1; 72],
-            cert: vec![2; 600],
-        },
-        submitted_ms: 0,
-        state: JobState::Queued,
-        attempts: 0,
-        started_ms: None,
-        ended_ms: None,
-        nodes: Vec::new(),
-        charged: 0,
-        charge_seq: 0,
-        done_ms: 0,
-        exit: None,
-        reason: None,
-        truncated: 0,
-    }
+    // About the size of a real signed job (spec, signature, certificate).
+    let signed = SignedJob {
+        spec: vec![7; 300],
+        signature: vec![1; 72],
+        cert: vec![2; 600],
+    };
+    JobRecord::queued(seq, seq as u64 + 1, "alice".into(), signed, 0)
 }
 
 fn main() {

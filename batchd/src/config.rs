@@ -380,7 +380,10 @@ mod tests {
     fn the_deployed_example_loads() {
         let c = parse(include_str!("../../deploy/etc/batchd.toml")).unwrap();
         assert_eq!(c.policy, "easy");
-        assert_eq!(c.store, std::path::Path::new("/var/lib/rexec-batch/queue.db"));
+        assert_eq!(
+            c.store,
+            std::path::Path::new("/var/lib/rexec-batch/queue.db")
+        );
         assert!(c.discovery.is_some() && c.advertise.is_some());
     }
 

@@ -6,7 +6,7 @@
 use certs::{PeerIdentity, Role};
 use proto::batch::{
     BATCH_PROTOCOL_VERSION, BatchError, BatchErrorCode as Code, BatchOp, BatchReply, BatchRequest,
-    JobState, MAX_QUEUE_LIST, OutputChunk, OutputQuery, QueueQuery, SignedJob, Submitted,
+    MAX_QUEUE_LIST, OutputChunk, OutputQuery, QueueQuery, SignedJob, Submitted,
 };
 use proto::node::JobId;
 
@@ -179,24 +179,7 @@ async fn submit(
     }
     let now = crate::unix_now_ms();
     let seq = shared.lock_queue().take_seq();
-    let rec = JobRecord {
-        seq,
-        id: spec.id.0,
-        user: spec.user.clone(),
-        signed,
-        submitted_ms: now,
-        state: JobState::Queued,
-        attempts: 0,
-        started_ms: None,
-        ended_ms: None,
-        nodes: Vec::new(),
-        charged: 0,
-        charge_seq: 0,
-        done_ms: 0,
-        exit: None,
-        reason: None,
-        truncated: 0,
-    };
+    let rec = JobRecord::queued(seq, spec.id.0, spec.user.clone(), signed, now);
     shared
         .store
         .write(Write::Insert(Box::new(rec.clone())))

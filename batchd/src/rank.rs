@@ -23,8 +23,10 @@ use crate::store::Write;
 
 /// How often the queue tells a node it is alive.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
-/// How long a node may say nothing before its rank counts as lost.
-pub const SILENCE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a node may say nothing before its rank counts as lost (nodes
+/// send a heartbeat every second; a node machine that vanished without closing
+/// the connection is noticed this late).
+pub const SILENCE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long dialling and the launch may take.
 pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -72,7 +72,7 @@ pub async fn run(
             j.out = [out, err];
         }
     }
-    tracing::info!(jobs = queue.jobs.len(), store = %cfg.store.display(), policy = %cfg.policy, "queue opened");
+    tracing::info!(jobs = queue.jobs.len(), store = %cfg.store.display(), policy = %cfg.policy, epoch_ms = queue.epoch_ms, "queue opened");
     let (commands, commands_rx) = tokio::sync::mpsc::unbounded_channel();
     let ledger = crate::ledger::Ledger::new(
         connector.clone(),

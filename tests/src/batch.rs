@@ -67,6 +67,8 @@ impl BatchMarket {
         let market = MarketCluster::start(MarketOptions {
             cluster: crate::cluster::ClusterOptions {
                 nodes: o.nodes,
+                // Many ranks on two shared cores: a queue's heartbeat may be late.
+                node_heartbeat_timeout: "10s",
                 ..Default::default()
             },
             cpus: o.cpus,
@@ -158,39 +160,40 @@ impl BatchMarket {
         signer.sign(spec).expect("cannot sign the job")
     }
 
-    /// Sends `op` to the queue as (`role`, `name`).
-    pub fn call_as(&self, role: Role, name: &str, op: BatchOp) -> Result<BatchReply, ClientError> {
+    /// Runs `f` with a TLS connector of (`role`, `name`) on a runtime of its own.
+    fn with_connector<T>(
+        &self,
+        role: Role,
+        name: &str,
+        f: impl AsyncFnOnce(&tokio_rustls::TlsConnector) -> T,
+    ) -> T {
         let tls = self.market.pki.tls_paths(role, name);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
-        rt.block_on(async {
-            let connector = certs::connector(&tls).expect("connector");
-            let mut c = BatchClient::connect(
-                &self.batchd.addr,
-                &connector,
-                "batchd",
-                Duration::from_secs(10),
-            )
-            .await?;
+        let connector = certs::connector(&tls).expect("connector");
+        rt.block_on(f(&connector))
+    }
+
+    /// Sends `op` to the queue as (`role`, `name`).
+    pub fn call_as(&self, role: Role, name: &str, op: BatchOp) -> Result<BatchReply, ClientError> {
+        let addr = self.batchd.addr.clone();
+        self.with_connector(role, name, async |connector| {
+            let mut c =
+                BatchClient::connect(&addr, connector, "batchd", Duration::from_secs(10)).await?;
             c.call(op).await
         })
     }
 
     /// The services the selector lists (as the test user asks).
     pub fn services(&self) -> Vec<proto::select::ServiceView> {
-        let tls = self.market.pki.tls_paths(Role::User, TEST_USER);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            let connector = certs::connector(&tls).expect("connector");
+        let (addr, name) = (self.vexecd.addr.to_string(), self.vexecd.name.clone());
+        self.with_connector(Role::User, TEST_USER, async |connector| {
             let mut c = clients::selector::SelectorClient::connect(
-                &self.vexecd.addr.to_string(),
-                &connector,
-                &self.vexecd.name,
+                &addr,
+                connector,
+                &name,
                 Duration::from_secs(5),
             )
             .await

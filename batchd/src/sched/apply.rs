@@ -193,7 +193,7 @@ impl Sched {
                 )
             })
             .collect();
-        tracing::info!(job = %JobId(id), attempt, nodes = ?names, rate_ph, "started");
+        tracing::info!(job = %JobId(id), attempt, nodes = ?names, rate_ph, at_ms = now_ms, "started");
         self.runs.insert(
             id,
             Run {

@@ -24,6 +24,12 @@ pub const DEBIT_PERIOD: Duration = Duration::from_secs(60);
 /// How often held jobs' owners' balances are looked at again.
 pub const HELD_RECHECK: Duration = Duration::from_secs(5);
 
+/// How long a positive balance is believed before a start.
+pub const BALANCE_CACHE: Duration = Duration::from_secs(5);
+
+/// How long a start waits for accountd's answer about a balance.
+pub const BALANCE_WAIT: Duration = Duration::from_secs(1);
+
 /// Rate × processors × milliseconds per micro-credit.
 const UNIT: i128 = 3_600_000;
 
@@ -109,16 +115,34 @@ impl Sched {
     }
 
     /// Why `user` cannot start a paid job now, if they cannot (balance not
-    /// positive). Unknown when accountd cannot be asked: then not held.
-    pub(super) async fn dry(&self, user: &str) -> Option<String> {
-        match self.shared.ledger.balance(user).await {
-            Ok(b) if b <= 0 => Some(format!(
+    /// positive). A positive balance is believed for [`BALANCE_CACHE`]; when
+    /// accountd does not answer within [`BALANCE_WAIT`] the job is not held (the
+    /// decision loop never waits long on the ledger).
+    pub(super) async fn dry(&mut self, user: &str) -> Option<String> {
+        let now = tokio::time::Instant::now();
+        if self
+            .paid
+            .get(user)
+            .is_some_and(|t| now.duration_since(*t) < BALANCE_CACHE)
+        {
+            return None;
+        }
+        let asked = tokio::time::timeout(BALANCE_WAIT, self.shared.ledger.balance(user)).await;
+        match asked {
+            Ok(Ok(b)) if b <= 0 => Some(format!(
                 "balance of {user} is {} credits; the job starts once it is positive",
                 money::format_credits(b)
             )),
-            Ok(_) => None,
-            Err(e) => {
+            Ok(Ok(_)) => {
+                self.paid.insert(user.to_string(), now);
+                None
+            }
+            Ok(Err(e)) => {
                 tracing::debug!(%user, error = %e, "cannot check the balance before a start");
+                None
+            }
+            Err(_) => {
+                tracing::debug!(%user, "accountd is slow; starting without a balance check");
                 None
             }
         }

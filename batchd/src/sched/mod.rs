@@ -76,6 +76,7 @@ pub struct Sched {
     recovering: recover::Recovering,
     held_checked: Option<tokio::time::Instant>,
     suspect: HashMap<String, tokio::time::Instant>,
+    paid: HashMap<String, tokio::time::Instant>,
 }
 
 /// Asks the loop to cancel job `id` (after `ops` checked `peer` may).
@@ -128,6 +129,7 @@ pub async fn run(
         recovering,
         held_checked: None,
         suspect: HashMap::new(),
+        paid: HashMap::new(),
     };
     let mut tick = tokio::time::interval(shared.cfg.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -131,3 +131,68 @@ impl Jobs {
             .map(|e| e.id)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(width: u32, length_s: u64, worth: Worth) -> JobSpec {
+        JobSpec {
+            id: proto::node::JobId(1),
+            user: "alice".into(),
+            argv: vec!["true".into()],
+            env: vec![],
+            cwd: None,
+            width,
+            length_s,
+            worth,
+            priority: 0,
+            max_attempts: 1,
+            signed_at: 0,
+            expires_at: 1,
+        }
+    }
+
+    #[test]
+    fn a_rate_is_its_value_over_the_job_and_back() {
+        // 3 credits per CPU-minute, 4 CPUs, 10 minutes: 120 credits.
+        let s = spec(4, 600, Worth::Rate(3_000_000));
+        let u = utility(&s);
+        assert_eq!(u.value_at(0), 120_000_000);
+        assert_eq!(u.value_at(1_000_000), 120_000_000);
+        assert_eq!(crate::queue::cost_estimate(&s), 120_000_000);
+        assert_eq!(crate::queue::bid_rate(&s), 3_000_000);
+        // The policy's bid (per processor-hour) for it is the same rate × 60.
+        let job = batch::job::Job {
+            id: 0,
+            submit: 0,
+            width: 4,
+            runtime: 600,
+            estimate: 600,
+            utility: u,
+            queue: 0,
+            class: 0,
+        };
+        assert_eq!(job.bid_at(0, 600), crate::sched::apply::per_hour(3_000_000));
+    }
+
+    #[test]
+    fn a_utility_is_taken_as_given_and_bids_its_top_value() {
+        let s = spec(2, 60, Worth::Utility(vec![(60, 10_000_000), (120, 0)]));
+        let u = utility(&s);
+        assert_eq!(
+            (u.value_at(60), u.value_at(90), u.value_at(200)),
+            (10_000_000, 5_000_000, 0)
+        );
+        assert_eq!(crate::queue::cost_estimate(&s), 10_000_000);
+        // 10 credits over 2 CPU-minutes.
+        assert_eq!(crate::queue::bid_rate(&s), 5_000_000);
+    }
+
+    #[test]
+    fn times_are_whole_seconds_since_the_epoch_rounded_down() {
+        assert_eq!(secs(1_000, 1_999), 0);
+        assert_eq!(secs(1_000, 2_000), 1);
+        assert_eq!(secs(1_000, 999), -1);
+    }
+}

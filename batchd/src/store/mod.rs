@@ -54,6 +54,36 @@ pub struct JobRecord {
     pub truncated: u64,
 }
 
+impl JobRecord {
+    /// A job just submitted: queued, never started, nothing charged.
+    pub fn queued(
+        seq: i64,
+        id: u64,
+        user: String,
+        signed: SignedJob,
+        submitted_ms: i64,
+    ) -> JobRecord {
+        JobRecord {
+            seq,
+            id,
+            user,
+            signed,
+            submitted_ms,
+            state: JobState::Queued,
+            attempts: 0,
+            started_ms: None,
+            ended_ms: None,
+            nodes: Vec::new(),
+            charged: 0,
+            charge_seq: 0,
+            done_ms: 0,
+            exit: None,
+            reason: None,
+            truncated: 0,
+        }
+    }
+}
+
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -5,28 +5,17 @@ use super::*;
 use proto::batch::SignedJob;
 
 fn record(seq: i64, id: u64) -> JobRecord {
-    JobRecord {
+    JobRecord::queued(
         seq,
         id,
-        user: "alice".into(),
-        signed: SignedJob {
+        "alice".into(),
+        SignedJob {
             spec: vec![1, 2, 3],
             signature: vec![4],
             cert: vec![5],
         },
-        submitted_ms: 1000 + seq,
-        state: JobState::Queued,
-        attempts: 0,
-        started_ms: None,
-        ended_ms: None,
-        nodes: Vec::new(),
-        charged: 0,
-        charge_seq: 0,
-        done_ms: 0,
-        exit: None,
-        reason: None,
-        truncated: 0,
-    }
+        1000 + seq,
+    )
 }
 
 #[tokio::test]

@@ -207,7 +207,12 @@ pub fn announcement() -> impl Strategy<Value = Announcement> {
             })
         },
     );
-    let kind = prop_oneof![node, Just(Kind::Selector), Just(Kind::Account)];
+    let kind = prop_oneof![
+        node,
+        Just(Kind::Selector),
+        Just(Kind::Account),
+        Just(Kind::Batch)
+    ];
     (
         "[a-z0-9][a-z0-9.-]{0,40}",
         any::<std::net::SocketAddr>()

@@ -1,6 +1,7 @@
 //! The live batch queue with real daemons: submissions refused in one clear
 //! line (no credit, too wide, forged, someone else's), submissions that
-//! survive `kill -9` of the queue, a queued job cancelled.
+//! survive `kill -9` of the queue, a queued job cancelled, a job held while its
+//! owner cannot pay.
 
 use std::time::Duration;
 
@@ -144,4 +145,41 @@ fn a_queued_job_is_cancelled_by_its_owner_and_not_by_another_user() {
         gone.is_some(),
         "the cancelled job's processes are still there"
     );
+}
+
+#[test]
+fn a_job_whose_owner_runs_dry_while_queued_is_held_and_released_by_a_grant() {
+    if !rexec_tests::can_run(
+        "a_job_whose_owner_runs_dry_while_queued_is_held_and_released_by_a_grant",
+    ) {
+        return;
+    }
+    let m = BatchMarket::start(BatchOptions {
+        initial: "10",
+        ..BatchOptions::default()
+    });
+    // A free job takes every processor for a while; a paid one waits behind it.
+    let big = m.spec(0x91, &["sleep", "5"], 4, 5, Worth::Rate(0));
+    let paid = m.spec(0x92, &["true"], 1, 10, Worth::Rate(1_000_000));
+    assert!(matches!(m.submit(&big), Ok(BatchReply::Submitted(_))));
+    m.wait_for(0x91, LIMIT, |e| e.state == JobState::Running);
+    assert!(matches!(m.submit(&paid), Ok(BatchReply::Submitted(_))));
+    // Its owner's balance goes to 0 while it waits.
+    m.market
+        .accountd
+        .admin(&["adjust", TEST_USER, "-10", "--reason", "e2e"])
+        .ok();
+    let held = m.wait_for(0x92, LIMIT, |e| e.state == JobState::Held);
+    let reason = held.reason.unwrap_or_default();
+    assert!(
+        reason.contains(&format!("balance of {TEST_USER} is 0")),
+        "{reason}"
+    );
+    assert_eq!(held.attempts, 0, "a held job is not started");
+    m.market
+        .accountd
+        .admin(&["grant", TEST_USER, "5", "--reason", "top-up"])
+        .ok();
+    let done = m.wait_for(0x92, LIMIT, |e| e.state == JobState::Finished);
+    assert_eq!(done.attempts, 1);
 }
