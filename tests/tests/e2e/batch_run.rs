@@ -52,14 +52,25 @@ fn a_job_runs_keeps_its_output_exits_and_is_charged_its_bid() {
         }
         other => panic!("{other:?}"),
     }
-    // The ledger holds what the queue charged, under its name and the job id.
-    let debits: Vec<_> = m
-        .market
-        .accountd
-        .history(TEST_USER)
-        .into_iter()
-        .filter(|e| e.kind == "debit" && e.node == "batchd")
-        .collect();
+    // The ledger holds what the queue charged, under its name and the job id (the
+    // queue records a charge before it delivers it: wait for the delivery).
+    let queue_debits = || -> Vec<_> {
+        m.market
+            .accountd
+            .history(TEST_USER)
+            .into_iter()
+            .filter(|e| e.kind == "debit" && e.node == "batchd")
+            .collect()
+    };
+    let delivered = rexec_tests::wait_until(std::time::Duration::from_secs(20), || {
+        queue_debits().iter().map(|e| -e.amount).sum::<i64>() == done.charged
+    });
+    let debits = queue_debits();
+    assert!(
+        delivered.is_some(),
+        "the queue's debits {debits:?} never reached {}",
+        done.charged
+    );
     assert!(!debits.is_empty(), "no debit from the queue");
     assert!(
         debits.iter().all(|e| e.job == "0000000000000051"),
