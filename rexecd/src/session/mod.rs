@@ -37,6 +37,8 @@ pub struct Shared {
     pub stop: watch::Receiver<bool>,
     /// The signed batch ranks this node started.
     pub started: crate::signed::StartedRanks,
+    /// Launch latency and refusals, for metrics.
+    pub meters: crate::metrics::SessionMeters,
 }
 
 /// The software name sent in `Welcome`.
@@ -88,14 +90,23 @@ where
         Incoming::Frame(ToNode::Hello(hello)) => hello,
         Incoming::Frame(other) => {
             let text = format!("expected Hello first, got message tag {}", other.tag());
-            return refuse(&mut writer, ErrorCode::BadRequest, text, &peer, &remote).await;
+            return refuse(
+                &shared.meters,
+                &mut writer,
+                ErrorCode::BadRequest,
+                text,
+                &peer,
+                &remote,
+            )
+            .await;
         }
-        other => return ended(&mut writer, other, &peer, &remote).await,
+        other => return ended(&shared.meters, &mut writer, other, &peer, &remote).await,
     };
     let version = match proto::node::negotiate(&hello) {
         Ok(v) => v,
         Err(e) => {
             return refuse(
+                &shared.meters,
                 &mut writer,
                 ErrorReply::from(e),
                 String::new(),
@@ -124,18 +135,27 @@ where
             }
             Incoming::Frame(ToNode::ListJobs) => {
                 let answer = admin::list(&shared, &peer);
+                if let FromNode::Error(e) = &answer {
+                    shared.meters.refused(e.code);
+                }
                 if writer.send(&answer).await.is_err() {
                     return;
                 }
             }
             Incoming::Frame(ToNode::Kill(kill)) => {
                 let answer = admin::kill(&shared, &peer, &kill);
+                if let FromNode::Error(e) = &answer {
+                    shared.meters.refused(e.code);
+                }
                 if writer.send(&answer).await.is_err() {
                     return;
                 }
             }
             Incoming::Frame(ToNode::Rebid(rebid)) => {
                 let answer = admin::rebid(&shared, &peer, &rebid).await;
+                if let FromNode::Error(e) = &answer {
+                    shared.meters.refused(e.code);
+                }
                 if writer.send(&answer).await.is_err() {
                     return;
                 }
@@ -143,17 +163,33 @@ where
             Incoming::Frame(ToNode::Heartbeat(_)) => {}
             Incoming::Frame(ToNode::Unknown { tag }) => {
                 let text = format!("message tag {tag} is not supported by {AGENT}");
-                return refuse(&mut writer, ErrorCode::Unsupported, text, &peer, &remote).await;
+                return refuse(
+                    &shared.meters,
+                    &mut writer,
+                    ErrorCode::Unsupported,
+                    text,
+                    &peer,
+                    &remote,
+                )
+                .await;
             }
             Incoming::Frame(other) => {
                 let text = format!(
                     "message tag {} is not allowed before Launch, LaunchSigned, ListJobs, Kill or Rebid",
                     other.tag()
                 );
-                return refuse(&mut writer, ErrorCode::BadRequest, text, &peer, &remote).await;
+                return refuse(
+                    &shared.meters,
+                    &mut writer,
+                    ErrorCode::BadRequest,
+                    text,
+                    &peer,
+                    &remote,
+                )
+                .await;
             }
             Incoming::Closed => return,
-            other => return ended(&mut writer, other, &peer, &remote).await,
+            other => return ended(&shared.meters, &mut writer, other, &peer, &remote).await,
         }
     }
 }
@@ -180,6 +216,7 @@ async fn next<S: AsyncRead>(
 
 /// Answers a frame error or timeout before any job runs, then closes.
 async fn ended<S: AsyncWrite>(
+    meters: &crate::metrics::SessionMeters,
     writer: &mut Writer<S>,
     why: Incoming,
     peer: &PeerIdentity,
@@ -203,7 +240,7 @@ async fn ended<S: AsyncWrite>(
         },
         Incoming::Closed | Incoming::Frame(_) => return,
     };
-    refuse(writer, code, text, peer, remote).await;
+    refuse(meters, writer, code, text, peer, remote).await;
 }
 
 /// The `Error` answer for a frame error the peer should hear about (malformed or too
@@ -220,6 +257,7 @@ fn frame_error_reply(e: &FrameError) -> Option<ErrorReply> {
 
 /// Sends `Error` (an empty `text` keeps `reply`'s own message) and closes.
 async fn refuse<S: AsyncWrite>(
+    meters: &crate::metrics::SessionMeters,
     writer: &mut Writer<S>,
     reply: impl Into<Reply>,
     text: String,
@@ -227,6 +265,7 @@ async fn refuse<S: AsyncWrite>(
     remote: &str,
 ) {
     let mut reply = reply.into().0;
+    meters.refused(reply.code);
     if !text.is_empty() {
         reply.message = text;
     }
