@@ -135,6 +135,7 @@ async fn the_exposition_of_100_ranks_is_small_and_valid() {
     }
     let text = scrape(&market, &sessions);
     assert_eq!(line(&text, "rexec_node_ranks"), "rexec_node_ranks 100");
+    eprintln!("the exposition of 100 ranks: {} bytes", text.len());
     assert!(text.len() < 64 * 1024, "{} bytes", text.len());
     let Ok(mut promtool) = std::process::Command::new("promtool")
         .args(["check", "metrics"])
