@@ -141,6 +141,15 @@ impl Server {
                  config file or pass --crl"
             );
         }
+        // Before anything is created, so a metrics address in use stops rexecd bare.
+        let metrics = match config.metrics {
+            Some(addr) => Some(
+                exposition::Endpoint::bind(addr)
+                    .await
+                    .map_err(|source| ServerError::Metrics { addr, source })?,
+            ),
+            None => None,
+        };
         let parent = config.cgroup_parent.clone();
         let cpus = config.cpus.clone();
         let cgroups = tokio::task::spawn_blocking(move || -> Result<JobCgroups, CgroupError> {
@@ -168,14 +177,6 @@ impl Server {
             connector,
         )
         .await?;
-        let metrics = match config.metrics {
-            Some(addr) => Some(
-                exposition::Endpoint::bind(addr)
-                    .await
-                    .map_err(|source| ServerError::Metrics { addr, source })?,
-            ),
-            None => None,
-        };
         let dir = config.batch.started.clone();
         let (started, pruned) = tokio::task::spawn_blocking(move || {
             crate::signed::StartedRanks::open(&dir, std::time::SystemTime::now())
