@@ -27,6 +27,9 @@
 //! group = "239.255.77.1"
 //! port = 7477
 //! period = "2s"
+//!
+//! [metrics]                 # Prometheus metrics, off without it (see `crate::metrics`)
+//! listen = "127.0.0.1:9471"
 //! ```
 //!
 //! With a `[discovery]` table accountd announces itself (kind `Account`, the name
@@ -76,6 +79,8 @@ pub struct Settings {
     /// Limits.
     #[serde(default)]
     pub limits: Limits,
+    /// `[metrics] listen`: where to serve Prometheus metrics (off without it).
+    pub metrics: Option<exposition::MetricsFile>,
     /// Any other key: refused by name.
     #[serde(flatten)]
     _unknown: NoOtherKeys,
@@ -188,6 +193,17 @@ impl Settings {
     /// The file's table (see [`Settings::read`]) with `flags` laid over it.
     pub fn layered(file: toml::Table, flags: &Flags) -> Result<Settings, ConfigError> {
         Ok(daemon::config::layer(file, flags)?)
+    }
+
+    /// Where to serve Prometheus metrics (`[metrics] listen`); `None`: off.
+    pub fn metrics_addr(&self) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+        let Some(m) = &self.metrics else {
+            return Ok(None);
+        };
+        m.address().map_err(|e| ConfigError::Invalid {
+            what: "[metrics] listen",
+            message: format!("{:?} is not an address like 127.0.0.1:9471", e.value),
+        })
     }
 
     /// The file `flags` name (if any) with the flags laid over it.

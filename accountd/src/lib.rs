@@ -6,7 +6,8 @@
 //!   (which certificate role may do what), [`store`] (the SQLite ledger:
 //!   schema, writes, queries, audit, and the group-committing writer thread),
 //!   [`refusals`] (the bounded audit trail of refused requests, and cutting
-//!   off a peer that keeps sending them), [`config`] (the TOML file).
+//!   off a peer that keeps sending them), [`config`] (the TOML file),
+//!   [`metrics`] (Prometheus metrics, with `[metrics] listen`).
 //! - The node side lives in the `ledger-client` crate (so rexecd links
 //!   neither this server nor SQLite) and is re-exported here: [`debit`] (the
 //!   debit client: journal first, then delivery with retries) and [`journal`]
@@ -29,6 +30,7 @@
 pub mod authz;
 pub mod config;
 pub mod ctl;
+pub mod metrics;
 pub mod refusals;
 pub mod server;
 pub mod store;

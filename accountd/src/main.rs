@@ -22,11 +22,20 @@ struct AnnounceSetup {
     advertise: Option<std::net::SocketAddr>,
 }
 
-type Resolved = (ServerConfig, String, Option<PathBuf>, Option<AnnounceSetup>);
+/// The server's config, where to listen, the ready file, what to announce and
+/// where to serve metrics.
+struct Resolved {
+    cfg: ServerConfig,
+    listen: String,
+    ready_file: Option<PathBuf>,
+    announce: Option<AnnounceSetup>,
+    metrics: Option<std::net::SocketAddr>,
+}
 
 /// The flags over the file over the defaults, each value checked.
 fn resolve(flags: Flags) -> Result<Resolved, ConfigError> {
     let s = Settings::load(&flags)?;
+    let metrics = s.metrics_addr()?;
     let tls = s
         .tls
         .paths()
@@ -110,7 +119,13 @@ fn resolve(flags: Flags) -> Result<Resolved, ConfigError> {
             Some(AnnounceSetup { net, advertise })
         }
     };
-    Ok((cfg, listen, s.ready_file, announce))
+    Ok(Resolved {
+        cfg,
+        listen,
+        ready_file: s.ready_file,
+        announce,
+        metrics,
+    })
 }
 
 /// Starts announcing accountd as `Kind::Account` under the name its certificate
@@ -152,7 +167,13 @@ async fn real_main(flags: Flags) -> anyhow::Result<()> {
     // First, so a signal during start-up is queued (SIGHUP for the reload loop,
     // SIGTERM and SIGINT for a clean shutdown), not fatal.
     let signals = Signals::install()?;
-    let (cfg, listen, ready_file, announce) = resolve(flags)?;
+    let Resolved {
+        cfg,
+        listen,
+        ready_file,
+        announce,
+        metrics,
+    } = resolve(flags)?;
     let cert = cfg.tls.cert.clone();
     if cfg.tls.crl.is_none() {
         tracing::warn!(
@@ -160,7 +181,13 @@ async fn real_main(flags: Flags) -> anyhow::Result<()> {
         );
     }
     let db = cfg.store.path.clone();
-    let server = Server::open(cfg)?;
+    let mut server = Server::open(cfg)?;
+    if let Some(addr) = metrics {
+        let endpoint = exposition::Endpoint::bind(addr)
+            .await
+            .with_context(|| format!("cannot serve metrics on {addr} ([metrics] listen)"))?;
+        server = server.with_metrics(endpoint);
+    }
     certs::reload_on_sighup(server.tls(), signals.hangups);
     let listener = tokio::net::TcpListener::bind(&listen)
         .await

@@ -37,6 +37,7 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::authz::{Route, actor, authorize};
+use crate::metrics::ServerMeters;
 use crate::refusals::{RefusalBook, RefusalPolicy};
 use crate::store::{Store, StoreConfig, StoreError};
 
@@ -105,6 +106,8 @@ pub struct Server {
     tls: Arc<ReloadableAcceptor>,
     store: Arc<Store>,
     cfg: ServerConfig,
+    metrics: Option<exposition::Endpoint>,
+    meters: ServerMeters,
 }
 
 /// Opens the server and serves `listener` until `shutdown` completes.
@@ -122,7 +125,24 @@ impl Server {
     pub fn open(cfg: ServerConfig) -> Result<Server, ServerError> {
         let tls = Arc::new(ReloadableAcceptor::load(cfg.tls.clone())?);
         let store = Arc::new(Store::open(cfg.store.clone())?);
-        Ok(Server { tls, store, cfg })
+        Ok(Server {
+            tls,
+            store,
+            cfg,
+            metrics: None,
+            meters: ServerMeters::default(),
+        })
+    }
+
+    /// Serves Prometheus metrics on `endpoint` while the server runs.
+    pub fn with_metrics(mut self, endpoint: exposition::Endpoint) -> Server {
+        self.metrics = Some(endpoint);
+        self
+    }
+
+    /// The bound metrics address, when serving metrics.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().and_then(|m| m.addr().ok())
     }
 
     /// The TLS configuration new connections use; [`ReloadableAcceptor::reload`] (the
@@ -142,6 +162,13 @@ impl Server {
         let caps = gate.caps();
         let book = Arc::new(RefusalBook::new(self.cfg.peers.refusals));
         let mut tasks = JoinSet::new();
+        if let Some(endpoint) = self.metrics {
+            let registry = crate::metrics::registry(&self.meters, self.store.meters());
+            let mut stop = stop_rx.clone();
+            tasks.spawn(endpoint.serve(Arc::new(registry), async move {
+                let _ = stop.wait_for(|s| *s).await;
+            }));
+        }
         tasks.spawn(close_refusal_windows(
             book.clone(),
             self.store.clone(),
@@ -158,6 +185,7 @@ impl Server {
                 caps: caps.clone(),
                 book: book.clone(),
                 cut_off: AtomicBool::new(false),
+                meters: self.meters.clone(),
             };
             conn.serve(tcp, addr.to_string())
         })
@@ -213,6 +241,7 @@ struct Connection {
     book: Arc<RefusalBook>,
     /// Set when the peer has been cut off: answer, then close.
     cut_off: AtomicBool,
+    meters: ServerMeters,
 }
 
 /// The answer to a connection turned away before its first request.
@@ -328,7 +357,19 @@ impl Connection {
         ))
     }
 
+    /// Answers one request and counts it by operation and result.
     async fn handle(
+        &self,
+        peer: &PeerIdentity,
+        req: AccountRequest,
+    ) -> Result<AccountReply, AccountError> {
+        let name = req.op.name();
+        let result = self.answer(peer, req).await;
+        self.meters.answered(name, result.is_ok());
+        result
+    }
+
+    async fn answer(
         &self,
         peer: &PeerIdentity,
         req: AccountRequest,
@@ -372,12 +413,14 @@ impl Connection {
     async fn refuse(&self, peer: &PeerIdentity, op: &str, err: &AccountError) {
         let now = tokio::time::Instant::now();
         let decision = self.book.refused(peer, op, err.code, &err.message, now);
+        self.meters.refused(err.code);
         if decision.write.iter().any(|r| r.count == 1 && r.op == op) {
             tracing::warn!(%peer, op, code = ?err.code, "refused: {err}");
         } else {
             tracing::debug!(%peer, op, code = ?err.code, "refused (counted, not recorded one by one): {err}");
         }
         if decision.cut_off && !self.cut_off.swap(true, Ordering::Relaxed) {
+            self.meters.cut_off();
             tracing::warn!(%peer, "peer cut off after too many refused requests");
         }
         for row in decision.write {

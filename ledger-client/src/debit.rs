@@ -183,6 +183,12 @@ impl DebitClient {
         lock(&self.journal).pending_len()
     }
 
+    /// Charges journaled whose settlement has not been reported yet: read without
+    /// the journal's lock (which may be held across an fsync), for metrics.
+    pub fn unsettled(&self) -> usize {
+        *self.unreported.borrow()
+    }
+
     /// Waits until every charge has been settled and its settlement reported
     /// on the channel, at most `limit`; true if drained.
     pub async fn wait_settled(&self, limit: Duration) -> bool {

@@ -18,6 +18,9 @@
 //! - [`announce`]: with a `[discovery]` table, the node's multicast announcements (name,
 //!   address, market state, idle CPUs, load, memory, availability summary), its weekly
 //!   availability history, and finding accountd from accountd's announcements.
+//! - [`metrics`]: with `[metrics] listen`, the node's Prometheus metrics (market
+//!   state read at each scrape, charges, debits, weight writes, launch latency,
+//!   refusals by reason).
 //! - [`pump`]: output pumping, stdin feeding and the frame writer task.
 //! - [`pty`]: pseudo-terminals for jobs launched with `-t`.
 //! - [`heartbeat`]: when a silent client counts as dead.
@@ -97,6 +100,7 @@ pub mod config;
 pub mod env;
 pub mod heartbeat;
 pub mod market;
+pub mod metrics;
 pub mod pty;
 pub mod pump;
 pub mod registry;

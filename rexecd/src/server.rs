@@ -101,6 +101,14 @@ pub enum ServerError {
     /// The record of started signed batch ranks could not be opened.
     #[error("cannot open the record of started batch ranks")]
     Started(#[from] crate::signed::MarkerError),
+    /// The metrics address (`[metrics] listen`) could not be bound.
+    #[error("cannot serve metrics on {addr} ([metrics] listen)")]
+    Metrics {
+        /// The address.
+        addr: SocketAddr,
+        /// What the OS said.
+        source: std::io::Error,
+    },
 }
 
 /// A prepared server: TLS loaded, cgroups opened and swept.
@@ -111,6 +119,8 @@ pub struct Server {
     cgroups: JobCgroups,
     market: Arc<Market>,
     announcer: Option<crate::announce::Announcer>,
+    metrics: Option<exposition::Endpoint>,
+    meters: crate::metrics::SessionMeters,
 }
 
 impl std::fmt::Debug for Server {
@@ -131,6 +141,15 @@ impl Server {
                  config file or pass --crl"
             );
         }
+        // Before anything is created, so a metrics address in use stops rexecd bare.
+        let metrics = match config.metrics {
+            Some(addr) => Some(
+                exposition::Endpoint::bind(addr)
+                    .await
+                    .map_err(|source| ServerError::Metrics { addr, source })?,
+            ),
+            None => None,
+        };
         let parent = config.cgroup_parent.clone();
         let cpus = config.cpus.clone();
         let cgroups = tokio::task::spawn_blocking(move || -> Result<JobCgroups, CgroupError> {
@@ -173,6 +192,8 @@ impl Server {
             cgroups,
             market,
             announcer: None,
+            metrics,
+            meters: Default::default(),
         })
     }
 
@@ -210,6 +231,11 @@ impl Server {
         Ok(())
     }
 
+    /// The bound metrics address, when serving metrics.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|m| m.addr().ok())
+    }
+
     /// The TLS configuration new connections use; [`ReloadableAcceptor::reload`] (the
     /// binary calls it on SIGHUP) picks up a new CRL or certificate.
     pub fn tls(&self) -> Arc<ReloadableAcceptor> {
@@ -227,8 +253,16 @@ impl Server {
         let shared = Arc::new(Shared {
             config: self.config,
             registry,
-            stop: stop_rx,
+            stop: stop_rx.clone(),
             started: self.started,
+            meters: self.meters,
+        });
+        let metrics = self.metrics.map(|endpoint| {
+            let registry = crate::metrics::registry(Arc::clone(&self.market), &shared.meters);
+            let mut stop = stop_rx;
+            tokio::spawn(endpoint.serve(Arc::new(registry), async move {
+                let _ = stop.wait_for(|s| *s).await;
+            }))
         });
         let mut sessions = JoinSet::new();
         let gate = Gate::new(AcceptLimits {
@@ -283,12 +317,31 @@ impl Server {
             Err(e) => tracing::error!(error = %e, "shutdown sweep failed"),
         }
         self.market.shutdown(SETTLE_GRACE).await;
+        if let Some(metrics) = metrics {
+            let _ = metrics.await;
+        }
     }
 }
 
 /// One admitted connection: its TLS handshake (given up when rexecd stops), its
 /// identity's place, then its session.
 async fn connection(
+    shared: Arc<Shared>,
+    acceptor: TlsAcceptor,
+    caps: Arc<ConnectionCaps>,
+    tcp: TcpStream,
+    remote: SocketAddr,
+) {
+    crate::metrics::ACCEPTED
+        .scope(
+            std::time::Instant::now(),
+            session_of(shared, acceptor, caps, tcp, remote),
+        )
+        .await;
+}
+
+/// [`connection`]'s work, with its accept time set for the launch latency.
+async fn session_of(
     shared: Arc<Shared>,
     acceptor: TlsAcceptor,
     caps: Arc<ConnectionCaps>,
@@ -310,7 +363,10 @@ async fn connection(
     };
     let _identity_slot = match caps.admit_identity(&peer) {
         Ok(s) => s,
-        Err(e) => return turn_away(stream, &remote, e.to_string()).await,
+        Err(e) => {
+            shared.meters.refused(ErrorCode::Busy);
+            return turn_away(stream, &remote, e.to_string()).await;
+        }
     };
     stream.get_mut().0.buffer(READ_BUFFER);
     session::serve(shared, stream, peer, remote).await;

@@ -48,6 +48,10 @@ pub struct MarketOptions {
     /// announces itself and the nodes, given no accountd address, find it from
     /// its announcements. `None`: the nodes are told accountd's address.
     pub discovery: Option<String>,
+    /// More of accountd's config file (full tables, such as `[metrics]`).
+    pub extra_accountd_config: String,
+    /// More of a node's config file, by node name (full tables, such as `[metrics]`).
+    pub extra_node_config: std::collections::BTreeMap<String, String>,
 }
 
 impl MarketOptions {
@@ -80,6 +84,8 @@ impl Default for MarketOptions {
             cpus: 2,
             initial: Some("1000"),
             discovery: None,
+            extra_accountd_config: String::new(),
+            extra_node_config: Default::default(),
         }
     }
 }
@@ -114,11 +120,9 @@ impl MarketCluster {
         let mut accountd: Option<Accountd> = None;
         let cluster = Cluster::start_with_node_config(options.cluster.clone(), |pki, dir, name| {
             let d = accountd.get_or_insert_with(|| {
-                Accountd::start_on(
-                    pki,
-                    options.cluster.services_host(),
-                    options.discovery.clone().unwrap_or_default(),
-                )
+                let mut config = options.discovery.clone().unwrap_or_default();
+                config.push_str(&options.extra_accountd_config);
+                Accountd::start_on(pki, options.cluster.services_host(), config)
             });
             let mut text = node_config(&options, &d.addr, &journal_path(dir, name));
             if let Some(table) = &options.discovery {
@@ -128,6 +132,9 @@ impl MarketCluster {
                 text.push_str(&format!(
                     "{table}\n[announce]\nhistory_file = {history:?}\n"
                 ));
+            }
+            if let Some(extra) = options.extra_node_config.get(name) {
+                text.push_str(extra);
             }
             Some(text)
         });

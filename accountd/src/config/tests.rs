@@ -76,3 +76,21 @@ fn unknown_keys_are_errors_on_one_line() {
     assert!(text.contains("x.toml") && !text.contains('\n'), "{text}");
     assert!(text.contains("`listne`"), "{text}");
 }
+
+#[test]
+fn metrics_are_off_by_default_and_a_bad_address_is_named() {
+    let example = daemon::config::toml_example(include_str!("../config.rs"));
+    let c = settings(Path::new("example"), &example);
+    assert_eq!(
+        c.metrics_addr().unwrap(),
+        Some("127.0.0.1:9471".parse().unwrap())
+    );
+    let c = settings(Path::new("t"), "database = \"/l.db\"\n");
+    assert_eq!(c.metrics_addr().unwrap(), None);
+    let c = settings(Path::new("t"), "[metrics]\nlisten = \"anywhere\"\n");
+    let e = c.metrics_addr().unwrap_err().to_string();
+    assert!(
+        e.contains("[metrics] listen") && e.contains("\"anywhere\""),
+        "{e}"
+    );
+}

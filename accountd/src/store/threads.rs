@@ -4,13 +4,16 @@
 //! is closed, after finishing what was queued.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use proto::account::{AccountError, AccountOp, AccountReply, ErrorCode};
 use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{StoreError, audit, claims, ledger, query, schema};
+use crate::metrics::StoreMeters;
 
 /// How the store is opened and run.
 #[derive(Debug, Clone)]
@@ -66,6 +69,7 @@ pub struct Store {
     writer: mpsc::Sender<WriteJob>,
     reader: mpsc::Sender<ReadJob>,
     threads: Vec<JoinHandle<()>>,
+    meters: Arc<StoreMeters>,
 }
 
 fn gone() -> AccountError {
@@ -84,9 +88,12 @@ impl Store {
         let (rtx, rrx) = mpsc::channel(256);
         let max_batch = cfg.max_batch.max(1);
         let max_entry = cfg.max_entry;
+        let meters = Arc::new(StoreMeters::default());
+        balances(&wconn, &meters);
+        let m = Arc::clone(&meters);
         let w = std::thread::Builder::new()
             .name("ledger-writer".into())
-            .spawn(move || writer_loop(wconn, wrx, max_batch, max_entry))
+            .spawn(move || writer_loop(wconn, wrx, max_batch, max_entry, &m))
             .map_err(StoreError::Thread)?;
         let r = std::thread::Builder::new()
             .name("ledger-reader".into())
@@ -96,7 +103,13 @@ impl Store {
             writer: wtx,
             reader: rtx,
             threads: vec![w, r],
+            meters,
         })
+    }
+
+    /// What the writer has counted, for metrics.
+    pub fn meters(&self) -> Arc<StoreMeters> {
+        Arc::clone(&self.meters)
     }
 
     /// Applies a write (debit, refund, create, grant, adjust) as `actor`;
@@ -143,6 +156,7 @@ impl Store {
             writer,
             reader,
             threads,
+            ..
         } = self;
         drop(writer);
         drop(reader);
@@ -157,6 +171,7 @@ fn writer_loop(
     mut rx: mpsc::Receiver<WriteJob>,
     max_batch: usize,
     max_entry: i64,
+    meters: &StoreMeters,
 ) {
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(job) = rx.blocking_recv() {
@@ -167,7 +182,25 @@ fn writer_loop(
                 Err(_) => break,
             }
         }
+        let started = Instant::now();
         let results = commit_batch(&mut conn, &batch, max_entry);
+        let debits = batch
+            .iter()
+            .zip(&results)
+            .filter(|(job, r)| {
+                matches!(
+                    job,
+                    WriteJob::Op {
+                        op: AccountOp::Debit(_),
+                        ..
+                    }
+                ) && matches!(r, Ok(AccountReply::Charged(c)) if !c.duplicate)
+            })
+            .count();
+        meters.committed(batch.len(), debits as u64, started);
+        if results.iter().any(Result::is_ok) {
+            balances(&conn, meters);
+        }
         for (job, result) in batch.drain(..).zip(results) {
             let (WriteJob::Op { reply, .. } | WriteJob::Refusal { reply, .. }) = job;
             let _ = reply.send(result);
@@ -175,6 +208,16 @@ fn writer_loop(
     }
     if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
         tracing::warn!(error = %e, "final WAL checkpoint failed");
+    }
+}
+
+/// Reads the sum of every balance into `meters` (a failure leaves the last sum).
+fn balances(conn: &Connection, meters: &StoreMeters) {
+    match conn.query_row("SELECT COALESCE(SUM(balance), 0) FROM accounts", [], |r| {
+        r.get::<_, i64>(0)
+    }) {
+        Ok(sum) => meters.set_balances(sum),
+        Err(e) => tracing::debug!(error = %e, "cannot sum the balances"),
     }
 }
 

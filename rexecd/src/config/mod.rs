@@ -37,6 +37,8 @@
 //! cluster = "rexec"
 //! [announce]                       # rexecd's own discovery keys: see `discovery`
 //! advertise = "10.0.0.7:7070"
+//! [metrics]                        # Prometheus metrics (off without it): see `crate::metrics`
+//! listen = "127.0.0.1:9474"
 //! [rlimits]                        # resource limits of job processes (default: rexecd's own)
 //! nofile = 4096                    # soft and hard; or [soft, hard]; or "unlimited"
 //! core = 0
@@ -200,6 +202,8 @@ pub struct Settings {
     pub discovery: Option<::discovery::config::DiscoveryFile>,
     /// rexecd's `[announce]` table (needs `[discovery]`).
     pub announce: Option<discovery::AnnounceFile>,
+    /// `[metrics] listen`: where to serve Prometheus metrics (off without it).
+    pub metrics: Option<exposition::MetricsFile>,
     /// Any other key: refused by name.
     #[serde(flatten)]
     _unknown: NoOtherKeys,
@@ -271,6 +275,8 @@ pub struct Config {
     /// Announcements, availability history and finding accountd; `None` without a
     /// `[discovery]` table.
     pub announce: Option<discovery::AnnounceConfig>,
+    /// Where to serve Prometheus metrics (`[metrics] listen`); `None`: off.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Config {
@@ -343,6 +349,14 @@ impl Config {
             |l| l.journal.clone(),
         );
         let batch = batch::BatchConfig::resolve(s.batch.unwrap_or_default(), &journal)?;
+        let metrics = match &s.metrics {
+            Some(m) => m.address().map_err(|e| ConfigError::Invalid {
+                key: "[metrics] listen",
+                value: e.value.clone(),
+                reason: "not an address like 127.0.0.1:9474".to_string(),
+            })?,
+            None => None,
+        };
         let env = match s.env_deny {
             Some(patterns) => EnvPolicy::new(patterns),
             None => EnvPolicy::default(),
@@ -386,6 +400,7 @@ impl Config {
             )?,
             job_limits: job::job_limits(s.no_new_privs, s.umask, s.rlimits)?,
             announce,
+            metrics,
         })
     }
 }

@@ -268,3 +268,18 @@ fn bad_cpu_lists_are_refused_in_one_line_naming_the_key() {
     let e = Config::resolve(file(BASE), &flags).unwrap_err().to_string();
     assert!(e.starts_with("invalid cpus \"x\""), "{e}");
 }
+
+#[test]
+fn metrics_are_off_by_default_and_a_bad_address_is_named() {
+    let c = Config::resolve(file(BASE), &Flags::default()).unwrap();
+    assert_eq!(c.metrics, None);
+    let text = format!("{BASE}\n[metrics]\nlisten = \"127.0.0.1:9474\"\n");
+    let c = Config::resolve(file(&text), &Flags::default()).unwrap();
+    assert_eq!(c.metrics, Some("127.0.0.1:9474".parse().unwrap()));
+    let text = format!("{BASE}\n[metrics]\nlisten = \"localhost\"\n");
+    let e = Config::resolve(file(&text), &Flags::default()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid [metrics] listen \"localhost\": not an address like 127.0.0.1:9474"
+    );
+}

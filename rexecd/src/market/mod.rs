@@ -123,6 +123,7 @@ pub struct Market {
     engine: Mutex<Option<JoinHandle<()>>>,
     changed: Arc<Notify>,
     learnt: Option<LearntAddress>,
+    meters: crate::metrics::MarketMeters,
 }
 
 /// Node `node`'s refusal of a bid that cannot be one (negative), with its own
@@ -193,6 +194,7 @@ impl Market {
             engine: Mutex::new(None),
             changed: Arc::new(Notify::new()),
             learnt,
+            meters: Default::default(),
         });
         let engine = tokio::spawn(Arc::clone(&market).run(rx, settlements));
         *market.engine.lock().unwrap_or_else(|e| e.into_inner()) = Some(engine);
@@ -217,6 +219,16 @@ impl Market {
     /// is configured (or no ledger is used), so nothing is to be learnt.
     pub fn learnt_accountd(&self) -> Option<&LearntAddress> {
         self.learnt.as_ref()
+    }
+
+    /// What the market has counted, for metrics.
+    pub fn meters(&self) -> &crate::metrics::MarketMeters {
+        &self.meters
+    }
+
+    /// Debits journaled and not yet settled by accountd (0 without a ledger).
+    pub fn debits_pending(&self) -> usize {
+        self.debits.as_ref().map_or(0, DebitClient::unsettled)
     }
 
     /// The node's state for announcements: CPUs, price, ranks, runnable demand.
@@ -415,6 +427,7 @@ impl Market {
 
     /// Journals a debit for delivery to accountd.
     async fn record(&self, d: book::DueDebit) {
+        self.meters.charged(d.amount);
         let Some(debits) = &self.debits else {
             tracing::debug!(job = %d.job, rank = d.rank, user = %d.user, amount = d.amount,
                 "charge not sent: no accountd configured");
@@ -436,9 +449,10 @@ impl Market {
             },
             cpu_us: d.cpu_ns / 1000,
         };
-        if let Err(e) = debits.charge(Charge::Debit(debit)).await {
-            tracing::error!(job = %d.job, rank = d.rank, user = %d.user, amount = d.amount,
-                error = %e, "cannot journal a charge; it is lost");
+        match debits.charge(Charge::Debit(debit)).await {
+            Ok(()) => self.meters.journaled(),
+            Err(e) => tracing::error!(job = %d.job, rank = d.rank, user = %d.user,
+                amount = d.amount, error = %e, "cannot journal a charge; it is lost"),
         }
     }
 
@@ -555,7 +569,7 @@ impl Market {
     /// Writes every weight and bandwidth cap that differs from the last one written,
     /// on a blocking thread; only the engine calls this, so writes never overtake each
     /// other.
-    async fn apply_weights(&self, written: &mut Written) {
+    async fn apply_weights(self: &Arc<Self>, written: &mut Written) {
         let (tickets, caps) = {
             let book = self.book();
             let closed = self.cfg.share_control == ShareControl::Closed;
@@ -581,11 +595,12 @@ impl Market {
             return;
         }
         let cgroups = self.cgroups.clone();
+        let market = Arc::clone(self);
         let done = tokio::task::spawn_blocking(move || {
             // A cgroup being destroyed can take neither.
             let weights: Vec<(u64, u64)> = changes
                 .into_iter()
-                .filter(|&(id, w)| match cgroups.set_weight(id, w) {
+                .filter(|&(id, w)| match timed(&market, || cgroups.set_weight(id, w)) {
                     Ok(()) => true,
                     Err(e) => {
                         tracing::debug!(cgroup = id, weight = w, error = %e, "cannot set cpu weight");
@@ -616,6 +631,7 @@ impl Market {
     fn settled(&self, s: Settlement) -> bool {
         let (user, balance) = match s {
             Settlement::Applied { charge, receipt } => {
+                self.meters.delivered();
                 self.credit.saw(charge.user(), receipt.balance_now);
                 (charge.user().to_string(), receipt.balance_now)
             }
@@ -704,6 +720,14 @@ fn ensure_journal_dir(journal: &std::path::Path) -> Result<(), MarketError> {
             dir: dir.to_path_buf(),
             source,
         })
+}
+
+/// Runs one weight write and counts it.
+fn timed<T>(market: &Market, write: impl FnOnce() -> T) -> T {
+    let started = Instant::now();
+    let out = write();
+    market.meters.weight_written(started);
+    out
 }
 
 async fn recv<T>(rx: &mut Option<mpsc::UnboundedReceiver<T>>) -> Option<T> {

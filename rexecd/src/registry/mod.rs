@@ -315,4 +315,4 @@ impl Drop for Slot {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -12,7 +12,8 @@ use super::*;
 use crate::cgroup::detect::V1Mounts;
 use crate::cgroup::{Hierarchy, ParentName};
 
-fn fake_cgroups(base: &Path) -> JobCgroups {
+/// Job cgroups over a fake v1 tree under `base`.
+pub(crate) fn fake_cgroups(base: &Path) -> JobCgroups {
     for h in ["cpu", "cpuacct"] {
         fs::create_dir_all(base.join(h)).unwrap();
     }

@@ -49,8 +49,12 @@ pub(super) async fn run_or_refuse<S>(
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     match started {
-        Ok(job) => job::run(shared, job, reader, writer, control).await,
+        Ok(job) => {
+            shared.meters.launched();
+            job::run(shared, job, reader, writer, control).await
+        }
         Err(reply) => {
+            shared.meters.refused(reply.code);
             tracing::info!(%peer, job = %request.job, rank = request.rank,
                 code = ?reply.code, message = %reply.message, "launch refused");
             let _ = writer.send(&FromNode::Error(reply)).await;

@@ -37,6 +37,8 @@ pub struct Shared {
     pub stop: watch::Receiver<bool>,
     /// The signed batch ranks this node started.
     pub started: crate::signed::StartedRanks,
+    /// Launch latency and refusals, for metrics.
+    pub meters: crate::metrics::SessionMeters,
 }
 
 /// The software name sent in `Welcome`.
@@ -84,25 +86,23 @@ where
     let (mut reader, mut writer) = Framed::new(stream, shared.config.max_frame).into_split();
     let mut stop = shared.stop.clone();
     let wait = shared.config.heartbeat_timeout;
+    let party = Party {
+        meters: &shared.meters,
+        peer: &peer,
+        remote: &remote,
+    };
     let hello = match next(&mut reader, wait, &mut stop).await {
         Incoming::Frame(ToNode::Hello(hello)) => hello,
         Incoming::Frame(other) => {
             let text = format!("expected Hello first, got message tag {}", other.tag());
-            return refuse(&mut writer, ErrorCode::BadRequest, text, &peer, &remote).await;
+            return refuse(&party, &mut writer, ErrorCode::BadRequest, text).await;
         }
-        other => return ended(&mut writer, other, &peer, &remote).await,
+        other => return ended(&party, &mut writer, other).await,
     };
     let version = match proto::node::negotiate(&hello) {
         Ok(v) => v,
         Err(e) => {
-            return refuse(
-                &mut writer,
-                ErrorReply::from(e),
-                String::new(),
-                &peer,
-                &remote,
-            )
-            .await;
+            return refuse(&party, &mut writer, ErrorReply::from(e), String::new()).await;
         }
     };
     let welcome = FromNode::Welcome(Welcome {
@@ -124,18 +124,27 @@ where
             }
             Incoming::Frame(ToNode::ListJobs) => {
                 let answer = admin::list(&shared, &peer);
+                if let FromNode::Error(e) = &answer {
+                    shared.meters.refused(e.code);
+                }
                 if writer.send(&answer).await.is_err() {
                     return;
                 }
             }
             Incoming::Frame(ToNode::Kill(kill)) => {
                 let answer = admin::kill(&shared, &peer, &kill);
+                if let FromNode::Error(e) = &answer {
+                    shared.meters.refused(e.code);
+                }
                 if writer.send(&answer).await.is_err() {
                     return;
                 }
             }
             Incoming::Frame(ToNode::Rebid(rebid)) => {
                 let answer = admin::rebid(&shared, &peer, &rebid).await;
+                if let FromNode::Error(e) = &answer {
+                    shared.meters.refused(e.code);
+                }
                 if writer.send(&answer).await.is_err() {
                     return;
                 }
@@ -143,19 +152,26 @@ where
             Incoming::Frame(ToNode::Heartbeat(_)) => {}
             Incoming::Frame(ToNode::Unknown { tag }) => {
                 let text = format!("message tag {tag} is not supported by {AGENT}");
-                return refuse(&mut writer, ErrorCode::Unsupported, text, &peer, &remote).await;
+                return refuse(&party, &mut writer, ErrorCode::Unsupported, text).await;
             }
             Incoming::Frame(other) => {
                 let text = format!(
                     "message tag {} is not allowed before Launch, LaunchSigned, ListJobs, Kill or Rebid",
                     other.tag()
                 );
-                return refuse(&mut writer, ErrorCode::BadRequest, text, &peer, &remote).await;
+                return refuse(&party, &mut writer, ErrorCode::BadRequest, text).await;
             }
             Incoming::Closed => return,
-            other => return ended(&mut writer, other, &peer, &remote).await,
+            other => return ended(&party, &mut writer, other).await,
         }
     }
+}
+
+/// Who a session talks to, and where its refusals are counted.
+struct Party<'a> {
+    meters: &'a crate::metrics::SessionMeters,
+    peer: &'a PeerIdentity,
+    remote: &'a str,
 }
 
 /// Waits up to `limit` for the next frame, or until rexecd stops.
@@ -179,12 +195,7 @@ async fn next<S: AsyncRead>(
 }
 
 /// Answers a frame error or timeout before any job runs, then closes.
-async fn ended<S: AsyncWrite>(
-    writer: &mut Writer<S>,
-    why: Incoming,
-    peer: &PeerIdentity,
-    remote: &str,
-) {
+async fn ended<S: AsyncWrite>(party: &Party<'_>, writer: &mut Writer<S>, why: Incoming) {
     let (code, text) = match why {
         Incoming::TimedOut => (
             ErrorCode::BadRequest,
@@ -197,13 +208,14 @@ async fn ended<S: AsyncWrite>(
         Incoming::Failed(e) => match frame_error_reply(&e) {
             Some(reply) => (reply.code, reply.message),
             None => {
+                let (peer, remote) = (party.peer, party.remote);
                 tracing::info!(%peer, %remote, error = %e, "session ended");
                 return;
             }
         },
         Incoming::Closed | Incoming::Frame(_) => return,
     };
-    refuse(writer, code, text, peer, remote).await;
+    refuse(party, writer, code, text).await;
 }
 
 /// The `Error` answer for a frame error the peer should hear about (malformed or too
@@ -220,13 +232,14 @@ fn frame_error_reply(e: &FrameError) -> Option<ErrorReply> {
 
 /// Sends `Error` (an empty `text` keeps `reply`'s own message) and closes.
 async fn refuse<S: AsyncWrite>(
+    party: &Party<'_>,
     writer: &mut Writer<S>,
     reply: impl Into<Reply>,
     text: String,
-    peer: &PeerIdentity,
-    remote: &str,
 ) {
+    let (peer, remote) = (party.peer, party.remote);
     let mut reply = reply.into().0;
+    party.meters.refused(reply.code);
     if !text.is_empty() {
         reply.message = text;
     }

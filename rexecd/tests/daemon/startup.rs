@@ -1,5 +1,6 @@
 //! Start-up errors of the real binary name their cause once: a CPU the machine lacks,
-//! a missing key file, a key others may read (a missing config file: `cli`). (Each used to
+//! a missing key file, a key others may read, a metrics address in use (a missing
+//! config file: `cli`). (Each used to
 //! print twice: the error's message held its source, which was also chained, and
 //! the binary printed the chain.)
 
@@ -94,4 +95,29 @@ fn a_missing_key_and_a_key_others_may_read_are_named_once() {
         "{err}"
     );
     assert_once(&err, "(mode 0644)");
+}
+
+#[test]
+fn a_metrics_address_in_use_stops_rexecd_in_one_line() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let parent = format!("rexecd-test-{}-startup-metrics", std::process::id());
+    let key = pki().tls_paths(Role::Node, NODE).key;
+    let toml = format!(
+        "{}[metrics]\nlisten = \"{addr}\"\n",
+        node_config(&key, &parent)
+    );
+    let err = failed_start(&toml, &[]);
+    assert!(
+        err.starts_with(&format!(
+            "rexecd: cannot serve metrics on {addr} ([metrics] listen): "
+        )),
+        "{err}"
+    );
+    assert_once(&err, "in use");
+    // Refused before any cgroup was made.
+    assert!(
+        !cpu_dir(&parent).is_some_and(|d| d.exists()),
+        "{parent} was created"
+    );
 }

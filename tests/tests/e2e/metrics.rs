@@ -1,13 +1,16 @@
 //! Prometheus metrics, scraped by a real Prometheus server: a selector's table
 //! and counters as PromQL series, the dropped-datagram counter rising after bad
-//! datagrams are sent, and the exposition accepted by `promtool check metrics`.
+//! datagrams are sent; a charging market's node price above 0 while a job bids,
+//! and accountd's applied debits rising; and every exposition accepted by
+//! `promtool check metrics`.
 //!
 //! Needs Debian's `prometheus` package (`deploy/setup-host` installs it) and the
-//! `vexecd` binary.
+//! `vexecd`, `rexecd` and `accountd` binaries.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
+use rexec_tests::market::{MarketCluster, MarketOptions};
 use rexec_tests::prometheus::{Prometheus, get};
 use rexec_tests::selectors::{Channel, Vexecd, announcing_cluster};
 
@@ -86,7 +89,12 @@ fn a_selector_is_scraped_by_prometheus_and_its_output_passes_promtool() {
         |v| v >= 1.0,
     );
 
-    // promtool accepts the exposition as it is served.
+    promtool_accepts(metrics);
+    drop(v1);
+}
+
+/// `promtool check metrics` accepts the exposition `metrics` serves.
+fn promtool_accepts(metrics: SocketAddr) {
     let (code, text) = get(metrics, "/metrics").unwrap();
     assert_eq!(code, 200);
     let mut check = std::process::Command::new("promtool")
@@ -110,5 +118,110 @@ fn a_selector_is_scraped_by_prometheus_and_its_output_passes_promtool() {
         String::from_utf8_lossy(&verdict.stdout),
         String::from_utf8_lossy(&verdict.stderr)
     );
-    drop(v1);
+}
+
+#[test]
+fn a_charging_market_is_scraped_price_and_debits_rise_and_promtool_passes() {
+    if !rexec_tests::can_run(
+        "a_charging_market_is_scraped_price_and_debits_rise_and_promtool_passes",
+    ) {
+        return;
+    }
+    assert!(
+        Prometheus::installed(),
+        "prometheus is not installed: run deploy/setup-host"
+    );
+    let node = SocketAddr::from(([127, 0, 0, 1], testhost::net::port()));
+    let ledger = SocketAddr::from(([127, 0, 0, 1], testhost::net::port()));
+    let table = |addr: SocketAddr| format!("\n[metrics]\nlisten = \"{addr}\"\n");
+    let mut options = MarketOptions::paper_with_one_second_ticks();
+    options.extra_accountd_config = table(ledger);
+    options.extra_node_config.insert("n1".into(), table(node));
+    let m = MarketCluster::start(options);
+    let prom = Prometheus::start(m.dir.path(), &[("rexecd", node), ("accountd", ledger)]);
+
+    // Idle: no rank, no price.
+    prom.wait_for("rexec_node_ranks", Duration::from_secs(20), |v| v == 0.0);
+    prom.wait_for(
+        "rexec_node_price_credits_per_minute",
+        Duration::from_secs(10),
+        |v| v == 0.0,
+    );
+
+    // Two CPU-bound jobs bidding 20 and 10 a minute: under `paper` both pay while
+    // both run (20 s each, so they overlap however slowly the second starts).
+    let spin = |rate: &str| {
+        m.rexec()
+            .args([
+                "-r",
+                rate,
+                "--nodes",
+                "n1",
+                "perl",
+                "-e",
+                "$e=time+20; 1 while time<$e",
+            ])
+            .spawn()
+    };
+    let (a, b) = (spin("20"), spin("10"));
+    prom.wait_for("rexec_node_ranks", Duration::from_secs(30), |v| v == 2.0);
+    let price = prom.wait_for(
+        "rexec_node_price_credits_per_minute",
+        Duration::from_secs(30),
+        |v| v > 0.0,
+    );
+    assert_eq!(price[0].labels["job"], "rexecd");
+    assert!(price.iter().all(|s| s.value <= 30.0), "{price:?}");
+    prom.wait_for("rexec_node_jobs", Duration::from_secs(10), |v| v == 2.0);
+    prom.wait_for(
+        "rexec_node_launch_seconds_count",
+        Duration::from_secs(10),
+        |v| v == 2.0,
+    );
+
+    // Debits applied keep rising while the jobs pay (one per rank a second).
+    let first = prom.wait_for(
+        "rexec_accountd_debits_applied_total",
+        Duration::from_secs(30),
+        |v| v > 0.0,
+    )[0]
+    .value;
+    prom.wait_for(
+        "rexec_accountd_debits_applied_total",
+        Duration::from_secs(30),
+        |v| v >= first + 2.0,
+    );
+    prom.wait_for(
+        "rexec_accountd_requests_total{op=\"Debit\",result=\"ok\"}",
+        Duration::from_secs(10),
+        |v| v >= first,
+    );
+    prom.wait_for(
+        "rexec_node_debits_delivered_total",
+        Duration::from_secs(10),
+        |v| v >= 2.0,
+    );
+    prom.wait_for(
+        "rexec_node_charged_credits_total",
+        Duration::from_secs(10),
+        |v| v > 0.0,
+    );
+    // The balances' sum fell below the opening grant of 1000.
+    prom.wait_for(
+        "rexec_accountd_balances_credits",
+        Duration::from_secs(10),
+        |v| v > 0.0 && v < 1000.0,
+    );
+    promtool_accepts(node);
+    promtool_accepts(ledger);
+    // How the jobs end is not this test's subject (two spinning ranks on two busy
+    // cores may miss a heartbeat); that they leave the node and settle is.
+    for client in [a, b] {
+        let out = client.wait(Duration::from_secs(60));
+        assert!(out.code.is_some(), "{out:?}");
+    }
+    prom.wait_for("rexec_node_ranks", Duration::from_secs(20), |v| v == 0.0);
+    prom.wait_for("rexec_node_debits_pending", Duration::from_secs(20), |v| {
+        v == 0.0
+    });
 }

@@ -1,0 +1,327 @@
+//! The node's Prometheus metrics (`[metrics] listen`, served by
+//! [`exposition::Endpoint`]): the market's live state read from the book at each
+//! scrape, and the events the market and the sessions count as they happen
+//! ([`MarketMeters`], [`SessionMeters`]).
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `rexec_node_jobs` | gauge | |
+//! | `rexec_node_ranks` | gauge | |
+//! | `rexec_node_cpus` | gauge | |
+//! | `rexec_node_price_credits_per_minute` | gauge | |
+//! | `rexec_node_contended` | gauge (0/1) | |
+//! | `rexec_node_share_error_max_cpus` | gauge | |
+//! | `rexec_node_share_error_mean_cpus` | gauge | |
+//! | `rexec_node_charged_credits_total` | counter | |
+//! | `rexec_node_debits_journaled_total` | counter | |
+//! | `rexec_node_debits_delivered_total` | counter | |
+//! | `rexec_node_debits_pending` | gauge | |
+//! | `rexec_node_weight_writes_total` | counter | |
+//! | `rexec_node_weight_write_seconds` | histogram | |
+//! | `rexec_node_launch_seconds` | histogram | |
+//! | `rexec_node_refusals_total` | counter | `reason` (an `ErrorCode`, snake case) |
+//!
+//! Nothing is labelled by job, rank or user: a node with any number of ranks exports
+//! the same series, and per-rank shares are summarised as the largest and the mean
+//! absolute difference between each rank's measured CPUs and the model's allocation
+//! over the last metering tick. Money is counted in micro-credits (`i64`) and shown in
+//! credits only when encoded.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Instant;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use proto::node::ErrorCode;
+
+use crate::market::Market;
+use crate::market::book::Book;
+
+tokio::task_local! {
+    /// When the connection a session task serves was accepted (set by the server
+    /// around each connection), for the launch latency.
+    pub static ACCEPTED: Instant;
+}
+
+/// What the market counts as it works.
+#[derive(Debug)]
+pub struct MarketMeters {
+    charged: AtomicI64,
+    journaled: Counter,
+    delivered: Counter,
+    weight_writes: Counter,
+    weight_write_seconds: Histogram,
+}
+
+impl Default for MarketMeters {
+    fn default() -> Self {
+        MarketMeters {
+            charged: AtomicI64::new(0),
+            journaled: Counter::default(),
+            delivered: Counter::default(),
+            weight_writes: Counter::default(),
+            // 10 µs to about 0.16 s.
+            weight_write_seconds: Histogram::new(exponential_buckets(1e-5, 4.0, 8)),
+        }
+    }
+}
+
+impl MarketMeters {
+    /// A debit of `micros` micro-credits became due (sent to accountd or not).
+    pub fn charged(&self, micros: i64) {
+        self.charged.fetch_add(micros.max(0), Ordering::Relaxed);
+    }
+
+    /// A debit was written to the journal.
+    pub fn journaled(&self) {
+        self.journaled.inc();
+    }
+
+    /// accountd applied a debit.
+    pub fn delivered(&self) {
+        self.delivered.inc();
+    }
+
+    /// One weight was written, the write having begun at `started`.
+    pub fn weight_written(&self, started: Instant) {
+        self.weight_writes.inc();
+        self.weight_write_seconds
+            .observe(started.elapsed().as_secs_f64());
+    }
+}
+
+/// Refusals by reason.
+type Refusals = Family<[(&'static str, &'static str); 1], Counter>;
+
+/// What sessions count: launch latency and refusals.
+#[derive(Debug, Clone)]
+pub struct SessionMeters {
+    launch_seconds: Histogram,
+    refusals: Refusals,
+}
+
+impl Default for SessionMeters {
+    fn default() -> Self {
+        SessionMeters {
+            // 1 ms to about 16 s.
+            launch_seconds: Histogram::new(exponential_buckets(1e-3, 2.0, 15)),
+            refusals: Refusals::default(),
+        }
+    }
+}
+
+impl SessionMeters {
+    /// A rank is about to send `Started`: observe the time since its connection was
+    /// accepted (nothing outside a connection's task).
+    pub fn launched(&self) {
+        if let Ok(accepted) = ACCEPTED.try_with(|t| *t) {
+            self.launch_seconds
+                .observe(accepted.elapsed().as_secs_f64());
+        }
+    }
+
+    /// A request was refused with `code`.
+    pub fn refused(&self, code: ErrorCode) {
+        self.refusals
+            .get_or_create(&[("reason", reason(code))])
+            .inc();
+    }
+}
+
+/// The bounded `reason` label of a refusal.
+pub fn reason(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::IncompatibleVersion => "incompatible_version",
+        ErrorCode::BadRequest => "bad_request",
+        ErrorCode::Unsupported => "unsupported",
+        ErrorCode::NotAuthorized => "not_authorized",
+        ErrorCode::UnknownUser => "unknown_user",
+        ErrorCode::NoCredit => "no_credit",
+        ErrorCode::SpawnFailed => "spawn_failed",
+        ErrorCode::NoSuchJob => "no_such_job",
+        ErrorCode::Busy => "busy",
+        ErrorCode::AccountUnavailable => "account_unavailable",
+        ErrorCode::Internal => "internal",
+        ErrorCode::BadBid => "bad_bid",
+        _ => "other",
+    }
+}
+
+/// The book's figures a scrape shows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct BookFigures {
+    jobs: usize,
+    ranks: usize,
+    cpus: u32,
+    price_micros: i64,
+    contended: bool,
+    share_error_max: f64,
+    share_error_mean: f64,
+}
+
+impl BookFigures {
+    fn of(book: &Book) -> BookFigures {
+        let node = book.node();
+        let mut jobs: Vec<_> = book.ranks().map(|((job, _), _)| *job).collect();
+        jobs.dedup();
+        // Only ranks measured over a tick have an error to show.
+        let errors: Vec<f64> = book
+            .ranks()
+            .filter(|(_, r)| r.tick_secs > 0.0)
+            .map(|(_, r)| (r.tick_cpus - r.model_milli as f64 / 1000.0).abs())
+            .collect();
+        let max = errors.iter().copied().fold(0.0, f64::max);
+        let mean = if errors.is_empty() {
+            0.0
+        } else {
+            errors.iter().sum::<f64>() / errors.len() as f64
+        };
+        BookFigures {
+            jobs: jobs.len(),
+            ranks: book.len(),
+            cpus: node.cpus,
+            price_micros: node.price.micros_per_minute(),
+            contended: node.contended,
+            share_error_max: max,
+            share_error_mean: mean,
+        }
+    }
+}
+
+/// Credits (for display only) of `micros` micro-credits.
+fn credits(micros: i64) -> f64 {
+    micros as f64 / money::MICROS_PER_CREDIT as f64
+}
+
+fn gauge<N>(e: &mut DescriptorEncoder, name: &str, help: &str, v: N) -> Result<(), std::fmt::Error>
+where
+    ConstGauge<N>: EncodeMetric,
+{
+    let g = ConstGauge::new(v);
+    g.encode(e.encode_descriptor(name, help, None, MetricType::Gauge)?)
+}
+
+fn counter<N>(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    v: N,
+) -> Result<(), std::fmt::Error>
+where
+    ConstCounter<N>: EncodeMetric,
+{
+    let c = ConstCounter::new(v);
+    c.encode(e.encode_descriptor(name, help, None, MetricType::Counter)?)
+}
+
+/// The market's state, read at each scrape.
+#[derive(Debug)]
+struct NodeState(Arc<Market>);
+
+impl Collector for NodeState {
+    fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let market = &self.0;
+        let f = BookFigures::of(&market.book());
+        let m = market.meters();
+        let e = &mut e;
+        gauge(
+            e,
+            "rexec_node_jobs",
+            "Jobs with a rank running here",
+            f.jobs as i64,
+        )?;
+        gauge(e, "rexec_node_ranks", "Ranks running here", f.ranks as i64)?;
+        gauge(
+            e,
+            "rexec_node_cpus",
+            "CPUs the market sells",
+            i64::from(f.cpus),
+        )?;
+        gauge(
+            e,
+            "rexec_node_price_credits_per_minute",
+            "The node's price: the sum of the competing bids, credits per minute",
+            credits(f.price_micros),
+        )?;
+        gauge(
+            e,
+            "rexec_node_contended",
+            "1 while runnable demand exceeds the CPUs (bids are charged), else 0",
+            i64::from(f.contended),
+        )?;
+        gauge(
+            e,
+            "rexec_node_share_error_max_cpus",
+            "Largest difference between a rank's measured CPUs and the model's, last tick",
+            f.share_error_max,
+        )?;
+        gauge(
+            e,
+            "rexec_node_share_error_mean_cpus",
+            "Mean difference between the ranks' measured CPUs and the model's, last tick",
+            f.share_error_mean,
+        )?;
+        counter(
+            e,
+            "rexec_node_charged_credits",
+            "Credits charged to jobs' owners (batch ranks excepted)",
+            credits(m.charged.load(Ordering::Relaxed)),
+        )?;
+        counter(
+            e,
+            "rexec_node_debits_journaled",
+            "Debits written to the debit journal",
+            m.journaled.get(),
+        )?;
+        counter(
+            e,
+            "rexec_node_debits_delivered",
+            "Debits accountd applied",
+            m.delivered.get(),
+        )?;
+        gauge(
+            e,
+            "rexec_node_debits_pending",
+            "Debits journaled and not yet settled by accountd",
+            market.debits_pending() as i64,
+        )?;
+        counter(
+            e,
+            "rexec_node_weight_writes",
+            "CPU weights written to job cgroups",
+            m.weight_writes.get(),
+        )?;
+        m.weight_write_seconds.encode(e.encode_descriptor(
+            "rexec_node_weight_write_seconds",
+            "Time to write one CPU weight",
+            None,
+            MetricType::Histogram,
+        )?)
+    }
+}
+
+/// The node's registry over `market` and `sessions`.
+pub fn registry(market: Arc<Market>, sessions: &SessionMeters) -> exposition::Registry {
+    let mut r = exposition::Registry::default();
+    r.register_collector(Box::new(NodeState(market)));
+    r.register(
+        "rexec_node_launch_seconds",
+        "Time from accepting a connection to a rank's Started",
+        sessions.launch_seconds.clone(),
+    );
+    r.register(
+        "rexec_node_refusals",
+        "Requests refused, by reason",
+        sessions.refusals.clone(),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests;
