@@ -66,22 +66,20 @@ async fn committed_jobs_come_back_and_duplicates_are_refused_alone() {
 }
 
 async fn futures_join<F: std::future::Future>(fs: impl Iterator<Item = F>) -> Vec<F::Output> {
-    let mut set = Vec::new();
-    for f in fs {
-        set.push(f);
-    }
-    let mut out = Vec::new();
-    // Drive them together so they share group commits.
-    let mut pinned: Vec<_> = set.into_iter().map(Box::pin).collect();
-    let results = std::future::poll_fn(|cx| {
+    // Drive them together so they share group commits; a future that finished is
+    // never polled again.
+    let mut pending: Vec<Option<std::pin::Pin<Box<F>>>> = fs.map(|f| Some(Box::pin(f))).collect();
+    let mut out: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
         let mut done = true;
-        out.clear();
-        for f in pinned.iter_mut() {
-            match f.as_mut().poll(cx) {
-                std::task::Poll::Ready(v) => out.push(Some(v)),
-                std::task::Poll::Pending => {
-                    done = false;
-                    out.push(None);
+        for (slot, result) in pending.iter_mut().zip(out.iter_mut()) {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => {
+                        *result = Some(v);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => done = false,
                 }
             }
         }
@@ -90,7 +88,7 @@ async fn futures_join<F: std::future::Future>(fs: impl Iterator<Item = F>) -> Ve
         } else {
             std::task::Poll::Pending
         }
-    });
-    results.await;
+    })
+    .await;
     out.into_iter().flatten().collect()
 }
