@@ -73,6 +73,46 @@ impl MetricsFile {
     }
 }
 
+/// Writes one gauge read at scrape time (for a `Collector`).
+pub fn gauge<N>(
+    e: &mut prometheus_client::encoding::DescriptorEncoder,
+    name: &str,
+    help: &str,
+    v: N,
+) -> Result<(), std::fmt::Error>
+where
+    prometheus_client::metrics::gauge::ConstGauge<N>: prometheus_client::encoding::EncodeMetric,
+{
+    use prometheus_client::encoding::EncodeMetric;
+    let g = prometheus_client::metrics::gauge::ConstGauge::new(v);
+    g.encode(e.encode_descriptor(
+        name,
+        help,
+        None,
+        prometheus_client::metrics::MetricType::Gauge,
+    )?)
+}
+
+/// Writes one counter read at scrape time (for a `Collector`); the name gets `_total`.
+pub fn counter<N>(
+    e: &mut prometheus_client::encoding::DescriptorEncoder,
+    name: &str,
+    help: &str,
+    v: N,
+) -> Result<(), std::fmt::Error>
+where
+    prometheus_client::metrics::counter::ConstCounter<N>: prometheus_client::encoding::EncodeMetric,
+{
+    use prometheus_client::encoding::EncodeMetric;
+    let c = prometheus_client::metrics::counter::ConstCounter::new(v);
+    c.encode(e.encode_descriptor(
+        name,
+        help,
+        None,
+        prometheus_client::metrics::MetricType::Counter,
+    )?)
+}
+
 /// The text a scrape returns for `registry`.
 pub fn render(registry: &Registry) -> String {
     let mut text = String::new();

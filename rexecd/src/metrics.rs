@@ -34,9 +34,8 @@ use std::time::Instant;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use proto::node::ErrorCode;
 
@@ -199,26 +198,7 @@ fn credits(micros: i64) -> f64 {
     micros as f64 / money::MICROS_PER_CREDIT as f64
 }
 
-fn gauge<N>(e: &mut DescriptorEncoder, name: &str, help: &str, v: N) -> Result<(), std::fmt::Error>
-where
-    ConstGauge<N>: EncodeMetric,
-{
-    let g = ConstGauge::new(v);
-    g.encode(e.encode_descriptor(name, help, None, MetricType::Gauge)?)
-}
-
-fn counter<N>(
-    e: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    v: N,
-) -> Result<(), std::fmt::Error>
-where
-    ConstCounter<N>: EncodeMetric,
-{
-    let c = ConstCounter::new(v);
-    c.encode(e.encode_descriptor(name, help, None, MetricType::Counter)?)
-}
+use exposition::{counter, gauge};
 
 /// The market's state, read at each scrape.
 #[derive(Debug)]

@@ -21,7 +21,6 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
 use super::stats::Shared;
@@ -63,25 +62,7 @@ impl Recorder {
 #[derive(Debug)]
 struct TableState(Arc<Shared>);
 
-fn counter(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    value: u64,
-) -> Result<(), std::fmt::Error> {
-    let c = ConstCounter::new(value);
-    c.encode(encoder.encode_descriptor(name, help, None, c.metric_type())?)
-}
-
-fn gauge(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    value: i64,
-) -> Result<(), std::fmt::Error> {
-    let g = ConstGauge::new(value);
-    g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)
-}
+use exposition::{counter, gauge};
 
 impl Collector for TableState {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
