@@ -267,3 +267,28 @@ fn every_policy_reports_the_name_it_was_asked_by() {
         assert_eq!(p.name(), *name);
     }
 }
+
+#[test]
+fn each_policy_shows_its_queue_in_the_order_it_considers_it() {
+    // Arrival order 1, 2, 3; job 2 bids most per processor-hour, job 3 is shortest,
+    // job 1 has the best PRIOFIFO priority after job 3.
+    let a = job(1, 0, 1, 3600, 10, 1.0);
+    let b = job(2, 1, 1, 3600, 40, 1.0);
+    let mut c = job(3, 2, 1, 600, 1, 1.0);
+    c.queue = 0;
+    let mut a2 = a.clone();
+    a2.queue = 1;
+    let mut b2 = b.clone();
+    b2.queue = 2;
+    let snap = Snapshot {
+        now: 5,
+        procs: 1,
+        queued: vec![queued(&a2), queued(&b2), queued(&c)].into(),
+        running: vec![],
+    };
+    assert_eq!(Fifo::new(Backfill::Easy).order(&snap), vec![1, 2, 3]);
+    assert_eq!(FirstPrice { preempt: false }.order(&snap), vec![2, 1, 3]);
+    assert_eq!(Vickrey::new(true).order(&snap), vec![2, 1, 3]);
+    assert_eq!(Sjf.order(&snap), vec![3, 1, 2]);
+    assert_eq!(PrioFifo::default().order(&snap), vec![3, 1, 2]);
+}

@@ -32,6 +32,7 @@
 
 pub mod announce;
 pub mod config;
+pub mod journal;
 pub mod ledger;
 pub mod market;
 pub mod ops;
@@ -45,7 +46,7 @@ pub mod verify;
 
 use std::sync::{Mutex, MutexGuard};
 
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tokio_rustls::TlsConnector;
 
 /// What the server, the scheduler and the rank sessions share.
@@ -60,14 +61,14 @@ pub struct Shared {
     pub reader: store::Reader,
     /// accountd.
     pub ledger: ledger::Ledger,
+    /// Recorded debits, to be delivered to accountd.
+    pub journal: journal::Sender,
     /// The nodes, as last learnt.
     pub market: Mutex<market::Market>,
     /// TLS for dialling nodes, selectors and accountd.
     pub connector: TlsConnector,
     /// What signed jobs are checked against.
     pub verifier: verify::Verifier,
-    /// Wakes the scheduler (a submission).
-    pub wake: Notify,
     /// Requests to the scheduler (cancels).
     pub commands: mpsc::UnboundedSender<sched::Command>,
 }

@@ -186,13 +186,18 @@ async fn submit(
         .await
         .map_err(storage)?;
     let id = spec.id;
+    // To the policy, a job is submitted when it enters the queue, once
+    // committed: a tick during the commit does not see it (the file keeps the
+    // time the request arrived, a commit earlier).
+    let mut rec = rec;
+    rec.submitted_ms = crate::unix_now_ms();
+    let at_ms = rec.submitted_ms;
     let position = {
         let mut q = shared.lock_queue();
         q.insert(Job::new(rec, spec));
         q.position(id.0).unwrap_or(0)
     };
-    tracing::info!(job = %id, user = %peer.name, "submitted");
-    shared.wake.notify_one();
+    tracing::info!(job = %id, user = %peer.name, at_ms, "submitted");
     Ok(BatchReply::Submitted(Submitted { job: id, position }))
 }
 

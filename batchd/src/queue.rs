@@ -94,6 +94,9 @@ pub struct Queue {
     pub next_seq: i64,
     /// Policy time 0, UTC ms.
     pub epoch_ms: i64,
+    /// The waiting jobs' ids in the order the policy considered them at its last
+    /// decision (most eligible first).
+    pub policy_order: Vec<u64>,
 }
 
 impl Queue {
@@ -116,16 +119,30 @@ impl Queue {
         self.order.values().filter_map(|id| self.jobs.get(id))
     }
 
-    /// The place of waiting job `id` among the waiting jobs (1 = next).
+    /// The waiting jobs in the policy's order at its last decision, then those
+    /// it has not yet seen (submitted or held since), by arrival.
+    pub fn waiting(&self) -> Vec<&Job> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out: Vec<&Job> = self
+            .policy_order
+            .iter()
+            .filter_map(|id| self.jobs.get(id))
+            .filter(|j| j.waiting() && seen.insert(j.rec.id))
+            .collect();
+        out.extend(
+            self.in_order()
+                .filter(|j| j.waiting() && !seen.contains(&j.rec.id)),
+        );
+        out
+    }
+
+    /// The place of waiting job `id` among the waiting jobs (1 = next), in the
+    /// policy's order.
     pub fn position(&self, id: u64) -> Option<u32> {
-        let mut n = 0;
-        for j in self.in_order().filter(|j| j.waiting()) {
-            n += 1;
-            if j.rec.id == id {
-                return Some(n);
-            }
-        }
-        None
+        self.waiting()
+            .iter()
+            .position(|j| j.rec.id == id)
+            .map(|p| p as u32 + 1)
     }
 
     /// The client's view of job `id`.
@@ -167,7 +184,8 @@ impl Queue {
     }
 
     /// A listing: jobs of `user` (every job for `None`), running first, then
-    /// waiting in order, then (with `ended`) ended ones, most recent first.
+    /// waiting in the policy's order, then (with `ended`) ended ones, most recent
+    /// first.
     pub fn list(&self, user: Option<&str>, ended: bool, max: usize) -> Vec<QueueEntry> {
         let mine = |j: &&Job| user.is_none_or(|u| j.rec.user == u);
         let mut out: Vec<QueueEntry> = self
@@ -176,11 +194,9 @@ impl Queue {
             .filter(|j| j.rec.state == JobState::Running)
             .map(|j| self.entry_of(j, None))
             .collect();
-        let mut pos = 0;
-        for j in self.in_order().filter(|j| j.waiting()) {
-            pos += 1;
+        for (pos, j) in self.waiting().into_iter().enumerate() {
             if mine(&j) {
-                out.push(self.entry_of(j, Some(pos)));
+                out.push(self.entry_of(j, Some(pos as u32 + 1)));
             }
         }
         if ended {

@@ -67,6 +67,7 @@ pub async fn run(
             }
         }
     }
+    let pending_debits = loaded.debits;
     for (id, out, err) in loaded.output {
         if let Some(j) = queue.jobs.get_mut(&id) {
             j.out = [out, err];
@@ -74,6 +75,7 @@ pub async fn run(
     }
     tracing::info!(jobs = queue.jobs.len(), store = %cfg.store.display(), policy = %cfg.policy, epoch_ms = queue.epoch_ms, "queue opened");
     let (commands, commands_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (journal, journal_rx) = tokio::sync::mpsc::unbounded_channel();
     let ledger = crate::ledger::Ledger::new(
         connector.clone(),
         cfg.accountd_name.clone(),
@@ -85,14 +87,19 @@ pub async fn run(
         store,
         reader,
         ledger,
+        journal,
         market: Mutex::new(market::Market::default()),
         connector,
         verifier,
-        wake: tokio::sync::Notify::new(),
         commands,
         cfg,
     });
     let refresher = tokio::spawn(refresh_market(shared.clone()));
+    let deliverer = tokio::spawn(crate::journal::deliver(
+        shared.clone(),
+        pending_debits,
+        journal_rx,
+    ));
     let bound = listener
         .local_addr()
         .map_err(|e| StartError::Announce(e.to_string()))?;
@@ -115,6 +122,7 @@ pub async fn run(
     };
     tokio::join!(server, sched, stop);
     refresher.abort();
+    deliverer.abort();
     if let Some(a) = announcer {
         a.abort();
     }

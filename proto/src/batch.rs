@@ -109,6 +109,10 @@ pub struct SignedLaunch {
     /// rank): the rank sees them in `REXEC_NODES`, as an interactive rank does.
     #[serde(deserialize_with = "crate::limits::args")]
     pub nodes: Vec<String>,
+    /// When the queue started this attempt (UTC milliseconds since the Unix
+    /// epoch): the rank sees it in `REXEC_JOB_START_MS`, so a job can pace
+    /// itself by the queue's clock (0: not given).
+    pub started_ms: i64,
 }
 
 /// The envelope of every request to the queue.

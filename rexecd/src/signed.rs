@@ -145,7 +145,14 @@ pub fn admit(
         nranks: spec.width,
         bid: req.bid,
         argv: spec.argv.clone(),
-        env: rank_env(&spec.env, spec.id, req.rank, spec.width, &req.nodes),
+        env: rank_env(
+            &spec.env,
+            spec.id,
+            req.rank,
+            spec.width,
+            &req.nodes,
+            req.started_ms,
+        ),
         cwd: spec.cwd.clone(),
         terminal: None,
     };
@@ -251,16 +258,24 @@ mod tests;
 
 /// The signed environment with the rank's own variables, as `rexec` gives an
 /// interactive rank: `REXEC_RANK`, `REXEC_NRANKS`, `REXEC_NODES` (names in rank
-/// order, comma-separated) and `REXEC_JOB` (16 hex digits), replacing any the
-/// owner's environment held.
+/// order, comma-separated) and `REXEC_JOB` (16 hex digits), and a batch rank's
+/// `REXEC_JOB_START_MS` (when the queue started the job, UTC milliseconds),
+/// replacing any the owner's environment held.
 pub fn rank_env(
     signed: &[(String, String)],
     job: proto::node::JobId,
     rank: u32,
     width: u32,
     nodes: &[String],
+    started_ms: i64,
 ) -> Vec<(String, String)> {
-    const RANK_VARS: [&str; 4] = ["REXEC_RANK", "REXEC_NRANKS", "REXEC_NODES", "REXEC_JOB"];
+    const RANK_VARS: [&str; 5] = [
+        "REXEC_RANK",
+        "REXEC_NRANKS",
+        "REXEC_NODES",
+        "REXEC_JOB",
+        "REXEC_JOB_START_MS",
+    ];
     let mut env: Vec<(String, String)> = signed
         .iter()
         .filter(|(k, _)| !RANK_VARS.contains(&k.as_str()))
@@ -270,5 +285,8 @@ pub fn rank_env(
     env.push(("REXEC_NRANKS".into(), width.to_string()));
     env.push(("REXEC_NODES".into(), nodes.join(",")));
     env.push(("REXEC_JOB".into(), job.to_string()));
+    if started_ms > 0 {
+        env.push(("REXEC_JOB_START_MS".into(), started_ms.to_string()));
+    }
     env
 }

@@ -95,4 +95,9 @@ impl Policy for FirstPrice {
             .collect();
         d
     }
+
+    fn order(&self, snap: &Snapshot<'_>) -> Vec<crate::job::JobId> {
+        let bids: Vec<Micros> = snap.queued.iter().map(|q| bid(q, snap.now)).collect();
+        super::ids_by(snap, |i| std::cmp::Reverse(bids[i]))
+    }
 }

@@ -108,6 +108,21 @@ pub trait Policy {
     fn name(&self) -> String;
     /// Decide what to do now.
     fn decide(&mut self, snap: &Snapshot<'_>) -> Decision;
+    /// The waiting jobs in the order this policy considers them now (most eligible
+    /// first), for showing a queue to its users. The simulator never asks, so a
+    /// policy that orders lazily pays for it only in a live queue. By arrival unless
+    /// the policy orders otherwise.
+    fn order(&self, snap: &Snapshot<'_>) -> Vec<JobId> {
+        snap.queued.iter().map(|q| q.job.id).collect()
+    }
+}
+
+/// The ids of `snap`'s waiting jobs ordered by `key` (ties by arrival).
+pub(crate) fn ids_by<K: PartialOrd>(snap: &Snapshot<'_>, key: impl Fn(usize) -> K) -> Vec<JobId> {
+    backfill::order_by(snap, key)
+        .into_iter()
+        .map(|i| snap.queued[i].job.id)
+        .collect()
 }
 
 /// Every policy by name, for the command line. `ga_budget` applies to `ga`.

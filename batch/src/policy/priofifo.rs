@@ -55,4 +55,8 @@ impl Policy for PrioFifo {
             .collect();
         d
     }
+
+    fn order(&self, snap: &Snapshot<'_>) -> Vec<crate::job::JobId> {
+        super::ids_by(snap, |i| snap.queued[i].job.queue)
+    }
 }

@@ -17,4 +17,8 @@ impl Policy for Sjf {
         let order = order_by(snap, |i| snap.queued[i].remaining_estimate());
         schedule(snap, &order, Backfill::Easy)
     }
+
+    fn order(&self, snap: &Snapshot<'_>) -> Vec<crate::job::JobId> {
+        super::ids_by(snap, |i| snap.queued[i].remaining_estimate())
+    }
 }

@@ -158,4 +158,14 @@ impl Policy for Vickrey {
             ..Decision::default()
         }
     }
+
+    fn order(&self, snap: &Snapshot<'_>) -> Vec<JobId> {
+        // Highest bid first, as the descent ranks them.
+        let bids: Vec<Micros> = snap
+            .queued
+            .iter()
+            .map(|q| q.job.bid_at(snap.now, q.remaining_estimate()))
+            .collect();
+        super::ids_by(snap, |i| Reverse(bids[i]))
+    }
 }

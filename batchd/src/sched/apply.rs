@@ -24,21 +24,23 @@ pub fn per_hour(per_minute: i64) -> i64 {
 }
 
 impl Sched {
-    /// One decision: snapshot, policy, apply.
-    pub(super) async fn decide(&mut self) {
+    /// One decision, on the tick `clock` says it is: snapshot, policy, apply.
+    pub(super) async fn decide(&mut self, clock: super::clock::Clock) {
         let now_ms = crate::unix_now_ms();
+        let tick_ms = clock.tick_at(now_ms);
         let procs = self.shared.market_processors();
         let (jobs, epoch) = {
             let q = self.shared.lock_queue();
-            (snapshot::collect(&q), q.epoch_ms)
+            (snapshot::collect(&q, clock, tick_ms), q.epoch_ms)
         };
         if jobs.waiting.is_empty() {
             return;
         }
-        let now = snapshot::secs(epoch, now_ms);
-        let d = {
+        let now = snapshot::secs(epoch, tick_ms);
+        let (d, order) = {
             let snap = jobs.snapshot(now, procs);
-            self.policy.decide(&snap)
+            let d = self.policy.decide(&snap);
+            (d, self.policy.order(&snap))
         };
         for seq in &d.suspend {
             if let Some(id) = jobs.id_of(*seq) {
@@ -62,6 +64,11 @@ impl Sched {
             self.start(id, rate, now_ms).await;
         }
         let mut q = self.shared.lock_queue();
+        let ids: HashMap<u64, u64> = jobs.waiting.iter().map(|e| (e.job.id, e.id)).collect();
+        q.policy_order = order
+            .iter()
+            .filter_map(|seq| ids.get(seq).copied())
+            .collect();
         for j in q.jobs.values_mut() {
             j.estimated_start = None;
         }
@@ -117,6 +124,7 @@ impl Sched {
         };
         let rate_ph = rate.unwrap_or_else(|| per_hour(crate::queue::bid_rate(&spec)));
         if state == JobState::Suspended {
+            tracing::info!(job = %JobId(id), rate_ph, at_ms = now_ms, "resumed");
             if let Some(run) = self.runs.get_mut(&id) {
                 run.signal(Signal::Cont);
                 run.suspended = false;
@@ -188,6 +196,7 @@ impl Sched {
                         rank: rank as u32,
                         bid,
                         nodes: names.clone(),
+                        started_ms: now_ms,
                     },
                     self.events.clone(),
                 )

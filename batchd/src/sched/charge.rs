@@ -5,18 +5,19 @@
 //! processor-hour, as in the simulator; a job accrues `rate × width × time`
 //! while it runs (not while suspended) and is debited at least every
 //! [`DEBIT_PERIOD`] and at its end. Each debit is recorded in the store (charged
-//! total, sequence number) before it is sent, keyed `(queue, job id, seq)` so a
-//! repeat changes nothing. A user whose balance is not positive has their
+//! total, sequence number, and the debit itself in the journal) before the
+//! [`crate::journal`] delivers it, keyed `(queue, job id, seq)` so a repeat
+//! changes nothing. A user whose balance is not positive has their
 //! queued jobs Held, and released when it is again.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use proto::account::MeterInterval;
 use proto::batch::JobState;
 use proto::node::JobId;
 
 use super::Sched;
+use crate::store::{PendingDebit, Write};
 
 /// Most time between two debits of a running job.
 pub const DEBIT_PERIOD: Duration = Duration::from_secs(60);
@@ -68,40 +69,30 @@ impl Sched {
         run.owed -= due as i128 * UNIT;
         let from = run.last_debit_ms;
         run.last_debit_ms = now_ms;
-        let mut seq = 0;
-        let mut user = String::new();
-        let recorded = self
-            .update(id, |r| {
-                r.charged += due;
-                r.charge_seq += 1;
-                seq = r.charge_seq;
-                user = r.user.clone();
-            })
-            .await;
-        if !recorded {
+        let (rec, debit) = {
+            let mut q = self.shared.lock_queue();
+            let Some(j) = q.jobs.get_mut(&id) else {
+                return;
+            };
+            j.rec.charged += due;
+            j.rec.charge_seq += 1;
+            let debit = PendingDebit {
+                job: id,
+                seq: j.rec.charge_seq,
+                user: j.rec.user.clone(),
+                amount: due,
+                start_us: (from.max(0) as u64) * 1000,
+                end_us: (now_ms.max(0) as u64) * 1000,
+            };
+            (j.rec.clone(), debit)
+        };
+        let write = Write::Charge(Box::new(rec), Box::new(debit.clone()));
+        if let Err(e) = self.shared.store.write(write).await {
+            tracing::error!(job = %JobId(id), error = %e, "cannot record a debit");
             return;
         }
-        let shared = self.shared.clone();
-        let interval = MeterInterval {
-            start_us: (from.max(0) as u64) * 1000,
-            end_us: (now_ms.max(0) as u64) * 1000,
-        };
-        tokio::spawn(async move {
-            for attempt in 0..10u32 {
-                match shared.ledger.debit(&user, id, seq, due, interval).await {
-                    Ok(()) => return,
-                    Err(e) if !e.is_retryable() => {
-                        tracing::error!(job = %JobId(id), seq, due, error = %e, "debit refused");
-                        return;
-                    }
-                    Err(e) => {
-                        tracing::warn!(job = %JobId(id), seq, error = %e, "debit failed; retrying");
-                        tokio::time::sleep(Duration::from_millis(200 << attempt.min(6))).await;
-                    }
-                }
-            }
-            tracing::error!(job = %JobId(id), seq, due, "debit not delivered; recorded in the queue only");
-        });
+        // Recorded: the journal delivers it, now or after a restart.
+        let _ = self.shared.journal.send(debit);
     }
 
     /// Accrues every running job and debits those due (all of them with `now`).

@@ -1,7 +1,7 @@
-//! The decision loop: the only writer of a job's state once it is queued. Each
-//! tick (and at once after a submission or a job's end) it builds the policy's
-//! [`snapshot`], calls the configured `batch::policy::Policy`, and applies the
-//! decision ([`apply`]): suspends, market price, starts (each recorded in the
+//! The decision loop: the only writer of a job's state once it is queued. On
+//! each tick of the queue's [`clock`] it builds the policy's [`snapshot`] of
+//! everything that happened since the last tick, calls the configured
+//! `batch::policy::Policy`, and applies the decision ([`apply`]): suspends, market price, starts (each recorded in the
 //! store, attempt counted, before any rank is launched), reservations. It
 //! hears every rank's start, exit or loss ([`crate::rank`]), ends or requeues
 //! jobs, serves cancels ([`Command`]), charges running jobs ([`charge`]), and
@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod charge;
+pub mod clock;
 pub mod recover;
 pub mod snapshot;
 
@@ -131,8 +132,8 @@ pub async fn run(
         suspect: HashMap::new(),
         paid: HashMap::new(),
     };
-    let mut tick = tokio::time::interval(shared.cfg.tick);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let clock = clock::Clock::new(shared.lock_queue().epoch_ms, shared.cfg.tick);
+    let mut tick = clock.interval(crate::unix_now_ms());
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -141,19 +142,13 @@ pub async fn run(
                 s.recover().await;
                 s.release_held().await;
                 s.charge_all(false).await;
-                s.decide().await;
+                s.decide(clock).await;
             }
-            _ = shared.wake.notified() => s.decide().await,
-            Some(ev) = heard.recv() => {
-                if s.on_event(ev).await {
-                    s.decide().await;
-                }
-            }
+            Some(ev) = heard.recv() => s.on_event(ev).await,
             Some(cmd) = commands.recv() => match cmd {
                 Command::Cancel { id, reply } => {
                     let r = s.cancel(id).await;
                     let _ = reply.send(r);
-                    s.decide().await;
                 }
             },
         }
@@ -164,16 +159,16 @@ pub async fn run(
 }
 
 impl Sched {
-    /// A rank's news; whether processors were freed.
-    async fn on_event(&mut self, ev: RankEvent) -> bool {
+    /// A rank's news (the processors a job frees are given out at the next tick).
+    async fn on_event(&mut self, ev: RankEvent) {
         let Some(run) = self.runs.get_mut(&ev.job) else {
-            return false;
+            return;
         };
         if run.attempt != ev.attempt {
-            return false;
+            return;
         }
         match ev.event {
-            Event::Started => false,
+            Event::Started => {}
             Event::Exit(status) => {
                 run.exits[ev.rank as usize] = Some(status);
                 if run.exits.iter().all(Option::is_some) {
@@ -185,9 +180,7 @@ impl Sched {
                         .or(run.exits[0].as_ref())
                         .copied();
                     self.end(ev.job, JobState::Finished, exit, None).await;
-                    return true;
                 }
-                false
             }
             Event::Lost(why) => {
                 tracing::warn!(job = %JobId(ev.job), rank = ev.rank, "rank lost: {why}");
@@ -196,7 +189,6 @@ impl Sched {
                     self.suspect.insert(node.name.clone(), until);
                 }
                 self.lost(ev.job, why).await;
-                true
             }
         }
     }

@@ -1,6 +1,8 @@
 //! The queue as a `batch::policy::Snapshot`: what the simulator's policies
-//! see, built from the live queue. Times are whole seconds since the queue's
-//! epoch; a job's `submit` is its submission time, `estimate` and (unknown to
+//! see, built from the live queue on a tick of its [`Clock`]. Times are whole
+//! seconds since the queue's epoch; a job's `submit` is the first tick at or
+//! after its submission (when the queue first saw it), and a job submitted
+//! after the tick being decided waits for the next one; `estimate` and (unknown to
 //! the queue) `runtime` its owner's length; its utility is its `Worth`: a rate
 //! `r` per CPU-minute is the constant utility `r × width × length` in minutes,
 //! a utility function is taken as given (`Utility::new`). Its `queue` is its
@@ -14,6 +16,7 @@ use batch::policy::{Queued, Running, Snapshot};
 use batch::utility::Utility;
 use proto::batch::{JobSpec, JobState, Worth};
 
+use super::clock::Clock;
 use crate::queue::{Job, Queue};
 
 /// Seconds since the epoch of a UTC ms time.
@@ -35,11 +38,11 @@ pub fn utility(spec: &JobSpec) -> Utility {
 }
 
 /// The simulator's view of one queued or running job.
-pub fn sim_job(epoch_ms: i64, j: &Job) -> SimJob {
+pub fn sim_job(epoch_ms: i64, clock: Clock, j: &Job) -> SimJob {
     let estimate = j.spec.length_s.clamp(1, i64::MAX as u64) as i64;
     SimJob {
         id: j.rec.seq as u64,
-        submit: secs(epoch_ms, j.rec.submitted_ms),
+        submit: secs(epoch_ms, clock.seen_at(j.rec.submitted_ms)),
         width: j.spec.width,
         runtime: estimate,
         estimate,
@@ -72,19 +75,20 @@ pub struct Entry {
     pub id: u64,
 }
 
-/// Collects the jobs the policy decides over.
-pub fn collect(q: &Queue) -> Jobs {
+/// Collects the jobs the policy decides over on the tick at `tick_ms`.
+pub fn collect(q: &Queue, clock: Clock, tick_ms: i64) -> Jobs {
     let mut waiting = Vec::new();
     let mut running = Vec::new();
     for j in q.in_order() {
         let entry = || Entry {
-            job: sim_job(q.epoch_ms, j),
+            job: sim_job(q.epoch_ms, clock, j),
             since: secs(q.epoch_ms, j.rec.started_ms.unwrap_or(q.epoch_ms)),
             done: j.rec.done_ms / 1000,
             preempted: j.preempted,
             id: j.rec.id,
         };
         match j.rec.state {
+            JobState::Queued if clock.seen_at(j.rec.submitted_ms) > tick_ms => {}
             JobState::Queued | JobState::Suspended => waiting.push(entry()),
             JobState::Running => running.push(entry()),
             _ => {}

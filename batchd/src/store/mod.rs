@@ -5,6 +5,7 @@
 //! [`Store::write`] before acting on it (a start is recorded, attempt counted,
 //! before any rank is launched). [`Store::load`] reads it all back at start.
 
+pub mod debits;
 pub mod schema;
 pub mod writer;
 
@@ -15,6 +16,7 @@ use proto::batch::{JobState, SignedJob};
 use proto::node::ExitStatus;
 use rusqlite::{Connection, params};
 
+pub use debits::PendingDebit;
 pub use writer::{Store, Write};
 
 /// A job as the store keeps it.
@@ -146,6 +148,8 @@ pub struct Loaded {
     pub jobs: Vec<JobRecord>,
     /// Kept output bytes of each job, (stdout, stderr), by id.
     pub output: Vec<(u64, u64, u64)>,
+    /// Debits recorded and not yet delivered to accountd, oldest first.
+    pub debits: Vec<PendingDebit>,
 }
 
 fn corrupt(path: &Path, detail: String) -> StoreError {
@@ -268,10 +272,12 @@ pub(crate) fn load_jobs(conn: &Connection, path: &Path) -> Result<Loaded, StoreE
         .map_err(sql)?
         .parse()
         .map_err(|_| corrupt(path, "meta.epoch_ms".into()))?;
+    let debits = debits::pending(conn).map_err(sql)?;
     Ok(Loaded {
         epoch_ms,
         jobs,
         output,
+        debits,
     })
 }
 

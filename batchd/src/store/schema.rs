@@ -6,7 +6,9 @@
 //! `jobs` holds one row per job: the signed job exactly as submitted, its
 //! arrival order (`seq`), and what the queue did with it (state, attempts, start
 //! and end, nodes, charges, exit). `output` holds the kept stdout and stderr in
-//! chunks, at most `max_output` bytes per job.
+//! chunks, at most `max_output` bytes per job. `debits` is the journal of
+//! charges not yet delivered to accountd ([`super::debits`]); it was added
+//! without a version change, since an older file simply gains the empty table.
 
 use std::path::Path;
 
@@ -104,6 +106,8 @@ pub fn open_writer(path: &Path, now_ms: i64) -> Result<(Connection, i64), StoreE
     conn.execute_batch("PRAGMA synchronous=FULL;")
         .map_err(sql(path))?;
     conn.execute_batch(SCHEMA).map_err(sql(path))?;
+    conn.execute_batch(super::debits::SCHEMA)
+        .map_err(sql(path))?;
     let get = |key: &str| {
         conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| {
             r.get::<_, String>(0)

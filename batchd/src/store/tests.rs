@@ -1,5 +1,6 @@
 //! The store's own checks: what is committed comes back after a reopen, a
-//! duplicate id is refused alone in its group, and output reads by offset.
+//! duplicate id is refused alone in its group, output reads by offset, and
+//! the debit journal keeps what accountd has not taken.
 
 use super::*;
 use proto::batch::SignedJob;
@@ -63,6 +64,63 @@ async fn committed_jobs_come_back_and_duplicates_are_refused_alone() {
     assert_eq!(reader.output(103, 1, 0, 4).unwrap(), b"hell");
     assert!(reader.output(103, 2, 0, 4).unwrap().is_empty());
     store.close();
+}
+
+#[tokio::test]
+async fn recorded_debits_stay_in_the_journal_until_delivered_or_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.db");
+    let (store, _) = Store::open(&path, 64, 5).unwrap();
+    store
+        .write(Write::Insert(Box::new(record(0, 7))))
+        .await
+        .unwrap();
+    let debit = |seq: u64| PendingDebit {
+        job: 7,
+        seq,
+        user: "alice".into(),
+        amount: 1_000 * seq as i64,
+        start_us: seq * 1_000_000,
+        end_us: (seq + 1) * 1_000_000,
+    };
+    let mut rec = record(0, 7);
+    for seq in 1..=3 {
+        rec.charged += 1_000 * seq as i64;
+        rec.charge_seq = seq;
+        store
+            .write(Write::Charge(Box::new(rec.clone()), Box::new(debit(seq))))
+            .await
+            .unwrap();
+    }
+    store
+        .write(Write::Delivered { job: 7, seq: 1 })
+        .await
+        .unwrap();
+    store
+        .write(Write::Refused {
+            job: 7,
+            seq: 3,
+            why: "no such user".into(),
+        })
+        .await
+        .unwrap();
+    store.close();
+    // After a restart: the charged total and the one debit still owed.
+    let (store, loaded) = Store::open(&path, 64, 99).unwrap();
+    assert_eq!(loaded.jobs[0].charged, 6_000);
+    assert_eq!(loaded.jobs[0].charge_seq, 3);
+    assert_eq!(loaded.debits, vec![debit(2)]);
+    store.close();
+    // The refused one is kept, marked, for an admin to see.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let why: String = conn
+        .query_row(
+            "SELECT refused FROM debits WHERE job = 7 AND seq = 3",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(why, "no such user");
 }
 
 async fn futures_join<F: std::future::Future>(fs: impl Iterator<Item = F>) -> Vec<F::Output> {

@@ -21,6 +21,24 @@ pub enum Write {
     /// Everything the queue changes about a job (by id): state, attempts, times,
     /// nodes, charges, exit, reason.
     Update(Box<JobRecord>),
+    /// A job's new charged total and the debit it owes for it, together.
+    Charge(Box<JobRecord>, Box<super::PendingDebit>),
+    /// accountd has debit `seq` of job `job`.
+    Delivered {
+        /// The job.
+        job: u64,
+        /// The debit.
+        seq: u64,
+    },
+    /// accountd will never take debit `seq` of job `job`.
+    Refused {
+        /// The job.
+        job: u64,
+        /// The debit.
+        seq: u64,
+        /// accountd's answer.
+        why: String,
+    },
     /// Output bytes of a job's `stream` (1 stdout, 2 stderr) at `offset`.
     Output {
         /// The job.
@@ -200,6 +218,12 @@ fn one(conn: &Connection, write: &Write) -> rusqlite::Result<()> {
             update(conn, j)
         }
         Write::Update(j) => update(conn, j),
+        Write::Charge(j, d) => {
+            update(conn, j)?;
+            super::debits::insert(conn, d)
+        }
+        Write::Delivered { job, seq } => super::debits::delivered(conn, *job, *seq),
+        Write::Refused { job, seq, why } => super::debits::refused(conn, *job, *seq, why),
         Write::Output {
             id,
             stream,

@@ -250,8 +250,16 @@ impl Market {
         Ok(bid)
     }
 
-    /// Whether `bid` is a bid this node takes: not negative, within `max_rate` (a
-    /// signed batch rank's bid is checked only this far: its queue charges it).
+    /// A signed batch rank's weight: its queue's bid, not negative, capped at
+    /// `max_rate`. The queue charges the rank, not this node, so the cap only bounds
+    /// the share it takes here; refusing it would fail a job whose utility bids
+    /// high for reasons of its own.
+    pub fn batch_rate(&self, bid: i64) -> Result<Bid, ErrorReply> {
+        let bid = Bid::new(bid).map_err(|e| refuse_bid(&self.node, &e))?;
+        Ok(bid.min(self.cfg.max_rate))
+    }
+
+    /// Whether `bid` is a bid this node takes: not negative, within `max_rate`.
     pub fn check_rate(&self, bid: i64) -> Result<Bid, ErrorReply> {
         let node = &self.node;
         // A refusal of the bid itself has its own code, so a client can tell it apart.

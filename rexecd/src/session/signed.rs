@@ -1,11 +1,11 @@
 //! `LaunchSigned`: a queue starting one rank of a user's signed batch job. In order,
 //! and refused at the first failure with nothing started: the checks of
 //! [`crate::signed::admit`] (queue, signature, attempt, rank, bid within the signed
-//! rate), the user as for a `Launch` (allowed, exists, not root unless allowed), the
-//! bid against `max_rate`, a rank this node started before, then the claim at
+//! rate), the user as for a `Launch` (allowed, exists, not root unless allowed), a
+//! rank this node started before, then the claim at
 //! accountd and the node's own marker. Then the rank runs exactly as a `Launch` of
 //! the spec's user would, without a terminal, metered and weighted at the queue's
-//! bid but not charged by this node (the queue charges it).
+//! bid capped at `max_rate`, but not charged by this node (the queue charges it).
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -94,7 +94,7 @@ async fn checked_start(
     check_allowed(&shared.config, user_name)?;
     let user = resolve_user(shared, user_name).await?;
     let market = shared.registry.market();
-    let bid = market.check_rate(admitted.launch.bid)?;
+    let bid = market.batch_rate(admitted.launch.bid)?;
     let replayed = || {
         let c = admitted.claim();
         ErrorReply::new(

@@ -50,6 +50,7 @@ fn signed(pki: &TestPki, attempts: u32, width: u32, rate: i64) -> SignedLaunch {
         rank: 0,
         bid: rate,
         nodes: (0..width).map(|r| format!("n{r}")).collect(),
+        started_ms: 0,
     }
 }
 
@@ -148,9 +149,17 @@ fn a_rank_sees_its_own_variables_whatever_the_signed_environment_held() {
     let signed = vec![
         ("PATH".to_string(), "/bin".to_string()),
         ("REXEC_RANK".to_string(), "7".to_string()),
+        ("REXEC_JOB_START_MS".to_string(), "1".to_string()),
     ];
     let nodes = ["n1".to_string(), "n2".to_string()];
-    let env = super::rank_env(&signed, proto::node::JobId(0xab), 1, 2, &nodes);
+    let env = super::rank_env(
+        &signed,
+        proto::node::JobId(0xab),
+        1,
+        2,
+        &nodes,
+        1_764_118_195_558,
+    );
     let get = |k: &str| {
         env.iter()
             .filter(|(n, _)| n == k)
@@ -162,4 +171,10 @@ fn a_rank_sees_its_own_variables_whatever_the_signed_environment_held() {
     assert_eq!(get("REXEC_NRANKS"), ["2"]);
     assert_eq!(get("REXEC_NODES"), ["n1,n2"]);
     assert_eq!(get("REXEC_JOB"), ["00000000000000ab"]);
+    assert_eq!(get("REXEC_JOB_START_MS"), ["1764118195558"]);
+    let unstamped = super::rank_env(&signed, proto::node::JobId(0xab), 1, 2, &nodes, 0);
+    assert!(
+        !unstamped.iter().any(|(k, _)| k == "REXEC_JOB_START_MS"),
+        "no start time given, none claimed"
+    );
 }

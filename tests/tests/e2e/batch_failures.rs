@@ -87,3 +87,56 @@ fn firstprice_with_preemption_suspends_a_real_job_and_resumes_it() {
     assert_eq!(patient_done.attempts, 1, "resumed, not restarted");
     assert!(patient_done.ended_at >= urgent_done.ended_at);
 }
+
+#[test]
+fn a_debit_accountd_missed_is_delivered_after_kill_9_of_the_queue() {
+    if !rexec_tests::can_run("a_debit_accountd_missed_is_delivered_after_kill_9_of_the_queue") {
+        return;
+    }
+    let mut m = BatchMarket::start(BatchOptions::default());
+    // 60 credits per CPU-minute on one processor for about 2 s.
+    let spec = m.spec(0x91, &["sleep", "2"], 1, 10, Worth::Rate(60_000_000));
+    assert!(matches!(m.submit(&spec), Ok(BatchReply::Submitted(_))));
+    m.wait_for(0x91, LIMIT, |e| e.state == JobState::Running);
+    // Its rank claimed and started (a node claims a signed rank at accountd).
+    let started = rexec_tests::wait_until(LIMIT, || !m.market.marked(&[]).is_empty());
+    assert!(started.is_some(), "the job's rank never started");
+    // accountd dies while the job runs: the debit at its end cannot be
+    // delivered; then the queue is killed before it could retry.
+    m.market.accountd.kill9();
+    let done = m.wait_for(0x91, LIMIT, |e| e.state == JobState::Finished);
+    assert!(done.charged > 0, "{done:?}");
+    let recorded =
+        rexec_tests::wait_until(LIMIT, || m.batchd.log().contains("debit not delivered yet"));
+    assert!(
+        recorded.is_some(),
+        "the queue never tried the debit:\n{}",
+        m.batchd.log()
+    );
+    m.batchd.kill9();
+    m.batchd.restart();
+    m.market.accountd.restart();
+    // The restarted queue delivers what its journal holds, exactly once.
+    let debits = || -> Vec<_> {
+        m.market
+            .accountd
+            .history(rexec_tests::cluster::TEST_USER)
+            .into_iter()
+            .filter(|e| e.kind == "debit" && e.node == "batchd" && e.job == "0000000000000091")
+            .collect()
+    };
+    let delivered = rexec_tests::wait_until(LIMIT, || {
+        debits().iter().map(|e| -e.amount).sum::<i64>() == done.charged
+    });
+    assert!(
+        delivered.is_some(),
+        "the journal's debit never reached the ledger: {:?} against {}\n{}",
+        debits(),
+        done.charged,
+        m.batchd.log()
+    );
+    let keys: std::collections::HashSet<_> = debits().iter().map(|e| e.key()).collect();
+    assert_eq!(keys.len(), debits().len(), "a key twice: {:?}", debits());
+    let audit = m.market.accountd.admin(&["audit"]);
+    assert!(audit.ok().contains("audit passed"), "{}", audit.ok());
+}

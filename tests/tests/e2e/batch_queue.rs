@@ -1,7 +1,7 @@
 //! The live batch queue with real daemons: submissions refused in one clear
 //! line (no credit, too wide, forged, someone else's), submissions that
 //! survive `kill -9` of the queue, a queued job cancelled, a job held while its
-//! owner cannot pay.
+//! owner cannot pay, waiting jobs listed and started in the policy's order.
 
 use std::time::Duration;
 
@@ -182,4 +182,61 @@ fn a_job_whose_owner_runs_dry_while_queued_is_held_and_released_by_a_grant() {
         .ok();
     let done = m.wait_for(0x92, LIMIT, |e| e.state == JobState::Finished);
     assert_eq!(done.attempts, 1);
+}
+
+#[test]
+fn the_queue_lists_waiting_jobs_in_the_policys_order_and_starts_them_so() {
+    if !rexec_tests::can_run("the_queue_lists_waiting_jobs_in_the_policys_order_and_starts_them_so")
+    {
+        return;
+    }
+    let m = BatchMarket::start(BatchOptions {
+        policy: "firstprice",
+        ..BatchOptions::default()
+    });
+    // A blocker takes every processor; three jobs wait, bidding 1, 4 and 2
+    // credits per CPU-minute.
+    let blocker = m.spec(0x70, &["sleep", "3"], 4, 3, Worth::Rate(1_000_000));
+    assert!(matches!(m.submit(&blocker), Ok(BatchReply::Submitted(_))));
+    m.wait_for(0x70, LIMIT, |e| e.state == JobState::Running);
+    for (id, rate) in [(0x71, 1), (0x72, 4), (0x73, 2)] {
+        // Each runs over a second, so their starts fall in different seconds.
+        let spec = m.spec(id, &["sleep", "1.2"], 4, 2, Worth::Rate(rate * 1_000_000));
+        assert!(matches!(m.submit(&spec), Ok(BatchReply::Submitted(_))));
+    }
+    // Once the queue has decided on them, it lists them highest bid first.
+    let listed = rexec_tests::wait_until(LIMIT, || {
+        let Ok(BatchReply::Queue(list)) = m.call(BatchOp::Queue(QueueQuery {
+            user: None,
+            ended: false,
+        })) else {
+            return false;
+        };
+        let waiting: Vec<(u64, Option<u32>)> = list
+            .iter()
+            .filter(|e| e.state == JobState::Queued)
+            .map(|e| (e.job.0, e.position))
+            .collect();
+        waiting == [(0x72, Some(1)), (0x73, Some(2)), (0x71, Some(3))]
+    });
+    assert!(
+        listed.is_some(),
+        "the queue never listed the jobs by bid: {:?}",
+        m.call(BatchOp::Queue(QueueQuery {
+            user: None,
+            ended: false
+        }))
+    );
+    // And starts them in that order.
+    let started: Vec<(u64, u64)> = [0x71, 0x72, 0x73]
+        .iter()
+        .map(|&id| {
+            let e = m.wait_for(id, LIMIT, |e| e.state == JobState::Finished);
+            (e.started_at.expect("a finished job started"), id)
+        })
+        .collect();
+    let mut by_start = started.clone();
+    by_start.sort();
+    let order: Vec<u64> = by_start.iter().map(|s| s.1).collect();
+    assert_eq!(order, [0x72, 0x73, 0x71], "{started:?}");
 }

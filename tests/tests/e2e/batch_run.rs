@@ -132,3 +132,26 @@ fn kill_9_of_the_queue_mid_run_requeues_the_job_and_runs_no_attempt_twice() {
         "{out:?}"
     );
 }
+
+#[test]
+fn a_job_bidding_above_a_nodes_max_rate_runs_weighted_at_the_cap() {
+    if !rexec_tests::can_run("a_job_bidding_above_a_nodes_max_rate_runs_weighted_at_the_cap") {
+        return;
+    }
+    let m = BatchMarket::start(BatchOptions::default());
+    // 150 credits per CPU-minute, above the nodes' max_rate of 100: the node
+    // weights the rank at 100 instead of refusing it (the queue charges it).
+    let spec = m.spec(0x61, &["sleep", "1"], 1, 5, Worth::Rate(150_000_000));
+    assert!(matches!(m.submit(&spec), Ok(BatchReply::Submitted(_))));
+    let done = m.wait_for(0x61, LIMIT, |e| {
+        matches!(
+            e.state,
+            JobState::Finished | JobState::Failed | JobState::Cancelled
+        )
+    });
+    assert_eq!(
+        (done.state, done.exit, done.attempts),
+        (JobState::Finished, Some(ExitStatus::Code(0)), 1),
+        "{done:?}"
+    );
+}

@@ -82,6 +82,7 @@ fn send(
         rank: 0,
         bid,
         nodes: vec![node.to_string()],
+        started_ms: 0,
     }));
     (s, answer)
 }
