@@ -25,6 +25,7 @@ mod market_crash;
 mod market_discovery;
 mod market_dry;
 mod market_figure4;
+mod market_page;
 mod metrics;
 mod multihost;
 mod revocation;

@@ -94,7 +94,7 @@ fn clock(unix_seconds: u64) -> String {
 }
 
 const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}\
-table{border-collapse:collapse}th,td{padding:.3em .7em;border-bottom:1px solid #ddd;text-align:right}\
+table{border-collapse:collapse}th,td{padding:.3em .7em;border-bottom:1px solid #ddd;text-align:right}td{white-space:nowrap}\
 th:first-child,td:first-child{text-align:left}td.chart{padding:.2em}\
 svg .frame{fill:#f6f8fa;stroke:#ccc}svg .price{fill:none;stroke:#c0392b;stroke-width:1.5}\
 svg .axis{font:9px sans-serif;fill:#666}.note{color:#555;max-width:60em}";
