@@ -32,6 +32,7 @@ mod revocation;
 mod select;
 mod signed_jobs;
 mod skip;
+mod stats;
 mod stdin_full;
 mod streams;
 mod terminal;
