@@ -17,6 +17,7 @@
 //!   session with its node.
 //! - [`ledger`]: balances and debits at accountd.
 //! - [`announce`]: the queue's announcements (kind `Batch`).
+//! - [`metrics`]: Prometheus metrics (`[metrics] listen`).
 //! - [`start`]: putting it together (the binary's `run`).
 //!
 //! ```
@@ -34,6 +35,7 @@ pub mod announce;
 pub mod config;
 pub mod ledger;
 pub mod market;
+pub mod metrics;
 pub mod ops;
 pub mod queue;
 pub mod rank;
@@ -70,6 +72,8 @@ pub struct Shared {
     pub wake: Notify,
     /// Requests to the scheduler (cancels).
     pub commands: mpsc::UnboundedSender<sched::Command>,
+    /// What the metrics count as it happens.
+    pub metrics: metrics::Recorder,
 }
 
 impl Shared {

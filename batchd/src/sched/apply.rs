@@ -35,6 +35,7 @@ impl Sched {
         if jobs.waiting.is_empty() {
             return;
         }
+        let started = std::time::Instant::now();
         let now = snapshot::secs(epoch, now_ms);
         let d = {
             let snap = jobs.snapshot(now, procs);
@@ -71,6 +72,7 @@ impl Sched {
         {
             j.estimated_start = Some(((epoch / 1000) + at).max(0) as u64);
         }
+        self.shared.metrics.decided(started);
     }
 
     /// Free processors on each node: its share less the ranks of running jobs
