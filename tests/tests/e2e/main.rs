@@ -27,6 +27,7 @@ mod market_dry;
 mod market_figure4;
 mod market_page;
 mod metrics;
+mod metrics_cost;
 mod multihost;
 mod revocation;
 mod select;
