@@ -261,38 +261,20 @@ fn a_batch_queue_is_scraped_its_jobs_counted_and_promtool_passes() {
     m.wait_for(0x61, Duration::from_secs(40), |e| {
         e.state == JobState::Finished
     });
-    prom.wait_for(
-        "rexec_batch_submissions_total{result=\"ok\"}",
-        Duration::from_secs(20),
-        |v| v == 1.0,
-    );
-    prom.wait_for(
-        "rexec_batch_submissions_total{result=\"refused\"}",
-        Duration::from_secs(20),
-        |v| v == 1.0,
-    );
-    prom.wait_for(
-        "rexec_batch_jobs{state=\"finished\"}",
-        Duration::from_secs(20),
-        |v| v == 1.0,
-    );
-    prom.wait_for("rexec_batch_starts_total", Duration::from_secs(20), |v| {
-        v == 1.0
-    });
-    prom.wait_for(
-        "rexec_batch_decisions_total",
-        Duration::from_secs(20),
-        |v| v >= 1.0,
-    );
-    prom.wait_for(
-        "rexec_batch_decision_seconds_count",
-        Duration::from_secs(20),
-        |v| v >= 1.0,
-    );
-    prom.wait_for(
-        "rexec_batch_charged_credits_total",
-        Duration::from_secs(20),
-        |v| v > 0.0,
-    );
+    // Exactly one of each, at least one decision, and a charge.
+    for (query, at_least) in [
+        ("rexec_batch_submissions_total{result=\"ok\"} == 1", 1.0),
+        (
+            "rexec_batch_submissions_total{result=\"refused\"} == 1",
+            1.0,
+        ),
+        ("rexec_batch_jobs{state=\"finished\"} == 1", 1.0),
+        ("rexec_batch_starts_total == 1", 1.0),
+        ("rexec_batch_decisions_total", 1.0),
+        ("rexec_batch_decision_seconds_count", 1.0),
+        ("rexec_batch_charged_credits_total", 1e-6),
+    ] {
+        prom.wait_for(query, Duration::from_secs(20), |v| v >= at_least);
+    }
     promtool_accepts(queue);
 }
