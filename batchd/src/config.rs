@@ -37,6 +37,9 @@
 //! group = "239.255.77.1"
 //! port = 7477
 //! period = "2s"
+//!
+//! [metrics]                     # Prometheus metrics, off without it (see `crate::metrics`)
+//! listen = "127.0.0.1:9482"
 //! ```
 //!
 //! The policy is checked at start: an unknown name is refused, naming the valid
@@ -91,6 +94,8 @@ pub struct Settings {
     pub limits: Limits,
     /// `[discovery]`.
     pub discovery: Option<discovery::config::DiscoveryFile>,
+    /// `[metrics] listen`: where to serve Prometheus metrics (off without it).
+    pub metrics: Option<exposition::MetricsFile>,
     #[serde(flatten)]
     _unknown: NoOtherKeys,
 }
@@ -215,6 +220,8 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// Discovery (announce, hear selectors and accountd).
     pub discovery: Option<discovery::config::DiscoveryConfig>,
+    /// Where to serve Prometheus metrics, if anywhere.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Why the configuration is unusable.
@@ -352,6 +359,10 @@ impl Config {
                     .unwrap_or(DEFAULT_IDLE_TIMEOUT_SECS),
             ),
             discovery,
+            metrics: match &s.metrics {
+                Some(m) => m.address().map_err(|e| invalid("metrics", e.to_string()))?,
+                None => None,
+            },
         })
     }
 }
@@ -374,6 +385,7 @@ mod tests {
         assert_eq!(c.tick, Duration::from_secs(1));
         assert_eq!(c.max_output, DEFAULT_MAX_OUTPUT);
         assert_eq!(c.selectors[0].name, "vexecd");
+        assert_eq!(c.metrics, Some("127.0.0.1:9482".parse().unwrap()));
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //!   session with its node.
 //! - [`ledger`]: balances and debits at accountd.
 //! - [`announce`]: the queue's announcements (kind `Batch`).
+//! - [`metrics`]: Prometheus metrics (`[metrics] listen`).
 //! - [`start`]: putting it together (the binary's `run`).
 //!
 //! ```
@@ -35,6 +36,7 @@ pub mod config;
 pub mod journal;
 pub mod ledger;
 pub mod market;
+pub mod metrics;
 pub mod ops;
 pub mod queue;
 pub mod rank;
@@ -71,6 +73,8 @@ pub struct Shared {
     pub verifier: verify::Verifier,
     /// Requests to the scheduler (cancels).
     pub commands: mpsc::UnboundedSender<sched::Command>,
+    /// What the metrics count as it happens.
+    pub metrics: metrics::Recorder,
 }
 
 impl Shared {

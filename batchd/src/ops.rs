@@ -50,7 +50,11 @@ pub async fn handle(
         ));
     }
     match req.op {
-        BatchOp::Submit(signed) => submit(shared, peer, signed).await,
+        BatchOp::Submit(signed) => {
+            let submitted = submit(shared, peer, signed).await;
+            shared.metrics.submitted(submitted.is_ok());
+            submitted
+        }
         BatchOp::Queue(q) => queue(shared, peer, q),
         BatchOp::Status(id) => {
             let q = shared.lock_queue();

@@ -33,6 +33,14 @@ pub enum StartError {
     /// Announcing failed.
     #[error("cannot announce the queue: {0}")]
     Announce(String),
+    /// The metrics address cannot be bound.
+    #[error("cannot serve metrics on {addr} ([metrics] listen): {cause}")]
+    Metrics {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        cause: std::io::Error,
+    },
 }
 
 /// Opens everything and serves `listener` until `shutdown` completes; SIGHUPs
@@ -92,8 +100,18 @@ pub async fn run(
         connector,
         verifier,
         commands,
+        metrics: crate::metrics::Recorder::default(),
         cfg,
     });
+    // Bound before anything is spawned: a queue that cannot serve its metrics does not start.
+    let endpoint = match shared.cfg.metrics {
+        Some(addr) => Some(
+            exposition::Endpoint::bind(addr)
+                .await
+                .map_err(|cause| StartError::Metrics { addr, cause })?,
+        ),
+        None => None,
+    };
     let refresher = tokio::spawn(refresh_market(shared.clone()));
     let deliverer = tokio::spawn(crate::journal::deliver(
         shared.clone(),
@@ -114,6 +132,10 @@ pub async fn run(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    let metrics = endpoint.map(|e| {
+        let registry = Arc::new(crate::metrics::registry(shared.clone()));
+        tokio::spawn(e.serve(registry, stopped(stop_rx.clone())))
+    });
     let server = crate::server::serve(shared.clone(), acceptor, listener, stopped(stop_rx.clone()));
     let sched = crate::sched::run(shared.clone(), commands_rx, stopped(stop_rx));
     let stop = async move {
@@ -123,6 +145,9 @@ pub async fn run(
     tokio::join!(server, sched, stop);
     refresher.abort();
     deliverer.abort();
+    if let Some(m) = metrics {
+        let _ = m.await;
+    }
     if let Some(a) = announcer {
         a.abort();
     }

@@ -6,8 +6,9 @@
 //!
 //! The endpoint is plain HTTP on its own address, off unless `listen` is set, and
 //! meant for loopback or a monitoring network: it carries counts and prices, never a
-//! user's job or data, and answers nothing but `GET /metrics` (and `GET /` with a
-//! pointer to it). A request head larger than [`MAX_REQUEST`] or slower than
+//! user's job or data, and answers nothing but `GET /metrics`, the read-only extra
+//! [`Route`]s a daemon adds (vexecd's market page), and `GET /` with a list of
+//! them. A request head larger than [`MAX_REQUEST`] or slower than
 //! [`REQUEST_TIMEOUT`] is dropped, and at most [`MAX_CONNECTIONS`] are served at once.
 //!
 //! `prometheus-client` is the Prometheus project's own Rust client (OpenMetrics data
@@ -145,6 +146,17 @@ impl Endpoint {
 
     /// Serve `registry` until `shutdown` completes.
     pub async fn serve(self, registry: Arc<Registry>, shutdown: impl Future) {
+        self.serve_routes(registry, Vec::new(), shutdown).await
+    }
+
+    /// Serve `registry` and the extra `routes` until `shutdown` completes.
+    pub async fn serve_routes(
+        self,
+        registry: Arc<Registry>,
+        routes: Vec<Route>,
+        shutdown: impl Future,
+    ) {
+        let served = Arc::new(Served { registry, routes });
         let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         tokio::pin!(shutdown);
         loop {
@@ -166,25 +178,53 @@ impl Endpoint {
                     }
                 },
             };
-            let registry = registry.clone();
+            let served = served.clone();
             tokio::spawn(async move {
                 let _permit = permit;
-                let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(stream, &registry)).await;
+                let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(stream, &served)).await;
             });
         }
     }
 }
 
+/// One more read-only page the endpoint serves: `GET path` answers what `render`
+/// returns, as `content_type`. `render` runs on each request, so it should be cheap
+/// and must not block for long.
+#[derive(Clone)]
+pub struct Route {
+    /// The path, starting with `/` (not `/` or `/metrics`).
+    pub path: &'static str,
+    /// The `Content-Type` of the answer.
+    pub content_type: &'static str,
+    /// The body, made at each request.
+    pub render: Arc<dyn Fn() -> String + Send + Sync>,
+}
+
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Route")
+            .field("path", &self.path)
+            .field("content_type", &self.content_type)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the endpoint answers with.
+struct Served {
+    registry: Arc<Registry>,
+    routes: Vec<Route>,
+}
+
 /// What a request head asks for.
 #[derive(Debug, PartialEq, Eq)]
-enum Asked {
+enum Asked<'a> {
     Metrics,
     Index,
-    Other,
+    Other(&'a [u8]),
     NotGet,
 }
 
-fn parse(head: &[u8]) -> Asked {
+fn parse(head: &[u8]) -> Asked<'_> {
     let line = head
         .split(|&b| b == b'\r' || b == b'\n')
         .next()
@@ -200,11 +240,11 @@ fn parse(head: &[u8]) -> Asked {
     match path {
         b"/metrics" => Asked::Metrics,
         b"/" => Asked::Index,
-        _ => Asked::Other,
+        other => Asked::Other(other),
     }
 }
 
-async fn answer(mut stream: TcpStream, registry: &Registry) -> std::io::Result<()> {
+async fn answer(mut stream: TcpStream, served: &Served) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
@@ -225,22 +265,31 @@ async fn answer(mut stream: TcpStream, registry: &Registry) -> std::io::Result<(
     }
     match parse(&head) {
         Asked::Metrics => {
-            let body = render(registry);
+            let body = render(&served.registry);
             respond(&mut stream, "200 OK", prometheus_text::CONTENT_TYPE, &body).await
         }
         Asked::Index => {
-            let body = "rexec market metrics: GET /metrics\n";
-            respond(&mut stream, "200 OK", "text/plain; charset=utf-8", body).await
+            let mut body = String::from("rexec market metrics: GET /metrics\n");
+            for r in &served.routes {
+                body.push_str(&format!("also: GET {}\n", r.path));
+            }
+            respond(&mut stream, "200 OK", "text/plain; charset=utf-8", &body).await
         }
-        Asked::Other => {
-            respond(
-                &mut stream,
-                "404 Not Found",
-                "text/plain",
-                "only /metrics is served\n",
-            )
-            .await
-        }
+        Asked::Other(path) => match served.routes.iter().find(|r| r.path.as_bytes() == path) {
+            Some(r) => {
+                let body = (r.render)();
+                respond(&mut stream, "200 OK", r.content_type, &body).await
+            }
+            None => {
+                respond(
+                    &mut stream,
+                    "404 Not Found",
+                    "text/plain",
+                    "only /metrics is served (and what GET / lists)\n",
+                )
+                .await
+            }
+        },
         Asked::NotGet => respond(&mut stream, "405 Method Not Allowed", "text/plain", "").await,
     }
 }
@@ -273,7 +322,10 @@ mod tests {
         );
         assert_eq!(parse(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n"), Asked::Metrics);
         assert_eq!(parse(b"GET / HTTP/1.1\r\n\r\n"), Asked::Index);
-        assert_eq!(parse(b"GET /etc/passwd HTTP/1.1\r\n\r\n"), Asked::Other);
+        assert_eq!(
+            parse(b"GET /etc/passwd HTTP/1.1\r\n\r\n"),
+            Asked::Other(b"/etc/passwd")
+        );
         assert_eq!(parse(b"POST /metrics HTTP/1.1\r\n\r\n"), Asked::NotGet);
         assert_eq!(parse(b"\x00\xff"), Asked::NotGet);
         assert_eq!(parse(b""), Asked::NotGet);
@@ -298,11 +350,22 @@ mod tests {
             .unwrap();
         let addr = endpoint.addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let served = tokio::spawn(endpoint.serve(Arc::new(registry), stopped));
+        let page = Route {
+            path: "/page",
+            content_type: "text/html; charset=utf-8",
+            render: Arc::new(|| "<p>hello</p>".to_string()),
+        };
+        let served = tokio::spawn(endpoint.serve_routes(Arc::new(registry), vec![page], stopped));
         let out = get(addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await;
         assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
         assert!(out.contains("version=0.0.4"), "{out}");
         assert!(out.contains("\nrexec_test_things_total 3\n"), "{out}");
+        let out = get(addr, b"GET /page?refresh=1 HTTP/1.1\r\n\r\n").await;
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+        assert!(out.contains("Content-Type: text/html"), "{out}");
+        assert!(out.ends_with("\r\n\r\n<p>hello</p>"), "{out}");
+        let out = get(addr, b"GET / HTTP/1.1\r\n\r\n").await;
+        assert!(out.contains("also: GET /page\n"), "{out}");
         let out = get(addr, b"GET /secret HTTP/1.1\r\n\r\n").await;
         assert!(out.starts_with("HTTP/1.1 404"), "{out}");
         let out = get(addr, b"DELETE /metrics HTTP/1.1\r\n\r\n").await;

@@ -42,10 +42,15 @@ pub async fn run(args: AdminArgs) -> Result<(), Error> {
     if let AdminCommand::Nodes(n) = &args.command {
         return crate::nodes::run(n, args.config.as_deref()).await;
     }
+    if let AdminCommand::Stats(s) = &args.command {
+        return crate::stats::run(s, args.nodes.as_deref(), args.config.as_deref()).await;
+    }
     let config = crate::request::load(args.config.as_deref())?;
     let usage = |e: String| Error::Usage(e);
     let request = match &args.command {
-        AdminCommand::Nodes(_) => unreachable!("`rexec nodes` returned above"),
+        AdminCommand::Nodes(_) | AdminCommand::Stats(_) => {
+            unreachable!("`rexec nodes` and `rexec stats` returned above")
+        }
         AdminCommand::Jobs => ToNode::ListJobs,
         AdminCommand::Kill(k) => {
             let job: JobId = k.job.parse::<JobId>().map_err(|e| usage(e.to_string()))?;
@@ -85,7 +90,7 @@ pub async fn run(args: AdminArgs) -> Result<(), Error> {
 }
 
 /// An answer that does not fit the question, in words.
-fn unexpected(node: &str) -> String {
+pub(crate) fn unexpected(node: &str) -> String {
     format!("node {node}: its answer does not fit the question (is its rexecd another version?)")
 }
 
@@ -197,7 +202,7 @@ pub fn pick(live: &[NodeEntry], names: &[String], via: &str) -> Result<Vec<NodeE
     Ok(out)
 }
 
-async fn ask_all(
+pub(crate) async fn ask_all(
     connector: &TlsConnector,
     nodes: &[NodeEntry],
     request: &ToNode,

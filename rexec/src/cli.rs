@@ -1,10 +1,10 @@
 //! The command line: the run form `rexec [OPTIONS] [--] PROG [ARGS...]`,
 //! the admin forms `rexec jobs`, `rexec kill JOBID`, `rexec bid JOBID RATE`
-//! and `rexec nodes`, the batch forms `rexec submit|queue|cancel|output|wait`
+//! `rexec nodes` and `rexec stats`, the batch forms `rexec submit|queue|cancel|output|wait`
 //! (defined in [`crate::batch::args`]), and the rule that tells them apart.
 //!
 //! The rule: the first word that is neither an option nor an option's value
-//! decides. If it is exactly `jobs`, `kill`, `bid` or `nodes` and no `--` came before it, the
+//! decides. If it is exactly `jobs`, `kill`, `bid`, `nodes` or `stats` and no `--` came before it, the
 //! line is an admin command; `submit`, `queue`, `cancel`, `output` or `wait`, a batch
 //! command; otherwise it is the program to run, and every
 //! word after it belongs to the program. So a program called `jobs` runs with
@@ -42,6 +42,7 @@ Other forms:
   rexec kill JOBID [--nodes A,B,...] [-s SIG]  signal every rank of a job (default SIGKILL)
   rexec bid JOBID RATE [--nodes A,B,...]    change a running job's bid on every node it runs on
   rexec nodes [--length DURATION] [--policy P]  list the nodes a selector knows
+  rexec stats [--nodes A,B,...] [-v]        the selectors' counters and the nodes' market state
 Batch jobs (through the cluster's queue; `rexec submit --help` and so on for each):
   rexec submit -n W --length D [-r RATE | --value V --deadline D | --utility SPEC] PROG ARGS
                                             queue a signed job; prints its id
@@ -49,7 +50,7 @@ Batch jobs (through the cluster's queue; `rexec submit --help` and so on for eac
   rexec cancel JOB...                       dequeue jobs, or kill their ranks
   rexec output JOB [--follow] [-o FILE]     a job's stdout and stderr, as the queue kept them
   rexec wait JOB                            wait for a job; exit with its status
-The first word that is not an option decides: `jobs`, `kill`, `bid`, `nodes`, `submit`, `queue`,
+The first word that is not an option decides: `jobs`, `kill`, `bid`, `nodes`, `stats`, `submit`, `queue`,
 `cancel`, `output` or `wait` there means that form, unless `--` came before it. To run a
 program called jobs, write `rexec -- jobs`.
 
@@ -168,6 +169,18 @@ pub enum AdminCommand {
     /// List the nodes a selector knows: price, CPUs, idle CPUs, jobs, load,
     /// predicted completion for --length and the age of the last announcement.
     Nodes(NodesArgs),
+    /// Show the selectors' counters (nodes, selects, announcements accepted and
+    /// dropped by reason) and the nodes' market state (CPUs, price, contention, and
+    /// over the ranks a node shows you: bids, model and used CPUs, charges).
+    Stats(StatsArgs),
+}
+
+/// Arguments of `rexec stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Say which selectors were found.
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
 }
 
 /// Arguments of `rexec nodes`.
@@ -212,7 +225,7 @@ pub struct KillArgs {
 pub enum Invocation {
     /// Run a program.
     Run(RunArgs),
-    /// `jobs`, `kill`, `bid` or `nodes`.
+    /// `jobs`, `kill`, `bid`, `nodes` or `stats`.
     Admin(AdminArgs),
     /// `submit`, `queue`, `cancel`, `output` or `wait`.
     Batch(crate::batch::args::BatchArgs),
@@ -223,14 +236,14 @@ pub enum Invocation {
 pub enum Form {
     /// Run a program.
     Run,
-    /// `jobs`, `kill`, `bid` or `nodes`.
+    /// `jobs`, `kill`, `bid`, `nodes` or `stats`.
     Admin,
     /// `submit`, `queue`, `cancel`, `output` or `wait`.
     Batch,
 }
 
 /// The words that make a line an admin command.
-pub const ADMIN_WORDS: [&str; 4] = ["jobs", "kill", "bid", "nodes"];
+pub const ADMIN_WORDS: [&str; 5] = ["jobs", "kill", "bid", "nodes", "stats"];
 
 /// The words that make a line a batch command.
 pub const BATCH_WORDS: [&str; 5] = ["submit", "queue", "cancel", "output", "wait"];

@@ -33,7 +33,9 @@
 //! - [`tty`]: raw mode and window size for `-t`, restored on every exit path.
 //! - [`clock`]: heartbeat interval and timeout, and excusing the client's own stops.
 //! - [`admin`]: `rexec jobs`, `rexec kill` and `rexec bid` (and the dispatch of
-//!   `rexec nodes`), on the nodes of `[nodes]` or those a selector lists.
+//!   `rexec nodes` and `rexec stats`), on the nodes of `[nodes]` or those a selector lists.
+//! - [`stats`]: `rexec stats`, the selectors' counters and the nodes' market state.
+//! - [`columns`]: the aligned tables the admin commands print.
 //! - [`bill`]: what the job used and paid, per node (`rexec -v`), and the
 //!   credit notices shown once per job rather than once per rank.
 //! - [`batch`]: `rexec submit`, `queue`, `cancel`, `output` and `wait`: signed
@@ -77,6 +79,7 @@ pub mod bill;
 pub mod choose;
 pub mod cli;
 pub mod clock;
+pub mod columns;
 pub mod config;
 pub mod exit;
 pub mod find;
@@ -91,6 +94,7 @@ pub mod run;
 pub mod select;
 pub mod session;
 pub mod signals;
+pub mod stats;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod tty;

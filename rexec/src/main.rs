@@ -10,7 +10,11 @@ fn main() {
     let invocation = cli::parse(std::env::args_os().collect());
     let verbose = match &invocation {
         Invocation::Run(args) => args.verbose,
-        Invocation::Admin(args) => matches!(&args.command, AdminCommand::Nodes(n) if n.verbose),
+        Invocation::Admin(args) => match &args.command {
+            AdminCommand::Nodes(n) => n.verbose,
+            AdminCommand::Stats(s) => s.verbose,
+            _ => false,
+        },
         Invocation::Batch(_) => false,
     };
     let outcome = match tokio::runtime::Builder::new_multi_thread()

@@ -208,10 +208,10 @@ pub fn table(nodes: &[NodeView]) -> String {
         "PREDICTED",
         "AGE",
     ];
-    let rows: Vec<[String; 9]> = nodes
+    let rows: Vec<Vec<String>> = nodes
         .iter()
         .map(|v| {
-            [
+            vec![
                 v.name.clone(),
                 v.addr.to_string(),
                 money::format_credits(v.status.price),
@@ -224,34 +224,8 @@ pub fn table(nodes: &[NodeView]) -> String {
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
     // Text columns (name, address) to the left, numbers to the right.
-    let line = |cells: [&str; 9]| {
-        let mut out = String::new();
-        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
-            if i > 0 {
-                out.push_str("  ");
-            }
-            if i < 2 {
-                out.push_str(&format!("{cell:<w$}"));
-            } else {
-                out.push_str(&format!("{cell:>w$}"));
-            }
-        }
-        out.truncate(out.trim_end().len());
-        out.push('\n');
-        out
-    };
-    let mut text = line(header);
-    for row in &rows {
-        text.push_str(&line(std::array::from_fn(|i| row[i].as_str())));
-    }
-    text
+    crate::columns::aligned(&header, &rows, 2)
 }
 
 /// Milliseconds as people read them: `850ms`, `12.5s`, `3m20s`, `2h05m`.

@@ -34,6 +34,8 @@ pub struct BatchOptions {
     pub max_output: u64,
     /// The test user's opening grant in credits.
     pub initial: &'static str,
+    /// More of batchd's config file (full tables, such as `[metrics]`).
+    pub extra_config: String,
 }
 
 impl Default for BatchOptions {
@@ -45,6 +47,7 @@ impl Default for BatchOptions {
             tick: "500ms",
             max_output: 1 << 20,
             initial: "1000",
+            extra_config: String::new(),
         }
     }
 }
@@ -81,7 +84,7 @@ impl BatchMarket {
         fs::create_dir_all(&dir).expect("cannot create batchd's directory");
         let config = format!(
             "accountd = {:?}\n[store]\npath = {:?}\n[queue]\npolicy = {:?}\ntick = {:?}\nmax_output = {}\n\
-             [selectors]\nvexecd = \"{}\"\n{}",
+             [selectors]\nvexecd = \"{}\"\n{}{}",
             market.accountd.addr,
             dir.join("queue.db"),
             o.policy,
@@ -89,6 +92,7 @@ impl BatchMarket {
             o.max_output,
             vexecd.addr,
             channel.table(),
+            o.extra_config,
         );
         fs::write(dir.join("batchd.toml"), config).expect("cannot write batchd's config");
         let mut batchd = Batchd {

@@ -5,6 +5,8 @@
 //! Module map:
 //! - [`batch`]: the batch market: nodes, accountd, vexecd and a real
 //!   `batchd`; signing and submitting jobs as the test user.
+//! - [`chromium`]: headless Chromium loading a page: its DOM after the page's
+//!   timers ran, or a screenshot.
 //! - [`cluster`]: [`cluster::Cluster`], a PKI plus N daemons and a client
 //!   configuration; stops the daemons and checks cgroups on drop.
 //! - [`market`]: a real accountd, nodes configured to charge through it,
@@ -37,6 +39,7 @@
 #![forbid(unsafe_code)]
 
 pub mod batch;
+pub mod chromium;
 pub mod cluster;
 pub mod market;
 pub mod netns;

@@ -36,6 +36,7 @@ impl Sched {
         if jobs.waiting.is_empty() {
             return;
         }
+        let started = std::time::Instant::now();
         let now = snapshot::secs(epoch, tick_ms);
         let (d, order) = {
             let snap = jobs.snapshot(now, procs);
@@ -78,6 +79,7 @@ impl Sched {
         {
             j.estimated_start = Some(((epoch / 1000) + at).max(0) as u64);
         }
+        self.shared.metrics.decided(started);
     }
 
     /// Free processors on each node: its share less the ranks of running jobs

@@ -7,8 +7,12 @@
 //!   own ([`hosts`], [`sandbox`]), or is listed with the demo step or test that covers it;
 //!   [`steps`] reads the guide's blocks.
 //!
+//! - [`grafana`]: the Grafana dashboard in `deploy/grafana/` imports as it is, its
+//!   queries parse, and it covers exactly the metrics the daemons export.
+//!
 //! Shared here: where the workspace and its binaries are, and the skip rule.
 
+mod grafana;
 mod guide;
 mod hosts;
 mod sandbox;

@@ -225,3 +225,56 @@ fn a_charging_market_is_scraped_price_and_debits_rise_and_promtool_passes() {
         v == 0.0
     });
 }
+
+#[test]
+fn a_batch_queue_is_scraped_its_jobs_counted_and_promtool_passes() {
+    if !rexec_tests::can_run("a_batch_queue_is_scraped_its_jobs_counted_and_promtool_passes") {
+        return;
+    }
+    assert!(
+        Prometheus::installed(),
+        "prometheus is not installed: run deploy/setup-host"
+    );
+    use proto::batch::{BatchReply, JobState, Worth};
+    use rexec_tests::batch::{BatchMarket, BatchOptions};
+    let queue = SocketAddr::from(([127, 0, 0, 1], testhost::net::port()));
+    let m = BatchMarket::start(BatchOptions {
+        extra_config: format!("\n[metrics]\nlisten = \"{queue}\"\n"),
+        ..BatchOptions::default()
+    });
+    let prom = Prometheus::start(m.market.dir.path(), &[("batchd", queue)]);
+    prom.wait_for(
+        "rexec_batch_jobs{state=\"queued\"}",
+        Duration::from_secs(20),
+        |v| v == 0.0,
+    );
+    prom.wait_for("rexec_batch_processors", Duration::from_secs(20), |v| {
+        v == 4.0
+    });
+
+    // One job of 2 ranks bidding 60 credits a CPU-minute for 2 s, and one refused
+    // (wider than the market).
+    let spec = m.spec(0x61, &["sleep", "2"], 2, 30, Worth::Rate(60_000_000));
+    assert!(matches!(m.submit(&spec), Ok(BatchReply::Submitted(_))));
+    let wide = m.spec(0x62, &["true"], 64, 30, Worth::Rate(1_000_000));
+    assert!(m.submit(&wide).is_err());
+    m.wait_for(0x61, Duration::from_secs(40), |e| {
+        e.state == JobState::Finished
+    });
+    // Exactly one of each, at least one decision, and a charge.
+    for (query, at_least) in [
+        ("rexec_batch_submissions_total{result=\"ok\"} == 1", 1.0),
+        (
+            "rexec_batch_submissions_total{result=\"refused\"} == 1",
+            1.0,
+        ),
+        ("rexec_batch_jobs{state=\"finished\"} == 1", 1.0),
+        ("rexec_batch_starts_total == 1", 1.0),
+        ("rexec_batch_decisions_total", 1.0),
+        ("rexec_batch_decision_seconds_count", 1.0),
+        ("rexec_batch_charged_credits_total", 1e-6),
+    ] {
+        prom.wait_for(query, Duration::from_secs(20), |v| v >= at_least);
+    }
+    promtool_accepts(queue);
+}

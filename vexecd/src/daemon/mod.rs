@@ -1,7 +1,8 @@
 //! The vexecd daemon around the library: [`config`] (the TOML file and
 //! flags), [`receiver`] (announcements into the node table), [`server`]
 //! (the selector protocol over mutual TLS), [`metrics`] (Prometheus, when
-//! `[metrics] listen` is set), [`prove`] (a node's move to a
+//! `[metrics] listen` is set), [`page`] (the live market page served beside the
+//! metrics), [`prove`] (a node's move to a
 //! new address believed only once its certificate answers there), [`stats`] (the shared table,
 //! counters and the periodic summary line). [`Daemon::start`] checks the
 //! TLS material and binds every socket, so a daemon that starts is one that
@@ -9,6 +10,7 @@
 
 pub mod config;
 pub mod metrics;
+pub mod page;
 pub mod prove;
 pub mod receiver;
 pub mod server;
@@ -207,7 +209,17 @@ impl Daemon {
         background.spawn(prove::run(shared.clone(), prover, held));
         if let Some(endpoint) = metrics {
             let registry = Arc::new(self::metrics::registry(shared.clone(), shared.recorder()));
-            background.spawn(endpoint.serve(registry, std::future::pending::<()>()));
+            let market = Arc::new(page::Market::new(
+                shared.clone(),
+                &config.name,
+                &config.discovery.cluster,
+            ));
+            background.spawn(page::sample(market.clone(), period));
+            background.spawn(endpoint.serve_routes(
+                registry,
+                vec![market.route()],
+                std::future::pending::<()>(),
+            ));
         }
         background.spawn(receiver::run(receiver, shared.clone(), claims, period));
         background.spawn(stats::log_summaries(shared.clone(), SUMMARY_INTERVAL));
