@@ -26,6 +26,7 @@ mod market_discovery;
 mod market_dry;
 mod market_figure4;
 mod metrics;
+mod mpi;
 mod multihost;
 mod revocation;
 mod select;

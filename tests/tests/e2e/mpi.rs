@@ -1,0 +1,178 @@
+//! MPI programs through the market with `rexec --mpi`: a real MPICH program (Debian's
+//! `mpich`, installed by deploy/setup-host), compiled here from tests/mpi/ring.c, finds
+//! its peers through rexec's PMI server over the rank sessions: rank and size right,
+//! an MPI_Allreduce right, a barrier, 4 MiB MPI_Sendrecv between ranks on different
+//! nodes. MPI_Abort, a rank killed with SIGKILL and Ctrl-C at the client each end the
+//! job on every node, leaving no process and no job cgroup.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::signal::Signal::{SIGINT, SIGKILL};
+use rexec_tests::cluster::Cluster;
+use rexec_tests::wait_until;
+
+/// How long a job may take to disappear (a loaded machine can be slow).
+const TEARDOWN: Duration = Duration::from_secs(15);
+
+/// An MPI program compiled into a directory every user may enter.
+pub struct Program {
+    _dir: tempfile::TempDir,
+    /// The executable.
+    pub path: PathBuf,
+}
+
+/// Compiles tests/mpi/ring.c with `compiler` (`mpicc.mpich` or `mpicc.openmpi`).
+pub fn compile(compiler: &str) -> Program {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("rexec-mpi-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("mpi/ring.c");
+    let path = dir.path().join("ring");
+    let out = std::process::Command::new(compiler)
+        .arg("-O2")
+        .arg("-o")
+        .arg(&path)
+        .arg(&source)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run {compiler}: {e}; deploy/setup-host installs it (mpich, openmpi-bin)")
+        });
+    assert!(out.status.success(), "{compiler} failed: {out:?}");
+    Program { _dir: dir, path }
+}
+
+/// Checks the ring's output: every rank once with the right size, every check passed.
+pub fn assert_ring_ok(stdout: &str, n: usize) {
+    for rank in 0..n {
+        let said = format!("rank {rank} of {n} on ");
+        assert_eq!(
+            stdout.lines().filter(|l| l.starts_with(&said)).count(),
+            1,
+            "rank {rank} should report itself once as one of {n}: {stdout}"
+        );
+        let ok = format!("ok {rank} sum {}", n * (n - 1) / 2);
+        assert!(stdout.lines().any(|l| l == ok), "no {ok:?}: {stdout}");
+    }
+}
+
+fn assert_nothing_left(cluster: &Cluster, except: &[u32], what: &str) {
+    let gone = wait_until(TEARDOWN, || {
+        cluster.marked(except).is_empty() && cluster.job_cgroups().is_empty()
+    });
+    assert!(
+        gone.is_some(),
+        "{what}: still there after {TEARDOWN:?}: processes {:?}, cgroups {:?}\n{}",
+        cluster.marked(except),
+        cluster.job_cgroups(),
+        cluster.logs()
+    );
+}
+
+#[test]
+fn an_mpich_job_of_four_ranks_on_three_nodes_finds_its_peers() {
+    if !rexec_tests::can_run("an_mpich_job_of_four_ranks_on_three_nodes_finds_its_peers") {
+        return;
+    }
+    let program = compile("mpicc.mpich");
+    let cluster = Cluster::start(3);
+    let prog = program.path.to_str().unwrap();
+    let out = cluster
+        .rexec()
+        .args(["--mpi", "--nodes", "n1,n2,n3,n1", prog])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", cluster.logs());
+    assert_ring_ok(&out.out(), 4);
+    assert_nothing_left(&cluster, &[], "after the job");
+
+    // Without --mpi the same program is four singletons: each believes it is rank 0 of 1.
+    let out = cluster.rexec().args(["--nodes", "n1,n2,n3,n1", prog]).run();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let singletons = out
+        .out()
+        .lines()
+        .filter(|l| l.starts_with("rank 0 of 1 "))
+        .count();
+    assert_eq!(singletons, 4, "{out:?}");
+}
+
+#[test]
+fn mpi_abort_ends_every_rank_with_its_code() {
+    if !rexec_tests::can_run("mpi_abort_ends_every_rank_with_its_code") {
+        return;
+    }
+    let program = compile("mpicc.mpich");
+    let cluster = Cluster::start(3);
+    let prog = program.path.to_str().unwrap();
+    let out = cluster
+        .rexec()
+        .args(["--mpi", "--nodes", "n1,n2,n3,n1", prog, "abort", "2"])
+        .run();
+    assert_eq!(out.code, Some(7), "{out:?}\n{}", cluster.logs());
+    let err = &out.stderr;
+    assert!(
+        err.contains("(rank 2): called MPI_Abort (exit code 7)"),
+        "{err}"
+    );
+    assert_nothing_left(&cluster, &[], "after MPI_Abort");
+}
+
+#[test]
+fn a_rank_killed_with_sigkill_ends_the_mpi_job_everywhere() {
+    if !rexec_tests::can_run("a_rank_killed_with_sigkill_ends_the_mpi_job_everywhere") {
+        return;
+    }
+    let program = compile("mpicc.mpich");
+    let cluster = Cluster::start(3);
+    let prog = program.path.to_str().unwrap();
+    let client = cluster
+        .rexec()
+        .args(["--mpi", "--nodes", "n1,n2,n3,n1", prog, "hang"])
+        .spawn();
+    for rank in 0..4 {
+        client.wait_for_stdout(&format!("ready {rank}"), Duration::from_secs(60));
+    }
+    let victim = cluster
+        .marked(&[client.pid])
+        .into_iter()
+        .find(|p| has_env(p.pid, "PMI_RANK=1"))
+        .expect("no process of rank 1");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(victim.pid as i32), SIGKILL).unwrap();
+    let out = client.wait(TEARDOWN);
+    assert_eq!(out.code, Some(128 + 9), "{out:?}\n{}", cluster.logs());
+    assert!(
+        out.stderr.contains("(rank 1): killed by SIGKILL"),
+        "{out:?}"
+    );
+    assert_nothing_left(&cluster, &[], "after a rank was killed");
+}
+
+/// Whether process `pid` has `var` (`NAME=value`) in its environment.
+fn has_env(pid: u32, var: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|&b| b == 0).any(|v| v == var.as_bytes()))
+}
+
+#[test]
+fn ctrl_c_at_the_client_ends_the_mpi_job_everywhere() {
+    if !rexec_tests::can_run("ctrl_c_at_the_client_ends_the_mpi_job_everywhere") {
+        return;
+    }
+    let program = compile("mpicc.mpich");
+    let cluster = Cluster::start(3);
+    let prog = program.path.to_str().unwrap();
+    let client = cluster
+        .rexec()
+        .args(["--mpi", "--nodes", "n1,n2,n3,n1", prog, "hang"])
+        .spawn();
+    for rank in 0..4 {
+        client.wait_for_stdout(&format!("ready {rank}"), Duration::from_secs(60));
+    }
+    client.signal(SIGINT);
+    let out = client.wait(TEARDOWN);
+    assert_eq!(out.code, Some(130), "{out:?}\n{}", cluster.logs());
+    assert_nothing_left(&cluster, &[], "after Ctrl-C");
+}
