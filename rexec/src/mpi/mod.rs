@@ -6,13 +6,16 @@
 //! launch, which runs the PMI-1 [`server::Server`] (the job's key-value space, its
 //! barriers, `PMI_process_mapping` from the real placement, see [`mapping`]) and sends
 //! the answers back on each rank's control queue. MPI_Abort, and a channel that ends
-//! before MPI_Finalize, become [`RankEvent::Aborted`], which the coordinator treats as
+//! before MPI_Finalize (after [`EXIT_FIRST`]), become [`RankEvent::Aborted`], which the coordinator treats as
 //! a failed rank: every rank is killed.
 //!
+//! - [`agent`]: `rexec-agent`, the ssh stand-in through which `mpirun` and `mpiexec`
+//!   start their per-node daemons as rexec jobs.
 //! - [`wire`]: the line format.
 //! - [`server`]: the protocol state, without I/O.
 //! - [`mapping`]: the node layout in MPICH's vector form.
 
+pub mod agent;
 pub mod mapping;
 pub mod server;
 pub mod wire;

@@ -27,6 +27,7 @@ mod market_dry;
 mod market_figure4;
 mod metrics;
 mod mpi;
+mod mpi_agent;
 mod multihost;
 mod revocation;
 mod select;

@@ -59,7 +59,7 @@ pub fn assert_ring_ok(stdout: &str, n: usize) {
     }
 }
 
-fn assert_nothing_left(cluster: &Cluster, except: &[u32], what: &str) {
+pub fn assert_nothing_left(cluster: &Cluster, except: &[u32], what: &str) {
     let gone = wait_until(TEARDOWN, || {
         cluster.marked(except).is_empty() && cluster.job_cgroups().is_empty()
     });
