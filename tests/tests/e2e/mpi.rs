@@ -176,3 +176,27 @@ fn ctrl_c_at_the_client_ends_the_mpi_job_everywhere() {
     assert_eq!(out.code, Some(130), "{out:?}\n{}", cluster.logs());
     assert_nothing_left(&cluster, &[], "after Ctrl-C");
 }
+
+#[test]
+fn an_mpich_job_spans_three_hosts_over_their_announced_interface() {
+    if !rexec_tests::can_run("an_mpich_job_spans_three_hosts_over_their_announced_interface") {
+        return;
+    }
+    let program = compile("mpicc.mpich");
+    let cluster = Cluster::start_with(rexec_tests::cluster::ClusterOptions {
+        nodes: 3,
+        net: Some(std::sync::Arc::new(rexec_tests::netns::Net::create(4))),
+        ..rexec_tests::cluster::ClusterOptions::default()
+    });
+    let prog = program.path.to_str().unwrap();
+    // The hosts' link is eth0 (their loopbacks are their own): UCX is told so, as
+    // docs/OPERATIONS.md says to choose the interface.
+    let out = cluster
+        .rexec()
+        .env("UCX_NET_DEVICES", "eth0")
+        .args(["--mpi", "--nodes", "n1,n2,n3,n1", prog])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", cluster.logs());
+    assert_ring_ok(&out.out(), 4);
+    assert_nothing_left(&cluster, &[], "after the job");
+}
