@@ -6,11 +6,13 @@
  *
  * With an argument "abort R", rank R calls MPI_Abort(MPI_COMM_WORLD, 7) after the
  * barrier; with "hang", every rank sleeps after printing "ready RANK" (for the kill
- * scenarios). */
+ * scenarios); with "spin S", every rank burns CPU for S seconds of wall-clock time after
+ * the barrier (for the market scenario), then goes on. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BIG (4 * 1024 * 1024)
@@ -43,6 +45,12 @@ int main(int argc, char **argv) {
         printf("ready %d\n", rank);
         fflush(stdout);
         for (;;) sleep(1);
+    }
+
+    if (argc > 2 && strcmp(argv[1], "spin") == 0) {
+        time_t end = time(NULL) + atoi(argv[2]);
+        volatile unsigned long spins = 0;
+        while (time(NULL) < end) spins++;
     }
 
     unsigned char *out = malloc(BIG), *in = malloc(BIG);

@@ -2,8 +2,10 @@
 //! `mpich`, installed by deploy/setup-host), compiled here from tests/mpi/ring.c, finds
 //! its peers through rexec's PMI server over the rank sessions: rank and size right,
 //! an MPI_Allreduce right, a barrier, 4 MiB MPI_Sendrecv between ranks on different
-//! nodes. MPI_Abort, a rank killed with SIGKILL and Ctrl-C at the client each end the
-//! job on every node, leaving no process and no job cgroup.
+//! nodes, on loopback and across network-namespace hosts. MPI_Abort, a rank killed with
+//! SIGKILL and Ctrl-C at the client each end the job on every node, leaving no process
+//! and no job cgroup. Two MPI jobs bidding 3 and 1 on one node get CPU and pay in about
+//! that ratio.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -199,4 +201,59 @@ fn an_mpich_job_spans_three_hosts_over_their_announced_interface() {
     assert_eq!(out.code, Some(0), "{out:?}\n{}", cluster.logs());
     assert_ring_ok(&out.out(), 4);
     assert_nothing_left(&cluster, &[], "after the job");
+}
+
+#[test]
+fn two_mpi_jobs_bidding_3_and_1_get_cpu_and_pay_in_that_ratio() {
+    if !rexec_tests::can_run("two_mpi_jobs_bidding_3_and_1_get_cpu_and_pay_in_that_ratio") {
+        return;
+    }
+    use rexec_tests::market::{MarketCluster, MarketOptions, parse_bills};
+    let program = compile("mpicc.mpich");
+    // One node selling 2 CPUs; each job puts 2 CPU-bound ranks on it, so the node is
+    // contended while both run and the kernel weights decide.
+    let m = MarketCluster::start(MarketOptions {
+        cluster: rexec_tests::cluster::ClusterOptions {
+            nodes: 1,
+            ..Default::default()
+        },
+        ..MarketOptions::default()
+    });
+    let prog = program.path.to_str().unwrap();
+    let job = |rate: &str| {
+        m.rexec()
+            .args([
+                "-v", "--mpi", "-r", rate, "--nodes", "n1,n1", prog, "spin", "8",
+            ])
+            .spawn()
+    };
+    let (high, low) = (job("3"), job("1"));
+    let (high, low) = (
+        high.wait(Duration::from_secs(90)),
+        low.wait(Duration::from_secs(90)),
+    );
+    let bill = |out: &rexec_tests::rexec::Outcome| {
+        assert_eq!(out.code, Some(0), "{out:?}\n{}", m.logs());
+        assert_ring_ok(&out.out(), 2);
+        let bills = parse_bills(&out.stderr);
+        assert_eq!(bills.len(), 1, "{out:?}");
+        let cpu: f64 = bills[0].cpu_s.parse().unwrap();
+        (cpu, bills[0].charged as f64)
+    };
+    let ((cpu_high, paid_high), (cpu_low, paid_low)) = (bill(&high), bill(&low));
+    eprintln!(
+        "bids 3:1 -> cpu {cpu_high:.2}:{cpu_low:.2} s, paid {paid_high}:{paid_low} micro-credits"
+    );
+    // The node's CPUs are the machine's, shared with whatever else runs on it (the
+    // charges are exact; the CPU split was 2.1 with the load average at 5-15).
+    let cpu_ratio = cpu_high / cpu_low;
+    let paid_ratio = paid_high / paid_low;
+    assert!(
+        (1.8..=4.5).contains(&cpu_ratio),
+        "CPU {cpu_high:.2} s against {cpu_low:.2} s (ratio {cpu_ratio:.2}, model 3)"
+    );
+    assert!(
+        (2.4..=3.6).contains(&paid_ratio),
+        "paid {paid_high} against {paid_low} (ratio {paid_ratio:.2}, bids 3:1)"
+    );
 }
