@@ -47,6 +47,11 @@ pub fn compile(compiler: &str) -> Program {
     Program { _dir: dir, path }
 }
 
+/// The ring compiled with `compiler`, and three nodes to run it on.
+pub fn ring_cluster(compiler: &str) -> (Program, Cluster) {
+    (compile(compiler), Cluster::start(3))
+}
+
 /// Checks the ring's output: every rank once with the right size, every check passed.
 pub fn assert_ring_ok(stdout: &str, n: usize) {
     for rank in 0..n {
@@ -79,8 +84,7 @@ fn an_mpich_job_of_four_ranks_on_three_nodes_finds_its_peers() {
     if !rexec_tests::can_run("an_mpich_job_of_four_ranks_on_three_nodes_finds_its_peers") {
         return;
     }
-    let program = compile("mpicc.mpich");
-    let cluster = Cluster::start(3);
+    let (program, cluster) = ring_cluster("mpicc.mpich");
     let prog = program.path.to_str().unwrap();
     let out = cluster
         .rexec()
@@ -106,8 +110,7 @@ fn mpi_abort_ends_every_rank_with_its_code() {
     if !rexec_tests::can_run("mpi_abort_ends_every_rank_with_its_code") {
         return;
     }
-    let program = compile("mpicc.mpich");
-    let cluster = Cluster::start(3);
+    let (program, cluster) = ring_cluster("mpicc.mpich");
     let prog = program.path.to_str().unwrap();
     let out = cluster
         .rexec()
@@ -127,16 +130,7 @@ fn a_rank_killed_with_sigkill_ends_the_mpi_job_everywhere() {
     if !rexec_tests::can_run("a_rank_killed_with_sigkill_ends_the_mpi_job_everywhere") {
         return;
     }
-    let program = compile("mpicc.mpich");
-    let cluster = Cluster::start(3);
-    let prog = program.path.to_str().unwrap();
-    let client = cluster
-        .rexec()
-        .args(["--mpi", "--nodes", "n1,n2,n3,n1", prog, "hang"])
-        .spawn();
-    for rank in 0..4 {
-        client.wait_for_stdout(&format!("ready {rank}"), Duration::from_secs(60));
-    }
+    let (_program, cluster, client) = hanging_job();
     let victim = cluster
         .marked(&[client.pid])
         .into_iter()
@@ -152,6 +146,21 @@ fn a_rank_killed_with_sigkill_ends_the_mpi_job_everywhere() {
     assert_nothing_left(&cluster, &[], "after a rank was killed");
 }
 
+/// Four ranks of the ring on three nodes, past MPI_Init and hanging (each said
+/// `ready RANK`).
+fn hanging_job() -> (Program, Cluster, rexec_tests::rexec::Running) {
+    let (program, cluster) = ring_cluster("mpicc.mpich");
+    let prog = program.path.to_str().unwrap();
+    let client = cluster
+        .rexec()
+        .args(["--mpi", "--nodes", "n1,n2,n3,n1", prog, "hang"])
+        .spawn();
+    for rank in 0..4 {
+        client.wait_for_stdout(&format!("ready {rank}"), Duration::from_secs(60));
+    }
+    (program, cluster, client)
+}
+
 /// Whether process `pid` has `var` (`NAME=value`) in its environment.
 fn has_env(pid: u32, var: &str) -> bool {
     std::fs::read(format!("/proc/{pid}/environ"))
@@ -163,16 +172,7 @@ fn ctrl_c_at_the_client_ends_the_mpi_job_everywhere() {
     if !rexec_tests::can_run("ctrl_c_at_the_client_ends_the_mpi_job_everywhere") {
         return;
     }
-    let program = compile("mpicc.mpich");
-    let cluster = Cluster::start(3);
-    let prog = program.path.to_str().unwrap();
-    let client = cluster
-        .rexec()
-        .args(["--mpi", "--nodes", "n1,n2,n3,n1", prog, "hang"])
-        .spawn();
-    for rank in 0..4 {
-        client.wait_for_stdout(&format!("ready {rank}"), Duration::from_secs(60));
-    }
+    let (_program, cluster, client) = hanging_job();
     client.signal(SIGINT);
     let out = client.wait(TEARDOWN);
     assert_eq!(out.code, Some(130), "{out:?}\n{}", cluster.logs());

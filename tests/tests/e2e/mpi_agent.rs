@@ -12,7 +12,7 @@ use rexec_tests::cluster::{Cluster, bin};
 use rexec_tests::procs::MARK_VAR;
 use rexec_tests::wait_until;
 
-use super::mpi::{assert_nothing_left, assert_ring_ok, compile};
+use super::mpi::{assert_nothing_left, assert_ring_ok, ring_cluster};
 
 /// How long a launcher may take to run the ring.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
@@ -54,6 +54,17 @@ fn assert_each_node_ran_a_job(cluster: &Cluster) {
     }
 }
 
+/// Runs a launcher of the 4-rank ring and checks it: right output, every node ran the
+/// agent's job, nothing left.
+fn run_ring(cluster: &Cluster, mut launcher: Command) {
+    let out = finish(launcher.spawn().unwrap(), RUN_LIMIT);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}\n{}", cluster.logs());
+    assert_ring_ok(&stdout, 4);
+    assert_each_node_ran_a_job(cluster);
+    assert_nothing_left(cluster, &[], "after the launcher");
+}
+
 fn agent() -> String {
     bin("rexec-agent").display().to_string()
 }
@@ -63,8 +74,7 @@ fn mpiexec_hydra_starts_its_proxies_through_rexecd() {
     if !rexec_tests::can_run("mpiexec_hydra_starts_its_proxies_through_rexecd") {
         return;
     }
-    let program = compile("mpicc.mpich");
-    let cluster = Cluster::start(3);
+    let (program, cluster) = ring_cluster("mpicc.mpich");
     let prog = program.path.to_str().unwrap();
     let agent = agent();
     let args = [
@@ -78,13 +88,7 @@ fn mpiexec_hydra_starts_its_proxies_through_rexecd() {
         "4",
         prog,
     ];
-    let child = launcher(&cluster, "mpiexec.hydra", &args).spawn().unwrap();
-    let out = finish(child, RUN_LIMIT);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}\n{}", cluster.logs());
-    assert_ring_ok(&stdout, 4);
-    assert_each_node_ran_a_job(&cluster);
-    assert_nothing_left(&cluster, &[], "after mpiexec");
+    run_ring(&cluster, launcher(&cluster, "mpiexec.hydra", &args));
 }
 
 #[test]
@@ -92,8 +96,7 @@ fn mpirun_open_mpi_starts_its_daemons_through_rexecd() {
     if !rexec_tests::can_run("mpirun_open_mpi_starts_its_daemons_through_rexecd") {
         return;
     }
-    let program = compile("mpicc.openmpi");
-    let cluster = Cluster::start(3);
+    let (program, cluster) = ring_cluster("mpicc.openmpi");
     let prog = program.path.to_str().unwrap();
     let agent = agent();
     let args = [
@@ -109,12 +112,7 @@ fn mpirun_open_mpi_starts_its_daemons_through_rexecd() {
     ];
     let mut cmd = launcher(&cluster, "mpirun.openmpi", &args);
     cmd.env("OMPI_MCA_plm_rsh_agent", &agent);
-    let out = finish(cmd.spawn().unwrap(), RUN_LIMIT);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}\n{}", cluster.logs());
-    assert_ring_ok(&stdout, 4);
-    assert_each_node_ran_a_job(&cluster);
-    assert_nothing_left(&cluster, &[], "after mpirun");
+    run_ring(&cluster, cmd);
 }
 
 #[test]
@@ -122,8 +120,7 @@ fn a_launchers_ranks_live_in_the_job_cgroups_and_die_with_them() {
     if !rexec_tests::can_run("a_launchers_ranks_live_in_the_job_cgroups_and_die_with_them") {
         return;
     }
-    let program = compile("mpicc.mpich");
-    let cluster = Cluster::start(3);
+    let (program, cluster) = ring_cluster("mpicc.mpich");
     let prog = program.path.to_str().unwrap();
     let agent = agent();
     let output = tempfile::NamedTempFile::new().unwrap();
