@@ -83,6 +83,7 @@ fn wire_layout_is_pinned() {
             }),
             vec![10, 1, 6],
         ),
+        (ToNode::Pmi(Chunk(b"c".to_vec())), vec![13, 1, b'c']),
     ];
     for (m, bytes) in cases {
         assert_eq!(postcard::to_stdvec(&m).unwrap(), bytes, "{m:?}");
@@ -147,6 +148,8 @@ fn wire_layout_is_pinned() {
             }),
             vec![12, 3, 2, 1],
         ),
+        (FromNode::Pmi(Chunk(b"p".to_vec())), vec![13, 1, b'p']),
+        (FromNode::PmiEnd, vec![14]),
     ];
     for (m, bytes) in cases {
         assert_eq!(postcard::to_stdvec(&m).unwrap(), bytes, "{m:?}");

@@ -131,6 +131,10 @@ pub struct RunArgs {
     /// Client configuration file.
     #[arg(long, value_name = "PATH", env = "REXEC_CONFIG")]
     pub config: Option<PathBuf>,
+    /// Run an MPI program (MPICH-family): rexec answers the ranks' PMI-1 requests, so
+    /// they find each other as under mpiexec.
+    #[arg(long)]
+    pub mpi: bool,
     /// The program and its arguments.
     #[arg(value_name = "PROG [ARGS...]", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,

@@ -46,6 +46,8 @@ pub struct Spawner {
     pub pause: Arc<Pause>,
     /// Which credit notices the user has seen.
     pub notices: Arc<crate::bill::CreditNotices>,
+    /// The job's PMI server, under `--mpi`.
+    pub pmi: Option<crate::mpi::Pmi>,
 }
 
 /// How long other launches may still report after the first failure.
@@ -84,6 +86,7 @@ pub async fn launch_all(
 ) -> Result<Launched, LaunchFailed> {
     let mut set = JoinSet::new();
     opened.resize_with(ranks.len(), || None);
+    let pmi = spawner.pmi.is_some();
     for (target, session) in ranks.iter().zip(opened) {
         let connector = connector.clone();
         let launch = spec.launch(target.rank);
@@ -97,7 +100,7 @@ pub async fn launch_all(
                             .await?
                     }
                 };
-                s.launch(&launch).await?;
+                s.launch(&launch, pmi).await?;
                 Ok::<_, SessionError>(s)
             }
             .await;
@@ -121,6 +124,7 @@ pub async fn launch_all(
                         spawner.events.clone(),
                         spawner.pause.clone(),
                         spawner.notices.clone(),
+                        spawner.pmi.clone(),
                     );
                     started[rank as usize] = Some(link);
                 }

@@ -26,6 +26,8 @@
 //! - [`launch`]: all ranks launched at once; all or nothing.
 //! - [`rank`]: a running rank's writer (control, stdin, heartbeats) and
 //!   reader (output, exit, failure detection).
+//! - [`mpi`]: `--mpi`, the PMI-1 server that lets MPICH-family ranks find each
+//!   other over their sessions.
 //! - [`run`]: the coordinator: failure model, signals, exit status.
 //! - [`input`]: the stdin pump (`--stdin all|0|none`).
 //! - [`output`]: the output thread (raw passthrough or `-l` labels).
@@ -85,6 +87,7 @@ pub mod exit;
 pub mod find;
 pub mod input;
 pub mod launch;
+pub mod mpi;
 pub mod nodes;
 pub mod output;
 pub mod plan;

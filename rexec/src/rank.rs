@@ -73,6 +73,16 @@ pub enum RankEvent {
         /// One line: why.
         why: String,
     },
+    /// The job must end because of this rank, which may still run: it called
+    /// MPI_Abort, or its PMI channel failed (see [`crate::mpi`]).
+    Aborted {
+        /// The rank.
+        rank: u32,
+        /// One line: why.
+        why: String,
+        /// The job's exit status (MPI_Abort's), or `None` to leave it to the ranks'.
+        code: Option<i32>,
+    },
 }
 
 /// The coordinator's handle on a running rank.
@@ -113,6 +123,7 @@ pub fn spawn(
     events: mpsc::UnboundedSender<RankEvent>,
     pause: Arc<Pause>,
     notices: Arc<CreditNotices>,
+    pmi: Option<crate::mpi::Pmi>,
 ) -> RankLink {
     let Session {
         framed,
@@ -135,6 +146,7 @@ pub fn spawn(
     let (stdin_tx, stdin_rx) = mpsc::channel(STDIN_QUEUE);
     let (taken_tx, taken_rx) = watch::channel(0u64);
     let (reset_tx, reset_rx) = oneshot::channel();
+    let pmi = pmi.map(|p| p.for_rank(rank, control_tx.clone()));
     tokio::spawn(write_loop(
         writer,
         control_rx,
@@ -158,6 +170,7 @@ pub fn spawn(
         notices,
         taken_tx,
         reset_rx,
+        pmi,
     ));
     RankLink {
         rank,
@@ -309,6 +322,7 @@ async fn read_loop(
     notices: Arc<CreditNotices>,
     taken: watch::Sender<u64>,
     mut reset: oneshot::Receiver<()>,
+    pmi: Option<crate::mpi::RankPmi>,
 ) {
     let RankInfo {
         rank,
@@ -351,6 +365,16 @@ async fn read_loop(
                 let _ = output.send(data(Stream::Err, c.into_vec())).await;
             }
             Ok(Some(FromNode::Heartbeat(_))) => {}
+            Ok(Some(FromNode::Pmi(c))) if pmi.is_some() => {
+                if let Some(p) = &pmi {
+                    p.bytes(c.into_vec());
+                }
+            }
+            Ok(Some(FromNode::PmiEnd)) if pmi.is_some() => {
+                if let Some(p) = &pmi {
+                    p.end();
+                }
+            }
             Ok(Some(FromNode::StdinTaken(t))) => {
                 taken.send_if_modified(|v| {
                     let newer = t.bytes > *v;

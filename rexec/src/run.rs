@@ -54,11 +54,16 @@ pub async fn run(args: RunArgs) -> Result<i32, Error> {
         .map_err(|e| Error::Failed(format!("cannot start the output thread: {e}")))?;
     let pause = Arc::new(Pause::new());
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
+    let pmi = args.mpi.then(|| {
+        let nodes: Vec<String> = ranks.iter().map(|r| r.node.name.clone()).collect();
+        crate::mpi::start(spec.job, &nodes, ev_tx.clone())
+    });
     let spawner = launch::Spawner {
         output: output.sender(),
         events: ev_tx,
         pause: pause.clone(),
         notices: Arc::new(crate::bill::CreditNotices::default()),
+        pmi,
     };
     let launched = launch::launch_all(
         &connector,
@@ -235,6 +240,15 @@ impl Job {
                 self.done[rank as usize] = true;
                 self.first_bad.get_or_insert(FAILED);
                 self.abort(rank, &why, false);
+            }
+            RankEvent::Aborted { rank, why, code } => {
+                // The rank may still run: it is killed with the others. After a signal
+                // the user sent, ranks ending their PMI channels is no news.
+                if let Some(code) = code {
+                    self.first_bad.get_or_insert(code);
+                }
+                let quiet = !self.forwarded.is_empty();
+                self.abort(rank, &why, quiet);
             }
         }
     }

@@ -234,9 +234,13 @@ impl Session {
         }
     }
 
-    /// Send `launch` and wait for `Started`.
-    pub async fn launch(&mut self, launch: &Launch) -> Result<Started, SessionError> {
-        self.framed.send(&ToNode::Launch(launch.clone())).await?;
+    /// Send `launch` (as `LaunchPmi` when `pmi`, for `--mpi`) and wait for `Started`.
+    pub async fn launch(&mut self, launch: &Launch, pmi: bool) -> Result<Started, SessionError> {
+        let msg = match pmi {
+            true => ToNode::LaunchPmi(launch.clone()),
+            false => ToNode::Launch(launch.clone()),
+        };
+        self.framed.send(&msg).await?;
         match self.next().await? {
             FromNode::Started(s) => Ok(s),
             other => Err(unexpected("Started", &other)),

@@ -21,6 +21,8 @@
 //! - [`metrics`]: with `[metrics] listen`, the node's Prometheus metrics (market
 //!   state read at each scrape, charges, debits, weight writes, launch latency,
 //!   refusals by reason).
+//! - [`pmi`]: an MPI rank's PMI channel (`LaunchPmi`): the socket pair passed to the
+//!   rank as `PMI_FD`, relayed as bytes over the rank's session to the client.
 //! - [`pump`]: output pumping, stdin feeding and the frame writer task.
 //! - [`pty`]: pseudo-terminals for jobs launched with `-t`.
 //! - [`heartbeat`]: when a silent client counts as dead.
@@ -101,6 +103,7 @@ pub mod env;
 pub mod heartbeat;
 pub mod market;
 pub mod metrics;
+pub mod pmi;
 pub mod pty;
 pub mod pump;
 pub mod registry;

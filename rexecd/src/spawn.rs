@@ -15,7 +15,7 @@
 //! permissions count exactly as they will for the program).
 
 use std::ffi::{CString, OsString};
-use std::os::fd::OwnedFd;
+use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -165,6 +165,7 @@ pub struct JobCommand {
     cwd: Option<PathBuf>,
     session: SessionMode,
     limits: JobLimits,
+    keep_open: Option<RawFd>,
 }
 
 impl JobCommand {
@@ -178,6 +179,7 @@ impl JobCommand {
             cwd: None,
             session: SessionMode::Inherit,
             limits: JobLimits::default(),
+            keep_open: None,
         }
     }
 
@@ -185,6 +187,13 @@ impl JobCommand {
     /// resource limits inherited from rexecd).
     pub fn limits(mut self, limits: JobLimits) -> JobCommand {
         self.limits = limits;
+        self
+    }
+
+    /// Passes descriptor `fd` on to the program under the same number (see
+    /// [`ChildSetup::keep_open`]); the caller keeps it open until the spawn returns.
+    pub fn keep_open(mut self, fd: RawFd) -> JobCommand {
+        self.keep_open = Some(fd);
         self
     }
 
@@ -295,6 +304,10 @@ impl JobCommand {
             self.session,
         )
         .limits(self.limits.clone());
+        let setup = match self.keep_open {
+            Some(fd) => setup.keep_open(fd),
+            None => setup,
+        };
         let setup = match report {
             Some(pipe) => setup.report_dir_to(pipe),
             None => setup,

@@ -18,6 +18,10 @@
 //!    counts what it passed on to the job in [`FromNode::StdinTaken`], and the
 //!    client keeps at most [`STDIN_WINDOW`] bytes sent but not yet counted, so the
 //!    node can always read on to the signals and heartbeats behind the stdin.
+//!    An MPI rank is started with [`ToNode::LaunchPmi`] instead: the same request,
+//!    plus a PMI channel between the rank and the client, carried as
+//!    [`ToNode::Pmi`] and [`FromNode::Pmi`] bytes (ended by [`FromNode::PmiEnd`]).
+//!    A node that predates these tags refuses `LaunchPmi` as unsupported.
 //! 3. Or an admin request: [`ToNode::ListJobs`] (answered by
 //!    [`FromNode::Jobs`]), [`ToNode::Kill`] (answered by [`FromNode::Killed`])
 //!    or [`ToNode::Rebid`] (answered by [`FromNode::Rebidded`]).
@@ -87,6 +91,12 @@ crate::tagged::tagged_enum! {
         /// Start one rank of a user's signed batch job (a queue to a node; answered
         /// like `Launch`). See [`crate::batch`].
         11 => LaunchSigned(crate::batch::SignedLaunch),
+        /// Start one rank of an MPI job (`rexec --mpi`): as `Launch`, and the node also
+        /// opens a PMI channel to the rank (a socket named by `PMI_FD`, with `PMI_RANK`
+        /// and `PMI_SIZE` from the request). Answered like `Launch`.
+        12 => LaunchPmi(Launch),
+        /// Bytes for the rank's PMI channel: the client's PMI server answering it.
+        13 => Pmi(Chunk),
     }
 }
 
@@ -117,6 +127,11 @@ crate::tagged::tagged_enum! {
         11 => StdinTaken(StdinTaken),
         /// Answer to `Rebid`.
         12 => Rebidded(Rebidded),
+        /// Bytes the rank wrote to its PMI channel (`LaunchPmi` only), passed on as
+        /// they came: the client splits them into PMI command lines.
+        13 => Pmi(Chunk),
+        /// Every process of the rank closed its PMI channel.
+        14 => PmiEnd,
     }
 }
 

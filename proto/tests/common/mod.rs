@@ -93,6 +93,8 @@ pub fn to_node() -> impl Strategy<Value = ToNode> {
         Just(ToNode::ListJobs),
         (job_id(), signal()).prop_map(|(job, signal)| ToNode::Kill(Kill { job, signal })),
         (job_id(), any::<i64>()).prop_map(|(job, bid)| ToNode::Rebid(Rebid { job, bid })),
+        launch().prop_map(ToNode::LaunchPmi),
+        chunk().prop_map(ToNode::Pmi),
     ]
 }
 
@@ -189,6 +191,8 @@ pub fn from_node() -> impl Strategy<Value = FromNode> {
         (job_id(), any::<u32>(), any::<i64>())
             .prop_map(|(job, ranks, bid)| FromNode::Rebidded(Rebidded { job, ranks, bid })),
         any::<u64>().prop_map(|bytes| FromNode::StdinTaken(StdinTaken { bytes })),
+        chunk().prop_map(FromNode::Pmi),
+        Just(FromNode::PmiEnd),
     ]
 }
 

@@ -54,6 +54,8 @@ pub(super) struct Job {
     pub(super) pty: Option<PtyMaster>,
     /// A notice for the client, sent right after `Started`.
     pub(super) notice: Option<String>,
+    /// rexecd's end of the rank's PMI channel (`LaunchPmi`), until its relay starts.
+    pub(super) pmi: Option<std::os::unix::net::UnixStream>,
 }
 
 impl Job {
@@ -76,6 +78,7 @@ impl Job {
             pgid,
             pty,
             notice: None,
+            pmi: None,
         }
     }
 }
@@ -98,6 +101,8 @@ pub(super) struct Running<'a> {
     pub(super) live: Liveness,
     pub(super) cpu: Duration,
     pub(super) killed: bool,
+    /// The relay of the rank's PMI channel, for `LaunchPmi`.
+    pub(super) pmi: Option<crate::pmi::Relay>,
 }
 
 /// Runs the rank to its end.
@@ -153,6 +158,11 @@ pub(super) async fn run<S>(
     };
     let (out, out_rx) = mpsc::channel(pump::OUT_QUEUE);
     let output = tokio::spawn(pump::output(writer, started, stdout, stderr, out_rx));
+    let pmi = job.pmi.take().and_then(|socket| {
+        crate::pmi::Relay::start(socket, out.clone())
+            .map_err(|e| tracing::warn!(error = %e, "cannot relay the rank's PMI channel"))
+            .ok()
+    });
 
     let config = &shared.config;
     let mut state = Running {
@@ -168,6 +178,7 @@ pub(super) async fn run<S>(
             .with_stop_limit(config.stopped_client_limit),
         cpu: Duration::ZERO,
         killed: false,
+        pmi,
     };
     if let Some(text) = state.job.notice.take() {
         state.notice(text);
@@ -268,6 +279,18 @@ impl Running<'_> {
                 }
             }
             ToNode::Heartbeat(_) => {}
+            ToNode::Pmi(chunk) => {
+                let relayed = self.pmi.as_ref().map(|relay| relay.send(chunk));
+                let why = match relayed {
+                    Some(Ok(())) => return None,
+                    Some(Err(e)) => e.to_string(),
+                    None => "PMI bytes for a rank launched without PMI".to_string(),
+                };
+                return Some(End::Protocol(ErrorReply::new(
+                    ErrorCode::BadRequest,
+                    format!("{why}; closing the session"),
+                )));
+            }
             ToNode::Unknown { tag } => {
                 let text = format!("node ignored a message with tag {tag} it does not know");
                 self.notice(text);

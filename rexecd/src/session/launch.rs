@@ -21,18 +21,19 @@ use crate::registry::{Control, RegistryError, Slot};
 use crate::spawn::{DirReport, JobCommand, JobUser, SessionMode, SpawnError, SpawnPolicy};
 use crate::sys::ProcessId;
 
-/// Handles `Launch` to the end of the session.
+/// Handles `Launch` (or, with `pmi`, `LaunchPmi`) to the end of the session.
 pub(super) async fn launch<S>(
     shared: Arc<Shared>,
     peer: PeerIdentity,
     request: Launch,
     reader: Reader<S>,
     writer: Writer<S>,
+    pmi: bool,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (control_tx, control_rx) = mpsc::channel(crate::registry::CONTROL_QUEUE);
-    let started = prepare(&shared, &peer, &request, control_tx).await;
+    let started = prepare(&shared, &peer, &request, control_tx, pmi).await;
     run_or_refuse(shared, &peer, &request, started, reader, writer, control_rx).await;
 }
 
@@ -69,6 +70,7 @@ async fn prepare(
     peer: &PeerIdentity,
     request: &Launch,
     control: mpsc::Sender<Control>,
+    pmi: bool,
 ) -> Result<Job, ErrorReply> {
     authorize(shared, peer, request)?;
     let user = resolve_user(shared, &peer.name).await?;
@@ -78,11 +80,12 @@ async fn prepare(
         .market()
         .check_bid(user.name(), request.bid)
         .await?;
-    create(shared, request, user, bid, control, false).await
+    create(shared, request, user, bid, control, false, pmi).await
 }
 
 /// Registers the rank (a `batch` one is not charged by this node), creates its
-/// cgroup and spawns the program in it as `user`; on failure nothing is left behind.
+/// cgroup and spawns the program in it as `user` (with a PMI channel when `pmi`);
+/// on failure nothing is left behind.
 pub(super) async fn create(
     shared: &Arc<Shared>,
     request: &Launch,
@@ -90,6 +93,7 @@ pub(super) async fn create(
     bid: money::Bid,
     control: mpsc::Sender<Control>,
     batch: bool,
+    pmi: bool,
 ) -> Result<Job, ErrorReply> {
     let slot = shared
         .registry
@@ -114,10 +118,11 @@ pub(super) async fn create(
     }
     // Weights first, so the program's first instruction already runs at its share.
     shared.registry.market().rebalance().await;
-    match spawn(shared, request, &user, &slot).await {
-        Ok((child, pty, notice)) => {
+    match spawn(shared, request, &user, &slot, pmi).await {
+        Ok((child, pty, notice, channel)) => {
             let mut job = Job::new(request, user, slot, child, pty);
             job.notice = notice;
+            job.pmi = channel;
             Ok(job)
         }
         Err(reply) => {
@@ -193,9 +198,14 @@ pub(super) async fn resolve_user(shared: &Shared, name: &str) -> Result<JobUser,
     })
 }
 
-/// A spawned program, its terminal, and a notice for the client when it runs in another
-/// directory than the one asked for.
-type Spawned = (tokio::process::Child, Option<PtyMaster>, Option<String>);
+/// A spawned program, its terminal, a notice for the client when it runs in another
+/// directory than the one asked for, and rexecd's end of its PMI channel.
+type Spawned = (
+    tokio::process::Child,
+    Option<PtyMaster>,
+    Option<String>,
+    Option<std::os::unix::net::UnixStream>,
+);
 
 /// Spawns the program inside the (already created) cgroup. The fork and exec run on a
 /// blocking thread: they take as long as the kernel needs to copy rexecd's page tables
@@ -205,6 +215,7 @@ async fn spawn(
     request: &Launch,
     user: &JobUser,
     slot: &Slot,
+    pmi: bool,
 ) -> Result<Spawned, ErrorReply> {
     let config = &shared.config;
     let join = shared
@@ -224,6 +235,18 @@ async fn spawn(
         .limits(config.job_limits.clone());
     if let Some(cwd) = &request.cwd {
         command = command.cwd(cwd);
+    }
+    let channel = match pmi {
+        true => Some(
+            crate::pmi::Channel::open()
+                .map_err(|e| internal(format!("cannot open the PMI channel: {e}")))?,
+        ),
+        false => None,
+    };
+    if let Some(channel) = &channel {
+        command = command
+            .envs(channel.env(request))
+            .keep_open(channel.child_fd());
     }
     let (mut command, report) = command
         .build_reporting(user, join)
@@ -270,7 +293,12 @@ async fn spawn(
         slot.set_pgid(ProcessId(pid as i32));
     }
     let notice = dir_notice(user, &report);
-    Ok((child, pty, notice))
+    Ok((
+        child,
+        pty,
+        notice,
+        channel.map(crate::pmi::Channel::spawned),
+    ))
 }
 
 /// The notice telling the client its job runs elsewhere than asked: the wished

@@ -1,5 +1,5 @@
 //! One client connection, after the TLS handshake: the `Hello`/`Welcome` exchange, then
-//! either one job (`Launch`, see `launch`, `job` and `end`; or a queue's `LaunchSigned`,
+//! either one job (`Launch`, or `LaunchPmi` for an MPI rank, see `launch`, `job` and `end`; or a queue's `LaunchSigned`,
 //! see `signed`) or any number of admin requests (`ListJobs`, `Kill`, see `admin`), in
 //! the order `proto::node` prescribes.
 //!
@@ -117,7 +117,10 @@ where
     loop {
         match next(&mut reader, wait, &mut stop).await {
             Incoming::Frame(ToNode::Launch(request)) => {
-                return launch::launch(shared, peer, request, reader, writer).await;
+                return launch::launch(shared, peer, request, reader, writer, false).await;
+            }
+            Incoming::Frame(ToNode::LaunchPmi(request)) => {
+                return launch::launch(shared, peer, request, reader, writer, true).await;
             }
             Incoming::Frame(ToNode::LaunchSigned(request)) => {
                 return signed::launch(shared, peer, request, reader, writer).await;

@@ -122,7 +122,7 @@ async fn checked_start(
     if !recorded {
         return Err(replayed());
     }
-    create(shared, &admitted.launch, user, bid, control, true).await
+    create(shared, &admitted.launch, user, bid, control, true, false).await
 }
 
 /// Runs file work off the async threads.

@@ -7,7 +7,8 @@
 //! (0) sets every signal back to its default action, so a signal rexecd inherited as
 //! ignored (under `nohup`, say) is not ignored by the job too (a shell cannot even trap
 //! a signal that was ignored when it started), (1) writes `0` to every `cgroup.procs` file, so the child is in the job cgroup before
-//! any user code runs, (2) optionally starts a new session (and takes its standard input
+//! any user code runs, (1b) clears close-on-exec on the one
+//! descriptor it is asked to pass on (an MPI rank's PMI channel), (2) optionally starts a new session (and takes its standard input
 //! as controlling terminal), (3) applies the node's resource limits (`setrlimit`, while
 //! still privileged, so hard limits may also be raised) and its umask, (4) drops
 //! privileges with `setgroups`, `setgid`, `setuid` in that order, (5) sets
@@ -20,7 +21,7 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
@@ -53,6 +54,7 @@ pub struct ChildSetup {
     session: SessionMode,
     report: Option<OwnedFd>,
     limits: ChildLimits,
+    keep_open: Option<RawFd>,
 }
 
 /// The hardening a child applies to itself before `exec` (see the module docs).
@@ -97,7 +99,16 @@ impl ChildSetup {
             session,
             report: None,
             limits: ChildLimits::default(),
+            keep_open: None,
         }
+    }
+
+    /// Lets descriptor `fd` (opened close-on-exec, as std does) survive the `exec`, so
+    /// the program inherits it under the same number (the PMI channel of an MPI rank).
+    /// The caller keeps `fd` open until `spawn` has returned.
+    pub fn keep_open(mut self, fd: RawFd) -> ChildSetup {
+        self.keep_open = Some(fd);
+        self
     }
 
     /// The hardening to apply (default: [`ChildLimits::default`]).
@@ -127,6 +138,9 @@ impl ChildSetup {
                     Err(e) => return Err(io::Error::from(e)),
                 }
             }
+        }
+        if let Some(fd) = self.keep_open {
+            clear_close_on_exec(fd)?;
         }
         match self.session {
             SessionMode::Inherit => {}
@@ -204,6 +218,14 @@ fn reset_signal_dispositions() {
     }
 }
 
+/// Clears `FD_CLOEXEC` on `fd`, so it stays open across `exec`.
+fn clear_close_on_exec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: F_SETFD takes an integer argument and touches no memory; on a descriptor
+    // that is not open it fails with EBADF. fcntl is async-signal-safe.
+    let rc = unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, 0) };
+    Errno::result(rc).map(drop).map_err(io::Error::from)
+}
+
 /// Makes `fd`, a terminal, the controlling terminal of the calling session leader.
 fn set_controlling_tty(fd: i32) -> io::Result<()> {
     // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal a terminal that is
@@ -220,7 +242,7 @@ fn set_controlling_tty(fd: i32) -> io::Result<()> {
 pub fn install_pre_exec(command: &mut Command, setup: ChildSetup) {
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe operations are allowed. `ChildSetup::run` only calls rt_sigaction, write,
-    // setsid, ioctl, setrlimit, umask, setgroups, setgid, setuid, prctl, chdir and write on
+    // fcntl, setsid, ioctl, setrlimit, umask, setgroups, setgid, setuid, prctl, chdir and write on
     // buffers and descriptors that
     // were allocated and opened before the fork; it allocates nothing (io::Error from an
     // errno is a plain integer) and takes no locks.

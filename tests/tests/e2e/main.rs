@@ -28,6 +28,8 @@ mod market_figure4;
 mod market_page;
 mod metrics;
 mod metrics_cost;
+mod mpi;
+mod mpi_agent;
 mod multihost;
 mod revocation;
 mod select;

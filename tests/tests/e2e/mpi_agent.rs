@@ -1,0 +1,181 @@
+//! `mpirun` and `mpiexec` through rexec: Open MPI (`--mca plm_rsh_agent`) and MPICH's
+//! Hydra (`-launcher ssh -launcher-exec`) start their per-node daemons with
+//! `rexec-agent`, each a one-rank rexec job on the named node (all "hosts" are nodes on
+//! this machine). The MPI ranks are the daemons' children: they run in the jobs'
+//! cgroups, show in `rexec jobs`, and die with the jobs.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal::SIGINT;
+use rexec_tests::cluster::{Cluster, bin};
+use rexec_tests::procs::MARK_VAR;
+use rexec_tests::wait_until;
+
+use super::mpi::{assert_nothing_left, assert_ring_ok, ring_cluster};
+
+/// How long a launcher may take to run the ring.
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+/// A launcher command line with the cluster's client configuration and mark.
+fn launcher(cluster: &Cluster, program: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env("REXEC_CONFIG", &cluster.config)
+        .env(MARK_VAR, &cluster.mark)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Waits for `child` at most `limit` (killing it after that) and returns its output.
+fn finish(mut child: Child, limit: Duration) -> std::process::Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Every node ran a job (the agent's), as its log says.
+fn assert_each_node_ran_a_job(cluster: &Cluster) {
+    for node in &cluster.nodes {
+        let log = std::fs::read_to_string(&node.log).unwrap_or_default();
+        assert!(
+            log.contains("job started"),
+            "node {} started no job: {log}",
+            node.name
+        );
+    }
+}
+
+/// Runs a launcher of the 4-rank ring and checks it: right output, every node ran the
+/// agent's job, nothing left.
+fn run_ring(cluster: &Cluster, mut launcher: Command) {
+    let out = finish(launcher.spawn().unwrap(), RUN_LIMIT);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}\n{}", cluster.logs());
+    assert_ring_ok(&stdout, 4);
+    assert_each_node_ran_a_job(cluster);
+    assert_nothing_left(cluster, &[], "after the launcher");
+}
+
+fn agent() -> String {
+    bin("rexec-agent").display().to_string()
+}
+
+#[test]
+fn mpiexec_hydra_starts_its_proxies_through_rexecd() {
+    if !rexec_tests::can_run("mpiexec_hydra_starts_its_proxies_through_rexecd") {
+        return;
+    }
+    let (program, cluster) = ring_cluster("mpicc.mpich");
+    let prog = program.path.to_str().unwrap();
+    let agent = agent();
+    let args = [
+        "-launcher",
+        "ssh",
+        "-launcher-exec",
+        &agent,
+        "-hosts",
+        "n1,n2,n3",
+        "-n",
+        "4",
+        prog,
+    ];
+    run_ring(&cluster, launcher(&cluster, "mpiexec.hydra", &args));
+}
+
+#[test]
+fn mpirun_open_mpi_starts_its_daemons_through_rexecd() {
+    if !rexec_tests::can_run("mpirun_open_mpi_starts_its_daemons_through_rexecd") {
+        return;
+    }
+    let (program, cluster) = ring_cluster("mpicc.openmpi");
+    let prog = program.path.to_str().unwrap();
+    let agent = agent();
+    let args = [
+        "--allow-run-as-root",
+        "--mca",
+        "plm_rsh_agent",
+        &agent,
+        "--host",
+        "n1:2,n2:1,n3:1",
+        "-np",
+        "4",
+        prog,
+    ];
+    let mut cmd = launcher(&cluster, "mpirun.openmpi", &args);
+    cmd.env("OMPI_MCA_plm_rsh_agent", &agent);
+    run_ring(&cluster, cmd);
+}
+
+#[test]
+fn a_launchers_ranks_live_in_the_job_cgroups_and_die_with_them() {
+    if !rexec_tests::can_run("a_launchers_ranks_live_in_the_job_cgroups_and_die_with_them") {
+        return;
+    }
+    let (program, cluster) = ring_cluster("mpicc.mpich");
+    let prog = program.path.to_str().unwrap();
+    let agent = agent();
+    let output = tempfile::NamedTempFile::new().unwrap();
+    let args = [
+        "-launcher",
+        "ssh",
+        "-launcher-exec",
+        &agent,
+        "-hosts",
+        "n1,n2,n3",
+        "-n",
+        "4",
+        prog,
+        "hang",
+    ];
+    let mut cmd = launcher(&cluster, "mpiexec.hydra", &args);
+    cmd.stdout(output.reopen().unwrap());
+    let child = cmd.spawn().unwrap();
+    let ready = wait_until(RUN_LIMIT, || {
+        let text = std::fs::read_to_string(output.path()).unwrap_or_default();
+        (0..4).all(|r| text.contains(&format!("ready {r}\n")))
+    });
+    assert!(
+        ready.is_some(),
+        "the ranks never got ready: {:?}\n{}",
+        std::fs::read_to_string(output.path()),
+        cluster.logs()
+    );
+    // Every rank is inside one of the nodes' job cgroups.
+    let ranks: Vec<_> = cluster
+        .marked(&[])
+        .into_iter()
+        .filter(|p| p.cmd.starts_with(prog))
+        .collect();
+    assert_eq!(ranks.len(), 4, "{ranks:?}");
+    for rank in &ranks {
+        let cgroups = std::fs::read_to_string(format!("/proc/{}/cgroup", rank.pid)).unwrap();
+        let inside = cluster
+            .nodes
+            .iter()
+            .any(|n| cgroups.contains(&format!("{}/job-", n.cgroup_parent)));
+        assert!(inside, "rank {} is in no job cgroup: {cgroups}", rank.pid);
+    }
+    // Each node lists the agent's job.
+    let jobs = cluster.rexec().args(["jobs"]).run();
+    for node in ["n1", "n2", "n3"] {
+        let listed = jobs
+            .out()
+            .lines()
+            .any(|l| l.starts_with(node) && l.ends_with(" sh"));
+        assert!(listed, "no job of the agent on {node}: {jobs:?}");
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), SIGINT).unwrap();
+    // Hydra ends its proxies (through the agents) and exits, with status 0 here.
+    let out = finish(child, RUN_LIMIT);
+    assert!(out.status.code().is_some(), "mpiexec did not exit: {out:?}");
+    assert_nothing_left(&cluster, &[], "after mpiexec was interrupted");
+}
