@@ -144,6 +144,7 @@ fn init_issue_show_revoke() {
     ]);
     ok(&["issue", "--dir", ca_s, "--out", out_s, "service", "vexecd"]);
     ok(&["issue", "--dir", ca_s, "--out", out_s, "service", "vexecd2"]);
+    ok(&["issue", "--dir", ca_s, "--out", out_s, "service", "batchd"]);
     ok(&["issue", "--dir", ca_s, "--out", out_s, "admin", "ops"]);
     for stem in [
         "node-n1",
@@ -151,19 +152,22 @@ fn init_issue_show_revoke() {
         "service-accountd",
         "service-vexecd",
         "service-vexecd2",
+        "service-batchd",
         "admin-ops",
     ] {
         assert_eq!(mode(&out.join(format!("{stem}.key"))), 0o600, "{stem}");
         assert_eq!(mode(&out.join(format!("{stem}.pem"))), 0o644, "{stem}");
     }
-    // Only the two cluster services exist (a clap usage error, with its usual hints).
-    let usage = rexec_certs(&["issue", "--dir", ca_s, "--out", out_s, "service", "sshd"]);
-    assert!(!usage.status.success());
-    let err = String::from_utf8_lossy(&usage.stderr);
-    assert!(
-        err.contains("'sshd'") && err.contains("accountd, vexecd"),
-        "{err}"
-    );
+    // Only the cluster's services exist (a clap usage error, with its usual hints).
+    for bad in ["sshd", "batchd-", "batchdx"] {
+        let usage = rexec_certs(&["issue", "--dir", ca_s, "--out", out_s, "service", bad]);
+        assert!(!usage.status.success(), "{bad}");
+        let err = String::from_utf8_lossy(&usage.stderr);
+        assert!(
+            err.contains(&format!("'{bad}'")) && err.contains("accountd, vexecd"),
+            "{err}"
+        );
+    }
     let err = fails(&["issue", "--dir", ca_s, "--out", out_s, "user", "Alice"]);
     assert!(err.contains("invalid name"), "{err}");
     let before = fs::read(out.join("user-alice.pem")).unwrap();

@@ -132,11 +132,14 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Bind `addr`.
+    /// Bind `addr`, and say where in the log (port 0 picks a free one: the log
+    /// line is how an operator, or the demo, learns which).
     pub async fn bind(addr: SocketAddr) -> std::io::Result<Endpoint> {
-        Ok(Endpoint {
-            listener: TcpListener::bind(addr).await?,
-        })
+        let listener = TcpListener::bind(addr).await?;
+        if let Ok(bound) = listener.local_addr() {
+            tracing::info!(addr = %bound, "metrics listening");
+        }
+        Ok(Endpoint { listener })
     }
 
     /// The bound address.

@@ -132,19 +132,27 @@ enum IssueWhat {
     },
 }
 
-/// The service names a certificate may carry: `accountd`, and `vexecd` with an optional
-/// suffix so that several selectors each have a name of their own.
+/// The service names a certificate may carry: `accountd`; `vexecd` with an optional
+/// suffix so that several selectors each have a name of their own; and the batch
+/// queue, `batchd` or `batchd-SUFFIX` (the names accountd and rexecd take for a queue).
 fn service_name(name: &str) -> Result<String, String> {
     let suffix_ok = |s: &str| {
-        s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        s.len() <= 32
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
     };
-    match name.strip_prefix("vexecd") {
-        _ if name == "accountd" => Ok(name.to_string()),
-        Some(suffix) if suffix.len() <= 32 && suffix_ok(suffix) => Ok(name.to_string()),
-        _ => Err(format!(
-            "'{name}' is not a cluster service: use accountd, vexecd or vexecd<suffix> (vexecd1, vexecd-b)"
-        )),
+    let ok = name == "accountd"
+        || name.strip_prefix("vexecd").is_some_and(suffix_ok)
+        || name == "batchd"
+        || name
+            .strip_prefix("batchd-")
+            .is_some_and(|s| !s.is_empty() && suffix_ok(s));
+    if ok {
+        Ok(name.to_string())
+    } else {
+        Err(format!(
+            "'{name}' is not a cluster service: use accountd, vexecd or vexecd<suffix> (vexecd1, vexecd-b), batchd or batchd-<suffix>"
+        ))
     }
 }
 
