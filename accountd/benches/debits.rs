@@ -45,6 +45,7 @@ async fn measure(pki: &TestPki, conns: u64, max_batch: usize) -> Result_ {
         tls: pki.tls_paths(Role::Service, "accountd"),
         store: StoreConfig {
             path: db.clone(),
+            postgres: None,
             create: true,
             max_batch,
             max_entry: i64::MAX,

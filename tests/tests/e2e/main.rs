@@ -19,6 +19,7 @@ mod failures;
 mod interrupt;
 mod job_control;
 mod launch;
+mod ledger_pg;
 mod market_charges;
 mod market_checks;
 mod market_crash;
