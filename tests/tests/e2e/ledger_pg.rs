@@ -8,7 +8,7 @@ use std::time::Duration;
 use certs::Role;
 use certs::testing::TestPki;
 use clients::account::AccountClient;
-use proto::account::{AccountOp, AccountReply, Debit, DebitKey, Grant, MeterInterval};
+use proto::account::{AccountOp, AccountReply, AdminEntry, Debit, DebitKey, MeterInterval};
 use rexec_tests::market::Accountd;
 use rexec_tests::postgres::Postgres;
 
@@ -77,7 +77,7 @@ fn sixty_four_grants_and_debits_split_over_two_accountd_end_exact() {
             let mut c = client(pki, &addr, role, name).await;
             tasks.push(tokio::spawn(async move {
                 let op = if grant {
-                    AccountOp::Grant(Grant {
+                    AccountOp::Grant(AdminEntry {
                         user: "alice".into(),
                         amount: 3 * C + i as i64,
                         reason: format!("grant {i}"),
