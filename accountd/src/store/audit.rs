@@ -9,12 +9,16 @@
 //! were changed to hide it. (Ids are consecutive because every insert into
 //! `entries` either commits or is rolled back with its transaction or
 //! savepoint, which also rolls back SQLite's AUTOINCREMENT counter and
-//! PostgreSQL's `head.last_id`.)
+//! PostgreSQL's `head.last_id`.) And the hash chain ([`super::chain`]): the
+//! first entry whose stored hash does not follow from its content and the
+//! hash before it is named, which catches a changed, deleted or inserted
+//! entry even when balances and ids were made to agree.
 
 use std::collections::HashMap;
 
 use proto::account::{AccountError, AuditProblem, AuditReport, DebitKey, EntryKind};
 
+use super::chain::Verifier;
 use super::ledger::key_text;
 use super::rows::{AuditRow, Rows};
 
@@ -142,6 +146,11 @@ pub fn audit(db: &mut dyn Rows) -> Result<AuditReport, AccountError> {
         }
     })?;
     missing_entries(db, &mut p)?;
+    let mut chain = Verifier::default();
+    db.each_chained(&mut |cols, hash| chain.next(&cols, hash.as_deref()))?;
+    if let Some((id, why)) = chain.first_break {
+        p.push(why, None, vec![id]);
+    }
     let mut users: Vec<_> = accounts.iter().collect();
     users.sort();
     for (user, balance) in users {

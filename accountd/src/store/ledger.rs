@@ -28,6 +28,8 @@ use proto::account::{
     ErrorCode, Refund,
 };
 
+use super::chain;
+use super::query::EntryColumns;
 pub use super::rows::storage;
 use super::rows::{ChargeContent, EntryRow, Rows};
 use crate::validate::{check_name, check_nonzero, check_positive, check_reason};
@@ -136,7 +138,8 @@ struct NewEntry<'a> {
     reason: Option<&'a str>,
 }
 
-/// Applies `amount` to the account and appends the entry; returns (id, balance_after).
+/// Applies `amount` to the account and appends the entry, chained to the
+/// last one; returns (id, balance_after).
 fn append(db: &mut dyn Rows, e: NewEntry<'_>) -> Result<(i64, i64), AccountError> {
     let balance = db
         .lock_balance(e.user)?
@@ -145,7 +148,29 @@ fn append(db: &mut dyn Rows, e: NewEntry<'_>) -> Result<(i64, i64), AccountError
         .checked_add(e.amount)
         .ok_or_else(|| overflow(e.user))?;
     db.set_balance(e.user, after)?;
-    let id = db.insert_entry(&EntryRow {
+    let id = db.next_entry_id()?;
+    let prev = db.last_hash()?;
+    let prev = chain::stored(prev.as_deref()).unwrap_or(chain::GENESIS);
+    let cols = EntryColumns {
+        id,
+        at_us: e.at_us,
+        user: e.user.to_string(),
+        amount: e.amount,
+        kind: e.kind.as_str().to_string(),
+        node: e.key.as_ref().map(|k| k.0.node.clone()),
+        job: e.key.as_ref().map(|k| k.0.job.clone()),
+        seq: e.key.as_ref().map(|k| k.1),
+        rank: e.rank.map(i64::from),
+        interval: (e.interval.map(|i| i.0), e.interval.map(|i| i.1)),
+        cpu_us: e.cpu_us,
+        actor: e.actor.to_string(),
+        reason: e.reason.map(str::to_string),
+        balance_after: after,
+    };
+    let hash = chain::entry_hash(&prev, &cols);
+    db.insert_entry(&EntryRow {
+        id,
+        hash: &hash,
         at_us: e.at_us,
         user: e.user,
         amount: e.amount,

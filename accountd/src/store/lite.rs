@@ -40,7 +40,8 @@ impl AsConn for rusqlite::Transaction<'_> {
     }
 }
 
-fn entry_columns(r: &Row<'_>) -> rusqlite::Result<EntryColumns> {
+/// An entry's columns from a row selected with [`ENTRY_COLUMNS`].
+pub fn entry_columns(r: &Row<'_>) -> rusqlite::Result<EntryColumns> {
     Ok(EntryColumns {
         id: r.get(0)?,
         at_us: r.get(1)?,
@@ -85,34 +86,54 @@ impl<C: AsConn> Rows for Lite<C> {
             .map_err(storage)
     }
 
-    fn insert_entry(&mut self, e: &EntryRow<'_>) -> Result<i64, AccountError> {
-        let c = self.c();
-        c.prepare_cached(
-            "INSERT INTO entries(at_us, user, amount, kind, node, job, seq, rank, interval_start_us,
-                 interval_end_us, cpu_us, idem_key, actor, reason, balance_after)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                e.at_us,
-                e.user,
-                e.amount,
-                e.kind,
-                e.key.map(|k| k.0),
-                e.key.map(|k| k.1),
-                e.key.map(|k| k.2),
-                e.rank,
-                e.interval.map(|i| i.0),
-                e.interval.map(|i| i.1),
-                e.cpu_us,
-                e.key.map(|k| k.3),
-                e.actor,
-                e.reason,
-                e.balance_after
-            ])
-        })
-        .map_err(storage)?;
-        Ok(c.last_insert_rowid())
+    fn next_entry_id(&mut self) -> Result<i64, AccountError> {
+        self.c()
+            .prepare_cached(
+                "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'entries'), 0) + 1",
+            )
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .map_err(storage)
+    }
+
+    fn last_hash(&mut self) -> Result<Option<Vec<u8>>, AccountError> {
+        self.c()
+            .prepare_cached("SELECT hash FROM entries ORDER BY id DESC LIMIT 1")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)).optional())
+            .map(Option::flatten)
+            .map_err(storage)
+    }
+
+    fn insert_entry(&mut self, e: &EntryRow<'_>) -> Result<(), AccountError> {
+        self.c()
+            .prepare_cached(
+                "INSERT INTO entries(id, at_us, user, amount, kind, node, job, seq, rank,
+                     interval_start_us, interval_end_us, cpu_us, idem_key, actor, reason,
+                     balance_after, hash)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    e.id,
+                    e.at_us,
+                    e.user,
+                    e.amount,
+                    e.kind,
+                    e.key.map(|k| k.0),
+                    e.key.map(|k| k.1),
+                    e.key.map(|k| k.2),
+                    e.rank,
+                    e.interval.map(|i| i.0),
+                    e.interval.map(|i| i.1),
+                    e.cpu_us,
+                    e.key.map(|k| k.3),
+                    e.actor,
+                    e.reason,
+                    e.balance_after,
+                    e.hash
+                ])
+            })
+            .map(|_| ())
+            .map_err(storage)
     }
 
     fn charge_by_key(&mut self, idem: &str) -> Result<Option<StoredCharge>, AccountError> {
@@ -312,6 +333,24 @@ impl<C: AsConn> Rows for Lite<C> {
             })()
             .map_err(storage)?;
             f(row);
+        }
+        Ok(())
+    }
+
+    fn each_chained(
+        &mut self,
+        f: &mut dyn FnMut(EntryColumns, Option<Vec<u8>>),
+    ) -> Result<(), AccountError> {
+        let sql = format!(
+            "SELECT {}, hash FROM entries ORDER BY id",
+            ENTRY_COLUMNS.join(", ")
+        );
+        let mut s = self.c().prepare(&sql).map_err(storage)?;
+        let mut rows = s.query([]).map_err(storage)?;
+        while let Some(r) = rows.next().map_err(storage)? {
+            let cols = entry_columns(r).map_err(storage)?;
+            let hash: Option<Vec<u8>> = r.get(15).map_err(storage)?;
+            f(cols, hash);
         }
         Ok(())
     }

@@ -12,6 +12,7 @@
 //! all of them. Nothing is acknowledged before it is durable.
 
 pub mod audit;
+pub mod chain;
 pub mod claims;
 pub mod ledger;
 pub mod lite;

@@ -13,6 +13,7 @@
 use proto::account::{AccountError, Claim, ErrorCode, LedgerEntry, ReportBy, ReportRow};
 
 use super::Refusal;
+use super::query::EntryColumns;
 
 /// Maps an unexpected database error to a retryable storage error.
 pub fn storage(e: impl std::fmt::Display) -> AccountError {
@@ -42,9 +43,14 @@ pub struct ChargeContent {
 /// A charge found by its key: entry id, balance after it, and its content.
 pub type StoredCharge = (i64, i64, ChargeContent);
 
-/// One new entry, as the backend stores it (the id is the backend's to give).
+/// One new entry, as the backend stores it (its id from
+/// [`Rows::next_entry_id`], its hash from [`super::chain`]).
 #[derive(Debug, Clone)]
 pub struct EntryRow<'a> {
+    /// Entry id.
+    pub id: i64,
+    /// Its chain hash.
+    pub hash: &'a [u8],
     /// UTC microseconds.
     pub at_us: i64,
     /// The account.
@@ -112,8 +118,12 @@ pub trait Rows {
     fn lock_balance(&mut self, user: &str) -> Result<Option<i64>, AccountError>;
     /// Sets the balance of an existing account.
     fn set_balance(&mut self, user: &str, balance: i64) -> Result<(), AccountError>;
-    /// Appends an entry; returns its id.
-    fn insert_entry(&mut self, e: &EntryRow<'_>) -> Result<i64, AccountError>;
+    /// The id the next entry gets (ids run 1, 2, 3, ... without gaps).
+    fn next_entry_id(&mut self) -> Result<i64, AccountError>;
+    /// The chain hash of the last entry, `None` when there is none.
+    fn last_hash(&mut self) -> Result<Option<Vec<u8>>, AccountError>;
+    /// Appends an entry.
+    fn insert_entry(&mut self, e: &EntryRow<'_>) -> Result<(), AccountError>;
     /// The charge stored under key text `idem`.
     fn charge_by_key(&mut self, idem: &str) -> Result<Option<StoredCharge>, AccountError>;
     /// Sum of `user`'s charges whose key text lies in `[lo, hi)`.
@@ -146,6 +156,11 @@ pub trait Rows {
     fn accounts(&mut self) -> Result<Vec<(String, i64)>, AccountError>;
     /// Calls `f` on every entry, ordered by user then id.
     fn each_entry(&mut self, f: &mut dyn FnMut(AuditRow)) -> Result<(), AccountError>;
+    /// Calls `f` on every entry with its stored chain hash, in id order.
+    fn each_chained(
+        &mut self,
+        f: &mut dyn FnMut(EntryColumns, Option<Vec<u8>>),
+    ) -> Result<(), AccountError>;
     /// Every run of absent entry ids `(first, last)`: between entries, and after
     /// the last one up to the last id the backend gave out.
     fn missing_ids(&mut self) -> Result<Vec<(i64, i64)>, AccountError>;

@@ -268,9 +268,9 @@ both! {
                  UPDATE accounts SET balance = balance + 1 WHERE "user" = 'frank';
                  UPDATE head SET last_id = last_id + 1;
                  INSERT INTO entries(id, at_us, "user", amount, kind, node, job, seq, idem_key,
-                     actor, balance_after)
+                     actor, balance_after, hash)
                  SELECT (SELECT last_id FROM head), at_us, "user", amount, kind, node, job, seq,
-                     idem_key, actor, balance_after
+                     idem_key, actor, balance_after, hash
                  FROM entries WHERE id = {id};"#
             ),
         );
@@ -480,5 +480,7 @@ both_async! {
     }
 }
 
+#[cfg(test)]
+mod chain;
 #[cfg(test)]
 mod lite;

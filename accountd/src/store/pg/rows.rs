@@ -123,20 +123,31 @@ impl<C: GenericClient> Rows for Pg<C> {
         .map(|_| ())
     }
 
-    fn insert_entry(&mut self, e: &EntryRow<'_>) -> Result<i64, AccountError> {
-        let id: i64 = match self.opt(
+    fn next_entry_id(&mut self) -> Result<i64, AccountError> {
+        match self.opt(
             "UPDATE head SET last_id = last_id + 1 RETURNING last_id",
             &[],
         )? {
-            Some(r) => get(&r, 0)?,
-            None => return Err(storage("the head row of the ledger is missing")),
-        };
+            Some(r) => get(&r, 0),
+            None => Err(storage("the head row of the ledger is missing")),
+        }
+    }
+
+    fn last_hash(&mut self) -> Result<Option<Vec<u8>>, AccountError> {
+        match self.opt("SELECT hash FROM entries ORDER BY id DESC LIMIT 1", &[])? {
+            Some(r) => get(&r, 0),
+            None => Ok(None),
+        }
+    }
+
+    fn insert_entry(&mut self, e: &EntryRow<'_>) -> Result<(), AccountError> {
         self.execute(
             r#"INSERT INTO entries(id, at_us, "user", amount, kind, node, job, seq, rank,
-                 interval_start_us, interval_end_us, cpu_us, idem_key, actor, reason, balance_after)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"#,
+                 interval_start_us, interval_end_us, cpu_us, idem_key, actor, reason, balance_after,
+                 hash)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"#,
             &[
-                &id,
+                &e.id,
                 &e.at_us,
                 &e.user,
                 &e.amount,
@@ -152,9 +163,10 @@ impl<C: GenericClient> Rows for Pg<C> {
                 &e.actor,
                 &e.reason,
                 &e.balance_after,
+                &e.hash,
             ],
         )?;
-        Ok(id)
+        Ok(())
     }
 
     fn charge_by_key(&mut self, idem: &str) -> Result<Option<StoredCharge>, AccountError> {
@@ -335,6 +347,27 @@ impl<C: GenericClient> Rows for Pg<C> {
                 idem: get(&r, 7)?,
                 balance_after: get(&r, 8)?,
             });
+        }
+        Ok(())
+    }
+
+    fn each_chained(
+        &mut self,
+        f: &mut dyn FnMut(EntryColumns, Option<Vec<u8>>),
+    ) -> Result<(), AccountError> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let s = self.stmt(
+            r#"SELECT id, at_us, "user", amount, kind, node, job, seq, rank, interval_start_us,
+                      interval_end_us, cpu_us, actor, reason, balance_after, hash
+               FROM entries ORDER BY id"#,
+        )?;
+        let params: [&(dyn ToSql + Sync); 0] = [];
+        let mut rows = self
+            .c
+            .query_raw(&s, params.iter().copied())
+            .map_err(pg_storage)?;
+        while let Some(r) = rows.next().map_err(pg_storage)? {
+            f(entry_columns(&r)?, get(&r, 15)?);
         }
         Ok(())
     }

@@ -51,7 +51,8 @@ CREATE TABLE IF NOT EXISTS entries(
     idem_key TEXT UNIQUE,
     actor TEXT NOT NULL,
     reason TEXT,
-    balance_after BIGINT NOT NULL
+    balance_after BIGINT NOT NULL,
+    hash BYTEA NOT NULL
 );
 CREATE INDEX IF NOT EXISTS entries_user ON entries("user", id);
 CREATE OR REPLACE FUNCTION ledger_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
