@@ -67,6 +67,10 @@ fn resolve(flags: Flags) -> Result<Resolved, ConfigError> {
         Some(store) => store.postgres()?,
         None => None,
     };
+    let anchors = match &s.store {
+        Some(store) => store.anchors(&tls.key, &tls.cert)?,
+        None => None,
+    };
     let cfg = ServerConfig {
         tls,
         store: StoreConfig {
@@ -85,6 +89,7 @@ fn resolve(flags: Flags) -> Result<Resolved, ConfigError> {
             },
             create: flags.init,
             postgres,
+            anchors,
             max_batch,
             max_entry,
         },

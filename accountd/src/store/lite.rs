@@ -451,6 +451,17 @@ impl Writer for LiteWriter {
         Ok(true)
     }
 
+    fn head(&mut self) -> Result<Option<(i64, Vec<u8>)>, AccountError> {
+        self.0
+            .query_row(
+                "SELECT id, COALESCE(hash, x'') FROM entries ORDER BY id DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(storage)
+    }
+
     fn balances(&mut self) -> Result<i64, AccountError> {
         self.0
             .query_row("SELECT COALESCE(SUM(balance), 0) FROM accounts", [], |r| {

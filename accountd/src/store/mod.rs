@@ -11,6 +11,7 @@
 //! commits once (an fsync under `synchronous=FULL`), and only then answers
 //! all of them. Nothing is acknowledged before it is durable.
 
+pub mod anchors;
 pub mod audit;
 pub mod chain;
 pub mod claims;
@@ -90,6 +91,9 @@ pub enum StoreError {
     /// The PostgreSQL database could not be reached or prepared.
     #[error("{0}")]
     Postgres(String),
+    /// The anchor signer could not be set up.
+    #[error("cannot sign chain heads: {0}")]
+    Anchors(String),
     /// A storage thread could not be started.
     #[error("cannot start the storage thread: {0}")]
     Thread(std::io::Error),

@@ -191,6 +191,8 @@ pub trait Writer: Send {
         &mut self,
         work: &mut dyn FnMut(&mut dyn Tx) -> Keep,
     ) -> Result<Keep, AccountError>;
+    /// The last entry's id and stored hash (the chain head).
+    fn head(&mut self) -> Result<Option<(i64, Vec<u8>)>, AccountError>;
     /// Sum of every balance (for metrics).
     fn balances(&mut self) -> Result<i64, AccountError>;
     /// Called when the writer stops (SQLite checkpoints its WAL).

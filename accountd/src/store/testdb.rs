@@ -90,6 +90,7 @@ impl TestDb {
             path: self.path(),
             create: true,
             postgres: self.pg_config(),
+            anchors: None,
             max_batch,
             max_entry,
         }

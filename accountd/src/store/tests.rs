@@ -481,6 +481,8 @@ both_async! {
 }
 
 #[cfg(test)]
+mod anchors;
+#[cfg(test)]
 mod chain;
 #[cfg(test)]
 mod lite;

@@ -13,6 +13,7 @@ use std::time::Instant;
 use proto::account::{AccountError, AccountOp, AccountReply, ErrorCode};
 use tokio::sync::{mpsc, oneshot};
 
+use super::anchors::{AnchorPolicy, AnchorSettings, Anchoring};
 use super::lite::{LiteReader, LiteWriter};
 use super::rows::{Reader, Rows, Tx, Writer};
 use super::{StoreError, audit, claims, ledger, query, schema};
@@ -27,6 +28,8 @@ pub struct StoreConfig {
     pub create: bool,
     /// Keep the ledger in this PostgreSQL database instead of the SQLite file.
     pub postgres: Option<super::pg::PgConfig>,
+    /// Sign the chain head now and then into a file (see [`super::anchors`]).
+    pub anchors: Option<AnchorSettings>,
     /// Most writes in one group commit (1 = one transaction per write).
     pub max_batch: usize,
     /// Largest amount of one entry, micro-credits.
@@ -109,11 +112,17 @@ impl Store {
         let (rtx, rrx) = mpsc::channel(256);
         let max_batch = cfg.max_batch.max(1);
         let max_entry = cfg.max_entry;
+        let anchoring = match &cfg.anchors {
+            Some(a) => Some(Anchoring::new(
+                AnchorPolicy::load(a).map_err(|e| StoreError::Anchors(e.to_string()))?,
+            )),
+            None => None,
+        };
         let meters = Arc::new(StoreMeters::default());
         let m = Arc::clone(&meters);
         let w = std::thread::Builder::new()
             .name("ledger-writer".into())
-            .spawn(move || writer_loop(wconn, wrx, max_batch, max_entry, &m))
+            .spawn(move || writer_loop(wconn, wrx, max_batch, max_entry, anchoring, &m))
             .map_err(StoreError::Thread)?;
         let r = std::thread::Builder::new()
             .name("ledger-reader".into())
@@ -191,6 +200,7 @@ fn writer_loop(
     mut rx: mpsc::Receiver<WriteJob>,
     max_batch: usize,
     max_entry: i64,
+    mut anchoring: Option<Anchoring>,
     meters: &StoreMeters,
 ) {
     balances(&mut *conn, meters);
@@ -221,13 +231,24 @@ fn writer_loop(
         meters.committed(batch.len(), debits as u64, started);
         if results.iter().any(Result::is_ok) {
             balances(&mut *conn, meters);
+            anchor(&mut *conn, anchoring.as_mut(), false);
         }
         for (job, result) in batch.drain(..).zip(results) {
             let (WriteJob::Op { reply, .. } | WriteJob::Refusal { reply, .. }) = job;
             let _ = reply.send(result);
         }
     }
+    anchor(&mut *conn, anchoring.as_mut(), true);
     conn.close();
+}
+
+/// Signs the chain head when due (`last`: at shutdown, whenever it moved).
+fn anchor(conn: &mut dyn Writer, anchoring: Option<&mut Anchoring>, last: bool) {
+    let Some(a) = anchoring else { return };
+    match conn.head() {
+        Ok(head) => a.tick(head, last),
+        Err(e) => tracing::warn!(error = %e, "cannot read the chain head to anchor it"),
+    }
 }
 
 /// Reads the sum of every balance into `meters` (a failure leaves the last sum).

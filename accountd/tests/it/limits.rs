@@ -26,6 +26,7 @@ async fn a_report_too_large_for_one_frame_is_refused_with_advice() {
         store: StoreConfig {
             path: dir.path().join("l.db"),
             postgres: None,
+            anchors: None,
             create: true,
             max_batch: 64,
             max_entry: i64::MAX,

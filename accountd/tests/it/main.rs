@@ -2,6 +2,7 @@
 //! directory, ledger and CA, and talks to it over real mutual TLS with the
 //! library client, the node's debit client, and the real `accountctl`.
 
+mod anchors_cli;
 mod config;
 mod conflict;
 mod crash;

@@ -202,6 +202,16 @@ impl Writer for PgWriter {
         Ok(true)
     }
 
+    fn head(&mut self) -> Result<Option<(i64, Vec<u8>)>, AccountError> {
+        let (client, _) = self.0.get()?;
+        let row = client
+            .query_opt("SELECT id, hash FROM entries ORDER BY id DESC LIMIT 1", &[])
+            .map_err(pg_storage)?;
+        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .transpose()
+            .map_err(pg_storage)
+    }
+
     fn balances(&mut self) -> Result<i64, AccountError> {
         let (client, _) = self.0.get()?;
         client
