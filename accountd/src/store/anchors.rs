@@ -263,7 +263,7 @@ pub fn check(
 ) -> Result<Vec<AuditProblem>, proto::account::AccountError> {
     let wanted: HashSet<i64> = anchors.iter().map(|a| a.id).collect();
     let mut found: HashMap<i64, Option<Vec<u8>>> = HashMap::new();
-    db.each_chained(&mut |cols, hash| {
+    db.each_chained(&mut |cols, _, hash| {
         if wanted.contains(&cols.id) {
             found.insert(cols.id, hash);
         }

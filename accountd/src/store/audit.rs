@@ -20,7 +20,8 @@ use proto::account::{AccountError, AuditProblem, AuditReport, DebitKey, EntryKin
 
 use super::chain::Verifier;
 use super::ledger::key_text;
-use super::rows::{AuditRow, Rows};
+use super::query::EntryColumns;
+use super::rows::Rows;
 
 /// Most problems listed in one report (the count of the rest is reported).
 pub const MAX_PROBLEMS: usize = 1000;
@@ -50,13 +51,19 @@ pub fn audit(db: &mut dyn Rows) -> Result<AuditReport, AccountError> {
     if let Some(failed) = db.integrity()? {
         p.push(failed, None, vec![]);
     }
-    let accounts: HashMap<String, i64> = db.accounts()?.into_iter().collect();
+    let accounts: HashMap<String, i64> = db
+        .accounts()?
+        .into_iter()
+        .map(|a| (a.user, a.balance))
+        .collect();
     let mut sums: HashMap<String, (i64, bool)> = HashMap::new();
     let mut keys: HashMap<String, Vec<i64>> = HashMap::new();
     let mut entries = 0u64;
-    db.each_entry(&mut |row| {
+    let mut chain = Verifier::default();
+    db.each_chained(&mut |cols, idem, hash| {
+        chain.next(&cols, hash.as_deref());
         entries += 1;
-        let AuditRow {
+        let EntryColumns {
             id,
             user,
             amount,
@@ -64,9 +71,9 @@ pub fn audit(db: &mut dyn Rows) -> Result<AuditReport, AccountError> {
             node,
             job,
             seq,
-            idem,
             balance_after: after,
-        } = row;
+            ..
+        } = cols;
         let u = Some(user.as_str());
         if !accounts.contains_key(&user) {
             p.push(
@@ -146,8 +153,6 @@ pub fn audit(db: &mut dyn Rows) -> Result<AuditReport, AccountError> {
         }
     })?;
     missing_entries(db, &mut p)?;
-    let mut chain = Verifier::default();
-    db.each_chained(&mut |cols, hash| chain.next(&cols, hash.as_deref()))?;
     if let Some((id, why)) = chain.first_break {
         p.push(why, None, vec![id]);
     }

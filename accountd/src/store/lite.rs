@@ -9,8 +9,8 @@ use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 use super::Refusal;
 use super::query::{ENTRY_COLUMNS, EntryColumns, unknown_grouping};
 use super::rows::{
-    AuditRow, ChargeContent, ClaimRecord, EntryRow, Keep, Reader, Rows, StoredCharge, Tx, Writer,
-    storage,
+    AccountRow, ChainedFn, ChargeContent, ClaimRecord, EntryRow, Keep, Reader, Rows, StoredCharge,
+    Tx, Writer, claim_from_row, storage,
 };
 
 /// [`Rows`] on a SQLite connection, transaction or savepoint.
@@ -297,52 +297,55 @@ impl<C: AsConn> Rows for Lite<C> {
         rows.collect::<Result<Vec<_>, _>>().map_err(storage)
     }
 
-    fn accounts(&mut self) -> Result<Vec<(String, i64)>, AccountError> {
+    fn accounts(&mut self) -> Result<Vec<AccountRow>, AccountError> {
         let mut s = self
             .c()
-            .prepare("SELECT user, balance FROM accounts")
+            .prepare("SELECT user, balance, created_us, created_by FROM accounts ORDER BY user")
             .map_err(storage)?;
         let rows = s
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map([], |r| {
+                Ok(AccountRow {
+                    user: r.get(0)?,
+                    balance: r.get(1)?,
+                    created_us: r.get(2)?,
+                    created_by: r.get(3)?,
+                })
+            })
             .map_err(storage)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(storage)
     }
 
-    fn each_entry(&mut self, f: &mut dyn FnMut(AuditRow)) -> Result<(), AccountError> {
+    fn claims(&mut self) -> Result<Vec<(Claim, ClaimRecord)>, AccountError> {
         let mut s = self
             .c()
-            .prepare(
-                "SELECT id, user, amount, kind, node, job, seq, idem_key, balance_after
-                 FROM entries ORDER BY user, id",
-            )
+            .prepare("SELECT user, job, attempt, rank, node, digest, at_us FROM claims")
             .map_err(storage)?;
         let mut rows = s.query([]).map_err(storage)?;
+        let mut out = Vec::new();
         while let Some(r) = rows.next().map_err(storage)? {
-            let row = (|| {
-                Ok::<_, rusqlite::Error>(AuditRow {
-                    id: r.get(0)?,
-                    user: r.get(1)?,
-                    amount: r.get(2)?,
-                    kind: r.get(3)?,
-                    node: r.get(4)?,
-                    job: r.get(5)?,
-                    seq: r.get(6)?,
-                    idem: r.get(7)?,
-                    balance_after: r.get(8)?,
-                })
-            })()
-            .map_err(storage)?;
-            f(row);
+            let job: String = r.get(1).map_err(storage)?;
+            let digest: Vec<u8> = r.get(5).map_err(storage)?;
+            let claim = claim_from_row(
+                r.get(0).map_err(storage)?,
+                &job,
+                r.get(2).map_err(storage)?,
+                r.get(3).map_err(storage)?,
+                &digest,
+            )
+            .ok_or_else(|| storage(format!("claim of job {job} is not a valid claim")))?;
+            let record = ClaimRecord {
+                node: r.get(4).map_err(storage)?,
+                digest,
+                at_us: r.get(6).map_err(storage)?,
+            };
+            out.push((claim, record));
         }
-        Ok(())
+        Ok(out)
     }
 
-    fn each_chained(
-        &mut self,
-        f: &mut dyn FnMut(EntryColumns, Option<Vec<u8>>),
-    ) -> Result<(), AccountError> {
+    fn each_chained(&mut self, f: &mut ChainedFn<'_>) -> Result<(), AccountError> {
         let sql = format!(
-            "SELECT {}, hash FROM entries ORDER BY id",
+            "SELECT {}, hash, idem_key FROM entries ORDER BY id",
             ENTRY_COLUMNS.join(", ")
         );
         let mut s = self.c().prepare(&sql).map_err(storage)?;
@@ -350,7 +353,8 @@ impl<C: AsConn> Rows for Lite<C> {
         while let Some(r) = rows.next().map_err(storage)? {
             let cols = entry_columns(r).map_err(storage)?;
             let hash: Option<Vec<u8>> = r.get(15).map_err(storage)?;
-            f(cols, hash);
+            let idem: Option<String> = r.get(16).map_err(storage)?;
+            f(cols, idem, hash);
         }
         Ok(())
     }

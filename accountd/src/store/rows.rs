@@ -40,6 +40,9 @@ pub struct ChargeContent {
     pub reason: Option<String>,
 }
 
+/// What [`Rows::each_chained`] calls: an entry, its key text, its chain hash.
+pub type ChainedFn<'a> = dyn FnMut(EntryColumns, Option<String>, Option<Vec<u8>>) + 'a;
+
 /// A charge found by its key: entry id, balance after it, and its content.
 pub type StoredCharge = (i64, i64, ChargeContent);
 
@@ -75,6 +78,37 @@ pub struct EntryRow<'a> {
     pub balance_after: i64,
 }
 
+/// One account as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountRow {
+    /// The user.
+    pub user: String,
+    /// The balance.
+    pub balance: i64,
+    /// When it was created, UTC microseconds.
+    pub created_us: i64,
+    /// Who created it (`role:name`).
+    pub created_by: String,
+}
+
+/// A claim as stored, back as the request that made it (`job` parsed, the
+/// digest 32 bytes); `None` when the row is not one.
+pub fn claim_from_row(
+    user: String,
+    job: &str,
+    attempt: i64,
+    rank: i64,
+    digest: &[u8],
+) -> Option<Claim> {
+    Some(Claim {
+        user,
+        job: job.parse().ok()?,
+        attempt: u32::try_from(attempt).ok()?,
+        rank: u32::try_from(rank).ok()?,
+        digest: digest.try_into().ok()?,
+    })
+}
+
 /// Who first claimed a batch rank, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimRecord {
@@ -84,29 +118,6 @@ pub struct ClaimRecord {
     pub digest: Vec<u8>,
     /// When, UTC microseconds.
     pub at_us: i64,
-}
-
-/// The columns of one entry the audit checks.
-#[derive(Debug, Clone)]
-pub struct AuditRow {
-    /// Entry id.
-    pub id: i64,
-    /// The account.
-    pub user: String,
-    /// Signed amount.
-    pub amount: i64,
-    /// Kind as stored.
-    pub kind: String,
-    /// Node of a charge.
-    pub node: Option<String>,
-    /// Job of a charge.
-    pub job: Option<String>,
-    /// Sequence number of a charge.
-    pub seq: Option<i64>,
-    /// Stored key text.
-    pub idem: Option<String>,
-    /// Recorded balance after the entry.
-    pub balance_after: i64,
 }
 
 /// Row-level access to the ledger inside one transaction or connection.
@@ -152,15 +163,12 @@ pub trait Rows {
         since: i64,
         until: i64,
     ) -> Result<Vec<ReportRow>, AccountError>;
-    /// Every account and its balance.
-    fn accounts(&mut self) -> Result<Vec<(String, i64)>, AccountError>;
-    /// Calls `f` on every entry, ordered by user then id.
-    fn each_entry(&mut self, f: &mut dyn FnMut(AuditRow)) -> Result<(), AccountError>;
-    /// Calls `f` on every entry with its stored chain hash, in id order.
-    fn each_chained(
-        &mut self,
-        f: &mut dyn FnMut(EntryColumns, Option<Vec<u8>>),
-    ) -> Result<(), AccountError>;
+    /// Every account: user, balance, when and by whom it was created.
+    fn accounts(&mut self) -> Result<Vec<AccountRow>, AccountError>;
+    /// Every claim of a batch rank, with who claimed it and when.
+    fn claims(&mut self) -> Result<Vec<(Claim, ClaimRecord)>, AccountError>;
+    /// Calls `f` on every entry with its stored key text and chain hash, in id order.
+    fn each_chained(&mut self, f: &mut ChainedFn<'_>) -> Result<(), AccountError>;
     /// Every run of absent entry ids `(first, last)`: between entries, and after
     /// the last one up to the last id the backend gave out.
     fn missing_ids(&mut self) -> Result<Vec<(i64, i64)>, AccountError>;

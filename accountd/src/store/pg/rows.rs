@@ -11,7 +11,8 @@ use crate::store::Refusal;
 use crate::store::lite::report_row;
 use crate::store::query::{EntryColumns, unknown_grouping};
 use crate::store::rows::{
-    AuditRow, ChargeContent, ClaimRecord, EntryRow, Rows, StoredCharge, storage,
+    AccountRow, ChainedFn, ChargeContent, ClaimRecord, EntryRow, Rows, StoredCharge,
+    claim_from_row, storage,
 };
 
 /// [`Rows`] on a PostgreSQL client or transaction.
@@ -319,46 +320,49 @@ impl<C: GenericClient> Rows for Pg<C> {
             .collect()
     }
 
-    fn accounts(&mut self) -> Result<Vec<(String, i64)>, AccountError> {
-        let rows = self.query(r#"SELECT "user", balance FROM accounts"#, &[])?;
-        rows.iter().map(|r| Ok((get(r, 0)?, get(r, 1)?))).collect()
-    }
-
-    fn each_entry(&mut self, f: &mut dyn FnMut(AuditRow)) -> Result<(), AccountError> {
-        use postgres::fallible_iterator::FallibleIterator;
-        let s = self.stmt(
-            r#"SELECT id, "user", amount, kind, node, job, seq, idem_key, balance_after
-               FROM entries ORDER BY "user" COLLATE "C", id"#,
+    fn accounts(&mut self) -> Result<Vec<AccountRow>, AccountError> {
+        let rows = self.query(
+            r#"SELECT "user", balance, created_us, created_by FROM accounts ORDER BY "user" COLLATE "C""#,
+            &[],
         )?;
-        let params: [&(dyn ToSql + Sync); 0] = [];
-        let mut rows = self
-            .c
-            .query_raw(&s, params.iter().copied())
-            .map_err(pg_storage)?;
-        while let Some(r) = rows.next().map_err(pg_storage)? {
-            f(AuditRow {
-                id: get(&r, 0)?,
-                user: get(&r, 1)?,
-                amount: get(&r, 2)?,
-                kind: get(&r, 3)?,
-                node: get(&r, 4)?,
-                job: get(&r, 5)?,
-                seq: get(&r, 6)?,
-                idem: get(&r, 7)?,
-                balance_after: get(&r, 8)?,
-            });
-        }
-        Ok(())
+        rows.iter()
+            .map(|r| {
+                Ok(AccountRow {
+                    user: get(r, 0)?,
+                    balance: get(r, 1)?,
+                    created_us: get(r, 2)?,
+                    created_by: get(r, 3)?,
+                })
+            })
+            .collect()
     }
 
-    fn each_chained(
-        &mut self,
-        f: &mut dyn FnMut(EntryColumns, Option<Vec<u8>>),
-    ) -> Result<(), AccountError> {
+    fn claims(&mut self) -> Result<Vec<(Claim, ClaimRecord)>, AccountError> {
+        let rows = self.query(
+            r#"SELECT "user", job, attempt, rank, node, digest, at_us FROM claims"#,
+            &[],
+        )?;
+        let mut out = Vec::new();
+        for r in &rows {
+            let job: String = get(r, 1)?;
+            let digest: Vec<u8> = get(r, 5)?;
+            let claim = claim_from_row(get(r, 0)?, &job, get(r, 2)?, get(r, 3)?, &digest)
+                .ok_or_else(|| storage(format!("claim of job {job} is not a valid claim")))?;
+            let record = ClaimRecord {
+                node: get(r, 4)?,
+                digest,
+                at_us: get(r, 6)?,
+            };
+            out.push((claim, record));
+        }
+        Ok(out)
+    }
+
+    fn each_chained(&mut self, f: &mut ChainedFn<'_>) -> Result<(), AccountError> {
         use postgres::fallible_iterator::FallibleIterator;
         let s = self.stmt(
             r#"SELECT id, at_us, "user", amount, kind, node, job, seq, rank, interval_start_us,
-                      interval_end_us, cpu_us, actor, reason, balance_after, hash
+                      interval_end_us, cpu_us, actor, reason, balance_after, hash, idem_key
                FROM entries ORDER BY id"#,
         )?;
         let params: [&(dyn ToSql + Sync); 0] = [];
@@ -367,7 +371,7 @@ impl<C: GenericClient> Rows for Pg<C> {
             .query_raw(&s, params.iter().copied())
             .map_err(pg_storage)?;
         while let Some(r) = rows.next().map_err(pg_storage)? {
-            f(entry_columns(&r)?, get(&r, 15)?);
+            f(entry_columns(&r)?, get(&r, 16)?, get(&r, 15)?);
         }
         Ok(())
     }

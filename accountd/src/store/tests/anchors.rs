@@ -55,7 +55,7 @@ async fn anchored_ledger(db: &TestDb, pki: &TestPki) -> AnchorSettings {
 fn rewrite_everything(db: &TestDb) {
     let mut rows = Vec::new();
     db.reader()
-        .each_chained(&mut |cols, _| rows.push(cols))
+        .each_chained(&mut |cols, _, _| rows.push(cols))
         .unwrap();
     let mut prev = chain::GENESIS;
     let mut sql = String::new();
