@@ -133,6 +133,16 @@ enum Cmd {
     },
     /// Show the identity accountd sees in your certificate.
     Whoami,
+    /// Copy a ledger into an empty one (SQLite to PostgreSQL or back), each
+    /// named by an accountd config file, and check the copy; with accountd stopped.
+    Migrate {
+        /// accountd config file of the ledger to copy.
+        #[arg(long)]
+        from: PathBuf,
+        /// accountd config file of the empty ledger to fill.
+        #[arg(long)]
+        to: PathBuf,
+    },
 }
 
 impl Window {
@@ -377,6 +387,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 return Ok(code);
             }
         }
+        Cmd::Migrate { .. } => bail!("migrate runs without accountd"),
         Cmd::Whoami => {
             let AccountReply::WhoAmI(i) = c.call(AccountOp::WhoAmI).await? else {
                 bail!("accountd gave an unexpected answer to whoami");
@@ -424,6 +435,21 @@ fn print_audit(a: &AuditReport) -> Option<ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Cmd::Migrate { from, to } = &cli.cmd {
+        return match accountd::ctl::migrate::run(from, to) {
+            Ok(m) => {
+                println!(
+                    "migrated {} accounts, {} entries, {} claims; every balance, the entry count and the chain head match, and the copy audits clean",
+                    m.accounts, m.entries, m.claims
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("accountctl: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Cmd::Audit {
         anchors: Some(anchors),
         ledger: Some(ledger),

@@ -34,22 +34,36 @@ pub enum OfflineAuditError {
     Ledger(AccountError),
 }
 
-/// Audits the ledger accountd's config file `config` names, and checks it
-/// against the signed heads in `anchors_file`.
-pub fn offline(config: &Path, anchors_file: &Path) -> Result<AuditReport, OfflineAuditError> {
-    let s = Settings::layered(Settings::read(config)?, &Flags::default())?;
-    let ca = s.tls.ca.clone().ok_or(ConfigError::Missing("ca"))?;
-    let postgres = match &s.store {
-        Some(store) => store.postgres()?,
-        None => None,
-    };
-    let mut rows: Box<dyn Rows> = match postgres {
+/// The settings of accountd's config file `config` (the file alone, no flags).
+pub fn settings(config: &Path) -> Result<Settings, ConfigError> {
+    Settings::layered(Settings::read(config)?, &Flags::default())
+}
+
+/// The PostgreSQL settings of `s`, if its ledger is in PostgreSQL.
+pub fn postgres_of(s: &Settings) -> Result<Option<pg::PgConfig>, ConfigError> {
+    match &s.store {
+        Some(store) => store.postgres(),
+        None => Ok(None),
+    }
+}
+
+/// The ledger `s` names, opened for reading only.
+pub fn open_ledger(s: &Settings) -> Result<Box<dyn Rows>, OfflineAuditError> {
+    Ok(match postgres_of(s)? {
         Some(cfg) => Box::new(Pg::new(pg::connect(&cfg)?, Cache::default())),
         None => {
             let db = s.database.clone().ok_or(ConfigError::Missing("database"))?;
             Box::new(Lite(schema::open_reader(&db)?))
         }
-    };
+    })
+}
+
+/// Audits the ledger accountd's config file `config` names, and checks it
+/// against the signed heads in `anchors_file`.
+pub fn offline(config: &Path, anchors_file: &Path) -> Result<AuditReport, OfflineAuditError> {
+    let s = settings(config)?;
+    let ca = s.tls.ca.clone().ok_or(ConfigError::Missing("ca"))?;
+    let mut rows = open_ledger(&s)?;
     let kept = anchors::read(anchors_file)?;
     for a in &kept {
         a.verify(&ca)?;

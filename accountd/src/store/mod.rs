@@ -17,6 +17,7 @@ pub mod chain;
 pub mod claims;
 pub mod ledger;
 pub mod lite;
+pub mod migrate;
 pub mod pg;
 pub mod query;
 pub mod rows;

@@ -486,3 +486,5 @@ mod anchors;
 mod chain;
 #[cfg(test)]
 mod lite;
+#[cfg(test)]
+mod migrate;

@@ -20,6 +20,7 @@ mod interrupt;
 mod job_control;
 mod launch;
 mod ledger_pg;
+mod ledger_pg_crash;
 mod market_charges;
 mod market_checks;
 mod market_crash;

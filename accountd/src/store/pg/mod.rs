@@ -39,6 +39,9 @@ pub struct PgConfig {
     pub ca: Option<PathBuf>,
 }
 
+/// How long the liveness check of a connection may take.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Prepared statements of one connection, by SQL text.
 pub type Cache = Arc<Mutex<HashMap<&'static str, Statement>>>;
 
@@ -119,9 +122,15 @@ impl Link {
         }
     }
 
-    /// The live connection, connecting again if it was lost.
+    /// The live connection, connecting again if it was lost. A connection the
+    /// server ended (a restart) may not know it yet, so each use first checks
+    /// it with an empty query: one round trip per group commit or query.
     fn get(&mut self) -> Result<(&mut Client, Cache), AccountError> {
-        if self.client.as_ref().is_some_and(Client::is_closed) {
+        let alive = match self.client.as_mut() {
+            Some(c) => !c.is_closed() && c.is_valid(PROBE_TIMEOUT).is_ok(),
+            None => false,
+        };
+        if !alive {
             self.client = None;
         }
         if self.client.is_none() {
