@@ -23,6 +23,7 @@ pub struct Postgres {
     dir: tempfile::TempDir,
     port: u16,
     as_postgres: bool,
+    tls: bool,
 }
 
 /// Whether a server can be started here: the binaries are installed.
@@ -37,6 +38,16 @@ fn is_root() -> bool {
 impl Postgres {
     /// Initialises a cluster in a new temporary directory and starts it.
     pub fn start() -> Postgres {
+        Postgres::start_with(None)
+    }
+
+    /// Like [`Postgres::start`], also listening on `127.0.0.1` with TLS only
+    /// there, with the certificate and key (PEM) given.
+    pub fn start_tls(cert: &Path, key: &Path) -> Postgres {
+        Postgres::start_with(Some((cert, key)))
+    }
+
+    fn start_with(tls: Option<(&Path, &Path)>) -> Postgres {
         let dir = tempfile::Builder::new()
             .prefix("rexec-pg")
             .tempdir()
@@ -50,10 +61,31 @@ impl Postgres {
                 .is_ok_and(|s| s.success());
             assert!(ok, "cannot hand {} to user postgres", dir.path().display());
         }
+        if let Some((cert, key)) = tls {
+            for (from, to) in [(cert, "server.crt"), (key, "server.key")] {
+                let to = dir.path().join(to);
+                std::fs::copy(from, &to).expect("copy the TLS files");
+                let ok = Command::new("chmod")
+                    .arg("0600")
+                    .arg(&to)
+                    .status()
+                    .is_ok_and(|s| s.success());
+                assert!(ok, "chmod {}", to.display());
+                if as_postgres {
+                    let ok = Command::new("chown")
+                        .arg("postgres:postgres")
+                        .arg(&to)
+                        .status()
+                        .is_ok_and(|s| s.success());
+                    assert!(ok, "chown {}", to.display());
+                }
+            }
+        }
         let pg = Postgres {
             dir,
             port: testhost::net::port(),
             as_postgres,
+            tls: tls.is_some(),
         };
         let data = pg.data();
         pg.run(
@@ -125,11 +157,19 @@ impl Postgres {
     }
 
     fn pg_ctl_start(&self) {
-        let opts = format!(
-            "-k {} -p {} -c listen_addresses='' -c max_connections=200",
+        let mut opts = format!(
+            "-k {} -p {} -c max_connections=200",
             self.socket_dir().display(),
             self.port
         );
+        if self.tls {
+            let d = self.dir.path().display();
+            opts.push_str(&format!(
+                " -c listen_addresses=127.0.0.1 -c ssl=on -c ssl_cert_file={d}/server.crt -c ssl_key_file={d}/server.key"
+            ));
+        } else {
+            opts.push_str(" -c listen_addresses=''");
+        }
         let log = self.dir.path().join("server.log").display().to_string();
         self.run(
             "pg_ctl",

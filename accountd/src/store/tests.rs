@@ -488,3 +488,5 @@ mod chain;
 mod lite;
 #[cfg(test)]
 mod migrate;
+#[cfg(test)]
+mod tls;
