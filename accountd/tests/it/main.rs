@@ -11,7 +11,12 @@ mod garbage;
 mod journal;
 mod ledger;
 mod limits;
+mod migrate_cli;
 mod peers;
 mod reload;
 mod roles;
 mod support;
+
+#[path = "../../../tests/src/postgres.rs"]
+#[allow(dead_code)]
+mod pgserver;
