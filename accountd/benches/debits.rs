@@ -4,9 +4,18 @@
 //! `synchronous=FULL`, the real server entry point; each connection is one
 //! node sending debits back to back (a debit is counted when its durable
 //! acknowledgement arrives). Run with `cargo bench -p accountd --bench debits`.
+//!
+//! `DEBITS_POSTGRES=1` measures, in the same run, group commit at 64
+//! connections on SQLite, on PostgreSQL behind one accountd, and behind two
+//! accountd sharing the database (32 connections each), on a real PostgreSQL
+//! server of the benchmark's own (`tests/src/postgres.rs`, fsync on).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+#[path = "../../tests/src/postgres.rs"]
+#[allow(dead_code)]
+mod pgserver;
 
 use accountd::server::{Server, ServerConfig};
 use accountd::store::StoreConfig;
@@ -38,17 +47,25 @@ impl Result_ {
     }
 }
 
-async fn measure(pki: &TestPki, conns: u64, max_batch: usize) -> Result_ {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let db = dir.path().join("bench.db");
+/// Where the ledger is: SQLite, or PostgreSQL behind this many accountd.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ledger {
+    Lite,
+    Pg(usize),
+}
+
+/// Starts an accountd on `store`; its address, and the stop switch and task.
+async fn serve(
+    pki: &TestPki,
+    store: StoreConfig,
+) -> (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
     let cfg = ServerConfig {
         tls: pki.tls_paths(Role::Service, "accountd"),
-        store: StoreConfig {
-            path: db.clone(),
-            create: true,
-            max_batch,
-            max_entry: i64::MAX,
-        },
+        store,
         max_connections: 1024,
         idle_timeout: Duration::from_secs(60),
         max_frame: proto::DEFAULT_MAX_FRAME,
@@ -61,9 +78,45 @@ async fn measure(pki: &TestPki, conns: u64, max_batch: usize) -> Result_ {
         .expect("bind");
     let addr = listener.local_addr().expect("addr").to_string();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server_task = tokio::spawn(server.run(listener, async move {
+    let task = tokio::spawn(server.run(listener, async move {
         let _ = stop_rx.await;
     }));
+    (addr, stop_tx, task)
+}
+
+async fn measure(pki: &TestPki, conns: u64, max_batch: usize, ledger: Ledger) -> Result_ {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("bench.db");
+    let pg = match ledger {
+        Ledger::Lite => None,
+        Ledger::Pg(_) => {
+            let s = pgserver::Postgres::start();
+            s.create_db("ledger");
+            Some(s)
+        }
+    };
+    let store = StoreConfig {
+        path: db.clone(),
+        postgres: pg.as_ref().map(|s| accountd::store::pg::PgConfig {
+            conninfo: s.conninfo("ledger"),
+            password_file: None,
+            ca: None,
+        }),
+        anchors: None,
+        create: true,
+        max_batch,
+        max_entry: i64::MAX,
+    };
+    let instances = match ledger {
+        Ledger::Lite => 1,
+        Ledger::Pg(n) => n,
+    };
+    let mut servers = Vec::new();
+    for _ in 0..instances {
+        servers.push(serve(pki, store.clone()).await);
+    }
+    let addrs: Vec<String> = servers.iter().map(|s| s.0.clone()).collect();
+    let addr = addrs[0].clone();
     let admin = certs::connector(&pki.tls_paths(Role::Admin, "ops")).expect("admin tls");
     let mut a = AccountClient::connect(&addr, &admin, "accountd", Duration::from_secs(10))
         .await
@@ -79,8 +132,9 @@ async fn measure(pki: &TestPki, conns: u64, max_batch: usize) -> Result_ {
     let mut clients = Vec::new();
     for n in 0..conns {
         let tls = certs::connector(&pki.tls_paths(Role::Node, &format!("n{n}"))).expect("node tls");
+        let addr = &addrs[n as usize % addrs.len()];
         clients.push(
-            AccountClient::connect(&addr, &tls, "accountd", Duration::from_secs(30))
+            AccountClient::connect(addr, &tls, "accountd", Duration::from_secs(30))
                 .await
                 .expect("connect"),
         );
@@ -124,17 +178,19 @@ async fn measure(pki: &TestPki, conns: u64, max_batch: usize) -> Result_ {
         all.extend(t.await.expect("client task"));
     }
     let secs = start.elapsed().as_secs_f64();
-    let _ = stop_tx.send(());
-    server_task.await.expect("server task");
-    // Every acknowledged debit is in the file.
-    let conn = rusqlite::Connection::open(&db).expect("reopen");
-    let n: i64 = conn
-        .query_row(
-            "SELECT COUNT(*) FROM entries WHERE kind = 'debit'",
-            [],
-            |r| r.get(0),
-        )
-        .expect("count");
+    for (_, stop, task) in servers {
+        let _ = stop.send(());
+        task.await.expect("server task");
+    }
+    // Every acknowledged debit is in the ledger.
+    let count = "SELECT COUNT(*) FROM entries WHERE kind = 'debit'";
+    let n: i64 = match &pg {
+        Some(s) => s.psql("ledger", count).parse().expect("count"),
+        None => rusqlite::Connection::open(&db)
+            .expect("reopen")
+            .query_row(count, [], |r| r.get(0))
+            .expect("count"),
+    };
     assert_eq!(
         n as usize,
         all.len(),
@@ -175,21 +231,31 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok());
     let mut points = Vec::new();
-    for (mode, batch) in [
-        ("group commit (batch 1024)", 1024usize),
-        ("one transaction per debit", 1),
-    ] {
-        for conns in [1u64, 8, 64]
-            .into_iter()
-            .filter(|c| only.is_none_or(|o| o == *c))
-        {
-            points.push((mode, batch, conns, Vec::new()));
+    if std::env::var_os("DEBITS_POSTGRES").is_some() {
+        for (mode, ledger) in [
+            ("SQLite, group commit", Ledger::Lite),
+            ("PostgreSQL, 1 accountd", Ledger::Pg(1)),
+            ("PostgreSQL, 2 accountd", Ledger::Pg(2)),
+        ] {
+            points.push((mode, TARGET_BATCH, TARGET_CONNS, ledger, Vec::new()));
+        }
+    } else {
+        for (mode, batch) in [
+            ("group commit (batch 1024)", 1024usize),
+            ("one transaction per debit", 1),
+        ] {
+            for conns in [1u64, 8, 64]
+                .into_iter()
+                .filter(|c| only.is_none_or(|o| o == *c))
+            {
+                points.push((mode, batch, conns, Ledger::Lite, Vec::new()));
+            }
         }
     }
     // Interleave the repetitions so that a noisy neighbour hurts every mode alike.
     for _ in 0..REPEAT {
-        for (_, batch, conns, runs) in points.iter_mut() {
-            runs.push(rt.block_on(measure(&pki, *conns, *batch)));
+        for (_, batch, conns, ledger, runs) in points.iter_mut() {
+            runs.push(rt.block_on(measure(&pki, *conns, *batch, *ledger)));
         }
     }
     println!(
@@ -197,7 +263,7 @@ fn main() {
         "mode", "conns", "debits", "debits/s", "p50 ms", "p99 ms", "best/s"
     );
     let mut target = None;
-    for (mode, batch, conns, mut runs) in points {
+    for (mode, batch, conns, _, mut runs) in points {
         runs.sort_by(|a, b| a.rate().total_cmp(&b.rate()));
         let best = runs.last().map(Result_::rate).unwrap_or(0.0);
         let r = &runs[runs.len() / 2];

@@ -30,7 +30,21 @@
 //!
 //! [metrics]                 # Prometheus metrics, off without it (see `crate::metrics`)
 //! listen = "127.0.0.1:9471"
+//!
+//! [store]                   # the ledger in PostgreSQL instead of `database` (optional)
+//! postgres = "host=db1 port=5432 dbname=ledger user=accountd sslmode=require"
+//! password_file = "/etc/rexec/accountd-db.password"   # or peer authentication
+//! ca = "/etc/rexec/db-ca.pem"   # the database server's CA: TLS to it, verified
+//! anchors = "/var/lib/rexec/anchors"   # signed chain heads appended here (optional)
+//! anchor_entries = 1000     # a head every this many entries
+//! anchor_secs = 600         #   or this often while the ledger grows
 //! ```
+//!
+//! With `[store] postgres` the ledger lives in that database, which any number
+//! of accountd may serve at once, and `database` is not used. The connection
+//! string must not hold a password (it would show in `ps` and logs): the
+//! password goes in `password_file`, or the server authenticates the Unix user
+//! (`peer`, over its socket: `host=/var/run/postgresql`).
 //!
 //! With a `[discovery]` table accountd announces itself (kind `Account`, the name
 //! in its certificate, and its address) every period, so nodes and clients with
@@ -81,9 +95,79 @@ pub struct Settings {
     pub limits: Limits,
     /// `[metrics] listen`: where to serve Prometheus metrics (off without it).
     pub metrics: Option<exposition::MetricsFile>,
+    /// `[store]`: the ledger in PostgreSQL.
+    pub store: Option<StoreFile>,
     /// Any other key: refused by name.
     #[serde(flatten)]
     _unknown: NoOtherKeys,
+}
+
+/// `[store]`: where the ledger lives when not in the SQLite `database`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct StoreFile {
+    /// PostgreSQL connection string (`host=… dbname=… user=…`), without a password.
+    pub postgres: Option<String>,
+    /// File holding the database password.
+    pub password_file: Option<PathBuf>,
+    /// CA certificate of the database server (TLS, verified).
+    pub ca: Option<PathBuf>,
+    /// File the signed chain heads are appended to (off without it).
+    pub anchors: Option<PathBuf>,
+    /// Entries between two signed chain heads [default: 1000].
+    pub anchor_entries: Option<i64>,
+    /// Seconds between two signed chain heads while the ledger grows [default: 600].
+    pub anchor_secs: Option<u64>,
+    /// Any other key: refused by name.
+    #[serde(flatten)]
+    _unknown: NoOtherKeys,
+}
+
+impl StoreFile {
+    /// Where and how often to sign chain heads, with the service key and
+    /// certificate that sign; `None` without `anchors`.
+    pub fn anchors(
+        &self,
+        key: &Path,
+        cert: &Path,
+    ) -> Result<Option<crate::store::anchors::AnchorSettings>, ConfigError> {
+        let Some(path) = &self.anchors else {
+            return Ok(None);
+        };
+        let entries = self.anchor_entries.unwrap_or(1000);
+        let secs = self.anchor_secs.unwrap_or(600);
+        if entries < 1 || secs < 1 {
+            return Err(ConfigError::Invalid {
+                what: "[store] anchor_entries/anchor_secs",
+                message: "must be at least 1".into(),
+            });
+        }
+        Ok(Some(crate::store::anchors::AnchorSettings {
+            path: path.clone(),
+            key: key.to_path_buf(),
+            cert: cert.to_path_buf(),
+            entries,
+            interval: Duration::from_secs(secs),
+        }))
+    }
+
+    /// The PostgreSQL settings, `None` when no `postgres` is configured.
+    pub fn postgres(&self) -> Result<Option<crate::store::pg::PgConfig>, ConfigError> {
+        let Some(conninfo) = &self.postgres else {
+            if self.password_file.is_some() || self.ca.is_some() {
+                return Err(ConfigError::Invalid {
+                    what: "[store]",
+                    message: "password_file and ca need postgres = \"host=… dbname=… user=…\""
+                        .into(),
+                });
+            }
+            return Ok(None);
+        };
+        Ok(Some(crate::store::pg::PgConfig {
+            conninfo: conninfo.clone(),
+            password_file: self.password_file.clone(),
+            ca: self.ca.clone(),
+        }))
+    }
 }
 
 /// `[limits]`.

@@ -63,14 +63,33 @@ fn resolve(flags: Flags) -> Result<Resolved, ConfigError> {
             message: "must be 1..=65536".into(),
         });
     }
+    let postgres = match &s.store {
+        Some(store) => store.postgres()?,
+        None => None,
+    };
+    let anchors = match &s.store {
+        Some(store) => store.anchors(&tls.key, &tls.cert)?,
+        None => None,
+    };
     let cfg = ServerConfig {
         tls,
         store: StoreConfig {
-            path: s
-                .database
-                .clone()
-                .ok_or(ConfigError::Missing("database (--database)"))?,
+            path: match (&s.database, &postgres) {
+                (Some(_), Some(_)) => {
+                    return Err(ConfigError::Invalid {
+                        what: "database",
+                        message:
+                            "the ledger is either a SQLite database or [store] postgres, not both"
+                                .into(),
+                    });
+                }
+                (Some(p), None) => p.clone(),
+                (None, Some(_)) => PathBuf::new(),
+                (None, None) => return Err(ConfigError::Missing("database (--database)")),
+            },
             create: flags.init,
+            postgres,
+            anchors,
             max_batch,
             max_entry,
         },
@@ -180,7 +199,10 @@ async fn real_main(flags: Flags) -> anyhow::Result<()> {
             "no revocation list configured (--crl or `crl` in the config file): revoked certificates are accepted"
         );
     }
-    let db = cfg.store.path.clone();
+    let db = match &cfg.store.postgres {
+        Some(pg) => format!("postgres: {}", pg.conninfo),
+        None => cfg.store.path.display().to_string(),
+    };
     let mut server = Server::open(cfg)?;
     if let Some(addr) = metrics {
         let endpoint = exposition::Endpoint::bind(addr)
@@ -195,7 +217,7 @@ async fn real_main(flags: Flags) -> anyhow::Result<()> {
     let addr = listener
         .local_addr()
         .context("cannot read the bound address")?;
-    tracing::info!(%addr, database = %db.display(), "accountd listening");
+    tracing::info!(%addr, database = %db, "accountd listening");
     if let Some(setup) = announce {
         start_announcing(setup, &cert, addr)?;
     }

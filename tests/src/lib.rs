@@ -15,6 +15,8 @@
 //! - [`node`]: one `rexecd` process: flags, log, ready file, start-up.
 //! - [`selectors`]: nodes announcing on loopback multicast, real vexecd
 //!   selectors, client configurations that name selectors or only the group.
+//! - [`postgres`]: a real PostgreSQL server in a temporary directory (the
+//!   ledger's second backend).
 //! - [`prometheus`]: a real Prometheus server scraping the daemons, and PromQL
 //!   queries through its HTTP API.
 //! - [`rexec`]: running the `rexec` binary and collecting what it prints.
@@ -45,6 +47,7 @@ pub mod market;
 pub mod netns;
 pub mod node;
 pub mod pattern;
+pub mod postgres;
 pub mod procs;
 pub mod prometheus;
 pub mod proxy;

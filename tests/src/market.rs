@@ -271,9 +271,12 @@ impl Accountd {
                 .open(self.log())
                 .expect("cannot open the accountd log");
             let mut cmd = crate::netns::command_in(self.netns.as_deref(), bin("accountd"));
-            cmd.args(["--listen", &self.addr, "--database"])
-                .arg(self.dir.path().join("ledger.db"))
-                .arg("--ready-file")
+            cmd.args(["--listen", &self.addr]);
+            // A ledger in PostgreSQL (`[store]` in the config) has no file.
+            if !self.config.contains("[store]") {
+                cmd.arg("--database").arg(self.dir.path().join("ledger.db"));
+            }
+            cmd.arg("--ready-file")
                 .arg(&ready)
                 .arg("--ca")
                 .arg(&self.service.ca)

@@ -118,11 +118,31 @@ enum Cmd {
         #[command(flatten)]
         window: Window,
     },
-    /// Check every balance against its entries and every key for uniqueness (admin);
-    /// exits with status 3 when something is wrong.
-    Audit,
+    /// Check every balance against its entries, every key for uniqueness and the
+    /// hash chain (admin); exits with status 3 when something is wrong.
+    Audit {
+        /// Also check the ledger against the signed chain heads in this file
+        /// (accountd's `[store] anchors`); runs on the database itself, named
+        /// by `--ledger`.
+        #[arg(long, requires = "ledger")]
+        anchors: Option<PathBuf>,
+        /// accountd's config file, whose ledger (SQLite `database` or `[store]
+        /// postgres`) and CA the audit with `--anchors` uses.
+        #[arg(long, requires = "anchors")]
+        ledger: Option<PathBuf>,
+    },
     /// Show the identity accountd sees in your certificate.
     Whoami,
+    /// Copy a ledger into an empty one (SQLite to PostgreSQL or back), each
+    /// named by an accountd config file, and check the copy; with accountd stopped.
+    Migrate {
+        /// accountd config file of the ledger to copy.
+        #[arg(long)]
+        from: PathBuf,
+        /// accountd config file of the empty ledger to fill.
+        #[arg(long)]
+        to: PathBuf,
+    },
 }
 
 impl Window {
@@ -359,41 +379,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             print!("{}", render_report(&rows, name, window.format()));
         }
-        Cmd::Audit => {
+        Cmd::Audit { .. } => {
             let AccountReply::Audit(a) = c.call(AccountOp::Audit).await? else {
                 bail!("accountd gave an unexpected answer to audit");
             };
-            if a.problems.is_empty() {
-                println!(
-                    "audit passed: {} accounts, {} entries, every balance equals its entries, every key unique",
-                    a.accounts, a.entries
-                );
-            } else {
-                println!(
-                    "audit FAILED: {} problems in {} accounts, {} entries",
-                    a.problems.len(),
-                    a.accounts,
-                    a.entries
-                );
-                for p in &a.problems {
-                    let ids: Vec<String> = p.entry_ids.iter().map(|i| i.to_string()).collect();
-                    let user = p
-                        .user
-                        .as_deref()
-                        .map(|u| format!(" [user {u}]"))
-                        .unwrap_or_default();
-                    let rows = if ids.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" [entries {}]", ids.join(","))
-                    };
-                    println!("  {}{user}{rows}", p.what);
-                }
-                // 3, not 2: clap already exits 2 for a bad command line, and a
-                // script must be able to tell "the ledger is wrong" from a typo.
-                return Ok(ExitCode::from(3));
+            if let Some(code) = print_audit(&a) {
+                return Ok(code);
             }
         }
+        Cmd::Migrate { .. } => bail!("migrate runs without accountd"),
         Cmd::Whoami => {
             let AccountReply::WhoAmI(i) = c.call(AccountOp::WhoAmI).await? else {
                 bail!("accountd gave an unexpected answer to whoami");
@@ -405,8 +399,70 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Prints an audit report; `Some(3)` when it found problems (3, not 2: clap
+/// already exits 2 for a bad command line, and a script must be able to tell
+/// "the ledger is wrong" from a typo).
+fn print_audit(a: &AuditReport) -> Option<ExitCode> {
+    if a.problems.is_empty() {
+        println!(
+            "audit passed: {} accounts, {} entries, every balance equals its entries, every key unique, the hash chain intact",
+            a.accounts, a.entries
+        );
+        return None;
+    }
+    println!(
+        "audit FAILED: {} problems in {} accounts, {} entries",
+        a.problems.len(),
+        a.accounts,
+        a.entries
+    );
+    for p in &a.problems {
+        let ids: Vec<String> = p.entry_ids.iter().map(|i| i.to_string()).collect();
+        let user = p
+            .user
+            .as_deref()
+            .map(|u| format!(" [user {u}]"))
+            .unwrap_or_default();
+        let rows = if ids.is_empty() {
+            String::new()
+        } else {
+            format!(" [entries {}]", ids.join(","))
+        };
+        println!("  {}{user}{rows}", p.what);
+    }
+    Some(ExitCode::from(3))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Cmd::Migrate { from, to } = &cli.cmd {
+        return match accountd::ctl::migrate::run(from, to) {
+            Ok(m) => {
+                println!(
+                    "migrated {} accounts, {} entries, {} claims; every balance, the entry count and the chain head match, and the copy audits clean",
+                    m.accounts, m.entries, m.claims
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("accountctl: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if let Cmd::Audit {
+        anchors: Some(anchors),
+        ledger: Some(ledger),
+    } = &cli.cmd
+    {
+        return match accountd::ctl::audit::offline(ledger, anchors) {
+            Ok(a) => print_audit(&a).unwrap_or(ExitCode::SUCCESS),
+            Err(e) => {
+                eprintln!("accountctl: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -4,7 +4,11 @@
 //!   client config file every rexec tool shares).
 //! - [`render`]: what a ledger listing shows (the columns of entries and report rows).
 //! - [`format`]: how any listing is laid out (table, JSON or CSV).
+//! - [`audit`]: the audit run on the database itself, against signed chain heads.
+//! - [`migrate`]: copying a ledger from SQLite to PostgreSQL or back.
 
+pub mod audit;
 pub mod format;
+pub mod migrate;
 pub mod render;
 pub mod settings;

@@ -1,21 +1,27 @@
 //! The audit: proves the ledger's invariants from the rows themselves and
-//! names the rows involved when one fails. Checked: SQLite's own page-level
-//! consistency; every account's balance equals the sum of its entries; each
+//! names the rows involved when one fails, on either backend. Checked: the
+//! database's own consistency (SQLite's `quick_check`); every account's balance equals the sum of its entries; each
 //! entry's `balance_after` equals the running sum up to it; every entry
 //! belongs to an account; amounts have the sign their kind demands;
 //! idempotency keys are present exactly on debits and refunds, match their
 //! columns, and are unique; entry ids run without a gap from 1 to the last id
-//! SQLite gave out, so a deleted entry is named even when the balances were
-//! changed to hide it. (Ids are consecutive because every insert into
+//! the backend gave out, so a deleted entry is named even when the balances
+//! were changed to hide it. (Ids are consecutive because every insert into
 //! `entries` either commits or is rolled back with its transaction or
-//! savepoint, which also rolls back the AUTOINCREMENT counter.)
+//! savepoint, which also rolls back SQLite's AUTOINCREMENT counter and
+//! PostgreSQL's `head.last_id`.) And the hash chain ([`super::chain`]): the
+//! first entry whose stored hash does not follow from its content and the
+//! hash before it is named, which catches a changed, deleted or inserted
+//! entry even when balances and ids were made to agree.
 
 use std::collections::HashMap;
 
 use proto::account::{AccountError, AuditProblem, AuditReport, DebitKey, EntryKind};
-use rusqlite::{Connection, OptionalExtension};
 
-use super::ledger::{key_text, storage};
+use super::chain::Verifier;
+use super::ledger::key_text;
+use super::query::EntryColumns;
+use super::rows::Rows;
 
 /// Most problems listed in one report (the count of the rest is reported).
 pub const MAX_PROBLEMS: usize = 1000;
@@ -40,48 +46,34 @@ impl Problems {
 
 /// Runs every check. Problems come back in the report; only a failure to read
 /// the ledger is an error.
-pub fn audit(conn: &Connection) -> Result<AuditReport, AccountError> {
+pub fn audit(db: &mut dyn Rows) -> Result<AuditReport, AccountError> {
     let mut p = Problems(Vec::new(), 0);
-    let check: String = conn
-        .query_row("PRAGMA quick_check", [], |r| r.get(0))
-        .map_err(storage)?;
-    if check != "ok" {
-        p.push(format!("SQLite quick_check failed: {check}"), None, vec![]);
+    if let Some(failed) = db.integrity()? {
+        p.push(failed, None, vec![]);
     }
-    let mut accounts: HashMap<String, i64> = HashMap::new();
-    {
-        let mut s = conn
-            .prepare("SELECT user, balance FROM accounts")
-            .map_err(storage)?;
-        let rows = s
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .map_err(storage)?;
-        for row in rows {
-            let (u, b) = row.map_err(storage)?;
-            accounts.insert(u, b);
-        }
-    }
+    let accounts: HashMap<String, i64> = db
+        .accounts()?
+        .into_iter()
+        .map(|a| (a.user, a.balance))
+        .collect();
     let mut sums: HashMap<String, (i64, bool)> = HashMap::new();
     let mut keys: HashMap<String, Vec<i64>> = HashMap::new();
     let mut entries = 0u64;
-    let mut s = conn
-        .prepare(
-            "SELECT id, user, amount, kind, node, job, seq, idem_key, balance_after
-             FROM entries ORDER BY user, id",
-        )
-        .map_err(storage)?;
-    let mut rows = s.query([]).map_err(storage)?;
-    while let Some(r) = rows.next().map_err(storage)? {
+    let mut chain = Verifier::default();
+    db.each_chained(&mut |cols, idem, hash| {
+        chain.next(&cols, hash.as_deref());
         entries += 1;
-        let id: i64 = r.get(0).map_err(storage)?;
-        let user: String = r.get(1).map_err(storage)?;
-        let amount: i64 = r.get(2).map_err(storage)?;
-        let kind: String = r.get(3).map_err(storage)?;
-        let node: Option<String> = r.get(4).map_err(storage)?;
-        let job: Option<String> = r.get(5).map_err(storage)?;
-        let seq: Option<i64> = r.get(6).map_err(storage)?;
-        let idem: Option<String> = r.get(7).map_err(storage)?;
-        let after: i64 = r.get(8).map_err(storage)?;
+        let EntryColumns {
+            id,
+            user,
+            amount,
+            kind,
+            node,
+            job,
+            seq,
+            balance_after: after,
+            ..
+        } = cols;
         let u = Some(user.as_str());
         if !accounts.contains_key(&user) {
             p.push(
@@ -159,8 +151,11 @@ pub fn audit(conn: &Connection) -> Result<AuditReport, AccountError> {
             );
             *broken = true;
         }
+    })?;
+    missing_entries(db, &mut p)?;
+    if let Some((id, why)) = chain.first_break {
+        p.push(why, None, vec![id]);
     }
-    missing_entries(conn, &mut p)?;
     let mut users: Vec<_> = accounts.iter().collect();
     users.sort();
     for (user, balance) in users {
@@ -198,39 +193,9 @@ pub fn audit(conn: &Connection) -> Result<AuditReport, AccountError> {
 }
 
 /// Reports each run of entry ids that is absent: between two entries, or
-/// after the last one up to the last id SQLite handed out (`sqlite_sequence`).
-fn missing_entries(conn: &Connection, p: &mut Problems) -> Result<(), AccountError> {
-    let mut gaps: Vec<(i64, i64)> = Vec::new();
-    {
-        let mut s = conn
-            .prepare(
-                "SELECT prev + 1, id - 1 FROM (
-                     SELECT id, LAG(id, 1, 0) OVER (ORDER BY id) AS prev FROM entries
-                 ) WHERE id > prev + 1",
-            )
-            .map_err(storage)?;
-        let rows = s
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .map_err(storage)?;
-        for row in rows {
-            gaps.push(row.map_err(storage)?);
-        }
-    }
-    let last: i64 = conn
-        .query_row("SELECT COALESCE(MAX(id), 0) FROM entries", [], |r| r.get(0))
-        .map_err(storage)?;
-    let given_out: i64 = conn
-        .query_row(
-            "SELECT seq FROM sqlite_sequence WHERE name = 'entries'",
-            [],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(storage)?
-        .unwrap_or(0);
-    if given_out > last {
-        gaps.push((last + 1, given_out));
-    }
+/// after the last one up to the last id the backend handed out.
+fn missing_entries(db: &mut dyn Rows, p: &mut Problems) -> Result<(), AccountError> {
+    let gaps = db.missing_ids()?;
     for (first, end) in gaps {
         let what = if first == end {
             format!("entry {first} is missing: entries are never deleted")

@@ -12,24 +12,13 @@
 //! Like every ledger write, each refusal is decided before the first write.
 
 use proto::account::{AccountError, Claim, ErrorCode};
-use rusqlite::{Connection, OptionalExtension, params};
 
-use super::ledger::storage;
+pub use super::rows::ClaimRecord;
+use super::rows::Rows;
 use crate::validate::check_name;
 
-/// Who first claimed a key, as stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimRecord {
-    /// The node that claimed it.
-    pub node: String,
-    /// SHA-256 of the signed spec it claimed.
-    pub digest: Vec<u8>,
-    /// When, UTC microseconds.
-    pub at_us: i64,
-}
-
 /// Claims `c` for the node whose actor is `actor` (`node:NAME`, as authorised).
-pub fn claim(conn: &Connection, c: &Claim, actor: &str, now: i64) -> Result<(), AccountError> {
+pub fn claim(db: &mut dyn Rows, c: &Claim, actor: &str, now: i64) -> Result<(), AccountError> {
     let node = actor.strip_prefix("node:").ok_or_else(|| {
         AccountError::new(
             ErrorCode::Forbidden,
@@ -42,7 +31,7 @@ pub fn claim(conn: &Connection, c: &Claim, actor: &str, now: i64) -> Result<(), 
         "rank {} of attempt {} of job {job} of user {}",
         c.rank, c.attempt, c.user
     );
-    match existing(conn, c)? {
+    match existing(db, c)? {
         None => {}
         Some(first) if first.digest != c.digest => {
             return Err(AccountError::new(
@@ -65,42 +54,12 @@ pub fn claim(conn: &Connection, c: &Claim, actor: &str, now: i64) -> Result<(), 
             ));
         }
     }
-    conn.prepare_cached(
-        "INSERT INTO claims(user, job, attempt, rank, node, digest, at_us)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )
-    .and_then(|mut s| {
-        s.execute(params![
-            c.user,
-            job,
-            c.attempt,
-            c.rank,
-            node,
-            &c.digest[..],
-            now
-        ])
-    })
-    .map_err(storage)?;
-    Ok(())
+    db.insert_claim(c, node, now)
 }
 
 /// The first claim of `c`'s key, if any.
-pub fn existing(conn: &Connection, c: &Claim) -> Result<Option<ClaimRecord>, AccountError> {
-    conn.prepare_cached(
-        "SELECT node, digest, at_us FROM claims
-         WHERE user = ?1 AND job = ?2 AND attempt = ?3 AND rank = ?4",
-    )
-    .and_then(|mut s| {
-        s.query_row(params![c.user, c.job.to_string(), c.attempt, c.rank], |r| {
-            Ok(ClaimRecord {
-                node: r.get(0)?,
-                digest: r.get(1)?,
-                at_us: r.get(2)?,
-            })
-        })
-        .optional()
-    })
-    .map_err(storage)
+pub fn existing(db: &mut dyn Rows, c: &Claim) -> Result<Option<ClaimRecord>, AccountError> {
+    db.claim_of(c)
 }
 
 #[cfg(test)]

@@ -1,8 +1,11 @@
 //! Writes to the ledger: debits, refunds, account creation, grants and
-//! adjustments. Each function checks its input, then writes one entry and the
-//! matching balance update on the connection it is given (the writer runs it
-//! inside a savepoint of the current group-commit transaction, so either both
-//! land or neither does).
+//! adjustments, written once against the storage interface ([`Rows`]). Each
+//! function checks its input, then writes one entry and the matching balance
+//! update in the transaction it is given (the writer runs it inside the
+//! current group-commit transaction, so either both land or neither does).
+//! The backends serialise write transactions (SQLite's `BEGIN IMMEDIATE`,
+//! PostgreSQL's lock on the chain head row, see [`super::pg`]), so a key
+//! looked up here cannot be taken by another accountd before the commit.
 //!
 //! Every refusal (bad input, unknown user, overflow, conflict) is decided
 //! before the function's first write, so a refused operation leaves nothing
@@ -24,17 +27,12 @@ use proto::account::{
     AccountBalance, AccountError, ChargeReceipt, Debit, DebitKey, EntryKind, EntryReceipt,
     ErrorCode, Refund,
 };
-use rusqlite::{Connection, OptionalExtension, params};
 
+use super::chain;
+use super::query::EntryColumns;
+pub use super::rows::storage;
+use super::rows::{ChargeContent, EntryRow, Rows};
 use crate::validate::{check_name, check_nonzero, check_positive, check_reason};
-
-/// Maps an unexpected SQLite error to a retryable storage error.
-pub fn storage(e: rusqlite::Error) -> AccountError {
-    AccountError::new(
-        ErrorCode::Storage,
-        format!("ledger storage error ({e}); retry later and tell the operator if it persists"),
-    )
-}
 
 fn unknown_user(user: &str) -> AccountError {
     AccountError::new(
@@ -76,47 +74,22 @@ fn to_i64(what: &str, v: u64) -> Result<i64, AccountError> {
 }
 
 /// Current balance of `user`, or `None` when there is no such account.
-pub fn balance_of(conn: &Connection, user: &str) -> Result<Option<i64>, AccountError> {
-    conn.prepare_cached("SELECT balance FROM accounts WHERE user = ?1")
-        .and_then(|mut s| s.query_row([user], |r| r.get(0)).optional())
-        .map_err(storage)
+pub fn balance_of(db: &mut dyn Rows, user: &str) -> Result<Option<i64>, AccountError> {
+    db.balance_of(user)
 }
 
-/// What a charge stores beyond its key, compared field by field on a repeat.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct ChargeContent {
-    user: String,
-    amount: i64,
-    rank: Option<i64>,
-    interval: (Option<i64>, Option<i64>),
-    cpu_us: Option<i64>,
-    reason: Option<String>,
-}
-
-impl ChargeContent {
-    /// The fields that differ from `other`, by name, for the conflict message.
-    fn differences(&self, other: &ChargeContent) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        if self.user != other.user {
-            out.push("user");
-        }
-        if self.amount != other.amount {
-            out.push("amount");
-        }
-        if self.rank != other.rank {
-            out.push("rank");
-        }
-        if self.interval != other.interval {
-            out.push("interval");
-        }
-        if self.cpu_us != other.cpu_us {
-            out.push("cpu time");
-        }
-        if self.reason != other.reason {
-            out.push("reason");
-        }
-        out
-    }
+/// The fields of a repeat that differ from the first charge, by name, for the
+/// conflict message.
+fn differences(old: &ChargeContent, new: &ChargeContent) -> Vec<&'static str> {
+    let fields = [
+        ("user", old.user != new.user),
+        ("amount", old.amount != new.amount),
+        ("rank", old.rank != new.rank),
+        ("interval", old.interval != new.interval),
+        ("cpu time", old.cpu_us != new.cpu_us),
+        ("reason", old.reason != new.reason),
+    ];
+    fields.iter().filter(|f| f.1).map(|f| f.0).collect()
 }
 
 /// Checks a repeat of a key: `Some(receipt)` when the key was used with exactly
@@ -124,38 +97,14 @@ impl ChargeContent {
 /// reason), a [`ErrorCode::KeyConflict`] naming the fields that differ when not,
 /// `None` if the key is new.
 fn existing_charge(
-    conn: &Connection,
+    db: &mut dyn Rows,
     idem: &str,
     new: &ChargeContent,
 ) -> Result<Option<ChargeReceipt>, AccountError> {
-    let row: Option<(i64, i64, ChargeContent)> = conn
-        .prepare_cached(
-            "SELECT id, balance_after, user, amount, rank, interval_start_us, interval_end_us,
-                    cpu_us, reason
-             FROM entries WHERE idem_key = ?1",
-        )
-        .and_then(|mut s| {
-            s.query_row([idem], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    ChargeContent {
-                        user: r.get(2)?,
-                        amount: r.get(3)?,
-                        rank: r.get(4)?,
-                        interval: (r.get(5)?, r.get(6)?),
-                        cpu_us: r.get(7)?,
-                        reason: r.get(8)?,
-                    },
-                ))
-            })
-            .optional()
-        })
-        .map_err(storage)?;
-    let Some((entry_id, balance_after, old)) = row else {
+    let Some((entry_id, balance_after, old)) = db.charge_by_key(idem)? else {
         return Ok(None);
     };
-    let differ = old.differences(new);
+    let differ = differences(&old, new);
     if !differ.is_empty() {
         return Err(AccountError::new(
             ErrorCode::KeyConflict,
@@ -165,7 +114,7 @@ fn existing_charge(
             ),
         ));
     }
-    let balance_now = balance_of(conn, &old.user)?.unwrap_or(balance_after);
+    let balance_now = db.balance_of(&old.user)?.unwrap_or(balance_after);
     Ok(Some(ChargeReceipt {
         entry_id,
         amount: old.amount,
@@ -189,55 +138,60 @@ struct NewEntry<'a> {
     reason: Option<&'a str>,
 }
 
-/// Applies `amount` to the account and appends the entry; returns (id, balance_after).
-fn append(conn: &Connection, e: NewEntry<'_>) -> Result<(i64, i64), AccountError> {
-    let balance = balance_of(conn, e.user)?.ok_or_else(|| unknown_user(e.user))?;
+/// Applies `amount` to the account and appends the entry, chained to the
+/// last one; returns (id, balance_after).
+fn append(db: &mut dyn Rows, e: NewEntry<'_>) -> Result<(i64, i64), AccountError> {
+    let balance = db
+        .lock_balance(e.user)?
+        .ok_or_else(|| unknown_user(e.user))?;
     let after = balance
         .checked_add(e.amount)
         .ok_or_else(|| overflow(e.user))?;
-    conn.prepare_cached("UPDATE accounts SET balance = ?1 WHERE user = ?2")
-        .and_then(|mut s| s.execute(params![after, e.user]))
-        .map_err(storage)?;
-    let (node, job, seq, idem) = match &e.key {
-        Some((k, seq, idem)) => (
-            Some(k.node.as_str()),
-            Some(k.job.as_str()),
-            Some(*seq),
-            Some(idem.as_str()),
-        ),
-        None => (None, None, None, None),
+    db.set_balance(e.user, after)?;
+    let id = db.next_entry_id()?;
+    let prev = db.last_hash()?;
+    let prev = chain::stored(prev.as_deref()).unwrap_or(chain::GENESIS);
+    let cols = EntryColumns {
+        id,
+        at_us: e.at_us,
+        user: e.user.to_string(),
+        amount: e.amount,
+        kind: e.kind.as_str().to_string(),
+        node: e.key.as_ref().map(|k| k.0.node.clone()),
+        job: e.key.as_ref().map(|k| k.0.job.clone()),
+        seq: e.key.as_ref().map(|k| k.1),
+        rank: e.rank.map(i64::from),
+        interval: (e.interval.map(|i| i.0), e.interval.map(|i| i.1)),
+        cpu_us: e.cpu_us,
+        actor: e.actor.to_string(),
+        reason: e.reason.map(str::to_string),
+        balance_after: after,
     };
-    conn.prepare_cached(
-        "INSERT INTO entries(at_us, user, amount, kind, node, job, seq, rank, interval_start_us,
-             interval_end_us, cpu_us, idem_key, actor, reason, balance_after)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-    )
-    .and_then(|mut s| {
-        s.execute(params![
-            e.at_us,
-            e.user,
-            e.amount,
-            e.kind.as_str(),
-            node,
-            job,
-            seq,
-            e.rank,
-            e.interval.map(|i| i.0),
-            e.interval.map(|i| i.1),
-            e.cpu_us,
-            idem,
-            e.actor,
-            e.reason,
-            after
-        ])
-    })
-    .map_err(storage)?;
-    Ok((conn.last_insert_rowid(), after))
+    let hash = chain::entry_hash(&prev, &cols);
+    db.insert_entry(&EntryRow {
+        id,
+        hash: &hash,
+        at_us: e.at_us,
+        user: e.user,
+        amount: e.amount,
+        kind: e.kind.as_str(),
+        key: e
+            .key
+            .as_ref()
+            .map(|(k, seq, idem)| (k.node.as_str(), k.job.as_str(), *seq, idem.as_str())),
+        rank: e.rank.map(i64::from),
+        interval: e.interval,
+        cpu_us: e.cpu_us,
+        actor: e.actor,
+        reason: e.reason,
+        balance_after: after,
+    })?;
+    Ok((id, after))
 }
 
 /// Charges a user for a node's metered CPU (idempotent by key).
 pub fn debit(
-    conn: &Connection,
+    db: &mut dyn Rows,
     d: &Debit,
     actor: &str,
     now_us: i64,
@@ -266,11 +220,11 @@ pub fn debit(
         cpu_us: Some(cpu),
         reason: None,
     };
-    if let Some(r) = existing_charge(conn, &idem, &content)? {
+    if let Some(r) = existing_charge(db, &idem, &content)? {
         return Ok(r);
     }
     let (entry_id, after) = append(
-        conn,
+        db,
         NewEntry {
             at_us: now_us,
             user: &d.user,
@@ -295,7 +249,7 @@ pub fn debit(
 
 /// Gives back part of what a node charged a user for a job (idempotent by key).
 pub fn refund(
-    conn: &Connection,
+    db: &mut dyn Rows,
     r: &Refund,
     actor: &str,
     now_us: i64,
@@ -314,17 +268,11 @@ pub fn refund(
         cpu_us: None,
         reason: Some(r.reason.clone()),
     };
-    if let Some(rc) = existing_charge(conn, &idem, &content)? {
+    if let Some(rc) = existing_charge(db, &idem, &content)? {
         return Ok(rc);
     }
     let (lo, hi) = job_prefix_range(&r.key.node, &r.key.job);
-    let net: i64 = conn
-        .prepare_cached(
-            "SELECT COALESCE(SUM(amount), 0) FROM entries
-             WHERE idem_key >= ?1 AND idem_key < ?2 AND user = ?3",
-        )
-        .and_then(|mut s| s.query_row(params![lo, hi, r.user], |row| row.get(0)))
-        .map_err(storage)?;
+    let net = db.net_by_key_range(&lo, &hi, &r.user)?;
     let charged = net.checked_neg().unwrap_or(i64::MAX);
     if r.amount > charged {
         return Err(AccountError::new(
@@ -340,7 +288,7 @@ pub fn refund(
         ));
     }
     let (entry_id, after) = append(
-        conn,
+        db,
         NewEntry {
             at_us: now_us,
             user: &r.user,
@@ -365,7 +313,7 @@ pub fn refund(
 
 /// Opens an account with an optional initial grant.
 pub fn create(
-    conn: &Connection,
+    db: &mut dyn Rows,
     user: &str,
     initial: i64,
     actor: &str,
@@ -376,14 +324,8 @@ pub fn create(
     if initial != 0 {
         check_positive(initial, max)?;
     }
-    let inserted = conn
-        .prepare_cached(
-            "INSERT INTO accounts(user, balance, created_us, created_by) VALUES (?1, 0, ?2, ?3)
-             ON CONFLICT(user) DO NOTHING",
-        )
-        .and_then(|mut s| s.execute(params![user, now_us, actor]))
-        .map_err(storage)?;
-    if inserted == 0 {
+    let inserted = db.insert_account(user, now_us, actor)?;
+    if !inserted {
         return Err(AccountError::new(
             ErrorCode::AccountExists,
             format!("an account for {user:?} already exists"),
@@ -392,7 +334,7 @@ pub fn create(
     let mut balance = 0;
     if initial > 0 {
         balance = admin_entry(
-            conn,
+            db,
             user,
             initial,
             EntryKind::Grant,
@@ -410,7 +352,7 @@ pub fn create(
 
 /// Adds credits to an account.
 pub fn grant(
-    conn: &Connection,
+    db: &mut dyn Rows,
     user: &str,
     amount: i64,
     reason: &str,
@@ -421,12 +363,12 @@ pub fn grant(
     check_name("user", user)?;
     check_positive(amount, max)?;
     check_reason(reason)?;
-    admin_entry(conn, user, amount, EntryKind::Grant, reason, actor, now_us)
+    admin_entry(db, user, amount, EntryKind::Grant, reason, actor, now_us)
 }
 
 /// Corrects a balance up or down.
 pub fn adjust(
-    conn: &Connection,
+    db: &mut dyn Rows,
     user: &str,
     amount: i64,
     reason: &str,
@@ -437,11 +379,11 @@ pub fn adjust(
     check_name("user", user)?;
     check_nonzero(amount, max)?;
     check_reason(reason)?;
-    admin_entry(conn, user, amount, EntryKind::Adjust, reason, actor, now_us)
+    admin_entry(db, user, amount, EntryKind::Adjust, reason, actor, now_us)
 }
 
 fn admin_entry(
-    conn: &Connection,
+    db: &mut dyn Rows,
     user: &str,
     amount: i64,
     kind: EntryKind,
@@ -450,7 +392,7 @@ fn admin_entry(
     now_us: i64,
 ) -> Result<EntryReceipt, AccountError> {
     let (entry_id, balance_after) = append(
-        conn,
+        db,
         NewEntry {
             at_us: now_us,
             user,

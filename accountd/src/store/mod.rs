@@ -1,16 +1,26 @@
-//! The ledger's storage: a SQLite file owned by one writer thread that applies
-//! queued writes in group commits, plus one reader thread for queries and
-//! audits. Async callers talk to both through channels ([`Store`]).
+//! The ledger's storage: one writer thread that applies queued writes in
+//! group commits, plus one reader thread for queries and audits, over either
+//! backend of the storage interface ([`rows`]): a SQLite file ([`lite`],
+//! [`schema`]; the embedded default) or a PostgreSQL database ([`pg`], which
+//! several accountd may serve at once). The ledger's rules ([`ledger`],
+//! [`claims`], [`query`], [`audit`]) are written once, against [`rows::Rows`].
+//! Async callers talk to both threads through channels ([`Store`]).
 //!
 //! Group commit: the writer takes every request waiting in its queue (up to
 //! `max_batch`), applies each inside its own savepoint of one transaction,
 //! commits once (an fsync under `synchronous=FULL`), and only then answers
 //! all of them. Nothing is acknowledged before it is durable.
 
+pub mod anchors;
 pub mod audit;
+pub mod chain;
 pub mod claims;
 pub mod ledger;
+pub mod lite;
+pub mod migrate;
+pub mod pg;
 pub mod query;
+pub mod rows;
 pub mod schema;
 mod threads;
 
@@ -79,10 +89,18 @@ pub enum StoreError {
         /// The cause.
         source: rusqlite::Error,
     },
+    /// The PostgreSQL database could not be reached or prepared.
+    #[error("{0}")]
+    Postgres(String),
+    /// The anchor signer could not be set up.
+    #[error("cannot sign chain heads: {0}")]
+    Anchors(String),
     /// A storage thread could not be started.
     #[error("cannot start the storage thread: {0}")]
     Thread(std::io::Error),
 }
 
+#[cfg(test)]
+mod testdb;
 #[cfg(test)]
 mod tests;

@@ -26,8 +26,11 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 use super::StoreError;
 
-/// Version stored in `meta.schema_version`.
-pub const SCHEMA_VERSION: i64 = 1;
+/// Version stored in `meta.schema_version`: 2 since entries carry their
+/// chain hash (a version-1 ledger is chained once on opening, see
+/// [`chain_on_upgrade`]; an older accountd refuses a version-2 file, so none
+/// appends unchained entries).
+pub const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(
@@ -56,7 +59,8 @@ CREATE TABLE IF NOT EXISTS entries(
     idem_key TEXT,
     actor TEXT NOT NULL,
     reason TEXT,
-    balance_after INTEGER NOT NULL
+    balance_after INTEGER NOT NULL,
+    hash BLOB
 );
 CREATE UNIQUE INDEX IF NOT EXISTS entries_idem ON entries(idem_key);
 CREATE INDEX IF NOT EXISTS entries_user ON entries(user, id);
@@ -100,6 +104,52 @@ fn add_refusal_count(conn: &Connection) -> rusqlite::Result<()> {
         .exists([])?;
     if !has_count {
         conn.execute_batch("ALTER TABLE refusals ADD COLUMN count INTEGER NOT NULL DEFAULT 1;")?;
+    }
+    Ok(())
+}
+
+/// Chains a version-1 ledger, once: adds the `hash` column and hashes every
+/// entry in id order (the append-only trigger is lifted for that one
+/// transaction and put back by the schema), and records in `meta` up to which
+/// entry the chain was computed on upgrade (`chained_on_upgrade`: those
+/// entries are as trustworthy as the file was at that moment; the chain
+/// proves what came after).
+pub fn chain_on_upgrade(conn: &Connection) -> rusqlite::Result<()> {
+    let has_hash: bool = conn
+        .prepare("SELECT 1 FROM pragma_table_info('entries') WHERE name = 'hash'")?
+        .exists([])?;
+    if !has_hash {
+        conn.execute_batch("ALTER TABLE entries ADD COLUMN hash BLOB;")?;
+    }
+    conn.execute_batch("DROP TRIGGER IF EXISTS entries_no_update;")?;
+    let sql = format!(
+        "SELECT {} FROM entries ORDER BY id",
+        super::query::ENTRY_COLUMNS.join(", ")
+    );
+    let mut prev = super::chain::GENESIS;
+    let mut last = 0;
+    {
+        let mut read = conn.prepare(&sql)?;
+        let mut update = conn.prepare("UPDATE entries SET hash = ?1 WHERE id = ?2")?;
+        let mut rows = read.query([])?;
+        while let Some(r) = rows.next()? {
+            let cols = super::lite::entry_columns(r)?;
+            prev = super::chain::entry_hash(&prev, &cols);
+            last = cols.id;
+            update.execute(rusqlite::params![&prev[..], cols.id])?;
+        }
+    }
+    conn.execute_batch(SCHEMA)?;
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES ('chained_on_upgrade', ?1)
+         ON CONFLICT(key) DO NOTHING",
+        [last.to_string()],
+    )?;
+    if last > 0 {
+        tracing::warn!(
+            entries = last,
+            "chained the existing ledger on upgrade: entries 1 to {last} are hashed as found; the chain proves what follows"
+        );
     }
     Ok(())
 }
@@ -196,9 +246,22 @@ pub fn open_writer(path: &Path, create: bool) -> Result<Connection, StoreError> 
         )
         .optional()
         .map_err(|e| classify(&p, e))?;
-    match version {
+    match version.as_deref() {
+        Some("1") => {
+            let tx = conn.unchecked_transaction().map_err(|e| classify(&p, e))?;
+            chain_on_upgrade(&tx).map_err(|e| classify(&p, e))?;
+            tx.execute(
+                "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+                [SCHEMA_VERSION.to_string()],
+            )
+            .map_err(|e| classify(&p, e))?;
+            tx.commit().map_err(|e| classify(&p, e))?;
+        }
         Some(v) if v != SCHEMA_VERSION.to_string() => {
-            return Err(StoreError::SchemaVersion { path: p, found: v });
+            return Err(StoreError::SchemaVersion {
+                path: p,
+                found: v.to_string(),
+            });
         }
         Some(_) => {}
         None => {

@@ -1,7 +1,9 @@
-//! The two storage threads and the async handle to them. The writer applies
-//! batches in group commits; the reader answers queries on its own connection
-//! (WAL lets it read while the writer commits). Both exit when the [`Store`]
-//! is closed, after finishing what was queued.
+//! The two storage threads and the async handle to them, the same for every
+//! backend. The writer applies batches in group commits through a
+//! [`Writer`]; the reader answers queries through a [`Reader`] on its own
+//! connection (SQLite's WAL, or PostgreSQL's MVCC, lets it read while the
+//! writer commits). Both exit when the [`Store`] is closed, after finishing
+//! what was queued.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,19 +11,25 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use proto::account::{AccountError, AccountOp, AccountReply, ErrorCode};
-use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
+use super::anchors::{AnchorPolicy, AnchorSettings, Anchoring};
+use super::lite::{LiteReader, LiteWriter};
+use super::rows::{Reader, Rows, Tx, Writer};
 use super::{StoreError, audit, claims, ledger, query, schema};
 use crate::metrics::StoreMeters;
 
 /// How the store is opened and run.
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
-    /// The SQLite file.
+    /// The SQLite file (unused with `postgres`).
     pub path: PathBuf,
     /// Create the file (and schema) when missing.
     pub create: bool,
+    /// Keep the ledger in this PostgreSQL database instead of the SQLite file.
+    pub postgres: Option<super::pg::PgConfig>,
+    /// Sign the chain head now and then into a file (see [`super::anchors`]).
+    pub anchors: Option<AnchorSettings>,
     /// Most writes in one group commit (1 = one transaction per write).
     pub max_batch: usize,
     /// Largest amount of one entry, micro-credits.
@@ -82,18 +90,39 @@ fn gone() -> AccountError {
 impl Store {
     /// Opens (or with `create`, initialises) the ledger and starts its threads.
     pub fn open(cfg: StoreConfig) -> Result<Store, StoreError> {
-        let wconn = schema::open_writer(&cfg.path, cfg.create)?;
-        let rconn = schema::open_reader(&cfg.path)?;
+        let (wconn, rconn): (Box<dyn Writer>, Box<dyn Reader>) = match &cfg.postgres {
+            Some(pg) => {
+                // The synchronous client runs its own small runtime, which may
+                // not start on a thread of the caller's.
+                let opened = std::thread::scope(|s| {
+                    s.spawn(|| super::pg::open(pg, cfg.create))
+                        .join()
+                        .unwrap_or_else(|_| {
+                            Err(StoreError::Postgres("opening PostgreSQL panicked".into()))
+                        })
+                })?;
+                (Box::new(opened.0), Box::new(opened.1))
+            }
+            None => (
+                Box::new(LiteWriter(schema::open_writer(&cfg.path, cfg.create)?)),
+                Box::new(LiteReader(schema::open_reader(&cfg.path)?)),
+            ),
+        };
         let (wtx, wrx) = mpsc::channel(cfg.max_batch.max(1) * 4);
         let (rtx, rrx) = mpsc::channel(256);
         let max_batch = cfg.max_batch.max(1);
         let max_entry = cfg.max_entry;
+        let anchoring = match &cfg.anchors {
+            Some(a) => Some(Anchoring::new(
+                AnchorPolicy::load(a).map_err(|e| StoreError::Anchors(e.to_string()))?,
+            )),
+            None => None,
+        };
         let meters = Arc::new(StoreMeters::default());
-        balances(&wconn, &meters);
         let m = Arc::clone(&meters);
         let w = std::thread::Builder::new()
             .name("ledger-writer".into())
-            .spawn(move || writer_loop(wconn, wrx, max_batch, max_entry, &m))
+            .spawn(move || writer_loop(wconn, wrx, max_batch, max_entry, anchoring, &m))
             .map_err(StoreError::Thread)?;
         let r = std::thread::Builder::new()
             .name("ledger-reader".into())
@@ -167,12 +196,14 @@ impl Store {
 }
 
 fn writer_loop(
-    mut conn: Connection,
+    mut conn: Box<dyn Writer>,
     mut rx: mpsc::Receiver<WriteJob>,
     max_batch: usize,
     max_entry: i64,
+    mut anchoring: Option<Anchoring>,
     meters: &StoreMeters,
 ) {
+    balances(&mut *conn, meters);
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(job) = rx.blocking_recv() {
         batch.push(job);
@@ -183,7 +214,7 @@ fn writer_loop(
             }
         }
         let started = Instant::now();
-        let results = commit_batch(&mut conn, &batch, max_entry);
+        let results = commit_batch(&mut *conn, &batch, max_entry);
         let debits = batch
             .iter()
             .zip(&results)
@@ -199,23 +230,30 @@ fn writer_loop(
             .count();
         meters.committed(batch.len(), debits as u64, started);
         if results.iter().any(Result::is_ok) {
-            balances(&conn, meters);
+            balances(&mut *conn, meters);
+            anchor(&mut *conn, anchoring.as_mut(), false);
         }
         for (job, result) in batch.drain(..).zip(results) {
             let (WriteJob::Op { reply, .. } | WriteJob::Refusal { reply, .. }) = job;
             let _ = reply.send(result);
         }
     }
-    if let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);") {
-        tracing::warn!(error = %e, "final WAL checkpoint failed");
+    anchor(&mut *conn, anchoring.as_mut(), true);
+    conn.close();
+}
+
+/// Signs the chain head when due (`last`: at shutdown, whenever it moved).
+fn anchor(conn: &mut dyn Writer, anchoring: Option<&mut Anchoring>, last: bool) {
+    let Some(a) = anchoring else { return };
+    match conn.head() {
+        Ok(head) => a.tick(head, last),
+        Err(e) => tracing::warn!(error = %e, "cannot read the chain head to anchor it"),
     }
 }
 
 /// Reads the sum of every balance into `meters` (a failure leaves the last sum).
-fn balances(conn: &Connection, meters: &StoreMeters) {
-    match conn.query_row("SELECT COALESCE(SUM(balance), 0) FROM accounts", [], |r| {
-        r.get::<_, i64>(0)
-    }) {
+fn balances(conn: &mut dyn Writer, meters: &StoreMeters) {
+    match conn.balances() {
         Ok(sum) => meters.set_balances(sum),
         Err(e) => tracing::debug!(error = %e, "cannot sum the balances"),
     }
@@ -230,7 +268,7 @@ fn balances(conn: &Connection, meters: &StoreMeters) {
 /// the batch is applied again with a savepoint around each job, so the
 /// failure stays with the job that caused it.
 fn commit_batch(
-    conn: &mut Connection,
+    conn: &mut dyn Writer,
     batch: &[WriteJob],
     max_entry: i64,
 ) -> Vec<Result<AccountReply, AccountError>> {
@@ -246,56 +284,48 @@ fn commit_batch(
 /// Applies and commits a batch; `None` when the fast path met a storage error
 /// (the transaction has then been rolled back).
 fn apply_batch(
-    conn: &mut Connection,
+    conn: &mut dyn Writer,
     batch: &[WriteJob],
     max_entry: i64,
     careful: bool,
 ) -> Option<Vec<Result<AccountReply, AccountError>>> {
-    let fail_all = |e: AccountError| Some(batch.iter().map(|_| Err(e.clone())).collect());
-    let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
-        Ok(tx) => tx,
-        Err(e) => return fail_all(ledger::storage(e)),
-    };
     let now = crate::time::now_us();
     let mut results = Vec::with_capacity(batch.len());
-    for job in batch {
-        if !careful {
-            let r = apply(&tx, job, now, max_entry);
-            if matches!(&r, Err(e) if e.code == ErrorCode::Storage) {
-                return None;
-            }
-            results.push(r);
-            continue;
-        }
-        let mut sp = match tx.savepoint() {
-            Ok(sp) => sp,
-            Err(e) => {
-                results.push(Err(ledger::storage(e)));
+    let outcome = conn.transaction(&mut |tx: &mut dyn Tx| {
+        results.clear();
+        for job in batch {
+            if !careful {
+                let r = apply(tx.rows(), job, now, max_entry);
+                if matches!(&r, Err(e) if e.code == ErrorCode::Storage) {
+                    return false;
+                }
+                results.push(r);
                 continue;
             }
-        };
-        let r = apply(&sp, job, now, max_entry);
-        if r.is_ok() {
-            if let Err(e) = sp.commit() {
-                results.push(Err(ledger::storage(e)));
-                continue;
-            }
-        } else if let Err(e) = sp.rollback() {
-            tracing::error!(error = %e, "savepoint rollback failed");
+            let mut out = None;
+            let sp = tx.savepoint(&mut |rows: &mut dyn Rows| {
+                let r = apply(rows, job, now, max_entry);
+                let keep = r.is_ok();
+                out = Some(r);
+                keep
+            });
+            results.push(match (sp, out) {
+                (Err(e), _) => Err(e),
+                (Ok(()), Some(r)) => r,
+                (Ok(()), None) => Err(ledger::storage("savepoint ran nothing")),
+            });
         }
-        results.push(r);
-    }
-    match tx.commit() {
-        Ok(()) => Some(results),
-        Err(e) => {
-            tracing::error!(error = %e, "group commit failed; nothing in the batch was acknowledged");
-            fail_all(ledger::storage(e))
-        }
+        true
+    });
+    match outcome {
+        Ok(true) => Some(results),
+        Ok(false) => None,
+        Err(e) => Some(batch.iter().map(|_| Err(e.clone())).collect()),
     }
 }
 
 fn apply(
-    conn: &Connection,
+    conn: &mut dyn Rows,
     job: &WriteJob,
     now: i64,
     max: i64,
@@ -303,23 +333,7 @@ fn apply(
     let (actor, op) = match job {
         WriteJob::Op { actor, op, .. } => (actor.as_str(), op),
         WriteJob::Refusal { refusal: r, .. } => {
-            conn.prepare_cached(
-                "INSERT INTO refusals(at_us, role, name, op, code, message, count)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .and_then(|mut s| {
-                let count = i64::try_from(r.count).unwrap_or(i64::MAX);
-                s.execute(rusqlite::params![
-                    now,
-                    r.role,
-                    r.name,
-                    r.op,
-                    format!("{:?}", r.code),
-                    r.message,
-                    count
-                ])
-            })
-            .map_err(ledger::storage)?;
+            conn.insert_refusal(now, r)?;
             return Ok(AccountReply::Report(Vec::new()));
         }
     };
@@ -341,13 +355,19 @@ fn apply(
     }
 }
 
-fn reader_loop(conn: Connection, mut rx: mpsc::Receiver<ReadJob>) {
+fn reader_loop(mut conn: Box<dyn Reader>, mut rx: mpsc::Receiver<ReadJob>) {
     while let Some(job) = rx.blocking_recv() {
-        let _ = job.reply.send(answer(&conn, &job.op));
+        let mut answered = None;
+        let read = conn.read(&mut |rows: &mut dyn Rows| answered = Some(answer(rows, &job.op)));
+        let _ = job.reply.send(match (read, answered) {
+            (Err(e), _) => Err(e),
+            (Ok(()), Some(a)) => a,
+            (Ok(()), None) => Err(ledger::storage("the read ran nothing")),
+        });
     }
 }
 
-fn answer(conn: &Connection, op: &AccountOp) -> Result<AccountReply, AccountError> {
+fn answer(conn: &mut dyn Rows, op: &AccountOp) -> Result<AccountReply, AccountError> {
     let need_user = |u: &Option<String>| {
         u.clone()
             .ok_or_else(|| AccountError::new(ErrorCode::Malformed, "no user given"))

@@ -25,6 +25,8 @@ async fn a_report_too_large_for_one_frame_is_refused_with_advice() {
         tls: pki.tls_paths(Role::Service, "accountd"),
         store: StoreConfig {
             path: dir.path().join("l.db"),
+            postgres: None,
+            anchors: None,
             create: true,
             max_batch: 64,
             max_entry: i64::MAX,

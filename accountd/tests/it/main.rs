@@ -2,6 +2,7 @@
 //! directory, ledger and CA, and talks to it over real mutual TLS with the
 //! library client, the node's debit client, and the real `accountctl`.
 
+mod anchors_cli;
 mod config;
 mod conflict;
 mod crash;
@@ -10,7 +11,12 @@ mod garbage;
 mod journal;
 mod ledger;
 mod limits;
+mod migrate_cli;
 mod peers;
 mod reload;
 mod roles;
 mod support;
+
+#[path = "../../../tests/src/postgres.rs"]
+#[allow(dead_code)]
+mod pgserver;

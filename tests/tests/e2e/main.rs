@@ -19,6 +19,8 @@ mod failures;
 mod interrupt;
 mod job_control;
 mod launch;
+mod ledger_pg;
+mod ledger_pg_crash;
 mod market_charges;
 mod market_checks;
 mod market_crash;

@@ -1,0 +1,164 @@
+//! Moving a ledger between backends (`accountctl migrate`): every account,
+//! entry (with its id and chain hash, unchanged) and batch claim is copied
+//! from the source into an empty target in one transaction, then the target
+//! is checked: as many entries, every balance equal, the same chain head, and
+//! its own audit (sums, keys, chain) clean. A target that holds anything is
+//! refused before a row is written. Refused requests (`refusals`) are not
+//! copied: they are the old store's audit trail and stay with it.
+
+use proto::account::AccountError;
+
+use super::audit;
+use super::query::EntryColumns;
+use super::rows::{EntryRow, Reader, Rows, Writer};
+
+/// Why a migration did not happen or did not check out.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MigrateError {
+    /// The target already holds a ledger.
+    #[error("the target already holds {0}: migrate only into an empty ledger")]
+    NotEmpty(String),
+    /// Reading or writing failed.
+    #[error("{0}")]
+    Ledger(#[from] AccountError),
+    /// The copy does not match the source.
+    #[error("the copy does not match the source: {0}")]
+    Mismatch(String),
+}
+
+/// What was copied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Migrated {
+    /// Accounts copied.
+    pub accounts: usize,
+    /// Entries copied.
+    pub entries: usize,
+    /// Claims copied.
+    pub claims: usize,
+}
+
+type Entry = (EntryColumns, Option<String>, Option<Vec<u8>>);
+
+fn entries_of(db: &mut dyn Rows) -> Result<Vec<Entry>, AccountError> {
+    let mut out = Vec::new();
+    db.each_chained(&mut |c, idem, hash| out.push((c, idem, hash)))?;
+    Ok(out)
+}
+
+/// Copies `source` into the empty ledger behind `target`, then checks the
+/// copy through `check` (a reader of the target).
+pub fn migrate(
+    source: &mut dyn Rows,
+    target: &mut dyn Writer,
+    check: &mut dyn Reader,
+) -> Result<Migrated, MigrateError> {
+    let accounts = source.accounts()?;
+    let entries = entries_of(source)?;
+    let claims = source.claims()?;
+    let mut failed: Option<MigrateError> = None;
+    let kept = target.transaction(&mut |tx| {
+        let mut copy = || -> Result<(), MigrateError> {
+            let rows = tx.rows();
+            let held = rows.accounts()?.len();
+            if held > 0 || rows.last_hash()?.is_some() {
+                return Err(MigrateError::NotEmpty(format!("{held} accounts")));
+            }
+            for a in &accounts {
+                rows.insert_account(&a.user, a.created_us, &a.created_by)?;
+                rows.set_balance(&a.user, a.balance)?;
+            }
+            for (e, idem, hash) in &entries {
+                let id = rows.next_entry_id()?;
+                if id != e.id {
+                    return Err(MigrateError::Mismatch(format!(
+                        "the source's entry ids are not consecutive (entry {} would become {id})",
+                        e.id
+                    )));
+                }
+                let key = match (&e.node, &e.job, e.seq, idem) {
+                    (Some(n), Some(j), Some(s), Some(k)) => {
+                        Some((n.as_str(), j.as_str(), s, k.as_str()))
+                    }
+                    _ => None,
+                };
+                rows.insert_entry(&EntryRow {
+                    id,
+                    hash: hash.as_deref().unwrap_or_default(),
+                    at_us: e.at_us,
+                    user: &e.user,
+                    amount: e.amount,
+                    kind: &e.kind,
+                    key,
+                    rank: e.rank,
+                    interval: match e.interval {
+                        (Some(s), Some(t)) => Some((s, t)),
+                        _ => None,
+                    },
+                    cpu_us: e.cpu_us,
+                    actor: &e.actor,
+                    reason: e.reason.as_deref(),
+                    balance_after: e.balance_after,
+                })?;
+            }
+            for (c, r) in &claims {
+                rows.insert_claim(c, &r.node, r.at_us)?;
+            }
+            Ok(())
+        };
+        match copy() {
+            Ok(()) => true,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if !kept {
+        return Err(MigrateError::Mismatch("the copy was rolled back".into()));
+    }
+    let mut verdict: Result<(), MigrateError> = Ok(());
+    check.read(&mut |rows| verdict = verify(rows, &accounts, &entries))?;
+    verdict?;
+    Ok(Migrated {
+        accounts: accounts.len(),
+        entries: entries.len(),
+        claims: claims.len(),
+    })
+}
+
+/// The copy has the source's entries, balances and chain head, and audits clean.
+fn verify(
+    rows: &mut dyn Rows,
+    accounts: &[super::rows::AccountRow],
+    entries: &[Entry],
+) -> Result<(), MigrateError> {
+    let copied = rows.accounts()?;
+    if copied != accounts {
+        return Err(MigrateError::Mismatch(
+            "the accounts or balances differ".into(),
+        ));
+    }
+    let copy = entries_of(rows)?;
+    if copy.len() != entries.len() {
+        return Err(MigrateError::Mismatch(format!(
+            "{} entries copied of {}",
+            copy.len(),
+            entries.len()
+        )));
+    }
+    if copy.last().map(|e| &e.2) != entries.last().map(|e| &e.2) {
+        return Err(MigrateError::Mismatch("the chain heads differ".into()));
+    }
+    let report = audit::audit(rows)?;
+    if let Some(p) = report.problems.first() {
+        return Err(MigrateError::Mismatch(format!(
+            "the copy's audit fails: {}",
+            p.what
+        )));
+    }
+    Ok(())
+}

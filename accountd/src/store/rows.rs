@@ -1,0 +1,214 @@
+//! The storage interface: the row-level operations the ledger's rules
+//! ([`super::ledger`], [`super::claims`], [`super::query`], [`super::audit`])
+//! are written against, once, and that each backend implements in its own
+//! SQL: [`super::lite`] (SQLite, the embedded default) and [`super::pg`]
+//! (PostgreSQL, shared by several accountd).
+//!
+//! A [`Rows`] is one open transaction (or, for reads and tests, one
+//! connection). Every method maps an unexpected database failure to a
+//! retryable [`ErrorCode::Storage`] error; the rules above decide everything
+//! else. Writes go through a [`Writer`], whose transactions and savepoints
+//! the group commit ([`super::threads`]) drives without knowing the backend.
+
+use proto::account::{AccountError, Claim, ErrorCode, LedgerEntry, ReportBy, ReportRow};
+
+use super::Refusal;
+use super::query::EntryColumns;
+
+/// Maps an unexpected database error to a retryable storage error.
+pub fn storage(e: impl std::fmt::Display) -> AccountError {
+    AccountError::new(
+        ErrorCode::Storage,
+        format!("ledger storage error ({e}); retry later and tell the operator if it persists"),
+    )
+}
+
+/// What a charge stores beyond its key, compared field by field on a repeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChargeContent {
+    /// The account charged.
+    pub user: String,
+    /// Signed amount as stored (debits negative).
+    pub amount: i64,
+    /// Rank of the job.
+    pub rank: Option<i64>,
+    /// Metering interval.
+    pub interval: (Option<i64>, Option<i64>),
+    /// CPU time, microseconds.
+    pub cpu_us: Option<i64>,
+    /// Reason (refunds).
+    pub reason: Option<String>,
+}
+
+/// What [`Rows::each_chained`] calls: an entry, its key text, its chain hash.
+pub type ChainedFn<'a> = dyn FnMut(EntryColumns, Option<String>, Option<Vec<u8>>) + 'a;
+
+/// A charge found by its key: entry id, balance after it, and its content.
+pub type StoredCharge = (i64, i64, ChargeContent);
+
+/// One new entry, as the backend stores it (its id from
+/// [`Rows::next_entry_id`], its hash from [`super::chain`]).
+#[derive(Debug, Clone)]
+pub struct EntryRow<'a> {
+    /// Entry id.
+    pub id: i64,
+    /// Its chain hash.
+    pub hash: &'a [u8],
+    /// UTC microseconds.
+    pub at_us: i64,
+    /// The account.
+    pub user: &'a str,
+    /// Signed amount.
+    pub amount: i64,
+    /// `grant`, `adjust`, `debit` or `refund`.
+    pub kind: &'a str,
+    /// Node, job, sequence number and stored key text of a charge.
+    pub key: Option<(&'a str, &'a str, i64, &'a str)>,
+    /// Rank of the job.
+    pub rank: Option<i64>,
+    /// Metering interval.
+    pub interval: Option<(i64, i64)>,
+    /// CPU time, microseconds.
+    pub cpu_us: Option<i64>,
+    /// Who wrote it (`role:name`).
+    pub actor: &'a str,
+    /// Reason (grants, adjustments, refunds).
+    pub reason: Option<&'a str>,
+    /// The account's balance after it.
+    pub balance_after: i64,
+}
+
+/// One account as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountRow {
+    /// The user.
+    pub user: String,
+    /// The balance.
+    pub balance: i64,
+    /// When it was created, UTC microseconds.
+    pub created_us: i64,
+    /// Who created it (`role:name`).
+    pub created_by: String,
+}
+
+/// A claim as stored, back as the request that made it (`job` parsed, the
+/// digest 32 bytes); `None` when the row is not one.
+pub fn claim_from_row(
+    user: String,
+    job: &str,
+    attempt: i64,
+    rank: i64,
+    digest: &[u8],
+) -> Option<Claim> {
+    Some(Claim {
+        user,
+        job: job.parse().ok()?,
+        attempt: u32::try_from(attempt).ok()?,
+        rank: u32::try_from(rank).ok()?,
+        digest: digest.try_into().ok()?,
+    })
+}
+
+/// Who first claimed a batch rank, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRecord {
+    /// The node that claimed it.
+    pub node: String,
+    /// SHA-256 of the signed spec it claimed.
+    pub digest: Vec<u8>,
+    /// When, UTC microseconds.
+    pub at_us: i64,
+}
+
+/// Row-level access to the ledger inside one transaction or connection.
+pub trait Rows {
+    /// Current balance of `user`, `None` without an account.
+    fn balance_of(&mut self, user: &str) -> Result<Option<i64>, AccountError>;
+    /// Like [`Rows::balance_of`], holding the account's row lock until the
+    /// transaction ends where the backend has row locks.
+    fn lock_balance(&mut self, user: &str) -> Result<Option<i64>, AccountError>;
+    /// Sets the balance of an existing account.
+    fn set_balance(&mut self, user: &str, balance: i64) -> Result<(), AccountError>;
+    /// The id the next entry gets (ids run 1, 2, 3, ... without gaps).
+    fn next_entry_id(&mut self) -> Result<i64, AccountError>;
+    /// The chain hash of the last entry, `None` when there is none.
+    fn last_hash(&mut self) -> Result<Option<Vec<u8>>, AccountError>;
+    /// Appends an entry.
+    fn insert_entry(&mut self, e: &EntryRow<'_>) -> Result<(), AccountError>;
+    /// The charge stored under key text `idem`.
+    fn charge_by_key(&mut self, idem: &str) -> Result<Option<StoredCharge>, AccountError>;
+    /// Sum of `user`'s charges whose key text lies in `[lo, hi)`.
+    fn net_by_key_range(&mut self, lo: &str, hi: &str, user: &str) -> Result<i64, AccountError>;
+    /// Creates an account with balance 0; `false` when it exists.
+    fn insert_account(&mut self, user: &str, now: i64, actor: &str) -> Result<bool, AccountError>;
+    /// The first claim of `c`'s key.
+    fn claim_of(&mut self, c: &Claim) -> Result<Option<ClaimRecord>, AccountError>;
+    /// Records the first claim of `c`'s key.
+    fn insert_claim(&mut self, c: &Claim, node: &str, now: i64) -> Result<(), AccountError>;
+    /// Records a refused request.
+    fn insert_refusal(&mut self, now: i64, r: &Refusal) -> Result<(), AccountError>;
+    /// Up to `limit` entries of `user` with id above `after`, time in `[since, until)`, by id.
+    fn history(
+        &mut self,
+        user: &str,
+        after: i64,
+        since: i64,
+        until: i64,
+        limit: i64,
+    ) -> Result<Vec<LedgerEntry>, AccountError>;
+    /// Net charged, CPU time and distinct jobs of the charges in `[since, until)`, grouped.
+    fn report(
+        &mut self,
+        by: ReportBy,
+        since: i64,
+        until: i64,
+    ) -> Result<Vec<ReportRow>, AccountError>;
+    /// Every account: user, balance, when and by whom it was created.
+    fn accounts(&mut self) -> Result<Vec<AccountRow>, AccountError>;
+    /// Every claim of a batch rank, with who claimed it and when.
+    fn claims(&mut self) -> Result<Vec<(Claim, ClaimRecord)>, AccountError>;
+    /// Calls `f` on every entry with its stored key text and chain hash, in id order.
+    fn each_chained(&mut self, f: &mut ChainedFn<'_>) -> Result<(), AccountError>;
+    /// Every run of absent entry ids `(first, last)`: between entries, and after
+    /// the last one up to the last id the backend gave out.
+    fn missing_ids(&mut self) -> Result<Vec<(i64, i64)>, AccountError>;
+    /// The database's own consistency check: `Some(what failed)` or `None`.
+    fn integrity(&mut self) -> Result<Option<String>, AccountError>;
+}
+
+/// Whether a transaction's work is kept.
+pub type Keep = bool;
+
+/// An open write transaction.
+pub trait Tx {
+    /// Its rows.
+    fn rows(&mut self) -> &mut dyn Rows;
+    /// Runs `work` in a savepoint, released when it returns `true`, rolled back
+    /// otherwise; an error only when the savepoint itself failed.
+    fn savepoint(
+        &mut self,
+        work: &mut dyn FnMut(&mut dyn Rows) -> Keep,
+    ) -> Result<(), AccountError>;
+}
+
+/// The write side of a backend: one connection, one transaction at a time.
+pub trait Writer: Send {
+    /// Runs `work` in one transaction, committed when it returns `true` and
+    /// rolled back otherwise; an error when beginning or committing failed.
+    fn transaction(
+        &mut self,
+        work: &mut dyn FnMut(&mut dyn Tx) -> Keep,
+    ) -> Result<Keep, AccountError>;
+    /// The last entry's id and stored hash (the chain head).
+    fn head(&mut self) -> Result<Option<(i64, Vec<u8>)>, AccountError>;
+    /// Sum of every balance (for metrics).
+    fn balances(&mut self) -> Result<i64, AccountError>;
+    /// Called when the writer stops (SQLite checkpoints its WAL).
+    fn close(&mut self) {}
+}
+
+/// The read side of a backend.
+pub trait Reader: Send {
+    /// Runs `work` on a consistent view of the ledger.
+    fn read(&mut self, work: &mut dyn FnMut(&mut dyn Rows)) -> Result<(), AccountError>;
+}

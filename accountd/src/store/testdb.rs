@@ -1,0 +1,176 @@
+//! Test ledgers on both backends, so that one set of tests proves both: a
+//! SQLite file in a temporary directory, or a database on a real PostgreSQL
+//! server of the test's own ([`server`], the fixture the end-to-end tests
+//! share, included by path). [`both!`] and [`both_async!`] turn one test body
+//! into a `sqlite` and a `postgres` test.
+
+#[path = "../../../tests/src/postgres.rs"]
+#[allow(dead_code)]
+pub mod server;
+
+use super::pg::{Cache, Pg, PgConfig};
+use super::rows::Rows;
+use super::{StoreConfig, lite::Lite, schema};
+
+/// Which backend a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// SQLite.
+    Lite,
+    /// PostgreSQL.
+    Pg,
+}
+
+/// A fresh empty ledger; dropping it removes it (and stops its server).
+pub struct TestDb {
+    /// The temporary directory (SQLite's file is `l.db` in it).
+    pub dir: tempfile::TempDir,
+    /// The server, on PostgreSQL.
+    pub server: Option<server::Postgres>,
+}
+
+impl TestDb {
+    /// An empty ledger on `kind` (schema created).
+    pub fn new(kind: Kind) -> TestDb {
+        let dir = tempfile::tempdir().unwrap();
+        let server = (kind == Kind::Pg).then(|| {
+            assert!(
+                server::available(),
+                "PostgreSQL is not installed: run deploy/setup-host"
+            );
+            let s = server::Postgres::start();
+            s.create_db("ledger");
+            s
+        });
+        let db = TestDb { dir, server };
+        // Async tests call this on a runtime thread, where the synchronous
+        // PostgreSQL client cannot start its own runtime.
+        std::thread::scope(|s| s.spawn(|| drop(db.rows())).join().unwrap());
+        db
+    }
+
+    /// The PostgreSQL settings of the ledger (on PostgreSQL).
+    pub fn pg_config(&self) -> Option<PgConfig> {
+        self.server.as_ref().map(|s| PgConfig {
+            conninfo: s.conninfo("ledger"),
+            password_file: None,
+            ca: None,
+        })
+    }
+
+    /// The SQLite file (meaningless on PostgreSQL).
+    pub fn path(&self) -> std::path::PathBuf {
+        self.dir.path().join("l.db")
+    }
+
+    /// A new connection to the ledger as rows, each statement its own transaction.
+    pub fn rows(&self) -> Box<dyn Rows> {
+        match self.pg_config() {
+            None => Box::new(Lite(schema::open_writer(&self.path(), true).unwrap())),
+            Some(cfg) => {
+                let mut c = super::pg::connect(&cfg).unwrap();
+                super::pg::schema::prepare(&mut c, true).unwrap();
+                Box::new(Pg::new(c, Cache::default()))
+            }
+        }
+    }
+
+    /// A connection for reading what was written behind the ledger's back
+    /// (nothing is created or repaired on opening).
+    pub fn reader(&self) -> Box<dyn Rows> {
+        match self.pg_config() {
+            None => Box::new(Lite(schema::open_reader(&self.path()).unwrap())),
+            Some(cfg) => Box::new(Pg::new(super::pg::connect(&cfg).unwrap(), Cache::default())),
+        }
+    }
+
+    /// A store configuration for this ledger.
+    pub fn store_config(&self, max_batch: usize, max_entry: i64) -> StoreConfig {
+        StoreConfig {
+            path: self.path(),
+            create: true,
+            postgres: self.pg_config(),
+            anchors: None,
+            max_batch,
+            max_entry,
+        }
+    }
+
+    /// Runs SQL behind the ledger's back (tampering, failures); the SQLite or
+    /// the PostgreSQL text, whichever fits.
+    pub fn exec(&self, lite: &str, pg: &str) {
+        match &self.server {
+            None => rusqlite::Connection::open(self.path())
+                .unwrap()
+                .execute_batch(lite)
+                .unwrap(),
+            Some(s) => {
+                s.psql("ledger", pg);
+            }
+        }
+    }
+
+    /// Runs SQL behind the ledger's back that should fail: its error text.
+    pub fn exec_err(&self, lite: &str, pg: &str) -> String {
+        match &self.server {
+            None => rusqlite::Connection::open(self.path())
+                .unwrap()
+                .execute_batch(lite)
+                .unwrap_err()
+                .to_string(),
+            Some(s) => s.try_psql("ledger", pg).unwrap_err(),
+        }
+    }
+
+    /// One integer a query returns (the same SQL on both).
+    pub fn scalar(&self, sql: &str) -> i64 {
+        match &self.server {
+            None => rusqlite::Connection::open(self.path())
+                .unwrap()
+                .query_row(sql, [], |r| r.get(0))
+                .unwrap(),
+            Some(s) => s.psql("ledger", sql).parse().unwrap(),
+        }
+    }
+}
+
+/// Each `fn name(kind) { body }` becomes a module `name` with tests `sqlite`
+/// and `postgres` running the body on that backend.
+macro_rules! both {
+    ($(#[test] fn $name:ident($kind:ident: Kind) $body:block)*) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            fn run($kind: Kind) $body
+            #[test]
+            fn sqlite() {
+                run(Kind::Lite)
+            }
+            #[test]
+            fn postgres() {
+                run(Kind::Pg)
+            }
+        }
+    )*};
+}
+
+/// [`both!`] for async bodies (multi-threaded runtime).
+macro_rules! both_async {
+    ($(#[test] async fn $name:ident($kind:ident: Kind) $body:block)*) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            async fn run($kind: Kind) $body
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite() {
+                run(Kind::Lite).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() {
+                run(Kind::Pg).await
+            }
+        }
+    )*};
+}
+
+pub(crate) use {both, both_async};

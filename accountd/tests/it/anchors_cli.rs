@@ -1,0 +1,114 @@
+//! Signed chain heads through the real binaries: accountd appends them to
+//! its anchors file as it writes; `accountctl audit --anchors --ledger` on the
+//! ledger file passes, names the rewritten entry after a rewrite with every
+//! hash recomputed, and refuses a forged head.
+
+use std::path::Path;
+
+use accountd::store::chain;
+use proto::account::AccountOp;
+
+use crate::support::*;
+
+fn ctl_offline(d: &Accountd, anchors: &Path, config: &Path) -> std::process::Output {
+    isolated_ctl(d.dir.path())
+        .args(["audit", "--anchors"])
+        .arg(anchors)
+        .arg("--ledger")
+        .arg(config)
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_rewritten_ledger_is_caught_by_the_anchors_and_a_forged_head_refused() {
+    let side = tempfile::tempdir().unwrap();
+    let anchors = side.path().join("anchors");
+    let own = side.path().join("accountd.toml");
+    std::fs::write(
+        &own,
+        format!("[store]\nanchors = {anchors:?}\nanchor_entries = 2\n"),
+    )
+    .unwrap();
+    let mut d = Accountd::start_with(&["--config", &own.display().to_string()]).await;
+    // What the admin's audit reads: the ledger and the CA.
+    let tls = d.tls(certs::Role::Service, "accountd");
+    let config = side.path().join("ledger.toml");
+    std::fs::write(
+        &config,
+        format!("database = {:?}\nca = {:?}\n", d.db, tls.ca),
+    )
+    .unwrap();
+    d.admin(&["create", "u", "--initial", "100"]).ok();
+    let mut node = d.client(certs::Role::Node, "n1").await;
+    for seq in 1..=5 {
+        node.call(AccountOp::Debit(debit("n1", "j", seq, "u", C)))
+            .await
+            .unwrap();
+    }
+    d.terminate().await;
+    let out = ctl_offline(&d, &anchors, &config);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.starts_with("audit passed"), "{text}");
+    // Entry 2 made one credit larger, every balance and hash recomputed.
+    let db = rusqlite::Connection::open(&d.db).unwrap();
+    db.execute_batch("DROP TRIGGER entries_no_update;").unwrap();
+    let mut prev = chain::GENESIS;
+    let mut rows = Vec::new();
+    {
+        let mut s = db
+            .prepare(&format!(
+                "SELECT {} FROM entries ORDER BY id",
+                accountd::store::query::ENTRY_COLUMNS.join(", ")
+            ))
+            .unwrap();
+        let mut q = s.query([]).unwrap();
+        while let Some(r) = q.next().unwrap() {
+            rows.push(accountd::store::lite::entry_columns(r).unwrap());
+        }
+    }
+    for mut e in rows {
+        if e.id == 2 {
+            e.amount -= C;
+        }
+        if e.id >= 2 {
+            e.balance_after -= C;
+        }
+        prev = chain::entry_hash(&prev, &e);
+        db.execute(
+            "UPDATE entries SET amount = ?1, balance_after = ?2, hash = ?3 WHERE id = ?4",
+            rusqlite::params![e.amount, e.balance_after, &prev[..], e.id],
+        )
+        .unwrap();
+    }
+    db.execute("UPDATE accounts SET balance = balance - ?1", [C])
+        .unwrap();
+    drop(db);
+    let out = ctl_offline(&d, &anchors, &config);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("was rewritten"), "{text}");
+    // A head whose hash was changed under the old signature is refused.
+    let kept = std::fs::read_to_string(&anchors).unwrap();
+    let mut fields: Vec<String> = kept
+        .lines()
+        .next()
+        .unwrap()
+        .split(' ')
+        .map(String::from)
+        .collect();
+    fields[3] = "00".repeat(32);
+    std::fs::write(&anchors, format!("{}\n", fields.join(" "))).unwrap();
+    let out = ctl_offline(&d, &anchors, &config);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is not signed by the cluster's accountd"),
+        "{err}"
+    );
+}
