@@ -27,7 +27,7 @@ impl Sched {
     /// One decision, on the tick `clock` says it is: snapshot, policy, apply.
     pub(super) async fn decide(&mut self, clock: super::clock::Clock) {
         let now_ms = crate::unix_now_ms();
-        let tick_ms = clock.tick_at(now_ms);
+        let tick_ms = clock.nearest(now_ms);
         let procs = self.shared.market_processors();
         let (jobs, epoch) = {
             let q = self.shared.lock_queue();

@@ -32,6 +32,13 @@ impl Clock {
         self.epoch_ms + (at_ms - self.epoch_ms).div_euclid(self.tick_ms) * self.tick_ms
     }
 
+    /// The tick nearest `at_ms`: the one a timer firing at `at_ms` stands for
+    /// (it fires at or after its tick, but the wall clock may have been stepped
+    /// since the timer was set, by a little either way).
+    pub fn nearest(&self, at_ms: i64) -> i64 {
+        self.tick_at(at_ms + self.tick_ms / 2)
+    }
+
     /// The first tick at or after `at_ms`: when the queue first decides on
     /// something that happened at `at_ms`.
     pub fn seen_at(&self, at_ms: i64) -> i64 {
@@ -71,6 +78,9 @@ mod tests {
         assert_eq!(c.seen_at(11_250), 11_250);
         assert_eq!(c.seen_at(11_251), 12_250);
         assert_eq!(c.seen_at(10_251), 11_250);
+        assert_eq!(c.nearest(11_240), 11_250);
+        assert_eq!(c.nearest(11_700), 11_250);
+        assert_eq!(c.nearest(11_760), 12_250);
         let half = Clock::new(0, Duration::from_millis(500));
         assert_eq!(half.seen_at(1_200), 1_500);
         assert_eq!(half.tick_at(1_499), 1_000);
