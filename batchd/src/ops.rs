@@ -199,7 +199,7 @@ async fn submit(
     let position = {
         let mut q = shared.lock_queue();
         q.insert(Job::new(rec, spec));
-        q.position(id.0).unwrap_or(0)
+        q.waiting_count()
     };
     tracing::info!(job = %id, user = %peer.name, at_ms, "submitted");
     Ok(BatchReply::Submitted(Submitted { job: id, position }))

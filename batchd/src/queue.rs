@@ -136,6 +136,13 @@ impl Queue {
         out
     }
 
+    /// How many jobs wait. A job just submitted is the last of them until the
+    /// policy has seen it, so this is its position (and costs no more than
+    /// counting: a burst of submissions stays linear).
+    pub fn waiting_count(&self) -> u32 {
+        self.jobs.values().filter(|j| j.waiting()).count() as u32
+    }
+
     /// The place of waiting job `id` among the waiting jobs (1 = next), in the
     /// policy's order.
     pub fn position(&self, id: u64) -> Option<u32> {
