@@ -83,7 +83,9 @@ pub fn collect(q: &Queue, clock: Clock, tick_ms: i64) -> Jobs {
         let entry = || Entry {
             job: sim_job(q.epoch_ms, clock, j),
             since: secs(q.epoch_ms, j.rec.started_ms.unwrap_or(q.epoch_ms)),
-            done: j.rec.done_ms / 1000,
+            // Work is measured between decisions, which run a few ms after
+            // their ticks: 999 ms between two ticks is one second, not zero.
+            done: (j.rec.done_ms + 500).div_euclid(1000),
             preempted: j.preempted,
             id: j.rec.id,
         };
@@ -191,6 +193,28 @@ mod tests {
         assert_eq!(crate::queue::cost_estimate(&s), 10_000_000);
         // 10 credits over 2 CPU-minutes.
         assert_eq!(crate::queue::bid_rate(&s), 5_000_000);
+    }
+
+    #[test]
+    fn work_done_is_rounded_to_the_nearest_second() {
+        let mut q = Queue::default();
+        let spec = spec(1, 10, Worth::Rate(1));
+        let mut rec = crate::store::JobRecord::queued(
+            0,
+            1,
+            "alice".into(),
+            proto::batch::SignedJob {
+                spec: vec![],
+                signature: vec![],
+                cert: vec![],
+            },
+            0,
+        );
+        rec.state = JobState::Suspended;
+        rec.done_ms = 999;
+        q.insert(Job::new(rec, spec));
+        let jobs = collect(&q, Clock::new(0, std::time::Duration::from_secs(1)), 5_000);
+        assert_eq!(jobs.waiting[0].done, 1);
     }
 
     #[test]
