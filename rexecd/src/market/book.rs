@@ -513,7 +513,8 @@ impl Book {
             .values()
             .map(|r| r.model_milli as f64 / 1000.0)
             .collect();
-        control::caps::caps(&model, closed_loop && self.contended, self.reach)
+        let lags: Vec<f64> = self.ranks.values().map(|r| r.share.lag).collect();
+        control::caps::caps(&model, &lags, closed_loop && self.contended, self.reach)
             .into_iter()
             .zip(self.ranks.values())
             .map(|(c, r)| (r.cgroup, c))
