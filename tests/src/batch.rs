@@ -7,7 +7,7 @@
 use std::fs;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use certs::{Role, TlsPaths};
 use clients::batch::{BatchClient, ClientError};
@@ -308,15 +308,13 @@ impl Batchd {
 
     fn spawn(&mut self) {
         let ready = self.dir.join("ready");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let _ = fs::remove_file(&ready);
+        let started = crate::ready::start_until_ready(&ready, Duration::from_secs(20), || {
             let log = fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(self.dir.join("batchd.log"))
                 .expect("cannot open batchd's log");
-            let mut child = std::process::Command::new(bin("batchd"))
+            std::process::Command::new(bin("batchd"))
                 .arg("--config")
                 .arg(self.dir.join("batchd.toml"))
                 .args(["--listen", &self.addr, "--ready-file"])
@@ -332,32 +330,13 @@ impl Batchd {
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
-                .expect("cannot start batchd");
-            let addr =
-                testhost::wait::until(deadline.saturating_duration_since(Instant::now()), || {
-                    if let Ok(text) = fs::read_to_string(&ready)
-                        && text.ends_with('\n')
-                    {
-                        return Some(Some(text.trim().to_string()));
-                    }
-                    matches!(child.try_wait(), Ok(Some(_))).then_some(None)
-                });
-            match addr {
-                Some(Some(addr)) => {
-                    self.addr = addr;
-                    self.child = Some(child);
-                    return;
-                }
-                Some(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(200))
-                }
-                _ => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    panic!("batchd did not start:\n{}", self.log());
-                }
-            }
-        }
+                .expect("cannot start batchd")
+        });
+        let Some((child, addr)) = started else {
+            panic!("batchd did not start:\n{}", self.log());
+        };
+        self.addr = addr;
+        self.child = Some(child);
     }
 }
 

@@ -52,6 +52,7 @@ pub mod procs;
 pub mod prometheus;
 pub mod proxy;
 pub mod pty;
+pub mod ready;
 pub mod rexec;
 pub mod selectors;
 

@@ -13,7 +13,7 @@ use std::fs;
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use certs::testing::TestPki;
 use certs::{Role, TlsPaths};
@@ -262,9 +262,7 @@ impl Accountd {
     /// a moment is tried again for a while.
     fn spawn(&mut self, init: bool) {
         let ready = self.dir.path().join("ready");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let _ = fs::remove_file(&ready);
+        let started = crate::ready::start_until_ready(&ready, Duration::from_secs(20), || {
             let log = fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -295,44 +293,21 @@ impl Accountd {
                 fs::write(&path, &self.config).expect("cannot write accountd's config");
                 cmd.arg("--config").arg(path);
             }
-            let mut child = cmd
-                .env("RUST_LOG", "warn")
+            cmd.env("RUST_LOG", "warn")
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(log)
                 .spawn()
-                .expect("cannot start accountd");
-            // Its address, or `None` once it has exited.
-            let addr =
-                testhost::wait::until(deadline.saturating_duration_since(Instant::now()), || {
-                    if let Ok(text) = fs::read_to_string(&ready)
-                        && text.ends_with('\n')
-                    {
-                        return Some(Some(text.trim().to_string()));
-                    }
-                    matches!(child.try_wait(), Ok(Some(_))).then_some(None)
-                });
-            match addr {
-                Some(Some(addr)) => {
-                    self.addr = addr;
-                    self.child = Some(child);
-                    return;
-                }
-                None => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    panic!("accountd wrote no ready file in time");
-                }
-                // A pause before the next try (sync code of plain tests, on no runtime).
-                Some(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-                Some(None) => panic!(
-                    "accountd did not start:\n{}",
-                    fs::read_to_string(self.log()).unwrap_or_default()
-                ),
-            }
-        }
+                .expect("cannot start accountd")
+        });
+        let Some((child, addr)) = started else {
+            panic!(
+                "accountd did not start:\n{}",
+                fs::read_to_string(self.log()).unwrap_or_default()
+            );
+        };
+        self.addr = addr;
+        self.child = Some(child);
     }
 
     /// Run `accountctl` with the certificate of (`role`, `name`).
