@@ -513,8 +513,19 @@ impl Book {
             .values()
             .map(|r| r.model_milli as f64 / 1000.0)
             .collect();
-        let lags: Vec<f64> = self.ranks.values().map(|r| r.share.lag).collect();
-        control::caps::caps(&model, &lags, closed_loop && self.contended, self.reach)
+        // What each rank is owed over the next tick: its lag over the tick's length.
+        let owed: Vec<f64> = self
+            .ranks
+            .values()
+            .map(|r| {
+                if r.tick_secs > 0.0 {
+                    r.share.lag / r.tick_secs
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        control::caps::caps(&model, &owed, closed_loop && self.contended, self.reach)
             .into_iter()
             .zip(self.ranks.values())
             .map(|(c, r)| (r.cgroup, c))

@@ -1,7 +1,7 @@
 //! CFS bandwidth caps: while the node is contended, each job the model gives CPU is
 //! limited to its allocation times the jobs' [`reach`] (times [`HEADROOM`]), moved by
-//! [`KCAP`] times its lag, every [`PERIOD_US`]; uncontended (or open loop), no job is
-//! limited.
+//! [`PAYBACK`] of its lag a tick, every [`PERIOD_US`]; uncontended (or open loop), no
+//! job is limited.
 //!
 //! Weights alone cannot give a single thread its share on two CPUs: a thread is either
 //! on a CPU or not, and which CPU it sits on is the load balancer's choice, so a small
@@ -21,15 +21,16 @@ pub const HEADROOM: f64 = 1.0;
 pub const GROWTH: f64 = 1.1;
 /// Smallest reach: caps never fall below this share of the allocations.
 pub const MIN_REACH: f64 = 0.5;
-/// How far a job's lag moves its cap, CPUs per CPU-second of lag (a job ahead of its
-/// entitlement is capped below it until it has given the time back).
+/// Share of a job's lag its cap pays back over the next tick (a job ahead of its
+/// entitlement is capped below it until it has given the time back): the cap moves by
+/// `PAYBACK * lag / dt` CPUs for ticks of `dt` seconds.
 ///
 /// Where a job's cap binds it receives exactly its cap, so its lag follows
-/// `L' = -KCAP * L`, applied one tick late: with ticks of `dt`, the lag's characteristic
-/// roots are those of `z^2 - z + KCAP*dt`, a double root at 0.5 (no overshoot) for
-/// `KCAP*dt = 0.25`, and still inside the unit circle up to `KCAP*dt = 1`. At the
-/// default 0.5 s tick, 0.5 halves a lag every tick or two without ringing.
-pub const KCAP: f64 = 0.5;
+/// `L[n+1] = L[n] - PAYBACK * L[n-1]` (the cap is written one tick after the lag is
+/// measured): the characteristic roots of `z^2 - z + PAYBACK` are a double root at 0.5
+/// for 0.25, the fastest decay without overshoot, at any tick length; the loop stays
+/// stable up to 1.
+pub const PAYBACK: f64 = 0.25;
 /// Furthest a lag moves a cap from `allocation * reach`, as a share of it either way.
 pub const LAG_SWING: f64 = 0.5;
 /// The CFS period of a cap, microseconds: short enough that a 1 s window holds fifty
@@ -51,10 +52,10 @@ pub fn reach(model_sum: f64, measured_sum: f64) -> f64 {
     (GROWTH * measured_sum / model_sum).clamp(MIN_REACH, 1.0)
 }
 
-/// Each job's cap, in the order of `model` (the model's allocations, CPUs) and `lags`
-/// (each job's lag, CPU-seconds, positive when behind; see `control::State::lag`):
-/// `allocation * reach + KCAP * lag`, kept within [`LAG_SWING`] of `allocation *
-/// reach`. `None` for every job when `contended` is false, and for a job the model
+/// Each job's cap, in the order of `model` (the model's allocations, CPUs) and `owed`
+/// (each job's lag over the tick's length, CPUs, positive when behind; see
+/// `control::State::lag`): `allocation * reach + PAYBACK * owed`, kept within
+/// [`LAG_SWING`] of `allocation * reach`. `None` for every job when `contended` is false, and for a job the model
 /// gives nothing.
 ///
 /// The lag term is what makes the caps exact where the reach alone is not: other work
@@ -69,23 +70,23 @@ pub fn reach(model_sum: f64, measured_sum: f64) -> f64 {
 /// let c = caps(&[0.889, 0.667, 0.444, 0.0], &[0.0; 4], true, 1.0);
 /// assert_eq!(c[0].unwrap().quota_us, 17_780);
 /// assert_eq!(c[3], None);
-/// let ahead = caps(&[1.0, 1.0], &[-0.2, 0.2], true, 1.0);
+/// let ahead = caps(&[1.0, 1.0], &[-0.4, 0.4], true, 1.0);
 /// assert_eq!(ahead[0].unwrap().quota_us, 18_000);
 /// assert!(caps(&[1.0, 1.0], &[0.0; 2], false, 1.0).iter().all(Option::is_none));
 /// ```
-pub fn caps(model: &[f64], lags: &[f64], contended: bool, reach: f64) -> Vec<Option<CpuQuota>> {
+pub fn caps(model: &[f64], owed: &[f64], contended: bool, reach: f64) -> Vec<Option<CpuQuota>> {
     let reach = reach.clamp(MIN_REACH, 1.0);
     model
         .iter()
-        .zip(lags.iter().chain(std::iter::repeat(&0.0)))
-        .map(|(&a, &lag)| {
+        .zip(owed.iter().chain(std::iter::repeat(&0.0)))
+        .map(|(&a, &owed)| {
             if !(contended && a > 0.0) {
                 return None;
             }
             let base = a * HEADROOM * reach;
-            let lag = if lag.is_finite() { lag } else { 0.0 };
+            let owed = if owed.is_finite() { owed } else { 0.0 };
             let cpus =
-                (base + KCAP * lag).clamp(base * (1.0 - LAG_SWING), base * (1.0 + LAG_SWING));
+                (base + PAYBACK * owed).clamp(base * (1.0 - LAG_SWING), base * (1.0 + LAG_SWING));
             CpuQuota::for_cpus(cpus, PERIOD_US)
         })
         .collect()
@@ -177,7 +178,7 @@ mod tests {
         for t in 0..ticks {
             let lags: Vec<f64> = states
                 .iter()
-                .map(|s| if with_lag { s.lag } else { 0.0 })
+                .map(|s| if with_lag { s.lag / dt } else { 0.0 })
                 .collect();
             let c: Vec<f64> = caps(&model, &lags, true, r)
                 .iter()
