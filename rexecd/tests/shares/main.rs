@@ -55,6 +55,15 @@ struct Busy {
     threads: u32,
 }
 
+/// The metering tick, the controller's step: `REXEC_SHARE_TICK` (e.g. `250ms`), else
+/// 500 ms.
+fn share_tick() -> Duration {
+    std::env::var("REXEC_SHARE_TICK")
+        .ok()
+        .and_then(|t| proto::duration::parse_duration(&t).ok())
+        .unwrap_or(Duration::from_millis(500))
+}
+
 fn node_config(parent: &str, control: &str) -> String {
     let pki = crate::util::pki();
     let tls = pki.tls_paths(certs::Role::Node, crate::util::NODE);
@@ -69,13 +78,15 @@ heartbeat_timeout = "60m"
 
 [market]
 share_control = "{control}"
-meter_interval = "500ms"
+meter_interval = "{tick}"
 cpus = 2
 "#,
         node = crate::util::NODE,
         cert = tls.cert.display(),
         key = tls.key.display(),
         ca = tls.ca.display(),
+        // The tick under test (the controller's step); another can be measured the same way.
+        tick = format!("{}ms", share_tick().as_millis()),
     )
 }
 
@@ -228,7 +239,7 @@ async fn figure_4_live_with_closed_loop_control() {
     // single-threaded jobs compete for the two CPUs, and nothing otherwise.
     let mut events: Vec<Instant> = arrived.iter().chain(&left).flatten().copied().collect();
     events.sort();
-    let tick = Duration::from_millis(500);
+    let tick = share_tick();
     for j in 0..4 {
         let (a, l) = (arrived[j].unwrap(), left[j].unwrap());
         let mut owed = 0.0;
