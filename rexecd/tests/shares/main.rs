@@ -78,7 +78,7 @@ heartbeat_timeout = "60m"
 
 [market]
 share_control = "{control}"
-meter_interval = "{tick}"
+meter_interval = "{tick}ms"
 cpus = 2
 "#,
         node = crate::util::NODE,
@@ -86,7 +86,7 @@ cpus = 2
         key = tls.key.display(),
         ca = tls.ca.display(),
         // The tick under test (the controller's step); another can be measured the same way.
-        tick = format!("{}ms", share_tick().as_millis()),
+        tick = share_tick().as_millis(),
     )
 }
 
