@@ -4,7 +4,7 @@
 //! an MPI_Allreduce right, a barrier, 4 MiB MPI_Sendrecv between ranks on different
 //! nodes, on loopback and across network-namespace hosts. MPI_Abort, a rank killed with
 //! SIGKILL and Ctrl-C at the client each end the job on every node, leaving no process
-//! and no job cgroup. Two MPI jobs bidding 3 and 1 on one node get CPU and pay in about
+//! and no job cgroup; ranks that exit 0 without MPI_Finalize fail it. Two MPI jobs bidding 3 and 1 on one node get CPU and pay in about
 //! that ratio.
 
 use std::path::{Path, PathBuf};
@@ -123,6 +123,27 @@ fn mpi_abort_ends_every_rank_with_its_code() {
         "{err}"
     );
     assert_nothing_left(&cluster, &[], "after MPI_Abort");
+}
+
+/// Regression: a rank that exited 0 without MPI_Finalize could have its exit reach the
+/// client before the end of its PMI channel, and the job, its last rank gone, ended 0.
+#[test]
+fn ranks_that_exit_0_without_mpi_finalize_fail_the_job() {
+    if !rexec_tests::can_run("ranks_that_exit_0_without_mpi_finalize_fail_the_job") {
+        return;
+    }
+    let (program, cluster) = ring_cluster("mpicc.mpich");
+    let prog = program.path.to_str().unwrap();
+    for _ in 0..3 {
+        let out = cluster
+            .rexec()
+            .args(["--mpi", "--nodes", "n1,n2,n3", prog, "nofinalize"])
+            .run();
+        assert_ring_ok(&out.out(), 3);
+        assert_eq!(out.code, Some(255), "{out:?}\n{}", cluster.logs());
+        assert!(out.stderr.contains("MPI_Finalize"), "{out:?}");
+        assert_nothing_left(&cluster, &[], "after ranks that did not finalize");
+    }
 }
 
 #[test]
