@@ -12,6 +12,7 @@
 //! rank that exits 0 without MPI_Finalize fails the job whichever of its exit and the
 //! end of its channel arrives first.
 //!
+//! - [`config`]: the client file's `[mpi]` table (MPI by default).
 //! - [`agent`]: `rexec-agent`, the ssh stand-in through which `mpirun` and `mpiexec`
 //!   start their per-node daemons as rexec jobs.
 //! - [`wire`]: the line format.
@@ -19,6 +20,7 @@
 //! - [`mapping`]: the node layout in MPICH's vector form.
 
 pub mod agent;
+pub mod config;
 pub mod mapping;
 pub mod server;
 pub mod wire;

@@ -106,6 +106,40 @@ fn an_mpich_job_of_four_ranks_on_three_nodes_finds_its_peers() {
 }
 
 #[test]
+fn the_client_files_mpi_default_makes_every_run_an_mpi_job() {
+    if !rexec_tests::can_run("the_client_files_mpi_default_makes_every_run_an_mpi_job") {
+        return;
+    }
+    let (program, cluster) = ring_cluster("mpicc.mpich");
+    let prog = program.path.to_str().unwrap();
+    // Beside the cluster's file, so that its relative certificate paths still hold.
+    let text = std::fs::read_to_string(&cluster.config).unwrap();
+    let config = cluster.config.with_file_name("client-mpi-default.toml");
+    std::fs::write(&config, format!("{text}\n[mpi]\ndefault = true\n")).unwrap();
+    let out = cluster
+        .rexec()
+        .config(&config)
+        .args(["--nodes", "n1,n2,n3", prog])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", cluster.logs());
+    assert_ring_ok(&out.out(), 3);
+    // --no-mpi: three singletons, each rank 0 of 1.
+    let out = cluster
+        .rexec()
+        .config(&config)
+        .args(["--no-mpi", "--nodes", "n1,n2,n3", prog])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let singletons = out
+        .out()
+        .lines()
+        .filter(|l| l.starts_with("rank 0 of 1 "))
+        .count();
+    assert_eq!(singletons, 3, "{out:?}");
+    assert_nothing_left(&cluster, &[], "after the jobs");
+}
+
+#[test]
 fn mpi_abort_ends_every_rank_with_its_code() {
     if !rexec_tests::can_run("mpi_abort_ends_every_rank_with_its_code") {
         return;
