@@ -112,11 +112,16 @@ impl Sshd {
     }
 
     /// A script that runs `ssh` with [`Sshd::options`] and then its own arguments, for
-    /// launchers that take an ssh executable (`mpiexec -launcher-exec`).
+    /// launchers that take an ssh executable (`mpiexec -launcher-exec`). Every host name
+    /// reaches this server (`HostName=127.0.0.1`), so a launcher can be given a name it
+    /// does not recognise as its own host (Hydra forks, without ssh, for `127.0.0.1`).
     pub fn wrapper(&self) -> PathBuf {
         use std::os::unix::fs::PermissionsExt;
         let path = self.dir.path().join("ssh");
-        let script = format!("#!/bin/sh\nexec ssh {} \"$@\"\n", self.options().join(" "));
+        let script = format!(
+            "#!/bin/sh\nexec ssh {} -o HostName=127.0.0.1 \"$@\"\n",
+            self.options().join(" ")
+        );
         fs::write(&path, script).expect("write the ssh wrapper");
         fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
         path
