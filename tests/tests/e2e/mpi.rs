@@ -96,13 +96,18 @@ fn an_mpich_job_of_four_ranks_on_three_nodes_finds_its_peers() {
 
     // Without --mpi the same program is four singletons: each believes it is rank 0 of 1.
     let out = cluster.rexec().args(["--nodes", "n1,n2,n3,n1", prog]).run();
+    assert_singletons(&out, 4);
+}
+
+/// Checks that a run ended 0 with `n` singletons, each rank 0 of 1.
+fn assert_singletons(out: &rexec_tests::rexec::Outcome, n: usize) {
     assert_eq!(out.code, Some(0), "{out:?}");
     let singletons = out
         .out()
         .lines()
         .filter(|l| l.starts_with("rank 0 of 1 "))
         .count();
-    assert_eq!(singletons, 4, "{out:?}");
+    assert_eq!(singletons, n, "{out:?}");
 }
 
 #[test]
@@ -129,13 +134,7 @@ fn the_client_files_mpi_default_makes_every_run_an_mpi_job() {
         .config(&config)
         .args(["--no-mpi", "--nodes", "n1,n2,n3", prog])
         .run();
-    assert_eq!(out.code, Some(0), "{out:?}");
-    let singletons = out
-        .out()
-        .lines()
-        .filter(|l| l.starts_with("rank 0 of 1 "))
-        .count();
-    assert_eq!(singletons, 3, "{out:?}");
+    assert_singletons(&out, 3);
     assert_nothing_left(&cluster, &[], "after the jobs");
 }
 

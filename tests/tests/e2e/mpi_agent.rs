@@ -66,6 +66,17 @@ fn run_ring(cluster: &Cluster, mut launcher: Command) {
     assert_nothing_left(cluster, &[], "after the launcher");
 }
 
+/// `mpiexec.hydra` starting its proxies on `hosts` through the agent, `n` ranks of
+/// `program` (and its arguments).
+fn hydra(cluster: &Cluster, hosts: &str, n: u32, program: &[&str]) -> Command {
+    let agent = agent();
+    let n = n.to_string();
+    let mut args = vec!["-launcher", "ssh", "-launcher-exec", &agent];
+    args.extend(["-hosts", hosts, "-n", &n]);
+    args.extend(program);
+    launcher(cluster, "mpiexec.hydra", &args)
+}
+
 fn agent() -> String {
     bin("rexec-agent").display().to_string()
 }
@@ -77,19 +88,7 @@ fn mpiexec_hydra_starts_its_proxies_through_rexecd() {
     }
     let (program, cluster) = ring_cluster("mpicc.mpich");
     let prog = program.path.to_str().unwrap();
-    let agent = agent();
-    let args = [
-        "-launcher",
-        "ssh",
-        "-launcher-exec",
-        &agent,
-        "-hosts",
-        "n1,n2,n3",
-        "-n",
-        "4",
-        prog,
-    ];
-    run_ring(&cluster, launcher(&cluster, "mpiexec.hydra", &args));
+    run_ring(&cluster, hydra(&cluster, "n1,n2,n3", 4, &[prog]));
 }
 
 #[test]
@@ -123,21 +122,8 @@ fn a_launchers_ranks_live_in_the_job_cgroups_and_die_with_them() {
     }
     let (program, cluster) = ring_cluster("mpicc.mpich");
     let prog = program.path.to_str().unwrap();
-    let agent = agent();
     let output = tempfile::NamedTempFile::new().unwrap();
-    let args = [
-        "-launcher",
-        "ssh",
-        "-launcher-exec",
-        &agent,
-        "-hosts",
-        "n1,n2,n3",
-        "-n",
-        "4",
-        prog,
-        "hang",
-    ];
-    let mut cmd = launcher(&cluster, "mpiexec.hydra", &args);
+    let mut cmd = hydra(&cluster, "n1,n2,n3", 4, &[prog, "hang"]);
     cmd.stdout(output.reopen().unwrap());
     let child = cmd.spawn().unwrap();
     let ready = wait_until(RUN_LIMIT, || {
@@ -209,21 +195,7 @@ fn an_agents_job_on_a_contended_node_is_charged_at_the_users_bid() {
     assert_eq!(other_job.len(), 16, "not a job id: {other_job:?}");
     // Hydra's proxy on n1 through the agent, at a bid of 3; its one rank spins 8 s by
     // time(), so at least 7 s.
-    let agent = agent();
-    let args = [
-        "-launcher",
-        "ssh",
-        "-launcher-exec",
-        &agent,
-        "-hosts",
-        "n1",
-        "-n",
-        "1",
-        prog,
-        "spin",
-        "8",
-    ];
-    let mut cmd = launcher(&m, "mpiexec.hydra", &args);
+    let mut cmd = hydra(&m, "n1", 1, &[prog, "spin", "8"]);
     cmd.env("REXEC_RATE", "3");
     let started = Instant::now();
     let out = finish(cmd.spawn().unwrap(), RUN_LIMIT);
