@@ -132,9 +132,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", env = "REXEC_CONFIG")]
     pub config: Option<PathBuf>,
     /// Run an MPI program (MPICH-family): rexec answers the ranks' PMI-1 requests, so
-    /// they find each other as under mpiexec.
-    #[arg(long)]
+    /// they find each other as under mpiexec. The client file's `[mpi] default = true`
+    /// makes it the default.
+    #[arg(long, conflicts_with = "no_mpi")]
     pub mpi: bool,
+    /// Not an MPI job, whatever the client file's `[mpi]` default says.
+    #[arg(long)]
+    pub no_mpi: bool,
     /// The program and its arguments.
     #[arg(value_name = "PROG [ARGS...]", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,

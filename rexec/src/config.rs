@@ -33,6 +33,9 @@
 //! certificate is the service certificate named `server_name` (default
 //! `batchd`); without an address, at the queue a selector knows of.
 //!
+//! An `[mpi]` table (`default = true`) makes every run an MPI job, as `--mpi` does
+//! (see [`crate::mpi::config`]).
+//!
 //! The file is shared by every client tool: the certificate keys at the top
 //! serve them all, and sections of other tools (such as `[accountd]`) are
 //! left alone here. A top-level key no tool knows is refused, since it is
@@ -89,6 +92,8 @@ pub struct Config {
     pub discovery: Option<discovery::config::DiscoveryConfig>,
     /// The `[batch]` table: where the batch queue is.
     pub batch: BatchEntry,
+    /// The `[mpi]` table: whether runs are MPI jobs by default.
+    pub mpi: crate::mpi::config::MpiEntry,
 }
 
 /// The batch queue as the `[batch]` table names it.
@@ -175,6 +180,8 @@ struct RawConfig {
     discovery: Option<discovery::config::DiscoveryFile>,
     #[serde(default)]
     batch: BatchEntry,
+    #[serde(default)]
+    mpi: crate::mpi::config::MpiEntry,
 }
 
 /// Which file to load: `explicit` (from `--config` or `REXEC_CONFIG`, which
@@ -358,6 +365,7 @@ impl Config {
             selectors: selectors.into_iter().map(|(_, n)| n).collect(),
             discovery,
             batch: raw.batch,
+            mpi: raw.mpi,
         })
     }
 

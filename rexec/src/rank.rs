@@ -394,7 +394,16 @@ async fn read_loop(
                 };
                 let _ = output.send(Out::Message(line)).await;
             }
-            Ok(Some(FromNode::Exit(exit))) => break RankEvent::Exited { rank, exit },
+            Ok(Some(FromNode::Exit(exit))) => {
+                if let Some(p) = &pmi
+                    && let Some(why) = p.exited().await
+                    && exit.status.success()
+                {
+                    let code = Some(crate::exit::FAILED);
+                    let _ = events.send(RankEvent::Aborted { rank, why, code });
+                }
+                break RankEvent::Exited { rank, exit };
+            }
             Ok(Some(FromNode::Error(e))) => break failed(e.message),
             Ok(Some(other)) => {
                 let mut what = format!("{other:?}");

@@ -54,7 +54,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Error> {
         .map_err(|e| Error::Failed(format!("cannot start the output thread: {e}")))?;
     let pause = Arc::new(Pause::new());
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
-    let pmi = args.mpi.then(|| {
+    let pmi = crate::mpi::config::wanted(&args, &request.config).then(|| {
         let nodes: Vec<String> = ranks.iter().map(|r| r.node.name.clone()).collect();
         crate::mpi::start(spec.job, &nodes, ev_tx.clone())
     });

@@ -14,12 +14,12 @@
 //! count is checked), against a local `cat FILE | wc -c`.
 
 use std::fs;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Instant;
 
 use rexec_tests::cluster::{Cluster, bin};
+use rexec_tests::ssh::Sshd;
 
 const RUNS: usize = 30;
 const GIB: u64 = 1 << 30;
@@ -198,105 +198,4 @@ fn make_file(dir: &Path) -> PathBuf {
         .stdout(Stdio::null())
         .status();
     path
-}
-
-/// An OpenSSH server on a free loopback port, for root with a fresh key.
-struct Sshd {
-    dir: tempfile::TempDir,
-    port: u16,
-    child: Child,
-}
-
-impl Sshd {
-    fn start() -> Option<Sshd> {
-        let sshd = Path::new("/usr/sbin/sshd");
-        if !sshd.exists() {
-            return None;
-        }
-        let dir = tempfile::Builder::new()
-            .prefix("rexec-bench-ssh-")
-            .tempdir()
-            .ok()?;
-        let d = dir.path();
-        for key in ["host_key", "user_key"] {
-            let ok = Command::new("ssh-keygen")
-                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-                .arg(d.join(key))
-                .status()
-                .ok()?
-                .success();
-            if !ok {
-                return None;
-            }
-        }
-        fs::copy(d.join("user_key.pub"), d.join("authorized_keys")).ok()?;
-        let port = TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let config = format!(
-            "Port {port}\nListenAddress 127.0.0.1\nHostKey {0}/host_key\nAuthorizedKeysFile {0}/authorized_keys\n\
-             PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n\
-             StrictModes no\nUsePAM no\nPidFile {0}/sshd.pid\n",
-            d.display()
-        );
-        fs::write(d.join("sshd_config"), config).ok()?;
-        let _ = fs::create_dir_all("/run/sshd");
-        let child = Command::new(sshd)
-            .arg("-D")
-            .arg("-f")
-            .arg(d.join("sshd_config"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let s = Sshd { dir, port, child };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                println!("sshd did not start; ssh comparisons skipped");
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let ok = s
-            .command("true")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|st| st.success());
-        if !ok {
-            println!("ssh to the benchmark's sshd failed; ssh comparisons skipped");
-            return None;
-        }
-        Some(s)
-    }
-
-    fn command(&self, remote: &str) -> Command {
-        let mut c = Command::new("ssh");
-        c.arg("-p")
-            .arg(self.port.to_string())
-            .arg("-i")
-            .arg(self.dir.path().join("user_key"))
-            .args([
-                "-o",
-                "StrictHostKeyChecking=no",
-                "-o",
-                "UserKnownHostsFile=/dev/null",
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                "LogLevel=ERROR",
-                "root@127.0.0.1",
-                remote,
-            ]);
-        c
-    }
-}
-
-impl Drop for Sshd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }

@@ -9,7 +9,7 @@
 //! words are joined with spaces and run by `sh -c` on the node, as ssh has the remote
 //! shell run them (launchers quote for that).
 //!
-//! The agent then becomes `rexec --nodes HOST -r $REXEC_RATE -- sh -c COMMAND` (the
+//! The agent then becomes `rexec --no-mpi --nodes HOST -r $REXEC_RATE -- sh -c COMMAND` (the
 //! `rexec` binary beside it, else the one on `PATH`): a one-rank job like any other,
 //! listed by `rexec jobs` and charged by the node. Like ssh, it does not carry the
 //! launcher's whole environment to the node: only `PATH`, `HOME`, `LANG`, `LC_*`, `TZ`
@@ -110,7 +110,12 @@ pub fn keeps(name: &str) -> bool {
 
 /// The `rexec` arguments (after the program name) that run `request` at `rate`.
 pub fn rexec_args(request: &Request, rate: Option<&str>) -> Vec<OsString> {
-    let mut args: Vec<OsString> = vec!["--nodes".into(), request.host.clone().into()];
+    // A launcher's daemon is not an MPI rank of rexec's, whatever `[mpi]` says.
+    let mut args: Vec<OsString> = vec![
+        "--no-mpi".into(),
+        "--nodes".into(),
+        request.host.clone().into(),
+    ];
     if let Some(rate) = rate {
         args.extend(["-r".into(), rate.into()]);
     }
@@ -186,6 +191,7 @@ mod tests {
         let r = parse_str(&["-n", "n2", "orted", "-mca", "x"]).unwrap();
         let args = rexec_args(&r, Some("2"));
         let want = [
+            "--no-mpi",
             "--nodes",
             "n2",
             "-r",

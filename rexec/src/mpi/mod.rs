@@ -6,9 +6,13 @@
 //! launch, which runs the PMI-1 [`server::Server`] (the job's key-value space, its
 //! barriers, `PMI_process_mapping` from the real placement, see [`mapping`]) and sends
 //! the answers back on each rank's control queue. MPI_Abort, and a channel that ends
-//! before MPI_Finalize (after [`EXIT_FIRST`]), become [`RankEvent::Aborted`], which the coordinator treats as
-//! a failed rank: every rank is killed.
+//! before MPI_Finalize (after [`EXIT_FIRST`]), become [`RankEvent::Aborted`], which the
+//! coordinator treats as a failed rank: every rank is killed. A rank's exit is passed on
+//! only after the server has said whether the rank finalized ([`RankPmi::exited`]), so a
+//! rank that exits 0 without MPI_Finalize fails the job whichever of its exit and the
+//! end of its channel arrives first.
 //!
+//! - [`config`]: the client file's `[mpi]` table (MPI by default).
 //! - [`agent`]: `rexec-agent`, the ssh stand-in through which `mpirun` and `mpiexec`
 //!   start their per-node daemons as rexec jobs.
 //! - [`wire`]: the line format.
@@ -16,13 +20,14 @@
 //! - [`mapping`]: the node layout in MPICH's vector form.
 
 pub mod agent;
+pub mod config;
 pub mod mapping;
 pub mod server;
 pub mod wire;
 
 use proto::Chunk;
 use proto::node::{JobId, ToNode};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::rank::{Control, RankEvent};
 use server::{Action, Server};
@@ -35,6 +40,8 @@ pub const EXIT_FIRST: std::time::Duration = std::time::Duration::from_millis(500
 enum Inbound {
     Bytes(Vec<u8>),
     End,
+    /// The rank's process exited; the answer is why its PMI failed, if it did.
+    Exited(oneshot::Sender<Option<String>>),
 }
 
 #[derive(Debug)]
@@ -81,6 +88,15 @@ impl RankPmi {
         self.send(Inbound::End);
     }
 
+    /// The rank's process exited: why its PMI failed, if it did (it used PMI and did not
+    /// finalize). Asked before the exit is passed on, so that a rank whose exit arrives
+    /// before the end of its channel still fails the job.
+    pub async fn exited(&self) -> Option<String> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Inbound::Exited(tx));
+        rx.await.ok().flatten()
+    }
+
     fn send(&self, what: Inbound) {
         let _ = self.tx.send(Message {
             rank: self.rank,
@@ -120,6 +136,10 @@ async fn serve(
         let actions = match msg.what {
             Inbound::Bytes(b) => server.bytes(msg.rank, &b),
             Inbound::End => server.end(msg.rank),
+            Inbound::Exited(answer) => {
+                let _ = answer.send(server.exited(msg.rank));
+                continue;
+            }
         };
         for action in actions {
             match action {

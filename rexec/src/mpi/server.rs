@@ -45,6 +45,8 @@ struct RankState {
     multi: Option<String>,
     /// The rank's channel is over (end of stream or a failure); later bytes are ignored.
     over: bool,
+    /// Why the rank's PMI failed, once it has (not for MPI_Abort, which has its code).
+    failure: Option<String>,
 }
 
 /// One job's PMI state.
@@ -88,9 +90,8 @@ impl Server {
             lines.push(line);
         }
         if state.partial.len() > MAX_LINE {
-            state.over = true;
             let why = format!("sent a PMI line longer than {MAX_LINE} bytes");
-            return vec![abort(rank, why)];
+            return vec![self.fail(rank, why)];
         }
         for line in lines {
             let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
@@ -105,16 +106,37 @@ impl Server {
     /// `rank`'s channel reached its end: a failure unless the rank never used it or
     /// finalized first.
     pub fn end(&mut self, rank: u32) -> Vec<Action> {
-        let Some(state) = self.ranks.get_mut(rank as usize) else {
-            return Vec::new();
-        };
+        let why = "closed its PMI connection before MPI_Finalize";
+        self.close(rank, why).into_iter().collect()
+    }
+
+    /// `rank`'s process exited (whatever the order in which that and the end of its
+    /// channel arrived): why its PMI failed, if it did. A rank that used PMI and exited
+    /// without MPI_Finalize failed, even with status 0.
+    pub fn exited(&mut self, rank: u32) -> Option<String> {
+        self.close(rank, "exited without calling MPI_Finalize");
+        self.ranks.get(rank as usize)?.failure.clone()
+    }
+
+    /// Ends `rank`'s channel; the abort when it ends unfinished (`why`).
+    fn close(&mut self, rank: u32, why: &str) -> Option<Action> {
+        let state = self.ranks.get_mut(rank as usize)?;
         let failed = state.inited && !state.finalized && !state.over;
         state.over = true;
-        if failed {
-            let why = "closed its PMI connection before MPI_Finalize".to_string();
-            return vec![abort(rank, why)];
+        failed.then(|| self.fail(rank, why.to_string()))
+    }
+
+    /// Records that `rank`'s PMI failed for `why` (its channel is over); the abort.
+    fn fail(&mut self, rank: u32, why: String) -> Action {
+        if let Some(state) = self.ranks.get_mut(rank as usize) {
+            state.over = true;
+            state.failure.get_or_insert(why.clone());
         }
-        Vec::new()
+        Action::Abort {
+            rank,
+            why,
+            code: None,
+        }
     }
 
     fn line(&mut self, rank: u32, text: &str, out: &mut Vec<Action>) {
@@ -132,11 +154,8 @@ impl Server {
             return;
         }
         let Some(cmd) = line.command() else {
-            self.ranks[r].over = true;
-            return out.push(abort(
-                rank,
-                format!("sent a PMI line without a command: {text:.80}"),
-            ));
+            let why = format!("sent a PMI line without a command: {text:.80}");
+            return out.push(self.fail(rank, why));
         };
         let answer = match cmd {
             "init" => {
@@ -233,14 +252,6 @@ fn reply(rank: u32, line: &str) -> Action {
     Action::Reply {
         rank,
         line: line.to_string(),
-    }
-}
-
-fn abort(rank: u32, why: String) -> Action {
-    Action::Abort {
-        rank,
-        why,
-        code: None,
     }
 }
 

@@ -147,6 +147,41 @@ fn the_end_of_a_channel_before_finalize_fails_the_job() {
     );
 }
 
+/// Regression: a rank that initialised PMI and exited 0 without MPI_Finalize ended the
+/// job 0 when its exit reached the client before the end of its channel.
+#[test]
+fn a_rank_that_exits_without_finalize_failed_whichever_end_comes_first() {
+    let mut s = server(3);
+    for rank in 0..3 {
+        s.bytes(rank, b"cmd=init pmi_version=1 pmi_subversion=1\n");
+    }
+    // The exit first, then the channel's end (which says nothing more).
+    let why = s.exited(0).expect("rank 0 did not finalize");
+    assert!(why.contains("MPI_Finalize"), "{why}");
+    assert!(s.end(0).is_empty());
+    // The channel's end first (the abort), then the exit, which still says so.
+    assert_eq!(s.end(1).len(), 1);
+    let why = s.exited(1).expect("rank 1 did not finalize");
+    assert!(why.contains("before MPI_Finalize"), "{why}");
+    // A rank that finalized is fine either way.
+    s.bytes(2, b"cmd=finalize\n");
+    assert_eq!(s.exited(2), None);
+    assert!(s.end(2).is_empty());
+}
+
+#[test]
+fn a_rank_that_aborted_or_never_used_pmi_may_exit() {
+    let mut s = server(2);
+    assert_eq!(s.exited(0), None);
+    s.bytes(1, b"cmd=init pmi_version=1 pmi_subversion=1\n");
+    s.bytes(1, b"cmd=abort exitcode=7\n");
+    assert_eq!(
+        s.exited(1),
+        None,
+        "MPI_Abort speaks for itself, with its code"
+    );
+}
+
 #[test]
 fn a_rank_that_never_used_pmi_may_end() {
     let mut s = server(1);

@@ -4,7 +4,7 @@
 //! an MPI_Allreduce right, a barrier, 4 MiB MPI_Sendrecv between ranks on different
 //! nodes, on loopback and across network-namespace hosts. MPI_Abort, a rank killed with
 //! SIGKILL and Ctrl-C at the client each end the job on every node, leaving no process
-//! and no job cgroup. Two MPI jobs bidding 3 and 1 on one node get CPU and pay in about
+//! and no job cgroup; ranks that exit 0 without MPI_Finalize fail it. Two MPI jobs bidding 3 and 1 on one node get CPU and pay in about
 //! that ratio.
 
 use std::path::{Path, PathBuf};
@@ -96,13 +96,46 @@ fn an_mpich_job_of_four_ranks_on_three_nodes_finds_its_peers() {
 
     // Without --mpi the same program is four singletons: each believes it is rank 0 of 1.
     let out = cluster.rexec().args(["--nodes", "n1,n2,n3,n1", prog]).run();
+    assert_singletons(&out, 4);
+}
+
+/// Checks that a run ended 0 with `n` singletons, each rank 0 of 1.
+fn assert_singletons(out: &rexec_tests::rexec::Outcome, n: usize) {
     assert_eq!(out.code, Some(0), "{out:?}");
     let singletons = out
         .out()
         .lines()
         .filter(|l| l.starts_with("rank 0 of 1 "))
         .count();
-    assert_eq!(singletons, 4, "{out:?}");
+    assert_eq!(singletons, n, "{out:?}");
+}
+
+#[test]
+fn the_client_files_mpi_default_makes_every_run_an_mpi_job() {
+    if !rexec_tests::can_run("the_client_files_mpi_default_makes_every_run_an_mpi_job") {
+        return;
+    }
+    let (program, cluster) = ring_cluster("mpicc.mpich");
+    let prog = program.path.to_str().unwrap();
+    // Beside the cluster's file, so that its relative certificate paths still hold.
+    let text = std::fs::read_to_string(&cluster.config).unwrap();
+    let config = cluster.config.with_file_name("client-mpi-default.toml");
+    std::fs::write(&config, format!("{text}\n[mpi]\ndefault = true\n")).unwrap();
+    let out = cluster
+        .rexec()
+        .config(&config)
+        .args(["--nodes", "n1,n2,n3", prog])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", cluster.logs());
+    assert_ring_ok(&out.out(), 3);
+    // --no-mpi: three singletons, each rank 0 of 1.
+    let out = cluster
+        .rexec()
+        .config(&config)
+        .args(["--no-mpi", "--nodes", "n1,n2,n3", prog])
+        .run();
+    assert_singletons(&out, 3);
+    assert_nothing_left(&cluster, &[], "after the jobs");
 }
 
 #[test]
@@ -123,6 +156,27 @@ fn mpi_abort_ends_every_rank_with_its_code() {
         "{err}"
     );
     assert_nothing_left(&cluster, &[], "after MPI_Abort");
+}
+
+/// Regression: a rank that exited 0 without MPI_Finalize could have its exit reach the
+/// client before the end of its PMI channel, and the job, its last rank gone, ended 0.
+#[test]
+fn ranks_that_exit_0_without_mpi_finalize_fail_the_job() {
+    if !rexec_tests::can_run("ranks_that_exit_0_without_mpi_finalize_fail_the_job") {
+        return;
+    }
+    let (program, cluster) = ring_cluster("mpicc.mpich");
+    let prog = program.path.to_str().unwrap();
+    for _ in 0..3 {
+        let out = cluster
+            .rexec()
+            .args(["--mpi", "--nodes", "n1,n2,n3", prog, "nofinalize"])
+            .run();
+        assert_ring_ok(&out.out(), 3);
+        assert_eq!(out.code, Some(255), "{out:?}\n{}", cluster.logs());
+        assert!(out.stderr.contains("MPI_Finalize"), "{out:?}");
+        assert_nothing_left(&cluster, &[], "after ranks that did not finalize");
+    }
 }
 
 #[test]

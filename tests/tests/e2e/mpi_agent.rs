@@ -2,7 +2,8 @@
 //! Hydra (`-launcher ssh -launcher-exec`) start their per-node daemons with
 //! `rexec-agent`, each a one-rank rexec job on the named node (all "hosts" are nodes on
 //! this machine). The MPI ranks are the daemons' children: they run in the jobs'
-//! cgroups, show in `rexec jobs`, and die with the jobs.
+//! cgroups, show in `rexec jobs`, and die with the jobs. On a contended node the agent's
+//! job is charged in the ledger at the bid the user gave the launcher (`REXEC_RATE`).
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -65,6 +66,17 @@ fn run_ring(cluster: &Cluster, mut launcher: Command) {
     assert_nothing_left(cluster, &[], "after the launcher");
 }
 
+/// `mpiexec.hydra` starting its proxies on `hosts` through the agent, `n` ranks of
+/// `program` (and its arguments).
+fn hydra(cluster: &Cluster, hosts: &str, n: u32, program: &[&str]) -> Command {
+    let agent = agent();
+    let n = n.to_string();
+    let mut args = vec!["-launcher", "ssh", "-launcher-exec", &agent];
+    args.extend(["-hosts", hosts, "-n", &n]);
+    args.extend(program);
+    launcher(cluster, "mpiexec.hydra", &args)
+}
+
 fn agent() -> String {
     bin("rexec-agent").display().to_string()
 }
@@ -76,19 +88,7 @@ fn mpiexec_hydra_starts_its_proxies_through_rexecd() {
     }
     let (program, cluster) = ring_cluster("mpicc.mpich");
     let prog = program.path.to_str().unwrap();
-    let agent = agent();
-    let args = [
-        "-launcher",
-        "ssh",
-        "-launcher-exec",
-        &agent,
-        "-hosts",
-        "n1,n2,n3",
-        "-n",
-        "4",
-        prog,
-    ];
-    run_ring(&cluster, launcher(&cluster, "mpiexec.hydra", &args));
+    run_ring(&cluster, hydra(&cluster, "n1,n2,n3", 4, &[prog]));
 }
 
 #[test]
@@ -122,21 +122,8 @@ fn a_launchers_ranks_live_in_the_job_cgroups_and_die_with_them() {
     }
     let (program, cluster) = ring_cluster("mpicc.mpich");
     let prog = program.path.to_str().unwrap();
-    let agent = agent();
     let output = tempfile::NamedTempFile::new().unwrap();
-    let args = [
-        "-launcher",
-        "ssh",
-        "-launcher-exec",
-        &agent,
-        "-hosts",
-        "n1,n2,n3",
-        "-n",
-        "4",
-        prog,
-        "hang",
-    ];
-    let mut cmd = launcher(&cluster, "mpiexec.hydra", &args);
+    let mut cmd = hydra(&cluster, "n1,n2,n3", 4, &[prog, "hang"]);
     cmd.stdout(output.reopen().unwrap());
     let child = cmd.spawn().unwrap();
     let ready = wait_until(RUN_LIMIT, || {
@@ -178,4 +165,73 @@ fn a_launchers_ranks_live_in_the_job_cgroups_and_die_with_them() {
     let out = finish(child, RUN_LIMIT);
     assert!(out.status.code().is_some(), "mpiexec did not exit: {out:?}");
     assert_nothing_left(&cluster, &[], "after mpiexec was interrupted");
+}
+
+#[test]
+fn an_agents_job_on_a_contended_node_is_charged_at_the_users_bid() {
+    if !rexec_tests::can_run("an_agents_job_on_a_contended_node_is_charged_at_the_users_bid") {
+        return;
+    }
+    use rexec_tests::cluster::{ClusterOptions, TEST_USER};
+    use rexec_tests::market::{MarketCluster, MarketOptions};
+    let program = super::mpi::compile("mpicc.mpich");
+    let prog = program.path.to_str().unwrap();
+    // One node selling one CPU: the other job's spinning and the MPI rank's contend it.
+    let m = MarketCluster::start(MarketOptions {
+        cluster: ClusterOptions {
+            nodes: 1,
+            ..ClusterOptions::default()
+        },
+        cpus: 1,
+        ..MarketOptions::default()
+    });
+    let spin = "$|=1; print \"$ENV{REXEC_JOB}\\n\"; $e=time+120; 1 while time<$e";
+    let other = m
+        .rexec()
+        .args(["-r", "1", "--nodes", "n1", "perl", "-e", spin])
+        .spawn();
+    other.wait_for_stdout("\n", Duration::from_secs(60));
+    let other_job = other.stdout_now().trim().to_string();
+    assert_eq!(other_job.len(), 16, "not a job id: {other_job:?}");
+    // Hydra's proxy on n1 through the agent, at a bid of 3; its one rank spins 8 s by
+    // time(), so at least 7 s.
+    let mut cmd = hydra(&m, "n1", 1, &[prog, "spin", "8"]);
+    cmd.env("REXEC_RATE", "3");
+    let started = Instant::now();
+    let out = finish(cmd.spawn().unwrap(), RUN_LIMIT);
+    let wall = started.elapsed().as_secs_f64();
+    assert!(out.status.success(), "{out:?}\n{}", m.logs());
+    assert_ring_ok(&String::from_utf8_lossy(&out.stdout), 1);
+    other.signal(SIGINT);
+    let _ = other.wait(RUN_LIMIT);
+
+    // The agent's job is the user's other job on n1 in the ledger. Contended all its
+    // life, it pays its bid (3 credits a minute) for about that long: nearly the 7 s its
+    // rank spun (a 250 ms tick may be lost at each end), at most the launcher's whole
+    // run (a bid of 1 would show a third).
+    let mut paid_seconds = 0.0;
+    let mut history = Vec::new();
+    let charged = wait_until(RUN_LIMIT, || {
+        history = m.accountd.history(TEST_USER);
+        let micros: i64 = history
+            .iter()
+            .filter(|e| e.kind == "debit" && e.node == "n1" && e.job != other_job)
+            .map(|e| -e.amount)
+            .sum();
+        paid_seconds = micros as f64 / 1e6 / 3.0 * 60.0;
+        paid_seconds >= 6.0
+    });
+    assert!(
+        charged.is_some(),
+        "the agent's job paid for {paid_seconds:.2} s at a bid of 3, not its 7 s of spinning: {history:?}\n{}",
+        m.logs()
+    );
+    eprintln!(
+        "the agent's job paid for {paid_seconds:.2} s at a bid of 3; the launcher ran {wall:.2} s"
+    );
+    assert!(
+        paid_seconds <= wall + 1.0,
+        "the agent's job paid for {paid_seconds:.2} s at a bid of 3, longer than the launcher ran ({wall:.2} s): {history:?}"
+    );
+    assert_nothing_left(&m, &[], "after the agent's job");
 }
