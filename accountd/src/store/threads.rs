@@ -13,7 +13,7 @@ use std::time::Instant;
 use proto::account::{AccountError, AccountOp, AccountReply, EntryKind, ErrorCode};
 use tokio::sync::{mpsc, oneshot};
 
-use super::anchors::{AnchorPolicy, AnchorSettings, Anchoring};
+use super::anchors::{AnchorPolicy, AnchorSettings, Anchoring, Latest};
 use super::lite::{LiteReader, LiteWriter};
 use super::rows::{Reader, Rows, Tx, Writer};
 use super::{StoreError, audit, claims, ledger, query, schema};
@@ -78,6 +78,7 @@ pub struct Store {
     reader: mpsc::Sender<ReadJob>,
     threads: Vec<JoinHandle<()>>,
     meters: Arc<StoreMeters>,
+    latest: Latest,
 }
 
 fn gone() -> AccountError {
@@ -118,6 +119,10 @@ impl Store {
             )),
             None => None,
         };
+        let latest = anchoring
+            .as_ref()
+            .map(Anchoring::latest)
+            .unwrap_or_default();
         let meters = Arc::new(StoreMeters::default());
         let m = Arc::clone(&meters);
         let w = std::thread::Builder::new()
@@ -133,7 +138,15 @@ impl Store {
             reader: rtx,
             threads: vec![w, r],
             meters,
+            latest,
         })
+    }
+
+    /// The latest chain head the writer signed, `None` without anchoring or
+    /// before the first.
+    pub fn signed_head(&self) -> Option<proto::account::SignedHead> {
+        let latest = self.latest.lock().ok()?;
+        latest.as_ref().map(super::anchors::Anchor::to_signed_head)
     }
 
     /// What the writer has counted, for metrics.
