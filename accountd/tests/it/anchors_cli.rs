@@ -22,25 +22,36 @@ fn ctl_offline(d: &Accountd, anchors: &Path, config: &Path) -> std::process::Out
         .unwrap()
 }
 
-#[tokio::test]
-async fn a_rewritten_ledger_is_caught_by_the_anchors_and_a_forged_head_refused() {
-    let side = tempfile::tempdir().unwrap();
-    let anchors = side.path().join("anchors");
-    let own = side.path().join("accountd.toml");
+/// An accountd signing its chain head every 2 entries into `dir/anchors`.
+async fn anchored(dir: &Path) -> (Accountd, std::path::PathBuf) {
+    let anchors = dir.join("anchors");
+    let own = dir.join("accountd.toml");
     std::fs::write(
         &own,
         format!("[store]\nanchors = {anchors:?}\nanchor_entries = 2\n"),
     )
     .unwrap();
-    let mut d = Accountd::start_with(&["--config", &own.display().to_string()]).await;
-    // What the admin's audit reads: the ledger and the CA.
+    let d = Accountd::start_with(&["--config", &own.display().to_string()]).await;
+    (d, anchors)
+}
+
+/// The config the offline audit reads: `d`'s ledger and the CA.
+fn ledger_config(d: &Accountd, dir: &Path) -> std::path::PathBuf {
     let tls = d.tls(certs::Role::Service, "accountd");
-    let config = side.path().join("ledger.toml");
+    let config = dir.join("ledger.toml");
     std::fs::write(
         &config,
         format!("database = {:?}\nca = {:?}\n", d.db, tls.ca),
     )
     .unwrap();
+    config
+}
+
+#[tokio::test]
+async fn a_rewritten_ledger_is_caught_by_the_anchors_and_a_forged_head_refused() {
+    let side = tempfile::tempdir().unwrap();
+    let (mut d, anchors) = anchored(side.path()).await;
+    let config = ledger_config(&d, side.path());
     d.admin(&["create", "u", "--initial", "100"]).ok();
     let mut node = d.client(certs::Role::Node, "n1").await;
     for seq in 1..=5 {
@@ -118,14 +129,7 @@ async fn a_rewritten_ledger_is_caught_by_the_anchors_and_a_forged_head_refused()
 #[tokio::test]
 async fn the_latest_signed_head_is_fetched_from_accountd_and_audits_as_kept() {
     let side = tempfile::tempdir().unwrap();
-    let anchors = side.path().join("anchors");
-    let own = side.path().join("accountd.toml");
-    std::fs::write(
-        &own,
-        format!("[store]\nanchors = {anchors:?}\nanchor_entries = 2\n"),
-    )
-    .unwrap();
-    let mut d = Accountd::start_with(&["--config", &own.display().to_string()]).await;
+    let (mut d, anchors) = anchored(side.path()).await;
     d.admin(&["head"]).fails_with("has signed no chain head");
     d.admin(&["create", "u", "--initial", "100"]).ok();
     let mut node = d.client(certs::Role::Node, "n1").await;
@@ -147,13 +151,7 @@ async fn the_latest_signed_head_is_fetched_from_accountd_and_audits_as_kept() {
     let kept = side.path().join("kept");
     std::fs::write(&kept, format!("{line}\n")).unwrap();
     d.terminate().await;
-    let tls = d.tls(certs::Role::Service, "accountd");
-    let config = side.path().join("ledger.toml");
-    std::fs::write(
-        &config,
-        format!("database = {:?}\nca = {:?}\n", d.db, tls.ca),
-    )
-    .unwrap();
+    let config = ledger_config(&d, side.path());
     let out = ctl_offline(&d, &kept, &config);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
