@@ -9,6 +9,10 @@
 //! connections on SQLite, on PostgreSQL behind one accountd, and behind two
 //! accountd sharing the database (32 connections each), on a real PostgreSQL
 //! server of the benchmark's own (`tests/src/postgres.rs`, fsync on).
+//!
+//! The hash chain's cost is measured on its own (SHA-256 of one debit's
+//! canonical content, as the writer computes it) and printed as a share of
+//! each mode's time per debit.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -210,6 +214,41 @@ async fn measure(pki: &TestPki, conns: u64, max_batch: usize, ledger: Ledger) ->
     }
 }
 
+/// Microseconds one chain hash of a debit entry takes (median of 5 rounds).
+fn chain_cost_us() -> f64 {
+    use accountd::store::chain;
+    use accountd::store::query::EntryColumns;
+    const N: i64 = 100_000;
+    let mut rounds = Vec::new();
+    for _ in 0..5 {
+        let mut prev = chain::GENESIS;
+        let t = Instant::now();
+        for id in 1..=N {
+            let e = EntryColumns {
+                id,
+                at_us: 1_700_000_000_000_000 + id,
+                user: "u17".into(),
+                amount: -1_000,
+                kind: "debit".into(),
+                node: Some("n42".into()),
+                job: Some("bench".into()),
+                seq: Some(id),
+                rank: Some(0),
+                interval: (Some(id), Some(id + 1)),
+                cpu_us: Some(1),
+                actor: "node:n42".into(),
+                reason: None,
+                balance_after: -1_000 * id,
+            };
+            prev = chain::entry_hash(&prev, &e);
+        }
+        std::hint::black_box(prev);
+        rounds.push(t.elapsed().as_secs_f64() * 1e6 / N as f64);
+    }
+    rounds.sort_by(f64::total_cmp);
+    rounds[rounds.len() / 2]
+}
+
 fn main() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let pki = Arc::new(TestPki::new());
@@ -263,6 +302,11 @@ fn main() {
         "mode", "conns", "debits", "debits/s", "p50 ms", "p99 ms", "best/s"
     );
     let mut target = None;
+    let hash_us = chain_cost_us();
+    println!(
+        "hash chain: {:.3} us per entry (SHA-256 of its canonical content)",
+        hash_us
+    );
     for (mode, batch, conns, _, mut runs) in points {
         runs.sort_by(|a, b| a.rate().total_cmp(&b.rate()));
         let best = runs.last().map(Result_::rate).unwrap_or(0.0);
@@ -279,6 +323,11 @@ fn main() {
             r.p50_us as f64 / 1000.0,
             r.p99_us as f64 / 1000.0,
             best
+        );
+        println!(
+            "{:<26} chain share of a debit's time: {:.2}%",
+            "",
+            100.0 * hash_us * r.rate() / 1e6
         );
     }
     let goal = format!(

@@ -8,7 +8,8 @@
 //! | admin | create accounts, grant, adjust, read every balance and history, report, audit |
 //! | service | nothing but `WhoAmI`; except a batch queue ([`is_batch_queue`]: named `batchd` or `batchd-*`), which charges its jobs as a node charges its ranks: debit with its own name in the key, and read any user's balance |
 //!
-//! Everyone may ask `WhoAmI`. Anything else is refused with
+//! Everyone may ask `WhoAmI` and `Head` (the latest signed chain head: it
+//! is meant to be kept by anyone, and shows nobody's account). Anything else is refused with
 //! [`ErrorCode::Forbidden`], and the server records the refusal.
 
 use certs::{PeerIdentity, Role};
@@ -23,6 +24,8 @@ pub enum Route {
     Read(AccountOp),
     /// Answered from the identity alone.
     WhoAmI,
+    /// Answered with the latest signed chain head.
+    Head,
 }
 
 /// Whether `peer` is a batch queue: a service certificate named `batchd` or
@@ -48,6 +51,7 @@ pub fn authorize(peer: &PeerIdentity, op: AccountOp) -> Result<Route, AccountErr
     let role = peer.role;
     match op {
         AccountOp::WhoAmI => Ok(Route::WhoAmI),
+        AccountOp::Head => Ok(Route::Head),
         AccountOp::Debit(ref d) => {
             own_key(peer, &d.key.node, "debit")?;
             Ok(Route::Write(op))
@@ -267,6 +271,7 @@ mod tests {
             );
         }
         assert_eq!(authorize(&svc, AccountOp::WhoAmI), Ok(Route::WhoAmI));
+        assert_eq!(authorize(&svc, AccountOp::Head), Ok(Route::Head));
         assert_eq!(
             authorize(&admin, AccountOp::Unknown { tag: 99 })
                 .unwrap_err()

@@ -398,6 +398,7 @@ impl Connection {
                 role: peer.role.to_string(),
                 name: peer.name.clone(),
             })),
+            Route::Head => Ok(AccountReply::Head(self.store.signed_head())),
             Route::Write(op) => self.store.write(actor(peer), op).await,
             Route::Read(op) => self.store.read(op).await,
         };

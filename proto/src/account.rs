@@ -211,6 +211,8 @@ crate::tagged::tagged_enum! {
         /// Node: claim one start of a signed batch job's rank, once across the
         /// cluster (answered `Claimed`, or `AlreadyClaimed`).
         11 => Claim(Claim),
+        /// Anyone: the latest chain head this accountd signed (answered `Head`).
+        12 => Head,
     }
 }
 
@@ -262,7 +264,28 @@ crate::tagged::tagged_enum! {
         8 => WhoAmI(Identity),
         /// Answer to `Claim`: this node may start the rank.
         9 => Claimed,
+        /// Answer to `Head`: the latest signed chain head, `None` when this
+        /// accountd signs none (no `[store] anchors`) or has not yet.
+        10 => Head(Option<SignedHead>),
     }
+}
+
+/// A chain head signed by accountd: the ledger's entry `id` carried hash
+/// `hash` at `at_us`. The signature (ECDSA P-256 SHA-256, ASN.1, by the key
+/// of `cert`) covers `"rexec-ledger-anchor-v1\0"`, the id and time as 8 bytes
+/// big-endian, and the hash; the same as a line of accountd's anchors file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedHead {
+    /// The last entry's id.
+    pub id: i64,
+    /// Its chain hash (32 bytes).
+    pub hash: Vec<u8>,
+    /// When it was signed, UTC microseconds.
+    pub at_us: i64,
+    /// The signature.
+    pub signature: Vec<u8>,
+    /// The signer's certificate, DER.
+    pub cert: Vec<u8>,
 }
 
 /// The result of a debit or refund.

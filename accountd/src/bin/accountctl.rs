@@ -133,6 +133,11 @@ enum Cmd {
     },
     /// Show the identity accountd sees in your certificate.
     Whoami,
+    /// Print the latest chain head accountd signed, as a line of its anchors
+    /// file, after checking its signature against the cluster CA; append it
+    /// to a file of your own for `audit --anchors`. Exit status 1 when
+    /// accountd signs none (no `[store] anchors`) or has not yet.
+    Head,
     /// Copy a ledger into an empty one (SQLite to PostgreSQL or back), each
     /// named by an accountd config file, and check the copy; with accountd stopped.
     Migrate {
@@ -163,7 +168,8 @@ impl Window {
     }
 }
 
-async fn connect(cli: &Cli) -> anyhow::Result<AccountClient> {
+/// Connects to accountd; the client and the cluster CA it trusts.
+async fn connect(cli: &Cli) -> anyhow::Result<(AccountClient, PathBuf)> {
     let (path, explicit) = match &cli.config {
         Some(p) => (Some(p.clone()), true),
         None => (default_config_path(), false),
@@ -210,13 +216,17 @@ async fn connect(cli: &Cli) -> anyhow::Result<AccountClient> {
     let addr = match cli.server.clone().or(file.accountd.address) {
         Some(addr) => addr,
         None => match &file.discovery {
-            Some(d) => return discover(&d.resolve()?, &name, &connector, timeout).await,
+            Some(d) => {
+                let c = discover(&d.resolve()?, &name, &connector, timeout).await?;
+                return Ok((c, paths.ca));
+            }
             None => bail!(
                 "no accountd address: pass --server HOST:PORT, set ACCOUNTD_ADDR, set address under [accountd] in the config file, or give a [discovery] table to hear accountd announce itself"
             ),
         },
     };
-    Ok(AccountClient::connect(&addr, &connector, &name, timeout).await?)
+    let c = AccountClient::connect(&addr, &connector, &name, timeout).await?;
+    Ok((c, paths.ca))
 }
 
 /// accountd `name` found through the group of `d`: at the address remembered from
@@ -281,7 +291,7 @@ fn amount(text: &str) -> anyhow::Result<i64> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let mut c = connect(&cli).await?;
+    let (mut c, ca) = connect(&cli).await?;
     match &cli.cmd {
         Cmd::Balance { user } => {
             let AccountReply::Balance(b) = c
@@ -388,6 +398,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Cmd::Migrate { .. } => bail!("migrate runs without accountd"),
+        Cmd::Head => {
+            let AccountReply::Head(head) = c.call(AccountOp::Head).await? else {
+                bail!("accountd gave an unexpected answer to head");
+            };
+            let Some(head) = head else {
+                bail!(
+                    "accountd has signed no chain head: it signs none without [store] anchors, and its first only after the first entry"
+                );
+            };
+            let anchor = accountd::store::anchors::Anchor::from_signed_head(&head)
+                .ok_or_else(|| anyhow!("accountd sent a chain head whose hash is not 32 bytes"))?;
+            anchor.verify(&ca)?;
+            println!("{}", anchor.line());
+        }
         Cmd::Whoami => {
             let AccountReply::WhoAmI(i) = c.call(AccountOp::WhoAmI).await? else {
                 bail!("accountd gave an unexpected answer to whoami");

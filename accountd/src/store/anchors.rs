@@ -22,7 +22,7 @@ use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 
-use proto::account::AuditProblem;
+use proto::account::{AuditProblem, SignedHead};
 
 use super::chain::{Hash, hex};
 use super::rows::Rows;
@@ -112,6 +112,28 @@ impl Anchor {
             hex(&self.hash),
             self.at_us
         )
+    }
+
+    /// As sent by accountd's `Head` answer.
+    pub fn to_signed_head(&self) -> SignedHead {
+        SignedHead {
+            id: self.id,
+            hash: self.hash.to_vec(),
+            at_us: self.at_us,
+            signature: self.signature.clone(),
+            cert: self.cert.clone(),
+        }
+    }
+
+    /// From accountd's `Head` answer; `None` when the hash is not 32 bytes.
+    pub fn from_signed_head(h: &SignedHead) -> Option<Anchor> {
+        Some(Anchor {
+            id: h.id,
+            hash: Hash::try_from(h.hash.as_slice()).ok()?,
+            at_us: h.at_us,
+            signature: h.signature.clone(),
+            cert: h.cert.clone(),
+        })
     }
 
     /// Parses a line written by [`Anchor::line`] (`line_no` names it in errors).
@@ -332,11 +354,15 @@ pub struct AnchorPolicy {
     pub interval: std::time::Duration,
 }
 
+/// The latest anchor signed, shared by the writer with whoever answers `Head`.
+pub type Latest = std::sync::Arc<std::sync::Mutex<Option<Anchor>>>;
+
 /// The writer's anchoring state.
 pub struct Anchoring {
     policy: AnchorPolicy,
     last_id: i64,
     last_at: std::time::Instant,
+    latest: Latest,
 }
 
 impl Anchoring {
@@ -346,7 +372,13 @@ impl Anchoring {
             policy,
             last_id: -1,
             last_at: std::time::Instant::now(),
+            latest: Latest::default(),
         }
+    }
+
+    /// Where the latest anchor signed is kept.
+    pub fn latest(&self) -> Latest {
+        self.latest.clone()
     }
 
     /// Signs the head `(id, hash)` when the policy says so (or `force` and it moved).
@@ -365,7 +397,10 @@ impl Anchoring {
             return;
         };
         match self.policy.signer.append(id, hash, crate::time::now_us()) {
-            Ok(_) => {
+            Ok(a) => {
+                if let Ok(mut latest) = self.latest.lock() {
+                    *latest = Some(a);
+                }
                 self.last_id = id;
                 self.last_at = std::time::Instant::now();
             }

@@ -189,6 +189,12 @@ pub trait Tx {
         &mut self,
         work: &mut dyn FnMut(&mut dyn Rows) -> Keep,
     ) -> Result<(), AccountError>;
+    /// Reads ahead what a batch will ask about (the stored charges of
+    /// `keys`, the balances of `users`) where that saves round trips; the
+    /// answers stay the same either way.
+    fn prefetch(&mut self, _keys: &[String], _users: &[String]) -> Result<(), AccountError> {
+        Ok(())
+    }
 }
 
 /// The write side of a backend: one connection, one transaction at a time.

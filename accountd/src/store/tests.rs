@@ -401,6 +401,73 @@ both_async! {
     }
 
     #[test]
+    async fn repeats_and_conflicts_inside_one_batch_are_told_apart(kind: Kind) {
+        let db = TestDb::new(kind);
+        let store = std::sync::Arc::new(Store::open(db.store_config(256, MAX)).unwrap());
+        store
+            .write(
+                "admin:root".into(),
+                AccountOp::CreateAccount(CreateAccount {
+                    user: "u".into(),
+                    initial: 1_000_000,
+                }),
+            )
+            .await
+            .unwrap();
+        // Each key three times at once: the charge, its repeat, and a changed
+        // repeat; whichever lands first stands, the same again is a duplicate,
+        // the other a conflict.
+        let mut tasks = Vec::new();
+        for seq in 0..20u64 {
+            for amount in [1_000, 1_000, 1_001] {
+                let store = store.clone();
+                tasks.push(tokio::spawn(async move {
+                    let d = debit("n1", "j", seq, "u", amount);
+                    (seq, store.write("node:n1".into(), AccountOp::Debit(d)).await)
+                }));
+            }
+        }
+        let mut per_key = std::collections::HashMap::<u64, Vec<_>>::new();
+        for t in tasks {
+            let (seq, r) = t.await.unwrap();
+            per_key.entry(seq).or_default().push(r);
+        }
+        let mut charged = 0;
+        for (seq, results) in per_key {
+            let receipts: Vec<ChargeReceipt> = results
+                .iter()
+                .filter_map(|r| match r {
+                    Ok(AccountReply::Charged(c)) => Some(c.clone()),
+                    _ => None,
+                })
+                .collect();
+            let conflicts = results
+                .iter()
+                .filter(|r| matches!(r, Err(e) if e.code == ErrorCode::KeyConflict))
+                .count();
+            assert_eq!(receipts.len() + conflicts, 3, "key {seq}: {results:?}");
+            assert_eq!(receipts.iter().filter(|c| !c.duplicate).count(), 1, "key {seq}: {results:?}");
+            assert!(receipts.iter().all(|c| c.entry_id == receipts[0].entry_id && c.amount == receipts[0].amount));
+            assert_eq!(conflicts, if receipts[0].amount == -1_000 { 1 } else { 2 }, "key {seq}: {results:?}");
+            charged += receipts[0].amount;
+        }
+        let got = store
+            .read(AccountOp::Balance(BalanceQuery { user: Some("u".into()) }))
+            .await
+            .unwrap();
+        assert_eq!(
+            got,
+            AccountReply::Balance(AccountBalance { user: "u".into(), balance: 1_000_000 + charged })
+        );
+        let AccountReply::Audit(report) = store.read(AccountOp::Audit).await.unwrap() else {
+            panic!()
+        };
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.entries, 1 + 20);
+        std::sync::Arc::try_unwrap(store).ok().unwrap().close();
+    }
+
+    #[test]
     async fn a_storage_error_inside_a_batch_stays_with_its_job(kind: Kind) {
         let db = TestDb::new(kind);
         let store = std::sync::Arc::new(Store::open(db.store_config(256, MAX)).unwrap());

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use proto::account::{AccountError, AccountOp, AccountReply, ErrorCode};
+use proto::account::{AccountError, AccountOp, AccountReply, EntryKind, ErrorCode};
 use tokio::sync::{mpsc, oneshot};
 
-use super::anchors::{AnchorPolicy, AnchorSettings, Anchoring};
+use super::anchors::{AnchorPolicy, AnchorSettings, Anchoring, Latest};
 use super::lite::{LiteReader, LiteWriter};
 use super::rows::{Reader, Rows, Tx, Writer};
 use super::{StoreError, audit, claims, ledger, query, schema};
@@ -78,6 +78,7 @@ pub struct Store {
     reader: mpsc::Sender<ReadJob>,
     threads: Vec<JoinHandle<()>>,
     meters: Arc<StoreMeters>,
+    latest: Latest,
 }
 
 fn gone() -> AccountError {
@@ -118,6 +119,10 @@ impl Store {
             )),
             None => None,
         };
+        let latest = anchoring
+            .as_ref()
+            .map(Anchoring::latest)
+            .unwrap_or_default();
         let meters = Arc::new(StoreMeters::default());
         let m = Arc::clone(&meters);
         let w = std::thread::Builder::new()
@@ -133,7 +138,15 @@ impl Store {
             reader: rtx,
             threads: vec![w, r],
             meters,
+            latest,
         })
+    }
+
+    /// The latest chain head the writer signed, `None` without anchoring or
+    /// before the first.
+    pub fn signed_head(&self) -> Option<proto::account::SignedHead> {
+        let latest = self.latest.lock().ok()?;
+        latest.as_ref().map(super::anchors::Anchor::to_signed_head)
     }
 
     /// What the writer has counted, for metrics.
@@ -291,8 +304,13 @@ fn apply_batch(
 ) -> Option<Vec<Result<AccountReply, AccountError>>> {
     let now = crate::time::now_us();
     let mut results = Vec::with_capacity(batch.len());
+    let (keys, users) = batch_reads(batch);
     let outcome = conn.transaction(&mut |tx: &mut dyn Tx| {
         results.clear();
+        if let Err(e) = tx.prefetch(&keys, &users) {
+            tracing::warn!(error = %e, "reading ahead for a batch failed");
+            return false;
+        }
         for job in batch {
             if !careful {
                 let r = apply(tx.rows(), job, now, max_entry);
@@ -322,6 +340,33 @@ fn apply_batch(
         Ok(false) => None,
         Err(e) => Some(batch.iter().map(|_| Err(e.clone())).collect()),
     }
+}
+
+/// The charge keys and the users a batch names, for [`Tx::prefetch`].
+fn batch_reads(batch: &[WriteJob]) -> (Vec<String>, Vec<String>) {
+    let mut keys = Vec::new();
+    let mut users = Vec::new();
+    for job in batch {
+        let WriteJob::Op { op, .. } = job else {
+            continue;
+        };
+        match op {
+            AccountOp::Debit(d) => {
+                keys.push(ledger::key_text(EntryKind::Debit, &d.key));
+                users.push(d.user.clone());
+            }
+            AccountOp::Refund(r) => {
+                keys.push(ledger::key_text(EntryKind::Refund, &r.key));
+                users.push(r.user.clone());
+            }
+            AccountOp::Grant(g) => users.push(g.user.clone()),
+            AccountOp::Adjust(a) => users.push(a.user.clone()),
+            _ => {}
+        }
+    }
+    users.sort_unstable();
+    users.dedup();
+    (keys, users)
 }
 
 fn apply(

@@ -1,7 +1,9 @@
 //! Signed chain heads through the real binaries: accountd appends them to
 //! its anchors file as it writes; `accountctl audit --anchors --ledger` on the
 //! ledger file passes, names the rewritten entry after a rewrite with every
-//! hash recomputed, and refuses a forged head.
+//! hash recomputed, and refuses a forged head; `accountctl head` fetches the
+//! latest signed head from the running accountd, and a copy kept elsewhere
+//! audits like the file.
 
 use std::path::Path;
 
@@ -20,25 +22,36 @@ fn ctl_offline(d: &Accountd, anchors: &Path, config: &Path) -> std::process::Out
         .unwrap()
 }
 
-#[tokio::test]
-async fn a_rewritten_ledger_is_caught_by_the_anchors_and_a_forged_head_refused() {
-    let side = tempfile::tempdir().unwrap();
-    let anchors = side.path().join("anchors");
-    let own = side.path().join("accountd.toml");
+/// An accountd signing its chain head every 2 entries into `dir/anchors`.
+async fn anchored(dir: &Path) -> (Accountd, std::path::PathBuf) {
+    let anchors = dir.join("anchors");
+    let own = dir.join("accountd.toml");
     std::fs::write(
         &own,
         format!("[store]\nanchors = {anchors:?}\nanchor_entries = 2\n"),
     )
     .unwrap();
-    let mut d = Accountd::start_with(&["--config", &own.display().to_string()]).await;
-    // What the admin's audit reads: the ledger and the CA.
+    let d = Accountd::start_with(&["--config", &own.display().to_string()]).await;
+    (d, anchors)
+}
+
+/// The config the offline audit reads: `d`'s ledger and the CA.
+fn ledger_config(d: &Accountd, dir: &Path) -> std::path::PathBuf {
     let tls = d.tls(certs::Role::Service, "accountd");
-    let config = side.path().join("ledger.toml");
+    let config = dir.join("ledger.toml");
     std::fs::write(
         &config,
         format!("database = {:?}\nca = {:?}\n", d.db, tls.ca),
     )
     .unwrap();
+    config
+}
+
+#[tokio::test]
+async fn a_rewritten_ledger_is_caught_by_the_anchors_and_a_forged_head_refused() {
+    let side = tempfile::tempdir().unwrap();
+    let (mut d, anchors) = anchored(side.path()).await;
+    let config = ledger_config(&d, side.path());
     d.admin(&["create", "u", "--initial", "100"]).ok();
     let mut node = d.client(certs::Role::Node, "n1").await;
     for seq in 1..=5 {
@@ -111,4 +124,47 @@ async fn a_rewritten_ledger_is_caught_by_the_anchors_and_a_forged_head_refused()
         err.contains("is not signed by the cluster's accountd"),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn the_latest_signed_head_is_fetched_from_accountd_and_audits_as_kept() {
+    let side = tempfile::tempdir().unwrap();
+    let (mut d, anchors) = anchored(side.path()).await;
+    d.admin(&["head"]).fails_with("has signed no chain head");
+    d.admin(&["create", "u", "--initial", "100"]).ok();
+    let mut node = d.client(certs::Role::Node, "n1").await;
+    for seq in 1..=5 {
+        node.call(AccountOp::Debit(debit("n1", "j", seq, "u", C)))
+            .await
+            .unwrap();
+    }
+    // Anyone may ask: here a node, over the protocol.
+    let proto::account::AccountReply::Head(Some(head)) = node.call(AccountOp::Head).await.unwrap()
+    else {
+        panic!("no signed head")
+    };
+    // Entries 1, 3 and 5 were anchored (every 2 entries); 6 not yet.
+    assert_eq!(head.id, 5);
+    let line = d.admin(&["head"]).ok().trim().to_string();
+    let file = std::fs::read_to_string(&anchors).unwrap();
+    assert_eq!(Some(line.as_str()), file.lines().last(), "{file}");
+    let kept = side.path().join("kept");
+    std::fs::write(&kept, format!("{line}\n")).unwrap();
+    d.terminate().await;
+    let config = ledger_config(&d, side.path());
+    let out = ctl_offline(&d, &kept, &config);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.starts_with("audit passed"), "{text}");
+}
+
+#[tokio::test]
+async fn accountd_without_anchors_answers_head_with_none() {
+    let d = Accountd::start().await;
+    d.admin(&["create", "u", "--initial", "100"]).ok();
+    d.admin(&["head"]).fails_with("has signed no chain head");
 }

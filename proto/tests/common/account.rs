@@ -111,6 +111,7 @@ pub fn account_op() -> impl Strategy<Value = AccountOp> {
                     digest,
                 })
             ),
+        Just(AccountOp::Head),
     ]
 }
 
@@ -233,6 +234,23 @@ pub fn account_reply() -> impl Strategy<Value = AccountReply> {
         ),
         (text(), text()).prop_map(|(role, name)| AccountReply::WhoAmI(Identity { role, name })),
         Just(AccountReply::Claimed),
+        option::of(
+            (
+                any::<i64>(),
+                vec(any::<u8>(), 0..40),
+                any::<i64>(),
+                vec(any::<u8>(), 0..80),
+                vec(any::<u8>(), 0..80)
+            )
+                .prop_map(|(id, hash, at_us, signature, cert)| SignedHead {
+                    id,
+                    hash,
+                    at_us,
+                    signature,
+                    cert,
+                })
+        )
+        .prop_map(AccountReply::Head),
     ]
 }
 

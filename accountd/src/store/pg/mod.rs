@@ -1,19 +1,22 @@
 //! The PostgreSQL backend: one database served by any number of accountd at
 //! once. Module map: [`schema`] (tables, the version in `meta`, creation and
 //! migration on start), [`rows`] (the [`Rows`](super::rows::Rows) of the
-//! storage interface in PostgreSQL's SQL), and here the connection: settings
+//! storage interface in PostgreSQL's SQL), [`batch`] (a group commit in a
+//! constant number of statements), and here the connection: settings
 //! (`[store] postgres`, a password file, TLS to the database with rustls),
 //! connecting, and reconnecting by itself after the server went away.
 //!
 //! Concurrency across instances: every write transaction (one group commit)
 //! first locks the single row of `head`, which holds the last entry id. So
-//! write transactions of all instances take turns; each sees every earlier
+//! write transactions of all instances take turns (each holds the lock for a
+//! handful of statements per batch, see [`batch`]); each sees every earlier
 //! commit, the debit key's uniqueness is decided by the database
 //! (`entries.idem_key` is `UNIQUE`), balances are updated under their row
 //! locks inside that transaction, and entry ids stay gapless (the audit's
 //! deleted-entry check holds on PostgreSQL too). Reads run in `REPEATABLE READ
 //! READ ONLY` transactions and never wait for writers.
 
+pub mod batch;
 pub mod rows;
 pub mod schema;
 
@@ -181,13 +184,31 @@ impl Tx for Pg<postgres::Transaction<'_>> {
         &mut self,
         work: &mut dyn FnMut(&mut dyn Rows) -> Keep,
     ) -> Result<(), AccountError> {
+        // What the savepoint writes is flushed inside it, so a failure stays
+        // with its job; what it learnt is kept only when it is released.
+        self.flush()?;
         let sp = self.c.transaction().map_err(pg_storage)?;
         let mut sp = Pg::new(sp, self.cache.clone());
-        if work(&mut sp) {
-            sp.c.commit().map_err(pg_storage)
-        } else {
-            sp.c.rollback().map_err(pg_storage)
+        sp.pending = self.pending.known();
+        let keep = work(&mut sp);
+        let flushed = if keep { sp.flush() } else { Ok(()) };
+        match flushed {
+            Ok(()) if keep => {
+                let Pg { c, pending, .. } = sp;
+                c.commit().map_err(pg_storage)?;
+                self.pending = pending;
+                Ok(())
+            }
+            Ok(()) => sp.c.rollback().map_err(pg_storage),
+            Err(e) => {
+                sp.c.rollback().map_err(pg_storage)?;
+                Err(e)
+            }
         }
+    }
+
+    fn prefetch(&mut self, keys: &[String], users: &[String]) -> Result<(), AccountError> {
+        Pg::prefetch(self, keys, users)
     }
 }
 
@@ -201,6 +222,11 @@ impl Writer for PgWriter {
         let mut tx = Pg::new(tx, cache);
         tx.lock_head()?;
         if !work(&mut tx) {
+            tx.c.rollback().map_err(pg_storage)?;
+            return Ok(false);
+        }
+        if let Err(e) = tx.flush() {
+            tracing::warn!(error = %e, "writing a group commit failed");
             tx.c.rollback().map_err(pg_storage)?;
             return Ok(false);
         }

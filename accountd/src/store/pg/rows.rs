@@ -1,11 +1,15 @@
 //! [`Rows`] in PostgreSQL's SQL, on a client or a (nested) transaction, with
 //! the connection's prepared statements cached by their text. `user` is a
 //! reserved word in PostgreSQL and is quoted; sums are cast back to `BIGINT`.
+//! In a write transaction the balances, ids, hashes, keys and new entries go
+//! through [`super::batch`], so a group commit costs a constant number of
+//! statements; everything else is one statement per call, as here.
 
 use postgres::types::ToSql;
 use postgres::{GenericClient, Row, Statement};
 use proto::account::{AccountError, Claim, LedgerEntry, ReportBy, ReportRow};
 
+use super::batch::Pending;
 use super::{Cache, pg_storage};
 use crate::store::Refusal;
 use crate::store::lite::report_row;
@@ -21,12 +25,18 @@ pub struct Pg<C> {
     pub c: C,
     /// Its connection's prepared statements.
     pub cache: Cache,
+    /// What a write transaction has read and not yet written.
+    pub pending: Pending,
 }
 
 impl<C: GenericClient> Pg<C> {
     /// Rows on `c`, whose connection's statements are in `cache`.
     pub fn new(c: C, cache: Cache) -> Pg<C> {
-        Pg { c, cache }
+        Pg {
+            c,
+            cache,
+            pending: Pending::default(),
+        }
     }
 
     fn stmt(&mut self, sql: &'static str) -> Result<Statement, AccountError> {
@@ -41,7 +51,7 @@ impl<C: GenericClient> Pg<C> {
         Ok(s)
     }
 
-    fn query(
+    pub(super) fn query(
         &mut self,
         sql: &'static str,
         params: &[&(dyn ToSql + Sync)],
@@ -50,7 +60,7 @@ impl<C: GenericClient> Pg<C> {
         self.c.query(&s, params).map_err(pg_storage)
     }
 
-    fn opt(
+    pub(super) fn opt(
         &mut self,
         sql: &'static str,
         params: &[&(dyn ToSql + Sync)],
@@ -67,16 +77,13 @@ impl<C: GenericClient> Pg<C> {
         let s = self.stmt(sql)?;
         self.c.execute(&s, params).map_err(pg_storage)
     }
-
-    /// Takes the head row's lock: every write transaction does, first.
-    pub fn lock_head(&mut self) -> Result<i64, AccountError> {
-        let row = self.opt("SELECT last_id FROM head FOR UPDATE", &[])?;
-        let row = row.ok_or_else(|| storage("the head row of the ledger is missing"))?;
-        row.try_get(0).map_err(pg_storage)
-    }
 }
 
-fn get<'a, T: postgres::types::FromSql<'a>>(r: &'a Row, i: usize) -> Result<T, AccountError> {
+/// Column `i` of `r`.
+pub(super) fn get<'a, T: postgres::types::FromSql<'a>>(
+    r: &'a Row,
+    i: usize,
+) -> Result<T, AccountError> {
     r.try_get(i).map_err(pg_storage)
 }
 
@@ -101,22 +108,29 @@ fn entry_columns(r: &Row) -> Result<EntryColumns, AccountError> {
 
 impl<C: GenericClient> Rows for Pg<C> {
     fn balance_of(&mut self, user: &str) -> Result<Option<i64>, AccountError> {
+        if let Some(known) = self.known_balance(user) {
+            return Ok(known);
+        }
         let row = self.opt(
             r#"SELECT balance FROM accounts WHERE "user" = $1"#,
             &[&user],
         )?;
-        row.map(|r| get(&r, 0)).transpose()
+        let balance = row.map(|r| get(&r, 0)).transpose()?;
+        self.learn_balance(user, balance);
+        Ok(balance)
     }
 
     fn lock_balance(&mut self, user: &str) -> Result<Option<i64>, AccountError> {
-        let row = self.opt(
-            r#"SELECT balance FROM accounts WHERE "user" = $1 FOR UPDATE"#,
-            &[&user],
-        )?;
-        row.map(|r| get(&r, 0)).transpose()
+        // Every write transaction holds the head lock, so no other can
+        // change the balance before this one ends.
+        self.balance_of(user)
     }
 
     fn set_balance(&mut self, user: &str, balance: i64) -> Result<(), AccountError> {
+        if self.batching() {
+            self.stage_balance(user, balance);
+            return Ok(());
+        }
         self.execute(
             r#"UPDATE accounts SET balance = $1 WHERE "user" = $2"#,
             &[&balance, &user],
@@ -125,6 +139,9 @@ impl<C: GenericClient> Rows for Pg<C> {
     }
 
     fn next_entry_id(&mut self) -> Result<i64, AccountError> {
+        if let Some(id) = self.stage_id() {
+            return Ok(id);
+        }
         match self.opt(
             "UPDATE head SET last_id = last_id + 1 RETURNING last_id",
             &[],
@@ -135,13 +152,21 @@ impl<C: GenericClient> Rows for Pg<C> {
     }
 
     fn last_hash(&mut self) -> Result<Option<Vec<u8>>, AccountError> {
-        match self.opt("SELECT hash FROM entries ORDER BY id DESC LIMIT 1", &[])? {
-            Some(r) => get(&r, 0),
-            None => Ok(None),
+        if let Some(known) = self.known_last_hash() {
+            return Ok(known);
         }
+        let hash = match self.opt("SELECT hash FROM entries ORDER BY id DESC LIMIT 1", &[])? {
+            Some(r) => get(&r, 0)?,
+            None => None,
+        };
+        self.learn_last_hash(hash.clone());
+        Ok(hash)
     }
 
     fn insert_entry(&mut self, e: &EntryRow<'_>) -> Result<(), AccountError> {
+        if self.batching() {
+            return self.stage_entry(e);
+        }
         self.execute(
             r#"INSERT INTO entries(id, at_us, "user", amount, kind, node, job, seq, rank,
                  interval_start_us, interval_end_us, cpu_us, idem_key, actor, reason, balance_after,
@@ -171,6 +196,9 @@ impl<C: GenericClient> Rows for Pg<C> {
     }
 
     fn charge_by_key(&mut self, idem: &str) -> Result<Option<StoredCharge>, AccountError> {
+        if let Some(known) = self.known_charge(idem) {
+            return Ok(known);
+        }
         let row = self.opt(
             r#"SELECT id, balance_after, "user", amount, rank, interval_start_us, interval_end_us,
                       cpu_us, reason
@@ -193,6 +221,7 @@ impl<C: GenericClient> Rows for Pg<C> {
     }
 
     fn net_by_key_range(&mut self, lo: &str, hi: &str, user: &str) -> Result<i64, AccountError> {
+        self.flush()?;
         // COLLATE "C": the key range is a byte range, as in SQLite.
         let r = self.opt(
             r#"SELECT COALESCE(SUM(amount), 0)::BIGINT FROM entries
@@ -203,12 +232,15 @@ impl<C: GenericClient> Rows for Pg<C> {
     }
 
     fn insert_account(&mut self, user: &str, now: i64, actor: &str) -> Result<bool, AccountError> {
-        self.execute(
+        let inserted = self.execute(
             r#"INSERT INTO accounts("user", balance, created_us, created_by) VALUES ($1, 0, $2, $3)
                ON CONFLICT ("user") DO NOTHING"#,
             &[&user, &now, &actor],
-        )
-        .map(|n| n > 0)
+        )? > 0;
+        if inserted {
+            self.learn_balance(user, Some(0));
+        }
+        Ok(inserted)
     }
 
     fn claim_of(&mut self, c: &Claim) -> Result<Option<ClaimRecord>, AccountError> {
@@ -273,6 +305,7 @@ impl<C: GenericClient> Rows for Pg<C> {
         until: i64,
         limit: i64,
     ) -> Result<Vec<LedgerEntry>, AccountError> {
+        self.flush()?;
         let rows = self.query(
             r#"SELECT id, at_us, "user", amount, kind, node, job, seq, rank, interval_start_us,
                       interval_end_us, cpu_us, actor, reason, balance_after
@@ -292,6 +325,7 @@ impl<C: GenericClient> Rows for Pg<C> {
         since: i64,
         until: i64,
     ) -> Result<Vec<ReportRow>, AccountError> {
+        self.flush()?;
         let sql = match by {
             ReportBy::User => {
                 r#"SELECT "user" AS k, SUM(amount)::BIGINT, SUM(COALESCE(cpu_us, 0))::BIGINT,
@@ -321,6 +355,7 @@ impl<C: GenericClient> Rows for Pg<C> {
     }
 
     fn accounts(&mut self) -> Result<Vec<AccountRow>, AccountError> {
+        self.flush()?;
         let rows = self.query(
             r#"SELECT "user", balance, created_us, created_by FROM accounts ORDER BY "user" COLLATE "C""#,
             &[],
@@ -359,6 +394,7 @@ impl<C: GenericClient> Rows for Pg<C> {
     }
 
     fn each_chained(&mut self, f: &mut ChainedFn<'_>) -> Result<(), AccountError> {
+        self.flush()?;
         use postgres::fallible_iterator::FallibleIterator;
         let s = self.stmt(
             r#"SELECT id, at_us, "user", amount, kind, node, job, seq, rank, interval_start_us,
@@ -377,6 +413,7 @@ impl<C: GenericClient> Rows for Pg<C> {
     }
 
     fn missing_ids(&mut self) -> Result<Vec<(i64, i64)>, AccountError> {
+        self.flush()?;
         let rows = self.query(
             "SELECT prev + 1, id - 1 FROM (
                  SELECT id, LAG(id, 1, 0::BIGINT) OVER (ORDER BY id) AS prev FROM entries
