@@ -21,6 +21,7 @@ mod job_control;
 mod launch;
 mod ledger_pg;
 mod ledger_pg_crash;
+mod ledger_pg_failover;
 mod market_charges;
 mod market_checks;
 mod market_crash;
