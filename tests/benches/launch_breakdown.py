@@ -28,7 +28,7 @@ import sys
 def load(path):
     out = []
     for line in open(path):
-        parts = line.split(' ', 2)
+        parts = line.split(None, 2)
         if len(parts) == 3 and re.match(r'^\d', parts[1]):
             out.append((float(parts[1]), parts[0], parts[2]))
     return out
