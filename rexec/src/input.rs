@@ -44,20 +44,27 @@ pub fn start(mode: StdinMode, ranks: Vec<mpsc::Sender<ToNode>>) -> io::Result<()
 }
 
 fn pump(file: Option<File>, readers: Vec<mpsc::Sender<ToNode>>) {
+    let Some((last, others)) = readers.split_last() else {
+        return;
+    };
     if let Some(mut file) = file {
-        let mut buf = vec![0u8; proto::node::CHUNK_SIZE];
         loop {
+            // Each chunk is read into its own buffer, which becomes the message: one
+            // rank's input is never copied on this side (several ranks get copies).
+            let mut buf = vec![0u8; proto::node::CHUNK_SIZE];
             let n = match file.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => break,
             };
+            buf.truncate(n);
             let mut delivered = false;
-            for q in &readers {
-                let chunk = Chunk(buf[..n].to_vec());
+            for q in others {
+                let chunk = Chunk(buf.clone());
                 delivered |= q.blocking_send(ToNode::Stdin(chunk)).is_ok();
             }
+            delivered |= last.blocking_send(ToNode::Stdin(Chunk(buf))).is_ok();
             if !delivered {
                 // Every rank has gone; nobody wants more input.
                 return;

@@ -17,11 +17,11 @@ fn main() {
         },
         Invocation::Batch(_) => false,
     };
-    let outcome = match tokio::runtime::Builder::new_multi_thread()
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()
-    {
+        .build();
+    let outcome = match &runtime {
         Ok(runtime) => runtime.block_on(async move {
             match invocation {
                 Invocation::Run(args) => rexec::run::run(args).await,
@@ -35,6 +35,8 @@ fn main() {
     };
     rexec::tty::restore();
     let code = rexec::exit::status(outcome, verbose);
-    // Exit without waiting for the stdin thread, which may be blocked in read.
+    // Exit without waiting for the stdin thread, which may be blocked in read, and
+    // without shutting the runtime down (its threads have nothing left to do, and
+    // joining them would only delay the exit).
     std::process::exit(code);
 }

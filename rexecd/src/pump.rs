@@ -29,7 +29,8 @@ use tokio::time::Instant;
 
 /// Frames the session may queue for the output task before it waits.
 pub const OUT_QUEUE: usize = 32;
-/// Pipe capacity asked for the job's stdout and stderr (fewer, larger reads).
+/// Pipe capacity asked for the job's stdin, stdout and stderr (fewer, larger reads and
+/// writes, and fewer wake-ups of the job and of rexecd).
 pub const PIPE_SIZE: i32 = 1 << 20;
 /// Bytes read from the job's output per system call (sent as several chunks): fewer,
 /// larger reads cost rexecd and the job fewer wake-ups.

@@ -152,7 +152,11 @@ impl Server {
         };
         let parent = config.cgroup_parent.clone();
         let cpus = config.cpus.clone();
+        let favor = config.favor_dynmods;
         let cgroups = tokio::task::spawn_blocking(move || -> Result<JobCgroups, CgroupError> {
+            if favor {
+                favor_dynmods();
+            }
             let cgroups = JobCgroups::detect_pinned(&parent, cpus)?;
             let swept = cgroups.sweep_stale()?;
             if !swept.is_empty() {
@@ -399,4 +403,28 @@ pub async fn run(
     }
     server.serve(listener, shutdown).await;
     Ok(())
+}
+
+/// Sets `favordynmods` on the host's cgroup2 mounts (see [`crate::cgroup::dynmods`]);
+/// a host that refuses it still runs jobs, each launch waiting for the kernel.
+fn favor_dynmods() {
+    use crate::cgroup::dynmods::{self, Outcome};
+    match dynmods::favor() {
+        Ok(done) if done.is_empty() => tracing::info!(
+            "no cgroup2 mount to set favordynmods on; each launch waits for an RCU grace period"
+        ),
+        Ok(done) => {
+            for outcome in done {
+                match outcome {
+                    Outcome::Remounted(path) => tracing::info!(mount = %path.display(),
+                        "set favordynmods: moving a job into its cgroup no longer waits"),
+                    Outcome::AlreadySet(path) => tracing::debug!(mount = %path.display(),
+                        "favordynmods already set"),
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e,
+            "cannot set favordynmods (set favor_dynmods = false to stop trying); each launch \
+             waits for an RCU grace period"),
+    }
 }

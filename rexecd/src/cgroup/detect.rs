@@ -141,7 +141,7 @@ fn reroot(root: &Path, mount_point: &str) -> PathBuf {
 }
 
 /// Undoes the kernel's octal escapes (`\040` for a space and so on) in mountinfo paths.
-fn unescape(field: &str) -> String {
+pub(super) fn unescape(field: &str) -> String {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -73,6 +73,16 @@ pub enum CgroupError {
         /// What was wrong.
         detail: String,
     },
+    /// Remounting a cgroup2 hierarchy (to add `favordynmods`) failed.
+    #[error("cannot remount {path} with options {options:?}: {source}")]
+    Remount {
+        /// The mount point.
+        path: PathBuf,
+        /// The options asked for.
+        options: String,
+        /// What the kernel said.
+        source: io::Error,
+    },
     /// A line of mountinfo could not be parsed.
     #[error("malformed mountinfo line {line}: {detail}")]
     Mountinfo {

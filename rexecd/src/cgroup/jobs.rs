@@ -1,7 +1,8 @@
 //! [`JobCgroups`], the job life cycle on top of a [`CgroupBackend`]: create a job
 //! cgroup, hand out its join files, set weights from tickets and bandwidth limits,
-//! meter usage and runnable demand, destroy it (freeze, kill, thaw, wait, remove) and sweep cgroups that an
-//! earlier run left behind.
+//! meter usage and runnable demand, destroy it (an empty one is removed at once; one
+//! with processes is frozen, killed, thawed, waited for and removed) and sweep cgroups
+//! that an earlier run left behind.
 
 use std::path::PathBuf;
 use std::thread;
@@ -188,6 +189,14 @@ impl JobCgroups {
     /// says busy. A job that does not exist is already destroyed.
     pub fn destroy(&self, id: u64) -> Result<()> {
         if !self.backend.job_exists(id) {
+            return Ok(());
+        }
+        // The common end: the job's only process has exited and been reaped. An empty
+        // cgroup stays empty (only its own members fork into it), so it is removed at
+        // once, without the freeze and kill rounds; if the kernel still calls it busy,
+        // the rounds below take over.
+        if self.backend.procs(id).is_ok_and(|p| p.is_empty()) && self.backend.remove_job(id).is_ok()
+        {
             return Ok(());
         }
         let deadline = Instant::now() + KILL_DEADLINE;

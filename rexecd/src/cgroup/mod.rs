@@ -9,10 +9,12 @@
 //! (ranges and ticket-to-weight mapping), `procstat` (runnable threads from `/proc`),
 //! `jobs` (the manager), `fs` (path-carrying file helpers), `cpuset` (cpu lists and the
 //! checks and writes that confine a node to its own CPUs), `quota` (CFS bandwidth
-//! limits).
+//! limits), `dynmods` (the `favordynmods` mount option that keeps migrations into a job
+//! cgroup from waiting for an RCU grace period).
 
 pub mod cpuset;
 pub mod detect;
+pub mod dynmods;
 pub mod error;
 mod fs;
 mod jobs;

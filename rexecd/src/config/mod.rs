@@ -14,6 +14,7 @@
 //! crl = "/etc/rexec/crl.pem"       # revocation list (optional)
 //! cgroup_parent = "rexec"          # rexecd's parent cgroup name
 //! cpus = "0-3"                     # confine jobs to these CPUs (cpuset; default: no pinning)
+//! favor_dynmods = true             # set the host's cgroup2 `favordynmods` (fast migrations)
 //! allowed_users = ["ann", "bob"]   # default: every existing non-root user
 //! allow_root = false               # run jobs as uid 0 when a certificate names root
 //! heartbeat_timeout = "5s"         # silence after which a client counts as dead
@@ -170,6 +171,8 @@ pub struct Settings {
     pub cgroup_parent: Option<String>,
     /// CPUs the node is confined to, a cpu list such as "0-3".
     pub cpus: Option<String>,
+    /// Set `favordynmods` on the host's cgroup2 mounts at start (default true).
+    pub favor_dynmods: Option<bool>,
     /// Users who may run jobs (default: all non-root users that exist).
     pub allowed_users: Option<Vec<String>>,
     /// Whether uid 0 may run jobs.
@@ -237,6 +240,10 @@ pub struct Config {
     pub cgroup_parent: ParentName,
     /// The CPUs the parent cgroup (and so every job) is confined to; `None`: no pinning.
     pub cpus: Option<CpuSet>,
+    /// Whether to set `favordynmods` on the host's cgroup2 mounts at start, so that
+    /// moving a job's first process into its cgroup does not wait for an RCU grace
+    /// period (see [`crate::cgroup::dynmods`]).
+    pub favor_dynmods: bool,
     /// Who may run jobs, and with which environment.
     pub env: EnvPolicy,
     /// Users allowed to run jobs; `None` means every existing user (root only with
@@ -368,6 +375,7 @@ impl Config {
             tls,
             cgroup_parent,
             cpus,
+            favor_dynmods: s.favor_dynmods.unwrap_or(true),
             env,
             allowed_users: s.allowed_users,
             allow_root: s.allow_root.unwrap_or(false),

@@ -175,6 +175,8 @@ fn job_hardening_and_client_bounds_have_safe_defaults_and_refuse_bad_values() {
     assert!(config.job_limits.rlimits.is_empty());
     assert_eq!(config.stopped_client_limit, Duration::from_secs(3600));
     assert_eq!(config.tcp_user_timeout, Duration::from_secs(300));
+    assert!(config.favor_dynmods, "fast cgroup migrations by default");
+    assert!(!resolve("favor_dynmods = false\n").unwrap().favor_dynmods);
 
     let config = resolve(
         "stopped_client_limit = \"90s\"\nno_new_privs = false\n[rlimits]\nnproc = \"unlimited\"\n",

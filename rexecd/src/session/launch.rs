@@ -283,6 +283,9 @@ async fn spawn(
     .await
     .map_err(|e| internal(format!("cannot start {}: {e}", request.argv[0])))?;
     let child = spawned.map_err(|e| spawn_error(config, request, user, &e))?;
+    if let Some(input) = &child.stdin {
+        crate::pump::enlarge_pipe(input.as_fd());
+    }
     if let Some(out) = &child.stdout {
         crate::pump::enlarge_pipe(out.as_fd());
     }

@@ -130,6 +130,55 @@ fn teardown_kills_a_setsid_double_forked_daemon() {
     assert!(!jobs.job_path(5).exists());
 }
 
+/// The usual end of a job, its only process exited and reaped: the cgroup goes at
+/// once, in every hierarchy (no kill round is needed, none may be skipped wrongly).
+#[test]
+fn an_emptied_job_is_removed_in_every_hierarchy() {
+    if !can_run("an_emptied_job_is_removed_in_every_hierarchy") {
+        return;
+    }
+    let t = TestParent::new("emptied");
+    let jobs = &t.jobs;
+    jobs.create_job(7).unwrap();
+    let mut short = start_in(jobs, 7, "exit 0");
+    assert!(short.wait().unwrap().success());
+    assert!(jobs.procs(7).unwrap().is_empty());
+    jobs.destroy(7).unwrap();
+    assert!(jobs.jobs().unwrap().is_empty(), "a job directory is left");
+}
+
+/// With `favordynmods` set (rexecd's default), every cgroup2 mount carries it, and
+/// a job still starts inside its cgroup.
+#[test]
+fn favordynmods_lands_on_every_cgroup2_mount() {
+    if !can_run("favordynmods_lands_on_every_cgroup2_mount") {
+        return;
+    }
+    let done = rexecd::cgroup::dynmods::favor().expect("remount with favordynmods");
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mounts = rexecd::cgroup::dynmods::cgroup2_mounts(&text);
+    assert_eq!(done.len(), mounts.len(), "{done:?} against {mounts:?}");
+    for m in &mounts {
+        assert!(
+            m.has_option(),
+            "{} lacks favordynmods: {}",
+            m.path.display(),
+            m.options
+        );
+    }
+    let t = TestParent::new("dynmods");
+    let jobs = &t.jobs;
+    jobs.create_job(8).unwrap();
+    let mut child = start_in(jobs, 8, "exec sleep 60");
+    let pid = ProcessId(child.id() as i32);
+    let inside = eventually(Duration::from_secs(5), || {
+        jobs.procs(8).unwrap().contains(&pid).then_some(())
+    });
+    assert!(inside.is_some(), "the process is not in its job cgroup");
+    jobs.destroy(8).unwrap();
+    let _ = child.wait();
+}
+
 /// A process forking as fast as it can cannot outrun teardown: the job is frozen
 /// before the kill.
 #[test]

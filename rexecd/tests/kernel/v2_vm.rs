@@ -25,7 +25,7 @@ const ROOT: &str = "/sys/fs/cgroup";
 /// Every test the VM runs, by its full libtest name: the real rexecd on v2, these
 /// v2-only tests, and the generic real-cgroup tests, which on the VM meet v2 instead
 /// of this host's v1.
-pub const GUEST_TESTS: [&str; 17] = [
+pub const GUEST_TESTS: [&str; 19] = [
     "rexecd_vm::guest_rexecd_weights_bids_and_kills_an_escaped_grandchild_on_v2",
     "v2_vm::guest_detects_the_unified_layout_and_enables_cpu_for_jobs",
     "v2_vm::guest_cpu_weight_follows_bids_and_the_kernel_splits_by_it",
@@ -38,6 +38,8 @@ pub const GUEST_TESTS: [&str; 17] = [
     "cgroup_real::teardown_stops_a_forking_loop",
     "cgroup_real::sweep_removes_jobs_of_an_earlier_run",
     "cgroup_real::detection_matches_the_hierarchy_in_use",
+    "cgroup_real::an_emptied_job_is_removed_in_every_hierarchy",
+    "cgroup_real::favordynmods_lands_on_every_cgroup2_mount",
     "cpuset_real::a_parent_pinned_to_cpu_0_confines_its_jobs_and_is_removed_everywhere",
     "cpuset_real::a_parent_pinned_to_the_last_cpu_confines_its_jobs",
     "cpuset_real::a_cpu_the_machine_lacks_is_refused_naming_it_and_leaves_nothing",
