@@ -55,8 +55,8 @@ pub fn reach(model_sum: f64, measured_sum: f64) -> f64 {
 /// Each job's cap, in the order of `model` (the model's allocations, CPUs) and `owed`
 /// (each job's lag over the tick's length, CPUs, positive when behind; see
 /// `control::State::lag`): `allocation * reach + PAYBACK * owed`, kept within
-/// [`LAG_SWING`] of `allocation * reach`. `None` for every job when `contended` is false, and for a job the model
-/// gives nothing.
+/// [`LAG_SWING`] of `allocation * reach`. `None` for every job when `contended` is
+/// false, and for a job the model gives nothing.
 ///
 /// The lag term is what makes the caps exact where the reach alone is not: other work
 /// that lands on some CPUs leaves a job alone on another CPU at its whole cap (the
