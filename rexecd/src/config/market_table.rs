@@ -145,6 +145,8 @@ pub struct MarketConfig {
     pub balance_cache: Duration,
     /// CPUs the market sells.
     pub cpus: u32,
+    /// The CPUs the node's jobs run on (its `cpus` list); `None`: the whole machine.
+    pub cpu_set: Option<CpuSet>,
 }
 
 impl Default for MarketConfig {
@@ -158,6 +160,7 @@ impl Default for MarketConfig {
             max_rate: Bid::from_credits(DEFAULT_MAX_RATE_CREDITS),
             balance_cache: DEFAULT_BALANCE_CACHE,
             cpus: available_cpus(),
+            cpu_set: None,
         }
     }
 }
@@ -275,6 +278,7 @@ impl MarketConfig {
             max_rate,
             balance_cache,
             cpus,
+            cpu_set: pinned.cloned(),
         })
     }
 }

@@ -368,8 +368,14 @@ impl Book {
     /// Applies one tick's samples: demand and CPU use, then the model, the rates, the
     /// charges for the time since each rank's last sample, and (closed loop) the gains.
     /// Ranks missing from `samples` (joined after the sampling began, or whose cgroup
-    /// could not be read) are left as they were.
-    pub fn tick(&mut self, samples: &[(Key, RankSample)], closed_loop: bool) {
+    /// could not be read) are left as they were. `idle_cpus`, when known, is how many of
+    /// the node's CPUs stood idle on average over the tick (see [`super::idle`]).
+    pub fn tick(
+        &mut self,
+        samples: &[(Key, RankSample)],
+        closed_loop: bool,
+        idle_cpus: Option<f64>,
+    ) {
         for (key, s) in samples {
             let Some(r) = self.ranks.get_mut(key) else {
                 continue;
@@ -408,13 +414,14 @@ impl Book {
             r.sampled_at = r.sampled_at.max(s.at);
         }
         if closed_loop {
-            self.control_step(samples);
+            self.control_step(samples, idle_cpus.unwrap_or(0.0));
         }
     }
 
     /// One controller step over the ranks sampled this tick (gains reset first when
-    /// the market changed since the last step).
-    fn control_step(&mut self, samples: &[(Key, RankSample)]) {
+    /// the market changed since the last step); `idle_cpus` is the node's idle CPU over
+    /// the tick.
+    fn control_step(&mut self, samples: &[(Key, RankSample)], idle_cpus: f64) {
         // Without contention every runnable thread has a CPU: nothing to divide, and a
         // correction would only chase noise (or other work on the machine).
         if !self.contended {
@@ -454,7 +461,7 @@ impl Book {
         let (model_sum, measured_sum) = active.fold((0.0, 0.0), |(a, m), s| {
             (a + s.model, m + s.measured.max(0.0))
         });
-        self.reach = control::caps::reach(model_sum, measured_sum);
+        self.reach = control::caps::reach(model_sum, measured_sum, idle_cpus);
         tracing::trace!(?inputs, ?states, "share control step");
         for (k, st) in keys.iter().zip(states) {
             if let Some(r) = self.ranks.get_mut(k) {

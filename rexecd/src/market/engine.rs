@@ -101,8 +101,10 @@ impl Market {
             return;
         }
         let cgroups = self.cgroups.clone();
+        let clock = self.idle_clock.clone();
         let sampled = tokio::task::spawn_blocking(move || {
-            ids.into_iter()
+            let ranks = ids
+                .into_iter()
                 .filter_map(|(key, id)| {
                     let s = cgroups.sample(id).ok()?;
                     Some((
@@ -114,10 +116,11 @@ impl Market {
                         },
                     ))
                 })
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            (ranks, clock.read())
         })
         .await;
-        let samples = match sampled {
+        let (samples, idle_now) = match sampled {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(error = %e, "metering task failed");
@@ -125,10 +128,18 @@ impl Market {
             }
         };
         let closed = self.cfg.share_control.corrects_weights();
+        let idle_cpus = {
+            let mut last = self.idle_last.lock().unwrap_or_else(|e| e.into_inner());
+            let idle = idle_now
+                .zip(last.as_ref())
+                .map(|(now, then)| now.idle_cpus_since(then));
+            *last = idle_now;
+            idle
+        };
         let (due, moved) = {
             let mut book = self.book();
             let before = book.status();
-            book.tick(&samples, closed);
+            book.tick(&samples, closed, idle_cpus);
             let moved = book.status() != before;
             (
                 book.due_debits(

@@ -18,6 +18,7 @@ pub mod book;
 pub mod control;
 pub mod credit;
 mod engine;
+pub mod idle;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -126,6 +127,10 @@ pub struct Market {
     changed: Arc<Notify>,
     learnt: Option<LearntAddress>,
     meters: crate::metrics::MarketMeters,
+    /// Reads the idle time of the node's CPUs.
+    idle_clock: idle::IdleClock,
+    /// Its reading at the last tick.
+    idle_last: Mutex<Option<idle::IdleReading>>,
 }
 
 /// Node `node`'s refusal of a bid that cannot be one (negative), with its own
@@ -182,6 +187,7 @@ impl Market {
             }
         };
         let first_seq = next_seq_floor(debits.as_ref());
+        let cfg_cpu_set = cfg.cpu_set.clone();
         let (tx, rx) = mpsc::unbounded_channel();
         let market = Arc::new(Market {
             node: node.to_string(),
@@ -197,6 +203,8 @@ impl Market {
             changed: Arc::new(Notify::new()),
             learnt,
             meters: Default::default(),
+            idle_clock: idle::IdleClock::new(cfg_cpu_set),
+            idle_last: Mutex::new(None),
         });
         let engine = tokio::spawn(Arc::clone(&market).run(rx, settlements));
         *market.engine.lock().unwrap_or_else(|e| e.into_inner()) = Some(engine);

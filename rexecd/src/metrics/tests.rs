@@ -49,7 +49,7 @@ async fn busy_market(dir: &std::path::Path, jobs: u64, cpus: f64) -> Arc<Market>
             (*k, sample)
         })
         .collect();
-    market.book().tick(&samples, false);
+    market.book().tick(&samples, false, None);
     market
 }
 

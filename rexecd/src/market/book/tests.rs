@@ -67,7 +67,7 @@ impl Sim {
                 )
             })
             .collect();
-        self.book.tick(&samples, false);
+        self.book.tick(&samples, false, None);
     }
 
     fn charged(&self) -> Vec<i64> {
@@ -232,7 +232,7 @@ fn gains_reset_when_the_market_changes_and_stay_bounded() {
                 )
             })
             .collect();
-        book.tick(&samples, true);
+        book.tick(&samples, true, None);
     }
     let gains: Vec<f64> = book.ranks().map(|(_, r)| r.share.gain).collect();
     assert!(gains[0] > 1.0 && gains[1] < 1.0, "{gains:?}");
@@ -258,7 +258,7 @@ fn gains_reset_when_the_market_changes_and_stay_bounded() {
             )
         })
         .collect();
-    book.tick(&samples, true);
+    book.tick(&samples, true, None);
     assert!(book.ranks().all(|(_, r)| r.share.gain == 1.0));
 }
 

@@ -17,8 +17,9 @@ use crate::cgroup::CpuQuota;
 /// Cap on a job, as a multiple of its model allocation, when the jobs receive all the
 /// model hands out.
 pub const HEADROOM: f64 = 1.0;
-/// How much more than they received last tick the caps let the jobs receive together.
-pub const GROWTH: f64 = 1.1;
+/// How much more than they could have received last tick (what they received plus
+/// the CPU left idle) the caps let the jobs receive together.
+pub const GROWTH: f64 = 1.03;
 /// Smallest reach: caps never fall below this share of the allocations.
 pub const MIN_REACH: f64 = 0.5;
 /// Share of a job's lag its cap pays back over the next tick (a job ahead of its
@@ -38,18 +39,27 @@ pub const LAG_SWING: f64 = 0.5;
 pub const PERIOD_US: u64 = 20_000;
 
 /// The share of their allocations the caps give the jobs next tick, from what the
-/// model handed out (`model_sum`) and what they received together (`measured_sum`):
-/// `GROWTH` times what they received, at most all of it, at least `MIN_REACH`.
+/// model handed out (`model_sum`), what they received together (`measured_sum`) and
+/// the node's CPU that stood idle meanwhile (`idle_cpus`): `GROWTH` times what they
+/// could have received, at most all of it, at least `MIN_REACH`.
 ///
 /// Other work that takes CPU from some jobs leaves the others at their caps, above
 /// their share of what the jobs receive together; scaling every cap down to what the
-/// jobs can reach keeps them in proportion, and the growth lets them take the CPU back
-/// within a few ticks once the other work leaves.
-pub fn reach(model_sum: f64, measured_sum: f64) -> f64 {
+/// jobs can reach keeps them in proportion. Idle time says when that is too tight:
+/// once the other work leaves, the CPU it freed stands idle under the caps, and the
+/// next tick's caps take it back whole. So the caps can follow the jobs closely
+/// (`GROWTH` of 3%: a job the balancer leaves alone on a CPU cannot run far ahead of
+/// its share) without ever holding CPU idle for more than one tick.
+pub fn reach(model_sum: f64, measured_sum: f64, idle_cpus: f64) -> f64 {
     if !(model_sum > 0.0 && measured_sum.is_finite()) {
         return 1.0;
     }
-    (GROWTH * measured_sum / model_sum).clamp(MIN_REACH, 1.0)
+    let idle = if idle_cpus.is_finite() {
+        idle_cpus.max(0.0)
+    } else {
+        0.0
+    };
+    (GROWTH * (measured_sum + idle) / model_sum).clamp(MIN_REACH, 1.0)
 }
 
 /// Each job's cap, in the order of `model` (the model's allocations, CPUs) and `owed`
@@ -110,24 +120,35 @@ mod tests {
     #[test]
     fn caps_follow_what_the_jobs_reach_and_grow_back() {
         // Quiet: the jobs receive nearly all the model hands out; caps at the model.
-        assert_eq!(reach(2.0, 1.9), 1.0);
-        // Other work takes 0.3 CPU: caps at 1.1 times what the jobs received.
-        let r = reach(2.0, 1.7);
-        assert!((r - 0.935).abs() < 1e-9, "{r}");
+        assert_eq!(reach(2.0, 1.96, 0.0), 1.0);
+        // Other work takes 0.3 CPU (none idle): caps at GROWTH times what the jobs
+        // received.
+        let r = reach(2.0, 1.7, 0.0);
+        assert!((r - 1.7 * GROWTH / 2.0).abs() < 1e-9, "{r}");
         let c = caps(&[1.0, 0.667, 0.333], &[0.0; 3], true, r);
-        assert!((c[1].unwrap().cpus() - 0.667 * 0.935).abs() < 1e-3, "{c:?}");
-        // The work leaves: the jobs reach their caps, which grow back by GROWTH a tick.
-        let mut r = reach(2.0, 1.7);
+        assert!((c[1].unwrap().cpus() - 0.667 * r).abs() < 1e-3, "{c:?}");
+        // The work leaves: the jobs receive their caps and the rest of the node stands
+        // idle, so the caps take all of it back at the next tick.
+        let back = reach(2.0, 2.0 * r, 2.0 - 2.0 * r);
+        assert_eq!(back, 1.0);
+        // Without the idle time they would only creep back, GROWTH a tick.
+        let mut creep = r;
         let mut ticks = 0;
-        while r < 1.0 {
-            r = reach(2.0, 2.0 * r);
+        while creep < 1.0 {
+            creep = reach(2.0, 2.0 * creep, 0.0);
             ticks += 1;
         }
-        assert!(ticks <= 1, "{ticks}");
+        assert!(ticks > 1, "{ticks}");
+        // Idle time the jobs could not have used anyway (other work still running)
+        // only loosens the caps by what stood idle.
+        let some = reach(2.0, 1.7, 0.1);
+        assert!((some - 1.8 * GROWTH / 2.0).abs() < 1e-9, "{some}");
         // Never below MIN_REACH, and nonsense in, no scaling out.
-        assert_eq!(reach(2.0, 0.0), MIN_REACH);
-        assert_eq!(reach(0.0, 1.0), 1.0);
-        assert_eq!(reach(2.0, f64::NAN), 1.0);
+        assert_eq!(reach(2.0, 0.0, 0.0), MIN_REACH);
+        assert_eq!(reach(0.0, 1.0, 0.0), 1.0);
+        assert_eq!(reach(2.0, f64::NAN, 0.0), 1.0);
+        assert_eq!(reach(2.0, 1.7, f64::NAN), r);
+        assert_eq!(reach(2.0, 1.7, -1.0), r);
     }
 
     #[test]
@@ -195,7 +216,7 @@ mod tests {
                 .collect();
             super::super::step(&mut states, &samples);
             let sum: f64 = got.iter().sum();
-            r = reach(2.0, sum);
+            r = reach(2.0, sum, (2.0 - sum - 0.3).max(0.0));
             if t >= ticks / 2 {
                 for i in 0..3 {
                     worst = worst.max((got[i] * 2.0 / sum - model[i]).abs());
