@@ -38,7 +38,7 @@ const TERMINAL_EOF: u8 = 0x04;
 /// Progress of the job's stdin after which rexecd reports it (`StdinTaken`): a quarter
 /// of the window, so a client waiting at a full window always hears back while the job
 /// reads, and a streaming client's window never runs dry while a report is on its way
-/// (at half the window, stdin streamed at 0.9 times stdout's rate).
+/// (about 10% more stdin throughput than reporting each half window; BENCHMARKS.md).
 const ACK_STEP: u64 = (STDIN_WINDOW / 4) as u64;
 
 /// A spawned rank, before its session loop runs.
