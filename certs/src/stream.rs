@@ -97,8 +97,11 @@ impl<S: PeerAddr + AsyncRead + AsyncWrite> PeerAddr for BufStream<S> {
 }
 
 /// A read buffer that costs nothing until [`LazyBufReader::buffer`] turns it on: reads
-/// go straight to the transport until then, and are served from one buffer of the
-/// chosen size after (writes always go straight through).
+/// go straight to the transport until then, and are served from one buffer after
+/// (writes always go straight through). The buffer starts at 16 KiB and
+/// doubles each time one read from the transport fills it, up to the chosen size: a
+/// short session (one launch of a short job) never zeroes and faults in the whole
+/// buffer, while a stream reaches the full size after a few reads.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -116,12 +119,17 @@ impl<S: PeerAddr + AsyncRead + AsyncWrite> PeerAddr for BufStream<S> {
 #[derive(Debug)]
 pub struct LazyBufReader<S> {
     inner: S,
-    /// Empty until the first buffered read; then `capacity` bytes.
+    /// Empty until the first buffered read; then from `FIRST_BUFFER` up to
+    /// `capacity` bytes.
     buf: Vec<u8>,
     pos: usize,
     filled: usize,
     capacity: usize,
 }
+
+/// The size of a [`LazyBufReader`]'s first buffer (or its whole buffer, when a smaller
+/// one was asked for).
+const FIRST_BUFFER: usize = 16 * 1024;
 
 impl<S> LazyBufReader<S> {
     /// Wraps `inner` without a buffer.
@@ -164,8 +172,12 @@ impl<S: AsyncRead + Unpin> AsyncRead for LazyBufReader<S> {
             if this.capacity == 0 || dst.remaining() >= this.capacity {
                 return Pin::new(&mut this.inner).poll_read(cx, dst);
             }
-            if this.buf.len() < this.capacity {
-                this.buf = vec![0; this.capacity];
+            if this.buf.is_empty()
+                || (this.filled == this.buf.len() && this.buf.len() < this.capacity)
+            {
+                // First use, or the last read filled the buffer: (re)allocate, larger.
+                let size = (this.buf.len() * 2).max(FIRST_BUFFER).min(this.capacity);
+                this.buf = vec![0; size];
             }
             let mut into = ReadBuf::new(&mut this.buf);
             ready!(Pin::new(&mut this.inner).poll_read(cx, &mut into))?;
@@ -472,5 +484,44 @@ mod tests {
             !text.contains("CaUsedAsEndEntity") && !text.contains("Other("),
             "{text}"
         );
+    }
+
+    /// Reads `r` to the end in reads of `chunk` bytes; the buffer sizes seen in turn.
+    async fn drain(r: &mut super::LazyBufReader<&[u8]>, chunk: usize) -> (Vec<u8>, Vec<usize>) {
+        let (mut out, mut sizes, mut buf) = (Vec::new(), Vec::new(), vec![0u8; chunk]);
+        loop {
+            let n = r.read(&mut buf).await.unwrap();
+            if n == 0 {
+                return (out, sizes);
+            }
+            out.extend_from_slice(&buf[..n]);
+            if sizes.last() != Some(&r.buf.len()) {
+                sizes.push(r.buf.len());
+            }
+        }
+    }
+
+    /// The read buffer starts small and doubles while reads from the transport fill
+    /// it, up to the capacity asked for; a short exchange never grows it. The bytes
+    /// come through in order.
+    #[tokio::test]
+    async fn the_read_buffer_grows_only_while_reads_fill_it() {
+        let data: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
+        let mut stream = super::LazyBufReader::new(&data[..]);
+        stream.buffer(256 * 1024);
+        let (out, sizes) = drain(&mut stream, 4096).await;
+        assert!(out == data, "the bytes changed on the way");
+        assert_eq!(sizes, [16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10]);
+
+        let mut short = super::LazyBufReader::new(&data[..1000]);
+        short.buffer(256 * 1024);
+        let (out, sizes) = drain(&mut short, 100).await;
+        assert_eq!((out.len(), sizes), (1000, vec![16 << 10]));
+
+        let mut small = super::LazyBufReader::new(&data[..10_000]);
+        small.buffer(1024);
+        let (out, sizes) = drain(&mut small, 100).await;
+        assert!(out == data[..10_000]);
+        assert_eq!(sizes, [1024]);
     }
 }

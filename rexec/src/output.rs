@@ -19,9 +19,8 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsFd;
-use std::thread::JoinHandle;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// Chunks in flight between the ranks and the writer (at 64 KiB each, 8 MiB).
 pub const QUEUE: usize = 128;
@@ -71,10 +70,10 @@ pub enum OutputEvent {
     Failed(String),
 }
 
-/// The writer thread and the sending side of its queue.
+/// The writer thread's queue, and word from the thread once it has written everything.
 pub struct Output {
     tx: mpsc::Sender<Out>,
-    thread: JoinHandle<()>,
+    done: oneshot::Receiver<()>,
 }
 
 impl Output {
@@ -92,10 +91,14 @@ impl Output {
             broken: false,
         };
         let (tx, rx) = mpsc::channel(QUEUE);
-        let thread = std::thread::Builder::new()
+        let (done_tx, done) = oneshot::channel();
+        std::thread::Builder::new()
             .name("rexec-output".into())
-            .spawn(move || writer.run(rx))?;
-        Ok(Output { tx, thread })
+            .spawn(move || {
+                writer.run(rx);
+                let _ = done_tx.send(());
+            })?;
+        Ok(Output { tx, done })
     }
 
     /// A sender for rank tasks.
@@ -105,9 +108,13 @@ impl Output {
 
     /// Close the queue and wait until everything sent so far is written.
     /// Every other sender must have been dropped, or this waits for them.
-    pub fn finish(self) {
+    /// An async wait (the thread says when it is done), so the runtime needs no
+    /// blocking thread for it.
+    pub async fn finish(self) {
         drop(self.tx);
-        let _ = self.thread.join();
+        // An error means the thread ended without saying so (it panicked): nothing
+        // more will be written either way.
+        let _ = self.done.await;
     }
 }
 

@@ -79,8 +79,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Error> {
         Ok(launched) => launched,
         Err(failed) => {
             // What the started ranks printed before they were stopped still shows.
-            let finish = tokio::task::spawn_blocking(move || output.finish());
-            let _ = tokio::time::timeout(INTERRUPT_GRACE, finish).await;
+            let _ = tokio::time::timeout(INTERRUPT_GRACE, output.finish()).await;
             return Err(failed.error);
         }
     };
@@ -176,7 +175,7 @@ impl Job {
         for link in std::mem::take(&mut self.links) {
             let _ = link.reader.await;
         }
-        let finish = tokio::task::spawn_blocking(move || output.finish());
+        let finish = output.finish();
         if self.aborting.is_some() {
             // Output still queued may be stuck behind a reader that stopped
             // reading; an aborted job does not wait for it long.

@@ -6,10 +6,9 @@
 
 use std::time::Duration;
 
-use certs::{CertError, Role};
+use certs::{CertError, LazyBufReader, Role};
 use proto::node::{ErrorCode, ErrorReply, FromNode, Hello, Launch, Started, ToNode};
 use proto::{FrameError, Framed};
-use tokio::io::BufReader;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
@@ -17,11 +16,13 @@ use tokio_rustls::client::TlsStream;
 use crate::exit::Class;
 
 /// The stream of a session: TLS over a read-buffered TCP stream.
-pub type Tls = TlsStream<BufReader<TcpStream>>;
+pub type Tls = TlsStream<LazyBufReader<TcpStream>>;
 
-/// Bytes read from the socket at a time. rustls asks its transport for
-/// 4 KiB per read; serving those from this buffer turns 64 system calls
-/// into one when output streams in.
+/// Bytes read from the socket at a time, at most. rustls asks its transport
+/// for 4 KiB per read; serving those from this buffer turns 64 system calls
+/// into one when output streams in. The buffer starts at 16 KiB and grows
+/// while reads fill it ([`LazyBufReader`]), so a short job's session does
+/// not zero and fault in 256 KiB it never uses.
 pub const READ_BUFFER: usize = 256 * 1024;
 
 /// How long a TCP connection may take.
@@ -179,7 +180,8 @@ impl Session {
         // A session lasts as long as its job: TCP must give up on a node
         // machine that vanished even while this client is stopped (Ctrl-Z).
         let _ = set_liveness(&tcp, timeout);
-        let buffered = BufReader::with_capacity(READ_BUFFER, tcp);
+        let mut buffered = LazyBufReader::new(tcp);
+        buffered.buffer(READ_BUFFER);
         let (stream, _) = certs::connect(connector, buffered, Role::Node, node)
             .await
             .map_err(|e| match e {

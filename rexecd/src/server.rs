@@ -18,11 +18,13 @@
 //! `Busy` and closed), so no single client or user can take every slot. The accept
 //! loop is [`daemon::serve::Gate`]'s, with rexecd's wording of its refusal warning.
 //!
-//! Once its handshake has succeeded, a connection is read through a
-//! [`READ_BUFFER`]-sized buffer under TLS: rustls asks its transport for 4 KiB at a
-//! time, and serving those reads from one larger read saves system calls when a client
-//! streams stdin in. The buffer is not allocated before ([`certs::LazyBufReader`]), so a
-//! connection that never authenticates costs a few KiB, not 256.
+//! Once its handshake has succeeded, a connection is read through a buffer of up to
+//! [`READ_BUFFER`] bytes under TLS: rustls asks its transport for 4 KiB at a time, and
+//! serving those reads from one larger read saves system calls when a client streams
+//! stdin in. The buffer is not allocated before ([`certs::LazyBufReader`]), so a
+//! connection that never authenticates costs a few KiB, not 256, and it starts at
+//! 16 KiB and grows only while reads fill it, so a launch of a short job does not zero
+//! and fault in 256 KiB either.
 //!
 //! The TLS configuration is a [`ReloadableAcceptor`]: each handshake uses the current
 //! one, and the binary reloads it on SIGHUP, so a revoked certificate is refused from

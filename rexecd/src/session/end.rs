@@ -49,21 +49,29 @@ pub(super) enum End {
 
 /// Destroys cgroup `id` off the async threads; failures are logged.
 pub(super) async fn destroy(shared: &Shared, id: u64) {
-    let cgroups = shared.registry.cgroups().clone();
-    match tokio::task::spawn_blocking(move || cgroups.destroy(id)).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::error!(cgroup = id, error = %e, "cannot destroy job cgroup"),
-        Err(e) => tracing::error!(cgroup = id, error = %e, "cgroup teardown task failed"),
-    }
+    usage_then_destroy(shared, id, false).await;
 }
 
-/// Reads the CPU time used so far (zero when the cgroup is gone).
-pub(super) async fn usage(shared: &Shared, id: u64) -> Option<Duration> {
+/// Reads the CPU time cgroup `id` used (when `read_usage`; `None` when it cannot be
+/// read), then destroys it: one trip off the async threads for both.
+async fn usage_then_destroy(shared: &Shared, id: u64, read_usage: bool) -> Option<Duration> {
     let cgroups = shared.registry.cgroups().clone();
-    tokio::task::spawn_blocking(move || cgroups.usage(id).ok())
-        .await
-        .ok()
-        .flatten()
+    let done = tokio::task::spawn_blocking(move || {
+        let usage = read_usage.then(|| cgroups.usage(id).ok()).flatten();
+        (usage, cgroups.destroy(id))
+    })
+    .await;
+    match done {
+        Ok((usage, Ok(()))) => usage,
+        Ok((usage, Err(e))) => {
+            tracing::error!(cgroup = id, error = %e, "cannot destroy job cgroup");
+            usage
+        }
+        Err(e) => {
+            tracing::error!(cgroup = id, error = %e, "cgroup teardown task failed");
+            None
+        }
+    }
 }
 
 impl Running<'_> {
@@ -73,11 +81,9 @@ impl Running<'_> {
             return;
         }
         self.killed = true;
-        let id = self.job.cgroup;
-        if let Some(cpu) = usage(self.shared, id).await {
+        if let Some(cpu) = usage_then_destroy(self.shared, self.job.cgroup, true).await {
             self.cpu = cpu;
         }
-        destroy(self.shared, id).await;
     }
 
     /// Ends the rank: cgroup destroyed, output drained, `Exit` (or `Error`) sent.
@@ -88,12 +94,9 @@ impl Running<'_> {
         mut reader: FrameReader<R>,
     ) {
         let id = self.job.cgroup;
-        if !self.killed
-            && let Some(cpu) = usage(self.shared, id).await
-        {
+        if let Some(cpu) = usage_then_destroy(self.shared, id, !self.killed).await {
             self.cpu = cpu;
         }
-        destroy(self.shared, id).await;
         // Settle the market (the last charge is journaled before `Exit` says it), then
         // unregister before reporting, so a listing after `Exit` no longer shows the rank.
         let key = (self.job.job, self.job.rank);

@@ -130,6 +130,9 @@ impl Client {
                 Some(FromNode::Stdout(c)) => out.stdout.extend(c.0),
                 Some(FromNode::Stderr(c)) => out.stderr.extend(c.0),
                 Some(FromNode::Notice(n)) => out.notices.push(n),
+                // Flow control: a count of the stdin the job took, each quarter window
+                // (`stdin_window.rs` checks those).
+                Some(FromNode::StdinTaken(_)) => {}
                 Some(FromNode::Exit(e)) => {
                     out.exit = Some(e);
                     // Exit is the last message: the node closes the connection after it.
