@@ -16,7 +16,9 @@
 //! (an operation this accountd does not know is `Unknown`), never a user or node.
 //! `refused` counts every request answered with an error (refused by role, or by
 //! the ledger: unknown user, duplicate key, ...). The balances' sum is one gauge,
-//! kept in micro-credits by the writer after each commit and shown in credits.
+//! kept in micro-credits by the writer (read at most once a second, after a
+//! commit's answers are sent, and within a second of the last write; see
+//! `store::sums`) and shown in credits.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -22,6 +22,7 @@ pub mod pg;
 pub mod query;
 pub mod rows;
 pub mod schema;
+mod sums;
 mod threads;
 
 use std::path::PathBuf;

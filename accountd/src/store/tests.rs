@@ -556,4 +556,6 @@ mod lite;
 #[cfg(test)]
 mod migrate;
 #[cfg(test)]
+mod restart;
+#[cfg(test)]
 mod tls;

@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::anchors::{AnchorPolicy, AnchorSettings, Anchoring, Latest};
 use super::lite::{LiteReader, LiteWriter};
 use super::rows::{Reader, Rows, Tx, Writer};
+use super::sums::BalanceSums;
 use super::{StoreError, audit, claims, ledger, query, schema};
 use crate::metrics::StoreMeters;
 
@@ -216,9 +217,9 @@ fn writer_loop(
     mut anchoring: Option<Anchoring>,
     meters: &StoreMeters,
 ) {
-    balances(&mut *conn, meters);
+    let mut sums = BalanceSums::new(&mut *conn, meters);
     let mut batch = Vec::with_capacity(max_batch);
-    while let Some(job) = rx.blocking_recv() {
+    while let Some(job) = sums.next_job(&mut *conn, &mut rx) {
         batch.push(job);
         while batch.len() < max_batch {
             match rx.try_recv() {
@@ -242,13 +243,15 @@ fn writer_loop(
             })
             .count();
         meters.committed(batch.len(), debits as u64, started);
-        if results.iter().any(Result::is_ok) {
-            balances(&mut *conn, meters);
-            anchor(&mut *conn, anchoring.as_mut(), false);
-        }
+        let wrote = results.iter().any(Result::is_ok);
+        // Answer first: what follows does not change what was committed.
         for (job, result) in batch.drain(..).zip(results) {
             let (WriteJob::Op { reply, .. } | WriteJob::Refusal { reply, .. }) = job;
             let _ = reply.send(result);
+        }
+        if wrote {
+            sums.wrote(&mut *conn);
+            anchor(&mut *conn, anchoring.as_mut(), false);
         }
     }
     anchor(&mut *conn, anchoring.as_mut(), true);
@@ -261,14 +264,6 @@ fn anchor(conn: &mut dyn Writer, anchoring: Option<&mut Anchoring>, last: bool) 
     match conn.head() {
         Ok(head) => a.tick(head, last),
         Err(e) => tracing::warn!(error = %e, "cannot read the chain head to anchor it"),
-    }
-}
-
-/// Reads the sum of every balance into `meters` (a failure leaves the last sum).
-fn balances(conn: &mut dyn Writer, meters: &StoreMeters) {
-    match conn.balances() {
-        Ok(sum) => meters.set_balances(sum),
-        Err(e) => tracing::debug!(error = %e, "cannot sum the balances"),
     }
 }
 

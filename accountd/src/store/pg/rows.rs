@@ -40,15 +40,7 @@ impl<C: GenericClient> Pg<C> {
     }
 
     fn stmt(&mut self, sql: &'static str) -> Result<Statement, AccountError> {
-        let cached = self.cache.lock().ok().and_then(|m| m.get(sql).cloned());
-        if let Some(s) = cached {
-            return Ok(s);
-        }
-        let s = self.c.prepare(sql).map_err(pg_storage)?;
-        if let Ok(mut m) = self.cache.lock() {
-            m.insert(sql, s.clone());
-        }
-        Ok(s)
+        super::link::prepared(&mut self.c, &self.cache, sql).map_err(pg_storage)
     }
 
     pub(super) fn query(
