@@ -12,7 +12,8 @@
 //!
 //! The hash chain's cost is measured on its own (SHA-256 of one debit's
 //! canonical content, as the writer computes it) and printed as a share of
-//! each mode's time per debit.
+//! each mode's time per debit. Each mode also prints the CPU time per debit
+//! of the benchmark's threads and of PostgreSQL's processes ([`cpu`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +21,9 @@ use std::time::{Duration, Instant};
 #[path = "../../tests/src/postgres.rs"]
 #[allow(dead_code)]
 mod pgserver;
+
+#[path = "support/cpu.rs"]
+mod cpu;
 
 use accountd::server::{Server, ServerConfig};
 use accountd::store::StoreConfig;
@@ -43,6 +47,8 @@ struct Result_ {
     secs: f64,
     p50_us: u64,
     p99_us: u64,
+    /// CPU seconds used during the load, by thread or process group.
+    cpu: cpu::Cpu,
 }
 
 impl Result_ {
@@ -143,6 +149,8 @@ async fn measure(pki: &TestPki, conns: u64, max_batch: usize, ledger: Ledger) ->
                 .expect("connect"),
         );
     }
+    let pg_data = pg.as_ref().map(|s| s.socket_dir().join("data"));
+    let cpu_before = cpu::snapshot(pg_data.as_deref());
     let start = Instant::now();
     let deadline = start + RUN;
     let mut tasks = Vec::new();
@@ -182,6 +190,7 @@ async fn measure(pki: &TestPki, conns: u64, max_batch: usize, ledger: Ledger) ->
         all.extend(t.await.expect("client task"));
     }
     let secs = start.elapsed().as_secs_f64();
+    let cpu = cpu::used(&cpu_before, &cpu::snapshot(pg_data.as_deref()));
     for (_, stop, task) in servers {
         let _ = stop.send(());
         task.await.expect("server task");
@@ -211,6 +220,7 @@ async fn measure(pki: &TestPki, conns: u64, max_batch: usize, ledger: Ledger) ->
         secs,
         p50_us: pct(0.50),
         p99_us: pct(0.99),
+        cpu,
     }
 }
 
@@ -247,6 +257,31 @@ fn chain_cost_us() -> f64 {
     }
     rounds.sort_by(f64::total_cmp);
     rounds[rounds.len() / 2]
+}
+
+/// CPU microseconds per debit of each thread or process group, over all runs
+/// of one mode, the largest first.
+fn print_cpu(runs: &[Result_]) {
+    let debits: u64 = runs.iter().map(|r| r.debits).sum();
+    let mut sum = cpu::Cpu::new();
+    for r in runs {
+        for (k, v) in &r.cpu {
+            *sum.entry(k.clone()).or_default() += v;
+        }
+    }
+    let total: f64 = sum.values().sum();
+    let mut groups: Vec<_> = sum.into_iter().collect();
+    groups.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let per = |s: f64| s * 1e6 / debits.max(1) as f64;
+    println!(
+        "{:<26} CPU per debit: {:.0} us in all, over {:.2} s of load",
+        "",
+        per(total),
+        runs.iter().map(|r| r.secs).sum::<f64>()
+    );
+    for (k, v) in groups.iter().filter(|(_, v)| per(*v) >= 1.0) {
+        println!("{:<28} {:>6.0} us  {k}", "", per(*v));
+    }
 }
 
 fn main() {
@@ -329,6 +364,7 @@ fn main() {
             "",
             100.0 * hash_us * r.rate() / 1e6
         );
+        print_cpu(&runs);
     }
     let goal = format!(
         "target (at least {TARGET_PER_SEC:.0} durable debits/s at {TARGET_CONNS} connections, group commit, median run)"

@@ -170,6 +170,12 @@ impl Postgres {
         } else {
             opts.push_str(" -c listen_addresses=''");
         }
+        // Extra server settings for a measurement only (for example
+        // `-c shared_preload_libraries=pg_stat_statements`), never in a test.
+        if let Ok(extra) = std::env::var("REXEC_PG_OPTS") {
+            opts.push(' ');
+            opts.push_str(&extra);
+        }
         let log = self.dir.path().join("server.log").display().to_string();
         self.run(
             "pg_ctl",
