@@ -24,6 +24,7 @@
 //!   job cgroup directories.
 //! - [`proxy`]: a TCP relay that delays connections (a slow node).
 //! - [`pty`]: running `rexec` on a real pseudo-terminal (raw mode, resize, typing).
+//! - [`stop`]: a file that ends jobs once a scenario has checked them.
 //! - [`ssh`]: a throwaway OpenSSH server on loopback (benchmarks against ssh).
 //! - [`pattern`]: a deterministic binary stream checked byte for byte as it
 //!   arrives (the `rexec-testgen` binary writes it on the nodes).
@@ -58,6 +59,7 @@ pub mod ready;
 pub mod rexec;
 pub mod selectors;
 pub mod ssh;
+pub mod stop;
 
 pub use cluster::can_run;
 

@@ -96,11 +96,13 @@ fn the_market_page_in_chromium_names_every_node_and_charts_the_price() {
             .args(argv)
             .spawn()
     };
-    let spin = ["perl", "-e", "$e=time+60; 1 while time<$e"];
+    // The jobs run until the page has been checked, 60 s at most.
+    let stop = rexec_tests::stop::StopFile::new();
+    let spin = stop.perl_spin(60);
     let jobs = [
-        job("20", "n1", &spin),
-        job("10", "n1", &spin),
-        job("5", "n2", &["sleep", "60"]),
+        job("20", "n1", &["perl", "-e", &spin]),
+        job("10", "n1", &["perl", "-e", &spin]),
+        job("5", "n2", &["sh", "-c", &stop.sh_idle(60)]),
     ];
 
     // The selector hears n1's price, and has sampled it again (the points are
@@ -163,6 +165,7 @@ fn the_market_page_in_chromium_names_every_node_and_charts_the_price() {
     if let Some(keep) = std::env::var_os("REXEC_MARKET_PAGE_PNG") {
         std::fs::copy(&png, keep).expect("cannot keep the screenshot");
     }
+    stop.stop();
     for j in jobs {
         let out = j.wait(Duration::from_secs(120));
         assert!(out.code.is_some(), "{out:?}");

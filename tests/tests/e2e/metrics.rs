@@ -149,18 +149,13 @@ fn a_charging_market_is_scraped_price_and_debits_rise_and_promtool_passes() {
     );
 
     // Two CPU-bound jobs bidding 20 and 10 a minute: under `paper` both pay while
-    // both run (20 s each, so they overlap however slowly the second starts).
+    // both run (20 s each, so they overlap however slowly the second starts;
+    // they end sooner once the scrapes below are checked).
+    let stop = rexec_tests::stop::StopFile::new();
+    let script = stop.perl_spin(20);
     let spin = |rate: &str| {
         m.rexec()
-            .args([
-                "-r",
-                rate,
-                "--nodes",
-                "n1",
-                "perl",
-                "-e",
-                "$e=time+20; 1 while time<$e",
-            ])
+            .args(["-r", rate, "--nodes", "n1", "perl", "-e", &script])
             .spawn()
     };
     let (a, b) = (spin("20"), spin("10"));
@@ -214,6 +209,7 @@ fn a_charging_market_is_scraped_price_and_debits_rise_and_promtool_passes() {
     );
     promtool_accepts(node);
     promtool_accepts(ledger);
+    stop.stop();
     // How the jobs end is not this test's subject (two spinning ranks on two busy
     // cores may miss a heartbeat); that they leave the node and settle is.
     for client in [a, b] {
