@@ -101,7 +101,9 @@ fn main() {
         peak = sampler.join().expect("the sampler panicked");
     });
     let elapsed = start.elapsed().as_secs_f64();
-    let cpu = cpu_ticks(pid).zip(cpu_before).map(|(after, before)| after - before);
+    let cpu = cpu_ticks(pid)
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     let failures = failures.into_inner().expect("failures");
     let mut ms = latencies.into_inner().expect("latencies");
     ms.sort_by(f64::total_cmp);
