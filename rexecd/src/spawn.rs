@@ -12,7 +12,9 @@
 //! `tokio::process::Command::from(command)`, with tokio. [`JobCommand::build_reporting`]
 //! also returns a [`DirReport`] that says, after the spawn, which directory the child
 //! actually entered (judged by the child itself, as the user, so ACLs, mounts and
-//! permissions count exactly as they will for the program).
+//! permissions count exactly as they will for the program). [`JobCommand::spawn`] does
+//! the same set-up without a `fork` of rexecd ([`crate::sys::vfork`]) and returns a
+//! [`JobChild`] with asynchronous pipes; rexecd's sessions use it.
 
 use std::ffi::{CString, OsString};
 use std::os::fd::{OwnedFd, RawFd};
@@ -27,6 +29,9 @@ pub use crate::sys::child::ChildLimits as JobLimits;
 pub use crate::sys::child::SessionMode;
 use crate::sys::child::{self, ChildSetup};
 use crate::sys::{self, GroupId, UnixUser, UserId};
+
+mod job_child;
+pub use job_child::{JobChild, JobStdio};
 
 /// Why a job could not be prepared. Each message is one line saying what to do.
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +72,10 @@ pub enum SpawnError {
     /// The pipe for the directory report could not be made.
     #[error("cannot create a pipe for the child: {0}; check rexecd's open file limit")]
     Pipe(Errno),
+    /// The process could not be started (the errno of the step that failed: the
+    /// cgroup, the ids, the directory or `execve`).
+    #[error("{0}")]
+    Start(#[source] std::io::Error),
     /// A path handed to the child contains a NUL byte.
     #[error("{what} {value:?} contains a NUL byte")]
     Nul {
@@ -259,9 +268,7 @@ impl JobCommand {
         user: &JobUser,
         join: CgroupJoin,
     ) -> Result<(Command, DirReport), SpawnError> {
-        use nix::fcntl::OFlag;
-        let (read, write) =
-            nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(SpawnError::Pipe)?;
+        let (read, write) = Self::report_pipe()?;
         let command = self.build_inner(user, join, Some(write))?;
         let report = DirReport {
             pipe: read,
@@ -285,16 +292,27 @@ impl JobCommand {
         join: CgroupJoin,
         report: Option<OwnedFd>,
     ) -> Result<Command, SpawnError> {
+        let setup = self.setup(user, join, report)?;
+        let mut command = Command::new(&self.program);
+        command.args(&self.args).env_clear();
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        child::install_pre_exec(&mut command, setup);
+        Ok(command)
+    }
+
+    /// What the child does before `exec` (see [`crate::sys::child`]).
+    fn setup(
+        &self,
+        user: &JobUser,
+        join: CgroupJoin,
+        report: Option<OwnedFd>,
+    ) -> Result<ChildSetup, SpawnError> {
         let mut dirs = Vec::with_capacity(3);
         if let Some(cwd) = &self.cwd {
             dirs.push(c_path("working directory", cwd)?);
         }
         dirs.push(c_path("home directory", &user.user.home)?);
         dirs.push(c_path("root directory", Path::new("/"))?);
-
-        let mut command = Command::new(&self.program);
-        command.args(&self.args).env_clear();
-        command.envs(self.env.iter().map(|(k, v)| (k, v)));
         let setup = ChildSetup::new(
             join.into_files(),
             user.uid(),
@@ -308,12 +326,16 @@ impl JobCommand {
             Some(fd) => setup.keep_open(fd),
             None => setup,
         };
-        let setup = match report {
+        Ok(match report {
             Some(pipe) => setup.report_dir_to(pipe),
             None => setup,
-        };
-        child::install_pre_exec(&mut command, setup);
-        Ok(command)
+        })
+    }
+
+    /// A close-on-exec, non-blocking pipe for the child's directory report.
+    fn report_pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
+        use nix::fcntl::OFlag;
+        nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(SpawnError::Pipe)
     }
 }
 

@@ -6,7 +6,10 @@
 //!
 //! `cargo build --release -p rexec -p rexecd && cargo bench -p rexec-tests --bench launch_burst`
 //!
-//! `BURST_CLIENTS` and `BURST_LAUNCHES` change the two numbers.
+//! `BURST_CLIENTS` and `BURST_LAUNCHES` change the two numbers (`BURST_CLIENTS=1`
+//! gives serial launches). Also printed: rexecd's CPU per launch with its reaped jobs
+//! (utime, stime, cutime and cstime from /proc/PID/stat, before and after), the
+//! figure a vfork-style spawn is meant to cut.
 
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -45,6 +48,7 @@ fn main() {
     let latencies: Mutex<Vec<f64>> = Mutex::new(Vec::with_capacity(launches));
     let done = AtomicBool::new(false);
     let mut peak = Peak::default();
+    let cpu_before = cpu_ticks(pid);
     let start = Instant::now();
     thread::scope(|s| {
         let sampler = s.spawn(|| {
@@ -97,6 +101,9 @@ fn main() {
         peak = sampler.join().expect("the sampler panicked");
     });
     let elapsed = start.elapsed().as_secs_f64();
+    let cpu = cpu_ticks(pid)
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     let failures = failures.into_inner().expect("failures");
     let mut ms = latencies.into_inner().expect("latencies");
     ms.sort_by(f64::total_cmp);
@@ -125,6 +132,11 @@ fn main() {
         "  rexecd: peak RSS {} KiB (VmHWM {} KiB), peak open files {}, threads at most {}",
         peak.rss_kib, peak.hwm_kib, peak.fds, peak.threads
     );
+    if let Some(ticks) = cpu {
+        // USER_HZ is 100 on every Linux build this runs on.
+        let ms = ticks as f64 * 10.0 / ms.len().max(1) as f64;
+        println!("  rexecd + its jobs: {ms:.2} ms CPU per launch");
+    }
     println!(
         "  failures: {}; job cgroups left: {}",
         failures.len(),
@@ -151,6 +163,20 @@ fn env_number(name: &str, default: usize) -> usize {
         .and_then(|v| v.parse().ok())
         .filter(|n| *n > 0)
         .unwrap_or(default)
+}
+
+/// utime + stime + cutime + cstime of `pid`, in clock ticks.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name (which may hold spaces) start at field 3.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    Some(fields.iter().sum())
 }
 
 /// The largest values seen in /proc/PID.

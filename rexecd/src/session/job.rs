@@ -19,7 +19,6 @@ use proto::node::{
     Signal, Started, StdinTaken, ToNode,
 };
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::process::Child;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -29,7 +28,7 @@ use crate::heartbeat::{Clocks, Due, Liveness};
 use crate::pty::PtyMaster;
 use crate::pump::{self, Out, Source, StdinMsg};
 use crate::registry::{Control, Slot};
-use crate::spawn::JobUser;
+use crate::spawn::{JobChild, JobUser};
 use crate::sys::{self, ProcessId};
 
 /// The terminal's end-of-file character (VEOF, Ctrl-D), sent for `StdinEnd` under `-t`.
@@ -51,7 +50,7 @@ pub(super) struct Job {
     pub(super) cgroup: u64,
     /// The registry entry; released as soon as the cgroup is gone.
     pub(super) slot: Option<Slot>,
-    pub(super) child: Child,
+    pub(super) child: JobChild,
     pub(super) pgid: Option<ProcessId>,
     pub(super) pty: Option<PtyMaster>,
     /// A notice for the client, sent right after `Started`.
@@ -65,7 +64,7 @@ impl Job {
         request: &Launch,
         user: JobUser,
         slot: Slot,
-        child: Child,
+        child: JobChild,
         pty: Option<PtyMaster>,
     ) -> Job {
         let pgid = child.id().map(|p| ProcessId(p as i32));

@@ -5,8 +5,7 @@
 //! leaves nothing behind: the cgroup is destroyed and the rank unregistered. A signed
 //! batch rank (`signed`) takes its own checks, then the same [`create`] path.
 
-use std::os::fd::{AsFd, OwnedFd};
-use std::process::Stdio;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use certs::{PeerIdentity, Role};
@@ -18,7 +17,9 @@ use super::job::{self, Job};
 use super::{Reader, Shared, Writer};
 use crate::pty::{Pty, PtyMaster};
 use crate::registry::{Control, RegistryError, Slot};
-use crate::spawn::{DirReport, JobCommand, JobUser, SessionMode, SpawnError, SpawnPolicy};
+use crate::spawn::{
+    DirReport, JobChild, JobCommand, JobStdio, JobUser, SessionMode, SpawnError, SpawnPolicy,
+};
 use crate::sys::ProcessId;
 
 /// Handles `Launch` (or, with `pmi`, `LaunchPmi`) to the end of the session.
@@ -201,15 +202,15 @@ pub(super) async fn resolve_user(shared: &Shared, name: &str) -> Result<JobUser,
 /// A spawned program, its terminal, a notice for the client when it runs in another
 /// directory than the one asked for, and rexecd's end of its PMI channel.
 type Spawned = (
-    tokio::process::Child,
+    JobChild,
     Option<PtyMaster>,
     Option<String>,
     Option<std::os::unix::net::UnixStream>,
 );
 
-/// Spawns the program inside the (already created) cgroup. The fork and exec run on a
-/// blocking thread: they take as long as the kernel needs to copy rexecd's page tables
-/// and load the program, and must not hold up other sessions meanwhile.
+/// Spawns the program inside the (already created) cgroup. The spawn runs on a blocking
+/// thread: its thread sleeps until the kernel has loaded the program (`CLONE_VFORK`),
+/// which must not hold up other sessions meanwhile.
 async fn spawn(
     shared: &Shared,
     request: &Launch,
@@ -248,41 +249,25 @@ async fn spawn(
             .envs(channel.env(request))
             .keep_open(channel.child_fd());
     }
-    let (mut command, report) = command
-        .build_reporting(user, join)
-        .map_err(|e| ErrorReply::new(ErrorCode::BadRequest, e.to_string()))?;
-    let pty = match request.terminal {
+    let (stdio, pty) = match request.terminal {
         Some(size) => {
             let pty = Pty::open(size)
                 .map_err(|e| internal(format!("cannot open a pseudo-terminal: {e}")))?;
-            let io = |fd: &OwnedFd| fd.try_clone().map(Stdio::from);
-            let stdio =
-                (|| Ok::<_, std::io::Error>((io(&pty.slave)?, io(&pty.slave)?, io(&pty.slave)?)))()
-                    .map_err(|e| internal(format!("cannot set up the terminal: {e}")))?;
-            command.stdin(stdio.0).stdout(stdio.1).stderr(stdio.2);
-            Some(pty.master)
+            (JobStdio::Terminal(pty.slave), Some(pty.master))
         }
-        None => {
-            command
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            None
-        }
+        None => (JobStdio::Pipes, None),
     };
-    let mut command = tokio::process::Command::from(command);
-    // Threads of the blocking pool run inside the runtime, which tokio's `spawn` needs
-    // to register the child. The command (and with it our copies of the terminal's
-    // slave side) is dropped there, so the terminal reports EOF once the job's
-    // processes are gone.
-    let spawned = tokio::task::spawn_blocking(move || {
-        let child = command.spawn();
-        drop(command);
-        child
-    })
-    .await
-    .map_err(|e| internal(format!("cannot start {}: {e}", request.argv[0])))?;
-    let child = spawned.map_err(|e| spawn_error(config, request, user, &e))?;
+    // Threads of the blocking pool run inside the runtime, where the child's pipes and
+    // pidfd register. The terminal's slave side is closed there once the child runs, so
+    // the terminal reports EOF once the job's processes are gone.
+    let user_owned = user.clone();
+    let spawned = tokio::task::spawn_blocking(move || command.spawn(&user_owned, join, stdio))
+        .await
+        .map_err(|e| internal(format!("cannot start {}: {e}", request.argv[0])))?;
+    let (child, report) = spawned.map_err(|e| match e {
+        SpawnError::Start(e) => spawn_error(config, request, user, &e),
+        e => ErrorReply::new(ErrorCode::BadRequest, e.to_string()),
+    })?;
     if let Some(input) = &child.stdin {
         crate::pump::enlarge_pipe(input.as_fd());
     }

@@ -128,14 +128,24 @@ impl ChildSetup {
     /// The child side. Only async-signal-safe calls on memory prepared before the fork.
     fn run(&self) -> io::Result<()> {
         reset_signal_dispositions();
+        self.run_after_signals().map_err(io::Error::from)
+    }
+
+    /// Steps (1) to (6) of the module docs, for a child whose signal dispositions are
+    /// already reset. Besides being async-signal-safe, every step is a plain system call
+    /// that acts on the calling process only, so it is also right in a child that shares
+    /// rexecd's memory ([`super::vfork`]): the ids change through raw system calls, not
+    /// the C library's `setuid` family, which in a process it believes multi-threaded
+    /// would signal every thread of rexecd to change its ids too.
+    pub(super) fn run_after_signals(&self) -> Result<(), Errno> {
         for file in &self.cgroup_procs {
             // "0" names the writing task itself, so no pid formatting is needed here.
             loop {
                 match unistd::write(file, b"0") {
                     Ok(1) => break,
-                    Ok(_) => return Err(io::Error::from(Errno::EIO)),
+                    Ok(_) => return Err(Errno::EIO),
                     Err(Errno::EINTR) => continue,
-                    Err(e) => return Err(io::Error::from(e)),
+                    Err(e) => return Err(e),
                 }
             }
         }
@@ -156,9 +166,7 @@ impl ChildSetup {
             nix::sys::resource::setrlimit(resource, soft, hard)?;
         }
         nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(self.limits.umask));
-        unistd::setgroups(&self.groups)?;
-        unistd::setgid(self.gid)?;
-        unistd::setuid(self.uid)?;
+        set_ids(&self.groups, self.gid, self.uid)?;
         if self.limits.no_new_privs {
             nix::sys::prctl::set_no_new_privs()?;
         }
@@ -177,8 +185,29 @@ impl ChildSetup {
                 Err(e) => last = e,
             }
         }
-        Err(io::Error::from(last))
+        Err(last)
     }
+}
+
+/// Drops privileges for the calling process alone: `setgroups`, `setgid`, `setuid`, in
+/// that order, as raw system calls (see [`ChildSetup::run_after_signals`]). On the
+/// 64-bit Linux targets rexecd builds for, these are the 32-bit-id calls.
+fn set_ids(groups: &[Gid], gid: Gid, uid: Uid) -> Result<(), Errno> {
+    // SAFETY: setgroups reads `groups.len()` gid_t values from the slice's pointer (Gid
+    // is a transparent gid_t), which stays alive and unmoved during the call; setgid and
+    // setuid take integers. Raw system calls touch no C library state and are
+    // async-signal-safe.
+    unsafe {
+        let n = groups.len();
+        Errno::result(nix::libc::syscall(
+            nix::libc::SYS_setgroups,
+            n,
+            groups.as_ptr(),
+        ))?;
+        Errno::result(nix::libc::syscall(nix::libc::SYS_setgid, gid.as_raw()))?;
+        Errno::result(nix::libc::syscall(nix::libc::SYS_setuid, uid.as_raw()))?;
+    }
+    Ok(())
 }
 
 /// Sets the action of every signal to the default. Handlers are reset by `exec` anyway,
@@ -194,7 +223,7 @@ impl ChildSetup {
 ))]
 compile_error!("reset_signal_dispositions assumes 64 signals and an 8-byte sigset");
 
-fn reset_signal_dispositions() {
+pub(super) fn reset_signal_dispositions() {
     // The kernel's `struct sigaction` all zero: handler SIG_DFL (0), no flags, no
     // restorer, empty mask. Zero means the same whatever the field order of the
     // architecture, and 64 bytes is more than the struct on any of them.
@@ -219,20 +248,20 @@ fn reset_signal_dispositions() {
 }
 
 /// Clears `FD_CLOEXEC` on `fd`, so it stays open across `exec`.
-fn clear_close_on_exec(fd: RawFd) -> io::Result<()> {
+pub(super) fn clear_close_on_exec(fd: RawFd) -> Result<(), Errno> {
     // SAFETY: F_SETFD takes an integer argument and touches no memory; on a descriptor
     // that is not open it fails with EBADF. fcntl is async-signal-safe.
     let rc = unsafe { nix::libc::fcntl(fd, nix::libc::F_SETFD, 0) };
-    Errno::result(rc).map(drop).map_err(io::Error::from)
+    Errno::result(rc).map(drop)
 }
 
 /// Makes `fd`, a terminal, the controlling terminal of the calling session leader.
-fn set_controlling_tty(fd: i32) -> io::Result<()> {
+fn set_controlling_tty(fd: i32) -> Result<(), Errno> {
     // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal a terminal that is
     // already another session's); no memory is passed to the kernel. ioctl is
     // async-signal-safe.
     let rc = unsafe { nix::libc::ioctl(fd, nix::libc::TIOCSCTTY, 0) };
-    Errno::result(rc).map(drop).map_err(io::Error::from)
+    Errno::result(rc).map(drop)
 }
 
 /// Installs `setup` as the `pre_exec` hook of `command`. The command can then be spawned
@@ -242,8 +271,8 @@ fn set_controlling_tty(fd: i32) -> io::Result<()> {
 pub fn install_pre_exec(command: &mut Command, setup: ChildSetup) {
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe operations are allowed. `ChildSetup::run` only calls rt_sigaction, write,
-    // fcntl, setsid, ioctl, setrlimit, umask, setgroups, setgid, setuid, prctl, chdir and write on
-    // buffers and descriptors that
+    // fcntl, setsid, ioctl, setrlimit, umask, setgroups, setgid, setuid (raw), prctl, chdir
+    // and write on buffers and descriptors that
     // were allocated and opened before the fork; it allocates nothing (io::Error from an
     // errno is a plain integer) and takes no locks.
     unsafe {

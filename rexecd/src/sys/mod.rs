@@ -5,11 +5,13 @@
 //! mixed up. [`lookup_user`] and [`group_list`] resolve an account before any fork;
 //! [`send_signal`] delivers a signal to a process and [`signal_group`] to a process
 //! group; [`set_window_size`] resizes a terminal; [`child`] holds the async-signal-safe work a child
-//! does between `fork` and `exec`; [`net`] sets TCP keepalive and `TCP_USER_TIMEOUT` on
+//! does between `fork` and `exec`; [`vfork`] starts a job's process without copying
+//! rexecd (`clone(CLONE_VM | CLONE_VFORK)`); [`net`] sets TCP keepalive and `TCP_USER_TIMEOUT` on
 //! client connections.
 
 pub mod child;
 pub mod net;
+pub mod vfork;
 
 use std::ffi::CString;
 use std::fmt;
