@@ -36,8 +36,11 @@ pub struct RankState {
     pub bid: Bid,
     /// True while its owner is out of credit: it runs at bid 0.
     pub dry: bool,
-    /// Runnable threads at the last sample (1 until the first sample).
+    /// Runnable threads at the last sample (1 until the first sample; 0 once stopped).
     pub demand: u32,
+    /// Its first process has exited: it competes no more, whatever its cgroup still
+    /// shows, while its session tears it down (see [`Book::stop`]).
+    pub stopped: bool,
     /// CPU used so far, nanoseconds, at the last sample.
     pub usage_ns: u64,
     /// When it was last sampled (or joined).
@@ -256,6 +259,7 @@ impl Book {
             bid,
             dry: false,
             demand: 1,
+            stopped: false,
             usage_ns: 0,
             sampled_at: now,
             accrued_until: now,
@@ -304,6 +308,25 @@ impl Book {
             charged: r.meter.total(),
             debit,
         })
+    }
+
+    /// Takes a rank whose first process exited at `now` out of competition: everyone
+    /// pays the rates in force up to `now`, and from then on the others pay (and get
+    /// CPU) as if it had left. It stays in the book until [`Book::leave`], which its
+    /// session calls once the cgroup is gone and its final CPU use known; on a busy
+    /// node that teardown can outlast a tick. Returns whether anything changed.
+    pub fn stop(&mut self, key: &Key, now: Instant) -> bool {
+        if self.ranks.get(key).is_none_or(|r| r.stopped) {
+            return false;
+        }
+        self.accrue_all(now);
+        if let Some(r) = self.ranks.get_mut(key) {
+            r.stopped = true;
+            r.demand = 0;
+        }
+        self.changed();
+        self.recompute();
+        true
     }
 
     /// Sets the bid of every rank of `job` that `may` allows; they leave the dry state
@@ -395,7 +418,7 @@ impl Book {
             // process has even run (the tick a launch triggers): it keeps the demand
             // assumed at join until a sample says more.
             let not_started = r.window.is_empty() && s.usage_ns == 0 && s.runnable == 0;
-            if !not_started {
+            if !not_started && !r.stopped {
                 r.demand = s.runnable.max(busy);
             }
             r.usage_ns = r.usage_ns.max(s.usage_ns);

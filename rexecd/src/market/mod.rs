@@ -336,6 +336,15 @@ impl Market {
         let _ = self.requests.send(Request::Rebalance(None));
     }
 
+    /// Takes a rank whose first process has just exited out of competition (see
+    /// [`Book::stop`]); the others' weights and caps follow at once.
+    pub fn stop(&self, key: Key) {
+        if self.book().stop(&key, Instant::now()) {
+            self.changed.notify_one();
+            self.rebalance_soon();
+        }
+    }
+
     /// Removes a rank whose cgroup used `usage` in all; charges its last moments, sends
     /// its last debit (journaled before this returns) and returns what it was charged in
     /// all. `None` when the rank had already left.

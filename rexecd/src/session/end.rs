@@ -93,13 +93,16 @@ impl Running<'_> {
         output: JoinHandle<Result<(), proto::FrameError>>,
         mut reader: FrameReader<R>,
     ) {
+        // The rank stops competing now, not once its cgroup is gone: on a busy node the
+        // teardown can take a tick or more, and the others would pay for it.
+        let key = (self.job.job, self.job.rank);
+        self.shared.registry.market().stop(key);
         let id = self.job.cgroup;
         if let Some(cpu) = usage_then_destroy(self.shared, id, !self.killed).await {
             self.cpu = cpu;
         }
         // Settle the market (the last charge is journaled before `Exit` says it), then
         // unregister before reporting, so a listing after `Exit` no longer shows the rank.
-        let key = (self.job.job, self.job.rank);
         let charged = self
             .shared
             .registry

@@ -109,7 +109,8 @@ fn figure_4_charges_reach_the_ledger_as_the_model_predicts() {
 
 /// The demo's `rexec-figure4` against a real node: it runs the seven
 /// intervals, prints a row per job and interval, and the ledger it reads back
-/// holds what the model says each job owes within one metering tick (the
+/// holds what the model says each job owes within one metering tick and the
+/// client's timing of each arrival and departure (the
 /// shares themselves are left to the quiet machine of the demo and of
 /// rexecd's `shares` tests).
 #[test]
@@ -162,20 +163,22 @@ fn the_demo_tool_replays_figure_4_and_reads_the_ledger_back() {
     assert_eq!(share_rows, 16, "{stdout}");
     let ledger_rows: Vec<&Vec<&str>> = rows
         .iter()
-        .filter(|f| f.len() >= 4 && f.iter().take(4).all(|x| x.parse::<f64>().is_ok()))
+        .filter(|f| f.len() >= 5 && f.iter().take(5).all(|x| x.parse::<f64>().is_ok()))
         .collect();
     assert_eq!(ledger_rows.len(), 4, "{stdout}");
     for f in ledger_rows {
-        let (ledger, model, tick): (f64, f64, f64) = (
-            f[1].parse().unwrap(),
-            f[2].parse().unwrap(),
-            f[3].parse().unwrap(),
-        );
+        let [bid, ledger, model, tick, timing]: [f64; 5] =
+            std::array::from_fn(|i| f[i].parse().unwrap());
         assert!(model > 0.0, "{stdout}");
+        // The timing is what the client's brackets of each arrival and departure
+        // allow; over a second of the bid would mean the tool measured nothing.
         assert!(
-            (ledger - model).abs() <= tick,
-            "bid {}: ledger {ledger}, model {model}, tick {tick}\n{stdout}",
-            f[0]
+            (0.0..bid / 60.0).contains(&timing),
+            "bid {bid}: timing {timing} is not under a second's worth\n{stdout}"
+        );
+        assert!(
+            (ledger - model).abs() <= tick + timing,
+            "bid {bid}: ledger {ledger}, model {model}, tick {tick}, timing {timing}\n{stdout}"
         );
     }
     eprintln!("{stdout}");

@@ -174,6 +174,30 @@ fn debits_and_the_final_charge_add_up_to_exactly_what_was_charged() {
 }
 
 #[test]
+fn a_rank_stops_competing_when_its_process_exits_not_when_its_teardown_ends() {
+    let mut sim = Sim::new(2, Policy::Contention, &[40, 30, 20]);
+    for _ in 0..10 {
+        sim.second(&[0.889, 0.667, 0.444], &[1, 1, 1]);
+    }
+    // The bid-40 rank exits at 10.2 s; its teardown outlasts the next tick, whose
+    // sample still finds a thread in its cgroup.
+    let exited = sim.t0 + sim.now + Duration::from_millis(200);
+    assert!(sim.book.stop(&sim.keys[0], exited));
+    assert!(
+        !sim.book.stop(&sim.keys[0], exited),
+        "a second stop changes nothing"
+    );
+    assert!(!sim.book.node().contended);
+    sim.second(&[0.2, 1.0, 1.0], &[1, 1, 1]);
+    assert!(!sim.book.node().contended);
+    // Each paid its bid for 10.2 s of contention, and nothing after.
+    assert_eq!(sim.charged(), vec![6_800_000, 5_100_000, 3_400_000]);
+    let end = sim.t0 + sim.now + Duration::from_millis(300);
+    let gone = sim.book.leave(&sim.keys[0], None, end).unwrap();
+    assert_eq!(gone.charged, 6_800_000);
+}
+
+#[test]
 fn a_user_running_dry_drops_to_bid_zero_once_and_a_rebid_restores_it() {
     let mut sim = Sim::new(1, Policy::Contention, &[4, 4]);
     sim.second(&[0.5, 0.5], &[1, 1]);
