@@ -4,10 +4,10 @@
 //! A [`ChildSetup`] owns the already opened `cgroup.procs` files of the job cgroup, the
 //! resolved group list and ids, and the candidate working directories as C strings.
 //! [`super::vfork`] starts the child; it first sets every signal back to its default
-//! action ([`reset_signal_dispositions`]), so a signal rexecd inherited as ignored
+//! action (`reset_signal_dispositions`), so a signal rexecd inherited as ignored
 //! (under `nohup`, say) is not ignored by the job too (a shell cannot even trap a signal
 //! that was ignored when it started), and puts the standard descriptors in place. Then
-//! [`ChildSetup::run_after_signals`] (1) writes `0` to every `cgroup.procs` file, so the
+//! `ChildSetup::run_after_signals` (1) writes `0` to every `cgroup.procs` file, so the
 //! child is in the job cgroup before any user code runs, (1b) clears close-on-exec on
 //! the one descriptor it is asked to pass on (an MPI rank's PMI channel), (2) optionally
 //! starts a new session (and takes its standard input as controlling terminal), (3)
