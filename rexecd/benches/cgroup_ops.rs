@@ -2,11 +2,11 @@
 //! re-bid and metering tick take on this machine. Needs root and a cpu controller;
 //! prints the reason and exits otherwise. Run with `cargo bench -p rexecd`.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use rexecd::cgroup::{JobCgroups, ParentName, weights_for_tickets};
-use rexecd::spawn::{JobCommand, JobUser, SpawnPolicy};
+use rexecd::spawn::{JobChild, JobCommand, JobStdio, JobUser, SpawnPolicy};
+use tokio::runtime::Runtime;
 
 const JOBS: u64 = 8;
 
@@ -42,15 +42,13 @@ fn main() {
         jobs.parent_path().display()
     );
     let root = JobUser::resolve("root", SpawnPolicy { allow_root: true }).unwrap();
-    let start_sleeper = |id: u64| {
-        JobCommand::new("/bin/sleep")
-            .arg("600")
-            .build(&root, jobs.join(id).unwrap())
-            .unwrap()
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    // rexecd's own spawn registers the child's pidfd and pipes with a tokio runtime.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let _entered = rt.enter();
+    let start_sleeper = |id: u64| start(&root, &jobs, id, JobCommand::new("/bin/sleep").arg("600"));
 
     let mut children = Vec::new();
     for id in 0..JOBS {
@@ -83,12 +81,8 @@ fn main() {
         }
     });
     per_op("spawn as user in cgroup + wait (/bin/true)", 200, |_| {
-        let status = JobCommand::new("/bin/true")
-            .build(&root, jobs.join(0).unwrap())
-            .unwrap()
-            .status()
-            .unwrap();
-        assert!(status.success());
+        let mut child = start(&root, &jobs, 0, JobCommand::new("/bin/true"));
+        assert!(rt.block_on(child.wait()).unwrap().success());
     });
     per_op("create + destroy job with 4 sleepers", 50, |i| {
         let id = 1_000 + u64::from(i);
@@ -96,10 +90,10 @@ fn main() {
         let mut mine: Vec<_> = (0..4).map(|_| start_sleeper(id)).collect();
         jobs.destroy(id).unwrap();
         for c in &mut mine {
-            c.wait().unwrap();
+            rt.block_on(c.wait()).unwrap();
         }
     });
-    proportional_split(&jobs, &root);
+    proportional_split(&rt, &jobs, &root);
 
     let start = Instant::now();
     for id in 0..JOBS {
@@ -111,28 +105,32 @@ fn main() {
         micros(start.elapsed() / JOBS as u32)
     );
     for mut c in children {
-        c.wait().unwrap();
+        rt.block_on(c.wait()).unwrap();
     }
     jobs.remove_parent().unwrap();
 }
 
+/// Starts `command` as `user` in job `id` through rexecd's spawn (within a runtime),
+/// its standard input at its end at once.
+fn start(user: &JobUser, jobs: &JobCgroups, id: u64, command: JobCommand) -> JobChild {
+    let (mut child, _report) = command
+        .spawn(user, jobs.join(id).unwrap(), JobStdio::Pipes)
+        .unwrap();
+    drop(child.stdin.take());
+    child
+}
+
 /// Two jobs, each with as many burners as the machine has CPUs, tickets 3:1: over two
 /// seconds their CPU usage should split about 3:1 (the kernel enforcing the weights).
-fn proportional_split(jobs: &JobCgroups, root: &JobUser) {
+fn proportional_split(rt: &Runtime, jobs: &JobCgroups, root: &JobUser) {
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     let (a, b) = (2_000, 2_001);
     let mut burners = Vec::new();
     for id in [a, b] {
         jobs.create_job(id).unwrap();
         for _ in 0..cpus {
-            let child = JobCommand::new("/bin/sh")
-                .args(["-c", "while :; do :; done"])
-                .build(root, jobs.join(id).unwrap())
-                .unwrap()
-                .stdin(Stdio::null())
-                .spawn()
-                .unwrap();
-            burners.push(child);
+            let burn = JobCommand::new("/bin/sh").args(["-c", "while :; do :; done"]);
+            burners.push(start(root, jobs, id, burn));
         }
     }
     let weights: Vec<(u64, u64)> = [a, b]
@@ -161,6 +159,6 @@ fn proportional_split(jobs: &JobCgroups, root: &JobUser) {
         jobs.destroy(id).unwrap();
     }
     for mut c in burners {
-        c.wait().unwrap();
+        rt.block_on(c.wait()).unwrap();
     }
 }

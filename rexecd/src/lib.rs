@@ -32,11 +32,11 @@
 //!   v2 (detected from mountinfo): creation, CPU weights from tickets, metering of CPU
 //!   usage and runnable threads, teardown that kills everything in the job, and the
 //!   start-up sweep of stale job cgroups.
-//! - [`spawn`]: resolving the job's Unix user and building the command that starts the
-//!   program as that user, inside the job cgroup, from an explicit environment.
+//! - [`spawn`]: resolving the job's Unix user and starting the program as that user,
+//!   inside the job cgroup, from an explicit environment, without a `fork` of rexecd.
 //! - [`sys`]: the only module with `unsafe` code: newtyped ids, account lookups,
-//!   signals, terminal sizes, and the async-signal-safe work a child does between
-//!   `fork` and `exec`.
+//!   signals, terminal sizes, the vfork-style spawn and the async-signal-safe set-up
+//!   its child applies to itself before `exec`.
 //!
 //! # Protocol behaviour
 //!

@@ -1,33 +1,30 @@
 //! Starting a job's program as a Unix user, inside the job cgroup, from a cleared
 //! environment.
 //!
-//! [`JobUser::resolve`] looks the account up and computes its group list before any
-//! fork, refusing unknown users and (unless allowed) uid 0. [`JobCommand`] collects the
-//! program, arguments, the exact environment, the wished working directory and the
-//! session mode, and [`JobCommand::build`] turns them into a `std::process::Command`
-//! whose `pre_exec` hook (see [`crate::sys::child`]) joins the cgroup, applies the
+//! [`JobUser::resolve`] looks the account up and computes its group list before the
+//! child exists, refusing unknown users and (unless allowed) uid 0. [`JobCommand`]
+//! collects the program, arguments, the exact environment, the wished working directory
+//! and the session mode; [`JobCommand::spawn`] (in `job_child`) starts it without a
+//! `fork` of rexecd ([`crate::sys::vfork`]) and returns a [`JobChild`] with asynchronous
+//! pipes. Before `exec` the child ([`crate::sys::child`]) joins the cgroup, applies the
 //! node's [`JobLimits`] (resource limits and umask, then `PR_SET_NO_NEW_PRIVS` after the
 //! privileges are dropped), drops privileges (setgroups, setgid, setuid) and changes
-//! directory (falling back to the user's home, then `/`). The caller sets stdio and spawns it, with std or, after
-//! `tokio::process::Command::from(command)`, with tokio. [`JobCommand::build_reporting`]
-//! also returns a [`DirReport`] that says, after the spawn, which directory the child
-//! actually entered (judged by the child itself, as the user, so ACLs, mounts and
-//! permissions count exactly as they will for the program). [`JobCommand::spawn`] does
-//! the same set-up without a `fork` of rexecd ([`crate::sys::vfork`]) and returns a
-//! [`JobChild`] with asynchronous pipes; rexecd's sessions use it.
+//! directory (falling back to the user's home, then `/`). The [`DirReport`] returned
+//! with the child says which directory it actually entered (judged by the child itself,
+//! as the user, so ACLs, mounts and permissions count exactly as they will for the
+//! program).
 
 use std::ffi::{CString, OsString};
 use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use nix::errno::Errno;
 
 use crate::cgroup::CgroupJoin;
 pub use crate::sys::child::ChildLimits as JobLimits;
+use crate::sys::child::ChildSetup;
 pub use crate::sys::child::SessionMode;
-use crate::sys::child::{self, ChildSetup};
 use crate::sys::{self, GroupId, UnixUser, UserId};
 
 mod job_child;
@@ -93,7 +90,8 @@ pub struct SpawnPolicy {
     pub allow_root: bool,
 }
 
-/// A resolved account: ids, home and the full group list, computed before forking.
+/// A resolved account: ids, home and the full group list, computed before the child
+/// is started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobUser {
     user: UnixUser,
@@ -253,66 +251,28 @@ impl JobCommand {
         self
     }
 
-    /// Builds the `Command`. The caller sets stdin/stdout/stderr (for
-    /// [`SessionMode::NewSessionWithTty`], stdin must be the terminal) and spawns it;
-    /// the child is in the job cgroup and runs as `user` before the program's first
-    /// instruction.
-    pub fn build(&self, user: &JobUser, join: CgroupJoin) -> Result<Command, SpawnError> {
-        self.build_inner(user, join, None)
-    }
-
-    /// Like [`JobCommand::build`], and also returns the [`DirReport`] to read after a
-    /// successful spawn.
-    pub fn build_reporting(
-        &self,
-        user: &JobUser,
-        join: CgroupJoin,
-    ) -> Result<(Command, DirReport), SpawnError> {
-        let (read, write) = Self::report_pipe()?;
-        let command = self.build_inner(user, join, Some(write))?;
-        let report = DirReport {
-            pipe: read,
-            candidates: self.candidates(user),
-        };
-        Ok((command, report))
-    }
-
-    /// The directories tried, in order.
-    fn candidates(&self, user: &JobUser) -> Vec<PathBuf> {
-        let mut dirs = Vec::with_capacity(3);
-        dirs.extend(self.cwd.clone());
-        dirs.push(user.user.home.clone());
-        dirs.push(PathBuf::from("/"));
-        dirs
-    }
-
-    fn build_inner(
-        &self,
-        user: &JobUser,
-        join: CgroupJoin,
-        report: Option<OwnedFd>,
-    ) -> Result<Command, SpawnError> {
-        let setup = self.setup(user, join, report)?;
-        let mut command = Command::new(&self.program);
-        command.args(&self.args).env_clear();
-        command.envs(self.env.iter().map(|(k, v)| (k, v)));
-        child::install_pre_exec(&mut command, setup);
-        Ok(command)
-    }
-
-    /// What the child does before `exec` (see [`crate::sys::child`]).
+    /// What the child does before `exec` (see [`crate::sys::child`]), and the report of
+    /// the directory it enters: the wished one (if any), else the user's home, else `/`.
     fn setup(
         &self,
         user: &JobUser,
         join: CgroupJoin,
-        report: Option<OwnedFd>,
-    ) -> Result<ChildSetup, SpawnError> {
-        let mut dirs = Vec::with_capacity(3);
+    ) -> Result<(ChildSetup, DirReport), SpawnError> {
+        let mut candidates = Vec::with_capacity(3);
+        candidates.extend(self.cwd.clone());
+        candidates.push(user.user.home.clone());
+        candidates.push(PathBuf::from("/"));
+        let mut dirs = Vec::with_capacity(candidates.len());
         if let Some(cwd) = &self.cwd {
             dirs.push(c_path("working directory", cwd)?);
         }
         dirs.push(c_path("home directory", &user.user.home)?);
         dirs.push(c_path("root directory", Path::new("/"))?);
+        // A close-on-exec, non-blocking pipe: the child writes one byte, read after the
+        // spawn without waiting.
+        let (read, write) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+                .map_err(SpawnError::Pipe)?;
         let setup = ChildSetup::new(
             join.into_files(),
             user.uid(),
@@ -321,21 +281,17 @@ impl JobCommand {
             dirs,
             self.session,
         )
-        .limits(self.limits.clone());
+        .limits(self.limits.clone())
+        .report_dir_to(write);
         let setup = match self.keep_open {
             Some(fd) => setup.keep_open(fd),
             None => setup,
         };
-        Ok(match report {
-            Some(pipe) => setup.report_dir_to(pipe),
-            None => setup,
-        })
-    }
-
-    /// A close-on-exec, non-blocking pipe for the child's directory report.
-    fn report_pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
-        use nix::fcntl::OFlag;
-        nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK).map_err(SpawnError::Pipe)
+        let report = DirReport {
+            pipe: read,
+            candidates,
+        };
+        Ok((setup, report))
     }
 }
 
@@ -346,7 +302,7 @@ fn c_path(what: &'static str, path: &Path) -> Result<CString, SpawnError> {
     })
 }
 
-/// Which directory a spawned child entered, from [`JobCommand::build_reporting`].
+/// Which directory a spawned child entered, from [`JobCommand::spawn`].
 #[derive(Debug)]
 pub struct DirReport {
     pipe: OwnedFd,
@@ -355,7 +311,7 @@ pub struct DirReport {
 
 impl DirReport {
     /// The directory the child entered, read once `spawn` has returned successfully
-    /// (`None` if the child reported nothing, e.g. because the spawn failed).
+    /// (`None` if the child reported nothing).
     pub fn entered(&self) -> Option<&Path> {
         let mut byte = [0u8; 1];
         match nix::unistd::read(&self.pipe, &mut byte) {

@@ -24,13 +24,14 @@ mod shares;
 use node::{Rexecd, Session, ensure_user};
 use shares::{convergence, index_at, measured_cpus, round2, summarize, window_errors};
 
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use certs::testing::TestPki;
 use money::Bid;
+use nix::sys::signal::Signal;
 use rexecd::cgroup::{JobCgroups, ParentName};
-use rexecd::spawn::{JobCommand, JobUser, SpawnPolicy};
+use rexecd::spawn::{JobChild, JobCommand, JobStdio, JobUser, SpawnPolicy};
+use rexecd::sys::{ProcessId, send_signal};
 use tokio::runtime::Runtime;
 
 /// The unprivileged user rexecd's jobs run as.
@@ -260,7 +261,7 @@ enum Runner {
     /// A rank of rexecd: its session and its cgroup id.
     Rexecd { session: Box<Session>, cgroup: u64 },
     /// Processes in the shared nice cgroup.
-    Nice { children: Vec<Child> },
+    Nice { children: Vec<JobChild> },
 }
 
 /// A mode's node: a running rexecd, or the one cgroup of the nice mode.
@@ -316,21 +317,22 @@ impl<'a> Bench<'a> {
         let runner = match &self.rexecd {
             None => {
                 let nice = nice_for(bid_micros, self.nice_top);
+                // rexecd's spawn registers the child's pidfd and pipes with `rt`.
+                let _entered = rt.enter();
                 let children = (0..threads)
                     .map(|_| {
-                        JobCommand::new("/usr/bin/nice")
-                            .args([
-                                "-n",
-                                &nice.to_string(),
-                                "/bin/sh",
-                                "-c",
-                                "while :; do :; done",
-                            ])
-                            .build(&self.root, self.cgroups.join(1).unwrap())
-                            .unwrap()
-                            .stdin(Stdio::null())
-                            .spawn()
-                            .unwrap()
+                        let command = JobCommand::new("/usr/bin/nice").args([
+                            "-n",
+                            &nice.to_string(),
+                            "/bin/sh",
+                            "-c",
+                            "while :; do :; done",
+                        ]);
+                        let (mut child, _report) = command
+                            .spawn(&self.root, self.cgroups.join(1).unwrap(), JobStdio::Pipes)
+                            .unwrap();
+                        drop(child.stdin.take());
+                        child
                     })
                     .collect();
                 Runner::Nice { children }
@@ -373,7 +375,11 @@ impl<'a> Bench<'a> {
                 .cgroups
                 .usage(*cgroup)
                 .map_or(0, |d| d.as_nanos() as u64),
-            Runner::Nice { children } => children.iter().map(|c| schedstat_ns(c.id())).sum(),
+            Runner::Nice { children } => children
+                .iter()
+                .filter_map(JobChild::id)
+                .map(schedstat_ns)
+                .sum(),
         }
     }
 
@@ -382,8 +388,10 @@ impl<'a> Bench<'a> {
             Runner::Rexecd { mut session, .. } => rt.block_on(session.kill()),
             Runner::Nice { children } => {
                 for mut c in children {
-                    let _ = c.kill();
-                    let _ = c.wait();
+                    if let Some(pid) = c.id() {
+                        let _ = send_signal(ProcessId(pid as i32), Signal::SIGKILL);
+                    }
+                    let _ = rt.block_on(c.wait());
                 }
             }
         }

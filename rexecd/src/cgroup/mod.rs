@@ -98,8 +98,8 @@ impl ParentName {
 }
 
 /// Opened `cgroup.procs` files of one job (one per hierarchy), ready for a child process
-/// to write `0` to between `fork` and `exec`. Opened before the fork so that the child
-/// needs no path lookup and no allocation.
+/// to write `0` to before its `exec`. Opened before the child exists so that it needs
+/// no path lookup and no allocation.
 #[derive(Debug)]
 pub struct CgroupJoin {
     paths: Vec<PathBuf>,

@@ -4,9 +4,9 @@
 //! [`JobCommand::spawn`] prepares the program (looked up along the job environment's
 //! `PATH`, as `execvp` would with that environment), argv, the environment (sorted and
 //! without duplicate names, the last value winning, as `std::process::Command` passes
-//! it) and the same child set-up as [`JobCommand::build`], then starts the process with
-//! its standard descriptors on new pipes or on a terminal. [`JobChild`] offers what the
-//! session used of `tokio::process::Child`: the pid, the three pipes as tokio pipe ends,
+//! it) and the child set-up ([`crate::sys::child`]), then starts the process with its
+//! standard descriptors on new pipes or on a terminal. [`JobChild`] offers the part
+//! of `tokio::process::Child` a session uses: the pid, the three pipes as tokio pipe ends,
 //! and a cancel-safe `wait`. A child dropped before it was waited for is reaped in the
 //! background, so it leaves no zombie.
 
@@ -56,10 +56,10 @@ pub struct JobChild {
 }
 
 impl JobCommand {
-    /// Starts the program as `user` inside the cgroup `join` opens, like
-    /// [`JobCommand::build_reporting`] and a spawn, but without a `fork` of rexecd.
-    /// Must be called within a tokio runtime (the pipes and the pidfd register there).
-    /// The call blocks until the program is executing (or failed to start).
+    /// Starts the program as `user` inside the cgroup `join` opens, without a `fork` of
+    /// rexecd, and returns it with the report of the directory it entered. Must be
+    /// called within a tokio runtime (the pipes and the pidfd register there). The call
+    /// blocks until the program is executing (or failed to start).
     pub fn spawn(
         &self,
         user: &JobUser,
@@ -67,12 +67,7 @@ impl JobCommand {
         stdio: JobStdio,
     ) -> Result<(JobChild, DirReport), SpawnError> {
         let exec = self.exec().map_err(SpawnError::Start)?;
-        let (read, write) = Self::report_pipe()?;
-        let setup = self.setup(user, join, Some(write))?;
-        let report = DirReport {
-            pipe: read,
-            candidates: self.candidates(user),
-        };
+        let (setup, report) = self.setup(user, join)?;
         let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(SpawnError::Pipe);
         let (fds, ends) = match stdio {
             JobStdio::Terminal(tty) => {

@@ -1,29 +1,27 @@
-//! What a job's child process does between `fork` and `exec`, prepared entirely before
-//! the fork so that the child only makes async-signal-safe system calls.
+//! What a job's child process does to itself before `exec`, prepared entirely before
+//! the child exists, so that the child only makes async-signal-safe system calls.
 //!
 //! A [`ChildSetup`] owns the already opened `cgroup.procs` files of the job cgroup, the
 //! resolved group list and ids, and the candidate working directories as C strings.
-//! [`install_pre_exec`] hands it to a `std::process::Command`; in the child it then
-//! (0) sets every signal back to its default action, so a signal rexecd inherited as
-//! ignored (under `nohup`, say) is not ignored by the job too (a shell cannot even trap
-//! a signal that was ignored when it started), (1) writes `0` to every `cgroup.procs` file, so the child is in the job cgroup before
-//! any user code runs, (1b) clears close-on-exec on the one
-//! descriptor it is asked to pass on (an MPI rank's PMI channel), (2) optionally starts a new session (and takes its standard input
-//! as controlling terminal), (3) applies the node's resource limits (`setrlimit`, while
-//! still privileged, so hard limits may also be raised) and its umask, (4) drops
-//! privileges with `setgroups`, `setgid`, `setuid` in that order, (5) sets
-//! `PR_SET_NO_NEW_PRIVS` unless the node allows new privileges, so no set-user-id
-//! program or file capability can give the job more than its user has, and (6) changes
-//! to the first working directory it can enter and, when asked to, reports which one
-//! as a single byte (its index) on a pipe. No step allocates, takes a lock or touches a
-//! Rust-level global.
+//! [`super::vfork`] starts the child; it first sets every signal back to its default
+//! action (`reset_signal_dispositions`), so a signal rexecd inherited as ignored
+//! (under `nohup`, say) is not ignored by the job too (a shell cannot even trap a signal
+//! that was ignored when it started), and puts the standard descriptors in place. Then
+//! `ChildSetup::run_after_signals` (1) writes `0` to every `cgroup.procs` file, so the
+//! child is in the job cgroup before any user code runs, (1b) clears close-on-exec on
+//! the one descriptor it is asked to pass on (an MPI rank's PMI channel), (2) optionally
+//! starts a new session (and takes its standard input as controlling terminal), (3)
+//! applies the node's resource limits (`setrlimit`, while still privileged, so hard
+//! limits may also be raised) and its umask, (4) drops privileges with `setgroups`,
+//! `setgid`, `setuid` in that order, (5) sets `PR_SET_NO_NEW_PRIVS` unless the node
+//! allows new privileges, so no set-user-id program or file capability can give the job
+//! more than its user has, and (6) changes to the first working directory it can enter
+//! and, when asked to, reports which one as a single byte (its index) on a pipe. No step
+//! allocates, takes a lock or touches a Rust-level global.
 
 use std::ffi::CString;
 use std::fs::File;
-use std::io;
 use std::os::fd::{OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
-use std::process::Command;
 
 use nix::errno::Errno;
 use nix::unistd::{self, Gid, Uid};
@@ -38,12 +36,12 @@ pub enum SessionMode {
     Inherit,
     /// `setsid()`: a new session and process group led by the child, with no terminal.
     NewSession,
-    /// `setsid()` and then make the terminal on the child's standard input (set up by the
-    /// `Command`'s stdin before `pre_exec` runs) its controlling terminal (`TIOCSCTTY`).
+    /// `setsid()` and then make the terminal on the child's standard input (put in place
+    /// before the set-up runs) its controlling terminal (`TIOCSCTTY`).
     NewSessionWithTty,
 }
 
-/// Everything the child needs after `fork`, prepared before it.
+/// Everything the child needs before `exec`, prepared before the child exists.
 #[derive(Debug)]
 pub struct ChildSetup {
     cgroup_procs: Vec<File>,
@@ -119,24 +117,18 @@ impl ChildSetup {
 
     /// After changing directory, the child writes the index (one byte) of the directory
     /// it entered to `pipe`, the write end of a close-on-exec pipe. Once `spawn` has
-    /// returned successfully the byte is in the pipe (std waits for the `exec`).
+    /// returned successfully the byte is in the pipe (it returns after the `exec`).
     pub fn report_dir_to(mut self, pipe: OwnedFd) -> ChildSetup {
         self.report = Some(pipe);
         self
     }
 
-    /// The child side. Only async-signal-safe calls on memory prepared before the fork.
-    fn run(&self) -> io::Result<()> {
-        reset_signal_dispositions();
-        self.run_after_signals().map_err(io::Error::from)
-    }
-
     /// Steps (1) to (6) of the module docs, for a child whose signal dispositions are
     /// already reset. Besides being async-signal-safe, every step is a plain system call
-    /// that acts on the calling process only, so it is also right in a child that shares
-    /// rexecd's memory ([`super::vfork`]): the ids change through raw system calls, not
-    /// the C library's `setuid` family, which in a process it believes multi-threaded
-    /// would signal every thread of rexecd to change its ids too.
+    /// that acts on the calling process only, as it must in a child that shares rexecd's
+    /// memory ([`super::vfork`]): the ids change through raw system calls, not the C
+    /// library's `setuid` family, which in a process it believes multi-threaded would
+    /// signal every thread of rexecd to change its ids too.
     pub(super) fn run_after_signals(&self) -> Result<(), Errno> {
         for file in &self.cgroup_procs {
             // "0" names the writing task itself, so no pid formatting is needed here.
@@ -210,11 +202,6 @@ fn set_ids(groups: &[Gid], gid: Gid, uid: Uid) -> Result<(), Errno> {
     Ok(())
 }
 
-/// Sets the action of every signal to the default. Handlers are reset by `exec` anyway,
-/// but an ignored signal stays ignored across it; std clears the signal mask and resets
-/// `SIGPIPE` only. The raw system call is used because the C library refuses to touch
-/// the two signals it reserves for itself (32 and 33), which can be inherited as ignored
-/// too. `SIGKILL` and `SIGSTOP` fail with `EINVAL`, which is ignored.
 #[cfg(any(
     target_arch = "mips",
     target_arch = "mips64",
@@ -223,6 +210,11 @@ fn set_ids(groups: &[Gid], gid: Gid, uid: Uid) -> Result<(), Errno> {
 ))]
 compile_error!("reset_signal_dispositions assumes 64 signals and an 8-byte sigset");
 
+/// Sets the action of every signal to the default. Handlers are reset by `exec` anyway,
+/// but an ignored signal stays ignored across it. The raw system call is used because
+/// the C library refuses to touch the two signals it reserves for itself (32 and 33),
+/// which can be inherited as ignored too. `SIGKILL` and `SIGSTOP` fail with `EINVAL`,
+/// which is ignored.
 pub(super) fn reset_signal_dispositions() {
     // The kernel's `struct sigaction` all zero: handler SIG_DFL (0), no flags, no
     // restorer, empty mask. Zero means the same whatever the field order of the
@@ -262,20 +254,4 @@ fn set_controlling_tty(fd: i32) -> Result<(), Errno> {
     // async-signal-safe.
     let rc = unsafe { nix::libc::ioctl(fd, nix::libc::TIOCSCTTY, 0) };
     Errno::result(rc).map(drop)
-}
-
-/// Installs `setup` as the `pre_exec` hook of `command`. The command can then be spawned
-/// with std, or converted with `tokio::process::Command::from(command)` and spawned there;
-/// the hook travels with it. A failing step makes `spawn` return that step's error and
-/// nothing of the program runs.
-pub fn install_pre_exec(command: &mut Command, setup: ChildSetup) {
-    // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe operations are allowed. `ChildSetup::run` only calls rt_sigaction, write,
-    // fcntl, setsid, ioctl, setrlimit, umask, setgroups, setgid, setuid (raw), prctl, chdir
-    // and write on buffers and descriptors that
-    // were allocated and opened before the fork; it allocates nothing (io::Error from an
-    // errno is a plain integer) and takes no locks.
-    unsafe {
-        command.pre_exec(move || setup.run());
-    }
 }

@@ -2,12 +2,12 @@
 //! `unsafe` code (each block carries a `// SAFETY:` comment).
 //!
 //! The newtypes [`UserId`], [`GroupId`] and [`ProcessId`] keep numeric ids from being
-//! mixed up. [`lookup_user`] and [`group_list`] resolve an account before any fork;
-//! [`send_signal`] delivers a signal to a process and [`signal_group`] to a process
-//! group; [`set_window_size`] resizes a terminal; [`child`] holds the async-signal-safe work a child
-//! does between `fork` and `exec`; [`vfork`] starts a job's process without copying
-//! rexecd (`clone(CLONE_VM | CLONE_VFORK)`); [`net`] sets TCP keepalive and `TCP_USER_TIMEOUT` on
-//! client connections.
+//! mixed up. [`lookup_user`] and [`group_list`] resolve an account before a job's
+//! child exists; [`send_signal`] delivers a signal to a process and [`signal_group`] to
+//! a process group; [`set_window_size`] resizes a terminal; [`vfork`] starts a job's
+//! process without copying rexecd (`clone(CLONE_VM | CLONE_VFORK)`) and [`child`] holds
+//! the async-signal-safe set-up that child applies to itself before `exec`; [`net`]
+//! sets TCP keepalive and `TCP_USER_TIMEOUT` on client connections.
 
 pub mod child;
 pub mod net;
@@ -104,7 +104,7 @@ pub fn lookup_user(name: &str) -> Result<Option<UnixUser>, Errno> {
 }
 
 /// The supplementary group list of `user` including `primary` (`getgrouplist`), sorted
-/// and without duplicates. Call it before forking: it reads NSS and allocates.
+/// and without duplicates. Call it before starting a child: it reads NSS and allocates.
 pub fn group_list(user: &str, primary: GroupId) -> Result<Vec<GroupId>, Errno> {
     let name = CString::new(user).map_err(|_| Errno::EINVAL)?;
     let mut groups: Vec<GroupId> = nix::unistd::getgrouplist(&name, Gid::from_raw(primary.0))?

@@ -8,8 +8,8 @@
 //! clone ([`Exec`]: program candidates along `PATH`, argv and envp as C arrays; the
 //! [`ChildSetup`]); the child then (a) resets every signal's disposition while all
 //! signals are still blocked, then clears its signal mask, (b) puts its standard
-//! descriptors in place, (c) runs the same set-up as a forked child
-//! ([`ChildSetup::run_after_signals`]) and (d) tries `execve` on each candidate like
+//! descriptors in place, (c) runs the job's set-up
+//! (`ChildSetup::run_after_signals`) and (d) tries `execve` on each candidate like
 //! `execvp` (a file the kernel cannot execute is run by `/bin/sh`, as the C library
 //! does). A failing step stores its errno where the parent reads it once `clone`
 //! returns, and the child exits with 127.

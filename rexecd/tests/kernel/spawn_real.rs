@@ -1,30 +1,22 @@
-//! Spawning as an unprivileged user inside a job cgroup, for real: ids and groups after
-//! the privilege drop, cgroup membership from the first instruction, the exact
-//! environment, the working-directory fallback, sessions and terminals, and refusals.
+//! Spawning as an unprivileged user inside a job cgroup (`JobCommand::spawn`, the path
+//! every session takes), for real: ids and groups after the privilege drop, cgroup
+//! membership from the first instruction, the exact environment, the working-directory
+//! fallback, sessions and terminals, the hardening limits, and refusals.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Output, Stdio};
 
+use proto::node::WindowSize;
+use rexecd::pty::Pty;
 use rexecd::spawn::SessionMode;
-use rexecd::spawn::{JobCommand, JobLimits, JobUser, SpawnError, SpawnPolicy};
+use rexecd::spawn::{JobCommand, JobLimits, JobStdio, JobUser, SpawnError, SpawnPolicy};
+use tokio::io::AsyncReadExt;
 
-use crate::util::{TestParent, can_run, cpu_cgroup_line, stat_field, test_user};
+use crate::util::{TestParent, can_run, cpu_cgroup_line, finish, run_job, stat_field, test_user};
 
-/// Runs a built command to completion with stdout captured.
-fn output(mut command: Command) -> Output {
-    let out = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    out
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).unwrap()
+/// Runs `command` as the test user in job 1 of `t`, which must succeed; its stdout.
+async fn stdout(t: &TestParent, command: JobCommand) -> String {
+    run_job(t, command).await.succeeded()
 }
 
 /// The numbers after `key:` in /proc/<pid>/status text.
@@ -39,8 +31,8 @@ fn status_ids(status: &str, key: &str) -> Vec<u32> {
         .collect()
 }
 
-#[test]
-fn runs_as_the_user_with_its_groups_inside_the_job_cgroup() {
+#[tokio::test]
+async fn runs_as_the_user_with_its_groups_inside_the_job_cgroup() {
     if !can_run("runs_as_the_user_with_its_groups_inside_the_job_cgroup") {
         return;
     }
@@ -50,14 +42,13 @@ fn runs_as_the_user_with_its_groups_inside_the_job_cgroup() {
     let run = |program: &str, args: &[&str]| {
         let cmd = JobCommand::new(program)
             .args(args)
-            .env("PATH", "/usr/bin:/bin")
-            .build(user, t.jobs.join(1).unwrap())
-            .unwrap();
-        stdout(&output(cmd))
+            .env("PATH", "/usr/bin:/bin");
+        stdout(&t, cmd)
     };
 
-    assert_eq!(run("id", &["-u"]).trim(), user.uid().0.to_string());
+    assert_eq!(run("id", &["-u"]).await.trim(), user.uid().0.to_string());
     let groups: BTreeSet<u32> = run("id", &["-G"])
+        .await
         .split_whitespace()
         .map(|g| g.parse().unwrap())
         .collect();
@@ -69,14 +60,14 @@ fn runs_as_the_user_with_its_groups_inside_the_job_cgroup() {
     );
 
     // Real, effective, saved and filesystem ids all dropped; no root group kept.
-    let status = run("cat", &["/proc/self/status"]);
+    let status = run("cat", &["/proc/self/status"]).await;
     assert_eq!(status_ids(&status, "Uid"), vec![user.uid().0; 4]);
     assert_eq!(status_ids(&status, "Gid"), vec![user.gid().0; 4]);
     let supplementary: BTreeSet<u32> = status_ids(&status, "Groups").into_iter().collect();
     assert_eq!(supplementary, expected);
 
     // `cat` reads its own cgroup: it was in the job before exec, nobody moved it after.
-    let cgroup = run("cat", &["/proc/self/cgroup"]);
+    let cgroup = run("cat", &["/proc/self/cgroup"]).await;
     let line = cpu_cgroup_line(&cgroup).unwrap();
     assert!(line.ends_with(&format!("/{}/job-1", t.name)), "{line}");
     // On v1 every job hierarchy was joined, not only cpu.
@@ -89,8 +80,8 @@ fn runs_as_the_user_with_its_groups_inside_the_job_cgroup() {
     }
 }
 
-#[test]
-fn environment_is_exactly_the_given_map() {
+#[tokio::test]
+async fn environment_is_exactly_the_given_map() {
     if !can_run("environment_is_exactly_the_given_map") {
         return;
     }
@@ -99,39 +90,33 @@ fn environment_is_exactly_the_given_map() {
     let t = TestParent::new("spawn-env");
     t.jobs.create_job(1).unwrap();
     let given = [("REXEC_A", "1"), ("LANG", "C"), ("WITH_SPACE", "a b =c")];
-    let cmd = JobCommand::new("/usr/bin/env")
-        .envs(given)
-        .build(test_user(), t.jobs.join(1).unwrap())
-        .unwrap();
-    let seen: BTreeSet<String> = stdout(&output(cmd)).lines().map(str::to_string).collect();
+    let cmd = JobCommand::new("/usr/bin/env").envs(given);
+    let seen: BTreeSet<String> = stdout(&t, cmd).await.lines().map(str::to_string).collect();
     let wanted: BTreeSet<String> = given.iter().map(|(k, v)| format!("{k}={v}")).collect();
     assert_eq!(seen, wanted);
 }
 
-#[test]
-fn working_directory_falls_back_to_home_then_root() {
+#[tokio::test]
+async fn working_directory_falls_back_to_home_then_root() {
     if !can_run("working_directory_falls_back_to_home_then_root") {
         return;
     }
     let user = test_user();
     let t = TestParent::new("spawn-cwd");
     t.jobs.create_job(1).unwrap();
-    let pwd = |cwd: &std::path::Path| {
-        let cmd = JobCommand::new("/bin/pwd")
-            .cwd(cwd)
-            .build(user, t.jobs.join(1).unwrap())
-            .unwrap();
-        stdout(&output(cmd)).trim().to_string()
+    let pwd = async |cwd: &std::path::Path| {
+        let cmd = JobCommand::new("/bin/pwd").cwd(cwd);
+        stdout(&t, cmd).await.trim().to_string()
     };
     let home = user.home().to_str().unwrap().to_string();
-    assert_eq!(pwd("/tmp".as_ref()), "/tmp");
-    assert_eq!(pwd("/nonexistent/rexec/dir".as_ref()), home);
+    assert_eq!(pwd("/tmp".as_ref()).await, "/tmp");
+    assert_eq!(pwd("/nonexistent/rexec/dir".as_ref()).await, home);
 
     // A directory the user may not enter (root-owned, 0700) also falls back to home:
     // the check is made as the user, after the privilege drop.
     let private = tempfile::tempdir().unwrap();
     std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    assert_eq!(pwd(private.path()), home);
+    assert_eq!(pwd(private.path()).await, home);
 }
 
 #[test]
@@ -147,33 +132,31 @@ fn root_and_unknown_users_are_refused() {
     assert!(JobUser::resolve("root", SpawnPolicy { allow_root: true }).is_ok());
 }
 
-/// Reads `/proc/self/stat` of a child started in `mode` with stdin `stdin`.
-fn child_stat(t: &TestParent, mode: SessionMode, stdin: Stdio) -> (i64, String) {
-    let mut cmd = JobCommand::new("/bin/cat")
+/// Reads `/proc/self/stat` of a child started in `mode` with its stdio on pipes.
+async fn child_stat(t: &TestParent, mode: SessionMode) -> (i64, String) {
+    let cmd = JobCommand::new("/bin/cat")
         .arg("/proc/self/stat")
-        .session(mode)
-        .build(test_user(), t.jobs.join(1).unwrap())
+        .session(mode);
+    let (child, _report) = cmd
+        .spawn(test_user(), t.jobs.join(1).unwrap(), JobStdio::Pipes)
         .unwrap();
-    let child = cmd.stdin(stdin).stdout(Stdio::piped()).spawn().unwrap();
-    let pid = i64::from(child.id());
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    (pid, String::from_utf8(out.stdout).unwrap())
+    let pid = i64::from(child.id().unwrap());
+    (pid, finish(child).await.succeeded())
 }
 
-#[test]
-fn new_session_makes_the_child_a_session_and_group_leader() {
+#[tokio::test]
+async fn new_session_makes_the_child_a_session_and_group_leader() {
     if !can_run("new_session_makes_the_child_a_session_and_group_leader") {
         return;
     }
     let t = TestParent::new("spawn-sid");
     t.jobs.create_job(1).unwrap();
-    let (pid, stat) = child_stat(&t, SessionMode::NewSession, Stdio::null());
+    let (pid, stat) = child_stat(&t, SessionMode::NewSession).await;
     assert_eq!(stat_field(&stat, 5), pid, "process group");
     assert_eq!(stat_field(&stat, 6), pid, "session");
     assert_eq!(stat_field(&stat, 7), 0, "no controlling terminal");
 
-    let (pid, stat) = child_stat(&t, SessionMode::Inherit, Stdio::null());
+    let (pid, stat) = child_stat(&t, SessionMode::Inherit).await;
     assert_ne!(
         stat_field(&stat, 6),
         pid,
@@ -181,15 +164,31 @@ fn new_session_makes_the_child_a_session_and_group_leader() {
     );
 }
 
-#[test]
-fn tty_mode_takes_the_terminal_on_stdin_as_controlling_tty() {
+#[tokio::test]
+async fn tty_mode_takes_the_terminal_on_stdin_as_controlling_tty() {
     if !can_run("tty_mode_takes_the_terminal_on_stdin_as_controlling_tty") {
         return;
     }
     let t = TestParent::new("spawn-tty");
     t.jobs.create_job(1).unwrap();
-    let pty = nix::pty::openpty(None, None).unwrap();
-    let (pid, stat) = child_stat(&t, SessionMode::NewSessionWithTty, Stdio::from(pty.slave));
+    // The terminal as a `rexec -t` session has it: the job's stdio all on the slave,
+    // its output read from the master until every slave holder is gone.
+    let pty = Pty::open(WindowSize { rows: 24, cols: 80 }).unwrap();
+    let cmd = JobCommand::new("/bin/cat")
+        .arg("/proc/self/stat")
+        .session(SessionMode::NewSessionWithTty);
+    let (mut child, _report) = cmd
+        .spawn(
+            test_user(),
+            t.jobs.join(1).unwrap(),
+            JobStdio::Terminal(pty.slave),
+        )
+        .unwrap();
+    let pid = i64::from(child.id().unwrap());
+    let mut stat = String::new();
+    let mut master = pty.master.clone();
+    master.read_to_string(&mut stat).await.unwrap();
+    assert!(child.wait().await.unwrap().success(), "{stat}");
     assert_eq!(stat_field(&stat, 6), pid, "session leader");
     assert_ne!(stat_field(&stat, 7), 0, "has a controlling terminal");
     assert_eq!(
@@ -197,51 +196,48 @@ fn tty_mode_takes_the_terminal_on_stdin_as_controlling_tty() {
         pid,
         "and is its foreground process group"
     );
-    drop(pty.master);
 }
 
-#[test]
-fn a_missing_program_fails_to_spawn_and_runs_nothing() {
+#[tokio::test]
+async fn a_missing_program_fails_to_spawn_and_runs_nothing() {
     if !can_run("a_missing_program_fails_to_spawn_and_runs_nothing") {
         return;
     }
     let t = TestParent::new("spawn-missing");
     t.jobs.create_job(1).unwrap();
-    let mut cmd = JobCommand::new("/nonexistent/program")
-        .build(test_user(), t.jobs.join(1).unwrap())
-        .unwrap();
-    let err = cmd.spawn().unwrap_err();
-    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    let err = JobCommand::new("/nonexistent/program")
+        .spawn(test_user(), t.jobs.join(1).unwrap(), JobStdio::Pipes)
+        .unwrap_err();
+    match err {
+        SpawnError::Start(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+        other => panic!("{other:?}"),
+    }
     assert!(t.jobs.procs(1).unwrap().is_empty());
 }
 
-/// The daemon will spawn through tokio: converting the built command keeps the hook.
-#[test]
-fn tokio_command_from_the_built_command_keeps_the_pre_exec_hook() {
-    if !can_run("tokio_command_from_the_built_command_keeps_the_pre_exec_hook") {
+/// rexecd runs on tokio's multi-threaded runtime: a job spawned from one of its worker
+/// threads is in the job cgroup, and its pipes and exit reach the runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_spawned_on_a_multi_threaded_runtime_is_in_the_job_cgroup() {
+    if !can_run("a_job_spawned_on_a_multi_threaded_runtime_is_in_the_job_cgroup") {
         return;
     }
     let t = TestParent::new("spawn-tokio");
     t.jobs.create_job(1).unwrap();
-    let std_cmd = JobCommand::new("/bin/cat")
-        .arg("/proc/self/cgroup")
-        .build(test_user(), t.jobs.join(1).unwrap())
-        .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let out = rt
-        .block_on(async { tokio::process::Command::from(std_cmd).output().await })
-        .unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    let join = t.jobs.join(1).unwrap();
+    let text = tokio::spawn(async move {
+        let cmd = JobCommand::new("/bin/cat").arg("/proc/self/cgroup");
+        let (child, _report) = cmd.spawn(test_user(), join, JobStdio::Pipes).unwrap();
+        finish(child).await.succeeded()
+    })
+    .await
+    .unwrap();
     let line = cpu_cgroup_line(&text).unwrap();
     assert!(line.ends_with(&format!("/{}/job-1", t.name)), "{line}");
 }
 
 /// The job's `/proc/self/status` and `/proc/self/limits`, whitespace collapsed.
-fn settings_of(t: &TestParent, limits: Option<JobLimits>) -> String {
+async fn settings_of(t: &TestParent, limits: Option<JobLimits>) -> String {
     let mut command = JobCommand::new("/bin/sh").args([
         "-c",
         "grep -E '^(Umask|NoNewPrivs):' /proc/self/status; \
@@ -250,21 +246,21 @@ fn settings_of(t: &TestParent, limits: Option<JobLimits>) -> String {
     if let Some(limits) = limits {
         command = command.limits(limits);
     }
-    let cmd = command.build(test_user(), t.jobs.join(1).unwrap()).unwrap();
-    stdout(&output(cmd))
+    stdout(t, command)
+        .await
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
 }
 
-#[test]
-fn a_job_has_no_new_privileges_by_default() {
+#[tokio::test]
+async fn a_job_has_no_new_privileges_by_default() {
     if !can_run("a_job_has_no_new_privileges_by_default") {
         return;
     }
     let t = TestParent::new("spawn-nnp");
     t.jobs.create_job(1).unwrap();
-    let got = settings_of(&t, None);
+    let got = settings_of(&t, None).await;
     assert!(got.contains("NoNewPrivs: 1"), "{got}");
     assert!(got.contains("Umask: 0022"), "{got}");
     // A set-user-id-root copy of `id` runs with the job's uid, not root's; the same
@@ -274,28 +270,27 @@ fn a_job_has_no_new_privileges_by_default() {
     let id = dir.path().join("id");
     std::fs::copy("/usr/bin/id", &id).unwrap();
     std::fs::set_permissions(&id, std::fs::Permissions::from_mode(0o4755)).unwrap();
-    let euid = |limits: JobLimits| {
-        let cmd = JobCommand::new(&id)
-            .arg("-u")
-            .limits(limits)
-            .build(test_user(), t.jobs.join(1).unwrap())
-            .unwrap();
-        stdout(&output(cmd)).trim().to_string()
+    let euid = async |limits: JobLimits| {
+        let cmd = JobCommand::new(&id).arg("-u").limits(limits);
+        stdout(&t, cmd).await.trim().to_string()
     };
-    assert_eq!(euid(JobLimits::default()), test_user().uid().0.to_string());
+    assert_eq!(
+        euid(JobLimits::default()).await,
+        test_user().uid().0.to_string()
+    );
     let allowed = JobLimits {
         no_new_privs: false,
         ..JobLimits::default()
     };
     assert_eq!(
-        euid(allowed),
+        euid(allowed).await,
         "0",
         "the set-user-id copy does not work here"
     );
 }
 
-#[test]
-fn the_configured_umask_rlimits_and_no_new_privs_setting_apply() {
+#[tokio::test]
+async fn the_configured_umask_rlimits_and_no_new_privs_setting_apply() {
     if !can_run("the_configured_umask_rlimits_and_no_new_privs_setting_apply") {
         return;
     }
@@ -310,7 +305,7 @@ fn the_configured_umask_rlimits_and_no_new_privs_setting_apply() {
             (Resource::RLIMIT_CORE, 0, 0),
         ],
     };
-    let got = settings_of(&t, Some(limits));
+    let got = settings_of(&t, Some(limits)).await;
     assert!(got.contains("NoNewPrivs: 0"), "{got}");
     assert!(got.contains("Umask: 0077"), "{got}");
     assert!(got.contains("Max open files 123 456 files"), "{got}");

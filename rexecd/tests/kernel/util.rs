@@ -1,12 +1,16 @@
 //! Helpers for the real-kernel tests: skip checks, a test-unique parent cgroup that is
-//! torn down even when a test fails, a root launcher, and the unprivileged test user.
+//! torn down even when a test fails, a root launcher for synchronous tests, running a
+//! job to its end, and the unprivileged test user.
 
-use std::process::{Child, Stdio};
+use std::io;
+use std::process::ExitStatus;
 use std::sync::OnceLock;
 
 use rexecd::cgroup::{JobCgroups, ParentName};
-use rexecd::spawn::{JobCommand, JobUser, SpawnPolicy};
+use rexecd::spawn::{JobChild, JobCommand, JobStdio, JobUser, SpawnPolicy};
 use rexecd::sys::ProcessId;
+use tokio::io::AsyncReadExt;
+use tokio::runtime::Runtime;
 
 pub use testhost::cannot_run;
 /// Polls `check` until it returns `Some` or the limit passes ([`testhost::wait::until`]).
@@ -67,17 +71,112 @@ impl Drop for TestParent {
     }
 }
 
-/// Starts `sh -c script` as root inside job `id` (root is allowed for these helpers).
-pub fn start_in(jobs: &JobCgroups, id: u64, script: &str) -> Child {
+/// Starts `sh -c script` as root inside job `id` (root is allowed for these helpers),
+/// through rexecd's own spawn, for a synchronous test.
+pub fn start_in(jobs: &JobCgroups, id: u64, script: &str) -> Started {
     let root = JobUser::resolve("root", SpawnPolicy { allow_root: true }).unwrap();
-    JobCommand::new("/bin/sh")
+    let command = JobCommand::new("/bin/sh")
         .args(["-c", script])
-        .env("PATH", "/usr/bin:/bin")
-        .build(&root, jobs.join(id).unwrap())
-        .unwrap()
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap()
+        .env("PATH", "/usr/bin:/bin");
+    let _entered = runtime().enter();
+    let (mut child, _report) = command
+        .spawn(&root, jobs.join(id).unwrap(), JobStdio::Pipes)
+        .unwrap();
+    // Standard input at its end at once, as from /dev/null; the output pipes stay open
+    // (unread: these scripts print nothing) until the process is waited for.
+    drop(child.stdin.take());
+    let pid = child.id().unwrap();
+    Started {
+        child: Some(child),
+        pid,
+    }
+}
+
+/// A job process from [`start_in`]: a [`JobChild`] driven on this module's runtime.
+pub struct Started {
+    child: Option<JobChild>,
+    pid: u32,
+}
+
+impl Started {
+    /// The process id.
+    pub fn id(&self) -> u32 {
+        self.pid
+    }
+
+    /// Waits for the process to exit and reaps it.
+    pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        let child = self.child.as_mut().expect("present until dropped");
+        runtime().block_on(child.wait())
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        // A child not waited for is reaped in the background, on the runtime entered here.
+        let _entered = runtime().enter();
+        drop(self.child.take());
+    }
+}
+
+/// The runtime on which synchronous tests' job processes register their pidfds and pipes.
+fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
+
+/// A job run to its end: what it printed and how it ended.
+#[derive(Debug)]
+pub struct Ran {
+    pub stdout: String,
+    pub stderr: String,
+    /// The exit code, or -1 after a signal.
+    pub code: i32,
+}
+
+impl Ran {
+    /// The standard output of a job that exited with 0; otherwise the test fails,
+    /// showing the job's standard error.
+    pub fn succeeded(self) -> String {
+        assert_eq!(self.code, 0, "the job failed; its stderr: {}", self.stderr);
+        self.stdout
+    }
+}
+
+/// Runs `command` as the test user in job 1 of `t` with its standard input at its end,
+/// to the end of its output and its exit.
+pub async fn run_job(t: &TestParent, command: JobCommand) -> Ran {
+    let (child, _report) = command
+        .spawn(test_user(), t.jobs.join(1).unwrap(), JobStdio::Pipes)
+        .unwrap();
+    finish(child).await
+}
+
+/// Closes a started job's standard input, reads its output to the end and waits for it.
+pub async fn finish(mut child: JobChild) -> Ran {
+    drop(child.stdin.take());
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let (read_out, read_err) = tokio::join!(
+        out.read_to_string(&mut stdout),
+        err.read_to_string(&mut stderr)
+    );
+    read_out.unwrap();
+    read_err.unwrap();
+    let status = child.wait().await.unwrap();
+    // A second wait gives the same status (the session waits again after a kill).
+    assert_eq!(child.wait().await.unwrap(), status);
+    Ran {
+        stdout,
+        stderr,
+        code: status.code().unwrap_or(-1),
+    }
 }
 
 /// The scheduler state of a process, or `None` when it no longer exists.

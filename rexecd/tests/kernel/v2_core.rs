@@ -31,12 +31,12 @@ fn v2_core_files_meter_and_teardown_on_the_hybrid_unified_mount() {
     jobs.create_job(1).unwrap();
 
     let mut burner = start_in(jobs, 1, "while :; do :; done");
-    let launcher = start_in(
+    let mut launcher = start_in(
         jobs,
         1,
         "setsid sh -c 'sleep 600 </dev/null >/dev/null 2>&1 &'",
     );
-    assert!(launcher.wait_with_output().unwrap().status.success());
+    assert!(launcher.wait().unwrap().success());
     let procs = eventually(Duration::from_secs(5), || {
         let p = jobs.procs(1).unwrap();
         (p.len() == 2).then_some(p)

@@ -252,12 +252,12 @@ fn guest_cgroup_kill_reaches_a_double_forked_daemon() {
     let kill_file = jobs.job_path(7).join("cgroup.kill");
     assert!(kill_file.exists(), "this kernel has cgroup.kill");
     let mut burner = start_in(jobs, 7, BURN);
-    let launcher = start_in(
+    let mut launcher = start_in(
         jobs,
         7,
         "setsid sh -c 'sleep 600 </dev/null >/dev/null 2>&1 &'",
     );
-    assert!(launcher.wait_with_output().unwrap().status.success());
+    assert!(launcher.wait().unwrap().success());
     let procs = eventually(Duration::from_secs(10), || {
         let p = jobs.procs(7).unwrap();
         (p.len() == 2).then_some(p)
@@ -295,12 +295,12 @@ fn guest_cgroup_kill_reaches_a_double_forked_daemon() {
 
     // destroy() on a fresh job with the same shape: freeze, kill, thaw, remove.
     jobs.create_job(8).unwrap();
-    let launcher = start_in(
+    let mut launcher = start_in(
         jobs,
         8,
         "setsid sh -c 'sleep 600 </dev/null >/dev/null 2>&1 &'",
     );
-    assert!(launcher.wait_with_output().unwrap().status.success());
+    assert!(launcher.wait().unwrap().success());
     let daemon = eventually(Duration::from_secs(10), || {
         let p = jobs.procs(8).unwrap();
         (p.len() == 1).then(|| p[0])

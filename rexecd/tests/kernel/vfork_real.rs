@@ -1,34 +1,21 @@
-//! `JobCommand::spawn`, the launch path without a fork of rexecd, for real: the same
-//! ids, groups, cgroup, environment and directory as the forked path, `PATH` lookup in
-//! the job's own environment, scripts without `#!`, the errors a failed start gives,
-//! and rexecd's own threads keeping their ids while the child drops its.
+//! What is particular to `JobCommand::spawn` starting a job without a fork of rexecd,
+//! for real: rexecd's own threads keeping their ids while the child drops its, `PATH`
+//! lookup in the job's own environment and duplicate names, scripts without `#!`, the
+//! errors a failed start gives (with no child left), and the directory report. What a
+//! job gets (ids, groups, cgroup, environment, sessions, limits) is in `spawn_real`.
 
 use std::collections::BTreeSet;
 use std::io::ErrorKind;
 use std::os::unix::fs::PermissionsExt;
 
-use rexecd::spawn::{JobChild, JobCommand, JobStdio, SpawnError};
-use tokio::io::AsyncReadExt;
+use rexecd::spawn::{JobCommand, JobStdio, SpawnError};
 
-use crate::util::{TestParent, can_run, cpu_cgroup_line, test_user};
+use crate::util::{TestParent, can_run, cpu_cgroup_line, finish, run_job, test_user};
 
 /// Runs `command` as the test user in job 1 of `t`; returns its stdout and exit code.
 async fn run(t: &TestParent, command: JobCommand) -> (String, i32) {
-    let (child, _report) = command
-        .spawn(test_user(), t.jobs.join(1).unwrap(), JobStdio::Pipes)
-        .unwrap();
-    finish(child).await
-}
-
-async fn finish(mut child: JobChild) -> (String, i32) {
-    drop(child.stdin.take());
-    let mut out = String::new();
-    let mut stdout = child.stdout.take().unwrap();
-    stdout.read_to_string(&mut out).await.unwrap();
-    let status = child.wait().await.unwrap();
-    // A second wait gives the same status (the session waits again after a kill).
-    assert_eq!(child.wait().await.unwrap(), status);
-    (out, status.code().unwrap_or(-1))
+    let ran = run_job(t, command).await;
+    (ran.stdout, ran.code)
 }
 
 /// The uids (real, effective, saved, fs) of every thread of this test process.
@@ -176,6 +163,9 @@ async fn working_directory_report_and_fallback() {
         .spawn(user, t.jobs.join(1).unwrap(), JobStdio::Pipes)
         .unwrap();
     assert_eq!(report.entered(), Some(user.home()));
-    let (out, code) = finish(child).await;
-    assert_eq!((out.trim(), code), (user.home().to_str().unwrap(), 0));
+    let ran = finish(child).await;
+    assert_eq!(
+        (ran.stdout.trim(), ran.code),
+        (user.home().to_str().unwrap(), 0)
+    );
 }
