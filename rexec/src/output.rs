@@ -290,6 +290,54 @@ impl Writer {
 mod tests {
     use super::*;
 
+    /// The two tests that count writer threads take turns.
+    static THREAD_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+    fn output_threads() -> usize {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|comm| comm.trim() == "rexec-output")
+            .count()
+    }
+
+    /// `rexec -n 1 prog` of a silent program: the rank's end writes nothing, so
+    /// no writer thread starts, and finishing does not wait for one.
+    #[tokio::test]
+    async fn a_job_that_prints_nothing_starts_no_writer_thread() {
+        let _turn = THREAD_TESTS.lock().await;
+        let (events, mut heard) = mpsc::unbounded_channel();
+        let output = Output::start(true, events);
+        output.sender().send(Out::RankDone(0)).await.unwrap();
+        output.finish().await;
+        assert_eq!(output_threads(), 0);
+        assert!(heard.try_recv().is_err());
+    }
+
+    /// The first output starts the thread, which still drains everything before
+    /// `finish` returns.
+    #[tokio::test]
+    async fn the_first_output_starts_the_writer_and_finish_waits_for_it() {
+        let _turn = THREAD_TESTS.lock().await;
+        let (events, mut heard) = mpsc::unbounded_channel();
+        let output = Output::start(false, events);
+        let tx = output.sender();
+        tx.send(Out::RankDone(0)).await.unwrap();
+        tx.send(data(0, b"")).await.unwrap();
+        tx.send(Out::RankDone(0)).await.unwrap();
+        drop(tx);
+        tokio::time::timeout(std::time::Duration::from_secs(30), output.finish())
+            .await
+            .expect("the writer thread ended");
+        assert!(heard.try_recv().is_err());
+        // It said so just before returning; let it go before the other test counts.
+        let gone = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while output_threads() > 0 {
+            assert!(std::time::Instant::now() < gone, "the writer thread stays");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
     fn writer(label: bool) -> (Writer, mpsc::UnboundedReceiver<OutputEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let w = Writer {
