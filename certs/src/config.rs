@@ -24,7 +24,7 @@ use rustls::{CertificateError, ClientConfig, CommonState, RootCertStore, ServerC
 use crate::error::CertError;
 use crate::files;
 use crate::identity::PeerIdentity;
-use crate::inspect::CertInfo;
+use crate::inspect::check_validity_der;
 use crate::names::check_dns;
 
 /// Where a party's TLS material lives.
@@ -117,7 +117,7 @@ fn load(paths: &TlsPaths) -> Result<Material, CertError> {
     let now = SystemTime::now();
     let mut roots = RootCertStore::empty();
     for der in files::load_certs(&paths.ca, "CA certificate")? {
-        CertInfo::from_der(&der, &paths.ca)?.check_validity(&paths.ca, now)?;
+        check_validity_der(&der, &paths.ca, now)?;
         roots
             .add(der)
             .map_err(|e| files::malformed(&paths.ca, "CA certificate", e.to_string()))?;
@@ -127,7 +127,7 @@ fn load(paths: &TlsPaths) -> Result<Material, CertError> {
         None => Vec::new(),
     };
     let chain = files::load_certs(&paths.cert, "certificate")?;
-    CertInfo::from_der(&chain[0], &paths.cert)?.check_validity(&paths.cert, now)?;
+    check_validity_der(&chain[0], &paths.cert, now)?;
     let key = files::load_key(&paths.key, "private key")?;
     let identity = PeerIdentity::from_der(&chain[0], &paths.cert.display().to_string())?;
     Ok(Material {

@@ -7,7 +7,9 @@
 //! rank gets `StdinEnd` at once. The queues are bounded, so a rank that does
 //! not read its input holds the pump back, as a full pipe would locally.
 //! The thread blocks in `read`; the client ends with `process::exit`, which
-//! does not wait for it.
+//! does not wait for it. When standard input is `/dev/null` (scripts, cron,
+//! `rexec ... </dev/null`), whose every read is end-of-file, the ranks get
+//! `StdinEnd` at once and no thread starts.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -36,11 +38,28 @@ pub fn start(mode: StdinMode, ranks: Vec<mpsc::Sender<ToNode>>) -> io::Result<()
     if readers.is_empty() {
         return Ok(());
     }
+    if is_dev_null(io::stdin().as_fd()) {
+        for q in &readers {
+            // New and empty queues, as above: what the pump would send at end-of-file.
+            let _ = q.try_send(ToNode::StdinEnd);
+        }
+        return Ok(());
+    }
     let file = io::stdin().as_fd().try_clone_to_owned().map(File::from);
     std::thread::Builder::new()
         .name("rexec-stdin".into())
         .spawn(move || pump(file.ok(), readers))?;
     Ok(())
+}
+
+/// Whether `fd` is the null device (character device 1:3 on Linux).
+fn is_dev_null(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use nix::sys::stat::{SFlag, fstat, major, minor};
+    fstat(fd).is_ok_and(|st| {
+        SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFCHR
+            && major(st.st_rdev) == 1
+            && minor(st.st_rdev) == 3
+    })
 }
 
 fn pump(file: Option<File>, readers: Vec<mpsc::Sender<ToNode>>) {
@@ -73,5 +92,22 @@ fn pump(file: Option<File>, readers: Vec<mpsc::Sender<ToNode>>) {
     }
     for q in &readers {
         let _ = q.blocking_send(ToNode::StdinEnd);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn only_the_null_device_counts_as_dev_null() {
+        let null = std::fs::File::open("/dev/null").unwrap();
+        assert!(super::is_dev_null(null.as_fd()));
+        let zero = std::fs::File::open("/dev/zero").unwrap();
+        assert!(!super::is_dev_null(zero.as_fd()));
+        let file = tempfile::tempfile().unwrap();
+        assert!(!super::is_dev_null(file.as_fd()));
+        let (r, _w) = std::io::pipe().unwrap();
+        assert!(!super::is_dev_null(r.as_fd()));
     }
 }

@@ -1,5 +1,7 @@
 //! The output writer: one thread that owns the client's stdout and stderr
-//! and writes what the ranks send, in arrival order.
+//! and writes what the ranks send, in arrival order. The thread starts with
+//! the first thing to write: a job that prints nothing (the common
+//! `rexec -n 1 prog` of a script) never pays for one.
 //!
 //! Raw mode passes bytes through untouched: large chunks go to the file
 //! descriptor directly (no copy), small ones are gathered into one buffer
@@ -77,28 +79,39 @@ pub struct Output {
 }
 
 impl Output {
-    /// Start the writer on this process's stdout and stderr.
-    pub fn start(label: bool, events: mpsc::UnboundedSender<OutputEvent>) -> io::Result<Output> {
-        let dup = |fd: std::os::fd::BorrowedFd<'_>| fd.try_clone_to_owned().ok().map(File::from);
-        let writer = Writer {
-            out: dup(io::stdout().as_fd()),
-            err: dup(io::stderr().as_fd()),
-            label,
-            partial: HashMap::new(),
-            gather: Vec::with_capacity(GATHER),
-            gather_stream: Stream::Out,
-            events,
-            broken: false,
-        };
-        let (tx, rx) = mpsc::channel(QUEUE);
+    /// The writer on this process's stdout and stderr. Its thread starts when the
+    /// first data or message arrives (a `RankDone` before any output writes
+    /// nothing); a failure to start it is reported as [`OutputEvent::Failed`].
+    /// Must run inside the tokio runtime.
+    pub fn start(label: bool, events: mpsc::UnboundedSender<OutputEvent>) -> Output {
+        let (tx, mut rx) = mpsc::channel(QUEUE);
         let (done_tx, done) = oneshot::channel();
-        std::thread::Builder::new()
-            .name("rexec-output".into())
-            .spawn(move || {
-                writer.run(rx);
-                let _ = done_tx.send(());
-            })?;
-        Ok(Output { tx, done })
+        tokio::spawn(async move {
+            let first = loop {
+                match rx.recv().await {
+                    // Nothing written yet, so no rank has an unfinished line.
+                    Some(Out::RankDone(_)) => continue,
+                    Some(first) => break first,
+                    None => {
+                        let _ = done_tx.send(());
+                        return;
+                    }
+                }
+            };
+            let writer = Writer::new(label, events.clone());
+            let spawned = std::thread::Builder::new()
+                .name("rexec-output".into())
+                .spawn(move || {
+                    writer.run(first, rx);
+                    let _ = done_tx.send(());
+                });
+            if let Err(e) = spawned {
+                let _ = events.send(OutputEvent::Failed(format!(
+                    "cannot start the output thread: {e}"
+                )));
+            }
+        });
+        Output { tx, done }
     }
 
     /// A sender for rank tasks.
@@ -131,14 +144,32 @@ struct Writer {
 }
 
 impl Writer {
-    fn run(mut self, mut rx: mpsc::Receiver<Out>) {
-        while let Some(item) = rx.blocking_recv() {
-            self.take(item);
+    /// A writer on this process's stdout and stderr.
+    fn new(label: bool, events: mpsc::UnboundedSender<OutputEvent>) -> Writer {
+        let dup = |fd: std::os::fd::BorrowedFd<'_>| fd.try_clone_to_owned().ok().map(File::from);
+        Writer {
+            out: dup(io::stdout().as_fd()),
+            err: dup(io::stderr().as_fd()),
+            label,
+            partial: HashMap::new(),
+            gather: Vec::with_capacity(GATHER),
+            gather_stream: Stream::Out,
+            events,
+            broken: false,
+        }
+    }
+
+    /// Write `first`, then what arrives until every sender is gone.
+    fn run(mut self, first: Out, mut rx: mpsc::Receiver<Out>) {
+        let mut item = Some(first);
+        while let Some(next) = item {
+            self.take(next);
             // Drain what is already queued before writing what was gathered.
-            while let Ok(item) = rx.try_recv() {
-                self.take(item);
+            while let Ok(queued) = rx.try_recv() {
+                self.take(queued);
             }
             self.flush_gather();
+            item = rx.blocking_recv();
         }
         let ranks: Vec<u32> = self.partial.keys().map(|k| k.0).collect();
         for rank in ranks {
@@ -258,6 +289,54 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The two tests that count writer threads take turns.
+    static THREAD_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+    fn output_threads() -> usize {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|comm| comm.trim() == "rexec-output")
+            .count()
+    }
+
+    /// `rexec -n 1 prog` of a silent program: the rank's end writes nothing, so
+    /// no writer thread starts, and finishing does not wait for one.
+    #[tokio::test]
+    async fn a_job_that_prints_nothing_starts_no_writer_thread() {
+        let _turn = THREAD_TESTS.lock().await;
+        let (events, mut heard) = mpsc::unbounded_channel();
+        let output = Output::start(true, events);
+        output.sender().send(Out::RankDone(0)).await.unwrap();
+        output.finish().await;
+        assert_eq!(output_threads(), 0);
+        assert!(heard.try_recv().is_err());
+    }
+
+    /// The first output starts the thread, which still drains everything before
+    /// `finish` returns.
+    #[tokio::test]
+    async fn the_first_output_starts_the_writer_and_finish_waits_for_it() {
+        let _turn = THREAD_TESTS.lock().await;
+        let (events, mut heard) = mpsc::unbounded_channel();
+        let output = Output::start(false, events);
+        let tx = output.sender();
+        tx.send(Out::RankDone(0)).await.unwrap();
+        tx.send(data(0, b"")).await.unwrap();
+        tx.send(Out::RankDone(0)).await.unwrap();
+        drop(tx);
+        tokio::time::timeout(std::time::Duration::from_secs(30), output.finish())
+            .await
+            .expect("the writer thread ended");
+        assert!(heard.try_recv().is_err());
+        // It said so just before returning; let it go before the other test counts.
+        let gone = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while output_threads() > 0 {
+            assert!(std::time::Instant::now() < gone, "the writer thread stays");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
 
     fn writer(label: bool) -> (Writer, mpsc::UnboundedReceiver<OutputEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();

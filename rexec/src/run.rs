@@ -50,8 +50,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Error> {
     let mut signals = signals::install()
         .map_err(|e| Error::Failed(format!("cannot install signal handlers: {e}")))?;
     let (out_tx, out_rx) = mpsc::unbounded_channel();
-    let output = Output::start(args.label, out_tx)
-        .map_err(|e| Error::Failed(format!("cannot start the output thread: {e}")))?;
+    let output = Output::start(args.label, out_tx);
     let pause = Arc::new(Pause::new());
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
     let pmi = crate::mpi::config::wanted(&args, &request.config).then(|| {
