@@ -254,6 +254,9 @@ fn writer_loop(
     conn.close();
 }
 
+/// What tops a batch up with the writes queued meanwhile (see [`commit_batch`]).
+type More<'a> = &'a mut dyn FnMut(&mut Vec<WriteJob>);
+
 /// Adds the writes already queued to `batch`, up to `max` in it.
 fn top_up(batch: &mut Vec<WriteJob>, rx: &mut mpsc::Receiver<WriteJob>, max: usize) {
     while batch.len() < max {
@@ -289,7 +292,7 @@ fn anchor(conn: &mut dyn Writer, anchoring: Option<&mut Anchoring>, last: bool) 
 fn commit_batch(
     conn: &mut dyn Writer,
     batch: &mut Vec<WriteJob>,
-    more: &mut dyn FnMut(&mut Vec<WriteJob>),
+    more: More<'_>,
     max_entry: i64,
 ) -> Vec<Result<AccountReply, AccountError>> {
     match apply_batch(conn, batch, Some(more), max_entry) {
@@ -308,7 +311,7 @@ fn commit_batch(
 fn apply_batch(
     conn: &mut dyn Writer,
     batch: &mut Vec<WriteJob>,
-    mut more: Option<&mut dyn FnMut(&mut Vec<WriteJob>)>,
+    mut more: Option<More<'_>>,
     max_entry: i64,
 ) -> Option<Vec<Result<AccountReply, AccountError>>> {
     let now = crate::time::now_us();
