@@ -49,6 +49,8 @@ struct Result_ {
     p99_us: u64,
     /// CPU seconds used during the load, by thread or process group.
     cpu: cpu::Cpu,
+    /// Group commits that wrote the debits.
+    commits: u64,
 }
 
 impl Result_ {
@@ -195,15 +197,18 @@ async fn measure(pki: &TestPki, conns: u64, max_batch: usize, ledger: Ledger) ->
         let _ = stop.send(());
         task.await.expect("server task");
     }
-    // Every acknowledged debit is in the ledger.
-    let count = "SELECT COUNT(*) FROM entries WHERE kind = 'debit'";
-    let n: i64 = match &pg {
-        Some(s) => s.psql("ledger", count).parse().expect("count"),
+    // Every acknowledged debit is in the ledger. The entries of one group
+    // commit share its time, so distinct times count the commits.
+    let count = "SELECT COUNT(*) || ' ' || COUNT(DISTINCT at_us) FROM entries WHERE kind = 'debit'";
+    let counted: String = match &pg {
+        Some(s) => s.psql("ledger", count),
         None => rusqlite::Connection::open(&db)
             .expect("reopen")
             .query_row(count, [], |r| r.get(0))
             .expect("count"),
     };
+    let (n, commits) = counted.split_once(' ').expect("two counts");
+    let (n, commits): (i64, u64) = (n.parse().expect("count"), commits.parse().expect("count"));
     assert_eq!(
         n as usize,
         all.len(),
@@ -221,6 +226,7 @@ async fn measure(pki: &TestPki, conns: u64, max_batch: usize, ledger: Ledger) ->
         p50_us: pct(0.50),
         p99_us: pct(0.99),
         cpu,
+        commits,
     }
 }
 
@@ -270,6 +276,12 @@ fn print_cpu(runs: &[Result_]) {
         }
     }
     let total: f64 = sum.values().sum();
+    let commits: u64 = runs.iter().map(|r| r.commits).sum();
+    println!(
+        "{:<26} debits per group commit: {:.1}",
+        "",
+        debits as f64 / commits.max(1) as f64
+    );
     let mut groups: Vec<_> = sum.into_iter().collect();
     groups.sort_by(|a, b| b.1.total_cmp(&a.1));
     let per = |s: f64| s * 1e6 / debits.max(1) as f64;

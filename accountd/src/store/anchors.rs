@@ -24,7 +24,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 
 use proto::account::{AuditProblem, SignedHead};
 
-use super::chain::{Hash, hex};
+use super::chain::{Hash, hex, unhex};
 use super::rows::Rows;
 
 const CONTEXT: &[u8] = b"rexec-ledger-anchor-v1\0";
@@ -83,16 +83,6 @@ fn message(id: i64, hash: &Hash, at_us: i64) -> Vec<u8> {
     m.extend_from_slice(&at_us.to_be_bytes());
     m.extend_from_slice(hash);
     m
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 fn public_key(cert: &[u8]) -> Result<Vec<u8>, String> {

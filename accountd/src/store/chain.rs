@@ -96,6 +96,17 @@ pub fn hex(h: &Hash) -> String {
     h.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The bytes written as hex digits in `s`, `None` when it is not hex.
+pub fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 /// Walks the entries in id order and returns the first entry where the
 /// chain breaks, with why; `None` when every hash matches.
 pub struct Verifier {

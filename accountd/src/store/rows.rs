@@ -190,8 +190,9 @@ pub trait Tx {
         work: &mut dyn FnMut(&mut dyn Rows) -> Keep,
     ) -> Result<(), AccountError>;
     /// Reads ahead what a batch will ask about (the stored charges of
-    /// `keys`, the balances of `users`) where that saves round trips; the
-    /// answers stay the same either way.
+    /// `keys`, the balances of `users`) where that saves round trips, unless
+    /// already read (see [`Writer::expect`]); the answers stay the same
+    /// either way.
     fn prefetch(&mut self, _keys: &[String], _users: &[String]) -> Result<(), AccountError> {
         Ok(())
     }
@@ -205,6 +206,9 @@ pub trait Writer: Send {
         &mut self,
         work: &mut dyn FnMut(&mut dyn Tx) -> Keep,
     ) -> Result<Keep, AccountError>;
+    /// Says what the next transaction will read ahead ([`Tx::prefetch`]),
+    /// so that a backend may read it along with the transaction's start.
+    fn expect(&mut self, _keys: &[String], _users: &[String]) {}
     /// The last entry's id and stored hash (the chain head).
     fn head(&mut self) -> Result<Option<(i64, Vec<u8>)>, AccountError>;
     /// Sum of every balance (for metrics).

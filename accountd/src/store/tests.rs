@@ -545,6 +545,61 @@ both_async! {
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         std::sync::Arc::try_unwrap(store).ok().unwrap().close();
     }
+
+    #[test]
+    async fn quotes_and_backslashes_in_a_batch_are_only_data(kind: Kind) {
+        // The batch's keys and accounts are read ahead before their names are
+        // checked (PostgreSQL's read ahead writes them into its SQL).
+        let db = TestDb::new(kind);
+        let store = std::sync::Arc::new(Store::open(db.store_config(256, MAX)).unwrap());
+        let create = AccountOp::CreateAccount(CreateAccount { user: "u".into(), initial: 1_000_000 });
+        store.write("admin:root".into(), create).await.unwrap();
+        let evil = [
+            "j'); DROP TABLE entries; --",
+            "j\\'; DELETE FROM accounts; --",
+            "j\\",
+            "j\0",
+            "$$'\"",
+        ];
+        let mut tasks = Vec::new();
+        for (seq, name) in evil.iter().enumerate() {
+            for d in [debit("n1", name, 1, "u", 1_000), debit("n1", "j", seq as u64, name, 1_000)] {
+                let store = store.clone();
+                tasks.push(tokio::spawn(async move {
+                    store.write("node:n1".into(), AccountOp::Debit(d)).await
+                }));
+            }
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let d = debit("n1", "j", 100 + seq as u64, "u", 1_000);
+                store.write("node:n1".into(), AccountOp::Debit(d)).await
+            }));
+        }
+        let results: Vec<_> = joined(tasks).await;
+        for (i, r) in results.iter().enumerate() {
+            match i % 3 {
+                2 => assert!(matches!(r, Ok(AccountReply::Charged(c)) if !c.duplicate), "{r:?}"),
+                _ => assert_eq!(r.as_ref().unwrap_err().code, ErrorCode::Malformed, "{r:?}"),
+            }
+        }
+        let again = debit("n1", "j", 100, "u", 1_000);
+        let r = store.write("node:n1".into(), AccountOp::Debit(again)).await;
+        assert!(matches!(&r, Ok(AccountReply::Charged(c)) if c.duplicate), "{r:?}");
+        let AccountReply::Audit(report) = store.read(AccountOp::Audit).await.unwrap() else {
+            panic!()
+        };
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.entries, 1 + evil.len() as u64);
+        std::sync::Arc::try_unwrap(store).ok().unwrap().close();
+    }
+}
+
+async fn joined<T: std::fmt::Debug>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
 }
 
 #[cfg(test)]

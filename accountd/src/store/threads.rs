@@ -221,14 +221,10 @@ fn writer_loop(
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(job) = sums.next_job(&mut *conn, &mut rx) {
         batch.push(job);
-        while batch.len() < max_batch {
-            match rx.try_recv() {
-                Ok(j) => batch.push(j),
-                Err(_) => break,
-            }
-        }
+        top_up(&mut batch, &mut rx, max_batch);
         let started = Instant::now();
-        let results = commit_batch(&mut *conn, &batch, max_entry);
+        let mut more = |b: &mut Vec<WriteJob>| top_up(b, &mut rx, max_batch);
+        let results = commit_batch(&mut *conn, &mut batch, &mut more, max_entry);
         let debits = batch
             .iter()
             .zip(&results)
@@ -258,6 +254,19 @@ fn writer_loop(
     conn.close();
 }
 
+/// What tops a batch up with the writes queued meanwhile (see [`commit_batch`]).
+type More<'a> = &'a mut dyn FnMut(&mut Vec<WriteJob>);
+
+/// Adds the writes already queued to `batch`, up to `max` in it.
+fn top_up(batch: &mut Vec<WriteJob>, rx: &mut mpsc::Receiver<WriteJob>, max: usize) {
+    while batch.len() < max {
+        match rx.try_recv() {
+            Ok(j) => batch.push(j),
+            Err(_) => break,
+        }
+    }
+}
+
 /// Signs the chain head when due (`last`: at shutdown, whenever it moved).
 fn anchor(conn: &mut dyn Writer, anchoring: Option<&mut Anchoring>, last: bool) {
     let Some(a) = anchoring else { return };
@@ -275,38 +284,55 @@ fn anchor(conn: &mut dyn Writer, anchoring: Option<&mut Anchoring>, last: bool) 
 /// strike after a write. If one does, the whole transaction is rolled back and
 /// the batch is applied again with a savepoint around each job, so the
 /// failure stays with the job that caused it.
+///
+/// Once the transaction holds the ledger's write lock, the batch first takes
+/// in (through `more`) the writes queued while the lock was awaited: with
+/// several accountd on one PostgreSQL an instance waits there for the
+/// others' commits, and its next batch grows instead of waiting a turn more.
 fn commit_batch(
     conn: &mut dyn Writer,
-    batch: &[WriteJob],
+    batch: &mut Vec<WriteJob>,
+    more: More<'_>,
     max_entry: i64,
 ) -> Vec<Result<AccountReply, AccountError>> {
-    match apply_batch(conn, batch, max_entry, false) {
+    match apply_batch(conn, batch, Some(more), max_entry) {
         Some(results) => results,
         None => {
             tracing::warn!("storage error inside a batch; applying it again job by job");
-            apply_batch(conn, batch, max_entry, true).unwrap_or_default()
+            apply_batch(conn, batch, None, max_entry).unwrap_or_default()
         }
     }
 }
 
 /// Applies and commits a batch; `None` when the fast path met a storage error
-/// (the transaction has then been rolled back).
+/// (the transaction has then been rolled back). The fast path is the one
+/// with `more` (see [`commit_batch`]); without it, each job runs in its own
+/// savepoint.
 fn apply_batch(
     conn: &mut dyn Writer,
-    batch: &[WriteJob],
+    batch: &mut Vec<WriteJob>,
+    mut more: Option<More<'_>>,
     max_entry: i64,
-    careful: bool,
 ) -> Option<Vec<Result<AccountReply, AccountError>>> {
     let now = crate::time::now_us();
+    let careful = more.is_none();
     let mut results = Vec::with_capacity(batch.len());
-    let (keys, users) = batch_reads(batch);
+    let (mut keys, mut users) = batch_reads(batch);
+    conn.expect(&keys, &users);
     let outcome = conn.transaction(&mut |tx: &mut dyn Tx| {
         results.clear();
+        let before = batch.len();
+        if let Some(more) = more.as_mut() {
+            more(batch);
+        }
+        if batch.len() > before {
+            (keys, users) = batch_reads(batch);
+        }
         if let Err(e) = tx.prefetch(&keys, &users) {
             tracing::warn!(error = %e, "reading ahead for a batch failed");
             return false;
         }
-        for job in batch {
+        for job in batch.iter() {
             if !careful {
                 let r = apply(tx.rows(), job, now, max_entry);
                 if matches!(&r, Err(e) if e.code == ErrorCode::Storage) {

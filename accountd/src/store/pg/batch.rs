@@ -1,14 +1,13 @@
 //! A group commit on PostgreSQL in a constant number of statements, whatever
-//! the batch size: four round trips, `BEGIN` with the head row's lock
-//! ([`BEGIN_WRITE`]), the read ahead, the write, and `COMMIT`. Inside a write
-//! transaction (once the head row is locked, see [`super`]) the
+//! the batch size: three round trips, `BEGIN` with the head row's lock and
+//! the read ahead ([`super::prefetch`]), the write, and `COMMIT`. Inside a
+//! write transaction (once the head row is locked, see [`super`]) the
 //! [`Rows`](crate::store::rows::Rows) of [`Pg`] answer from and write into
 //! [`Pending`], the transaction's view of what it touches:
 //!
-//! - [`Pg::prefetch`] reads, in one statement, every debit key of the batch
-//!   with its stored charge (a repeat or a conflict is then decided in
-//!   memory), the last entry's hash, and the balance of every account the
-//!   batch names;
+//! - the read ahead has put into it every debit key of the batch with its
+//!   stored charge, the last entry's hash, and the balance of every account
+//!   the batch names;
 //! - ids are handed out from the head row's `last_id`, chain hashes computed
 //!   here from the last hash, balances kept in memory;
 //! - [`Pg::flush`] writes the new entries, the changed balances and the new
@@ -22,29 +21,11 @@
 
 use std::collections::HashMap;
 
-use postgres::{GenericClient, SimpleQueryMessage};
+use postgres::GenericClient;
 use proto::account::AccountError;
 
 use super::Pg;
 use crate::store::rows::{ChargeContent, EntryRow, StoredCharge, storage};
-
-/// Begins a write transaction and takes the head row's lock (every write
-/// transaction does, first), in one round trip: the lock is taken before the
-/// transaction's first read, so that read sees every earlier commit of every
-/// instance. Its one row is the last entry id given out.
-pub const BEGIN_WRITE: &str = "BEGIN; SELECT last_id FROM head FOR UPDATE";
-
-/// The last entry id in the answer to [`BEGIN_WRITE`].
-pub fn locked_head(answer: &[SimpleQueryMessage]) -> Result<i64, AccountError> {
-    let row = answer.iter().find_map(|m| match m {
-        SimpleQueryMessage::Row(r) => Some(r),
-        _ => None,
-    });
-    let row = row.ok_or_else(|| storage("the head row of the ledger is missing"))?;
-    let text = row.try_get(0).map_err(super::pg_storage)?.unwrap_or("");
-    text.parse()
-        .map_err(|_| storage(format!("the head row holds {text:?}, not an entry id")))
-}
 
 /// Most entries one flush sends (a migration's copy is flushed in parts).
 const MAX_FLUSH: usize = 4096;
@@ -101,13 +82,13 @@ pub struct Pending {
     /// Whether `last_id` moved since the last flush.
     moved: bool,
     /// The last entry's hash (`Some(None)`: no entry yet), once known.
-    last_hash: Option<Option<Vec<u8>>>,
+    pub(super) last_hash: Option<Option<Vec<u8>>>,
     /// Known balances (`None`: no such account).
-    balances: HashMap<String, Option<i64>>,
+    pub(super) balances: HashMap<String, Option<i64>>,
     /// Balances changed since the last flush.
     changed: HashMap<String, i64>,
     /// Known charges by key text (`None`: the key is unused).
-    keys: HashMap<String, Option<StoredCharge>>,
+    pub(super) keys: HashMap<String, Option<StoredCharge>>,
     /// Entries not yet written.
     entries: Columns,
 }
@@ -138,67 +119,6 @@ impl<C: GenericClient> Pg<C> {
     /// [`BEGIN_WRITE`]) and `last` is the last id given out.
     pub fn locked(&mut self, last: i64) {
         self.pending.last_id = Some(last);
-    }
-
-    /// Reads the stored charges of `keys`, the last hash and the balances of
-    /// `users` into [`Pending`], in one statement.
-    pub fn prefetch(&mut self, keys: &[String], users: &[String]) -> Result<(), AccountError> {
-        if !self.batching() {
-            return Ok(());
-        }
-        // The first column says what a row is: a charge (0), the last entry
-        // (1), or an account with its balance in the fourth column (2).
-        let rows = self.query(
-            r#"(SELECT 0, idem_key, id, balance_after, "user", amount, rank, interval_start_us,
-                       interval_end_us, cpu_us, reason, hash
-                FROM entries WHERE idem_key = ANY($1))
-               UNION ALL
-               (SELECT 1, idem_key, id, balance_after, "user", amount, rank, interval_start_us,
-                       interval_end_us, cpu_us, reason, hash
-                FROM entries ORDER BY id DESC LIMIT 1)
-               UNION ALL
-               (SELECT 2, NULL, NULL, balance, "user", NULL, NULL, NULL, NULL, NULL, NULL, NULL
-                FROM accounts WHERE "user" = ANY($2))"#,
-            &[&keys, &users],
-        )?;
-        self.pending.last_hash = Some(None);
-        for k in keys {
-            self.pending.keys.entry(k.clone()).or_insert(None);
-        }
-        for u in users {
-            self.pending.balances.entry(u.clone()).or_insert(None);
-        }
-        for r in &rows {
-            let what: i32 = super::rows::get(r, 0)?;
-            if what == 1 {
-                self.pending.last_hash = Some(super::rows::get(r, 11)?);
-                continue;
-            }
-            if what == 2 {
-                let user: String = super::rows::get(r, 4)?;
-                self.pending
-                    .balances
-                    .insert(user, Some(super::rows::get(r, 3)?));
-                continue;
-            }
-            let Some(key) = super::rows::get::<Option<String>>(r, 1)? else {
-                continue;
-            };
-            let charge = (
-                super::rows::get(r, 2)?,
-                super::rows::get(r, 3)?,
-                ChargeContent {
-                    user: super::rows::get(r, 4)?,
-                    amount: super::rows::get(r, 5)?,
-                    rank: super::rows::get(r, 6)?,
-                    interval: (super::rows::get(r, 7)?, super::rows::get(r, 8)?),
-                    cpu_us: super::rows::get(r, 9)?,
-                    reason: super::rows::get(r, 10)?,
-                },
-            );
-            self.pending.keys.insert(key, Some(charge));
-        }
-        Ok(())
     }
 
     /// A balance known to the transaction: `Some(known)` or `None` (ask).

@@ -3,13 +3,14 @@
 //! migration on start), [`link`] (settings, connecting, and a connection
 //! that comes back by itself after the server went away), [`rows`] (the
 //! [`Rows`](super::rows::Rows) of the storage interface in PostgreSQL's SQL),
-//! [`batch`] (a group commit in a constant number of statements), and here
-//! the writer's and the reader's transactions.
+//! [`batch`] (a group commit in a constant number of statements),
+//! [`prefetch`] (its read ahead, sent with `BEGIN`), and here the writer's
+//! and the reader's transactions.
 //!
 //! Concurrency across instances: every write transaction (one group commit)
 //! first locks the single row of `head`, which holds the last entry id. So
 //! write transactions of all instances take turns (each holds the lock for
-//! three round trips per batch, see [`batch`]); each sees every earlier
+//! two round trips per batch, see [`batch`]); each sees every earlier
 //! commit, the debit key's uniqueness is decided by the database
 //! (`entries.idem_key` is `UNIQUE`), balances are updated under their row
 //! locks inside that transaction, and entry ids stay gapless (the audit's
@@ -18,6 +19,7 @@
 
 pub mod batch;
 pub mod link;
+pub mod prefetch;
 pub mod rows;
 pub mod schema;
 
@@ -36,13 +38,20 @@ pub fn open(cfg: &PgConfig, create: bool) -> Result<(PgWriter, PgReader), StoreE
     schema::prepare(&mut w, create)?;
     let r = connect(cfg)?;
     Ok((
-        PgWriter(Link::new(cfg.clone(), "writer", w)),
+        PgWriter {
+            link: Link::new(cfg.clone(), "writer", w),
+            next: Default::default(),
+        },
         PgReader(Link::new(cfg.clone(), "reader", r)),
     ))
 }
 
 /// The write side: group commits, each one transaction holding the head lock.
-pub struct PgWriter(Link);
+pub struct PgWriter {
+    link: Link,
+    /// The keys and accounts the next transaction reads ahead.
+    next: (Vec<String>, Vec<String>),
+}
 
 /// A write transaction: the connection, taken out of its [`Link`] between
 /// `BEGIN` and `COMMIT` or `ROLLBACK`.
@@ -99,39 +108,44 @@ impl Writer for PgWriter {
         &mut self,
         work: &mut dyn FnMut(&mut dyn Tx) -> Keep,
     ) -> Result<Keep, AccountError> {
-        // BEGIN and the head lock in one round trip (sent again on a new
-        // connection if this one turns out to be gone).
+        // BEGIN, the head lock and the read ahead in one round trip (sent
+        // again on a new connection if this one turns out to be gone).
+        let (keys, users) = std::mem::take(&mut self.next);
+        let sql = prefetch::begin_write(&keys, &users);
         let begun = self
-            .0
-            .first(|c, _| c.simple_query(batch::BEGIN_WRITE))
-            .inspect_err(|_| self.0.abandon())?;
-        let mut tx = Pg::new(self.0.take()?, self.0.cache());
-        let outcome = batch::locked_head(&begun).and_then(|last| {
-            tx.locked(last);
-            run(&mut tx, work)
-        });
+            .link
+            .first(|c, _| c.simple_query(&sql))
+            .inspect_err(|_| self.link.abandon())?;
+        let mut tx = Pg::new(self.link.take()?, self.link.cache());
+        let outcome = tx
+            .begun(&begun, &keys, &users)
+            .and_then(|()| run(&mut tx, work));
         match outcome {
             Ok(true) => {
-                self.0.end(tx.c, "COMMIT").map_err(|e| {
+                self.link.end(tx.c, "COMMIT").map_err(|e| {
                     tracing::error!(error = %e, "group commit failed; nothing in the batch was acknowledged");
                     storage(e)
                 })?;
                 Ok(true)
             }
             Ok(false) => self
-                .0
+                .link
                 .end(tx.c, "ROLLBACK")
                 .map(|()| false)
                 .map_err(pg_storage),
             Err(e) => {
-                let _ = self.0.end(tx.c, "ROLLBACK");
+                let _ = self.link.end(tx.c, "ROLLBACK");
                 Err(e)
             }
         }
     }
 
+    fn expect(&mut self, keys: &[String], users: &[String]) {
+        self.next = (keys.to_vec(), users.to_vec());
+    }
+
     fn head(&mut self) -> Result<Option<(i64, Vec<u8>)>, AccountError> {
-        self.0.first(|c, cache| {
+        self.link.first(|c, cache| {
             let s = link::prepared(
                 c,
                 cache,
@@ -143,7 +157,7 @@ impl Writer for PgWriter {
     }
 
     fn balances(&mut self) -> Result<i64, AccountError> {
-        self.0.first(|c, cache| {
+        self.link.first(|c, cache| {
             let s = link::prepared(
                 c,
                 cache,
