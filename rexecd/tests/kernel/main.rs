@@ -19,5 +19,4 @@ mod spawn_real;
 mod util;
 mod v2_core;
 mod v2_vm;
-mod vfork_real;
 mod vm;

@@ -1,9 +1,12 @@
 //! Spawning as an unprivileged user inside a job cgroup (`JobCommand::spawn`, the path
-//! every session takes), for real: ids and groups after the privilege drop, cgroup
-//! membership from the first instruction, the exact environment, the working-directory
-//! fallback, sessions and terminals, the hardening limits, and refusals.
+//! every session takes, without a fork of rexecd), for real: ids and groups after the
+//! privilege drop while rexecd's own threads keep theirs, cgroup membership from the
+//! first instruction, the exact environment and `PATH` lookup in it, scripts without
+//! `#!`, the working-directory report and fallback, sessions and terminals, the
+//! hardening limits, and refusals and failed starts (with no child left).
 
 use std::collections::BTreeSet;
+use std::io::ErrorKind;
 use std::os::unix::fs::PermissionsExt;
 
 use proto::node::WindowSize;
@@ -17,6 +20,19 @@ use crate::util::{TestParent, can_run, cpu_cgroup_line, finish, run_job, stat_fi
 /// Runs `command` as the test user in job 1 of `t`, which must succeed; its stdout.
 async fn stdout(t: &TestParent, command: JobCommand) -> String {
     run_job(t, command).await.succeeded()
+}
+
+/// The uids (real, effective, saved, fs) of every thread of this test process.
+fn own_thread_uids() -> Vec<String> {
+    let mut uids = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let status = std::fs::read_to_string(task.unwrap().path().join("status"));
+        if let Ok(status) = status {
+            let line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+            uids.push(line.to_string());
+        }
+    }
+    uids
 }
 
 /// The numbers after `key:` in /proc/<pid>/status text.
@@ -39,6 +55,9 @@ async fn runs_as_the_user_with_its_groups_inside_the_job_cgroup() {
     let user = test_user();
     let t = TestParent::new("spawn-ids");
     t.jobs.create_job(1).unwrap();
+    // A second thread of "rexecd": the C library's setuid would change its ids too.
+    let (stop, parked) = std::sync::mpsc::channel::<()>();
+    let other = std::thread::spawn(move || parked.recv());
     let run = |program: &str, args: &[&str]| {
         let cmd = JobCommand::new(program)
             .args(args)
@@ -78,6 +97,15 @@ async fn runs_as_the_user_with_its_groups_inside_the_job_cgroup() {
             .count();
         assert_eq!(in_job, t.jobs.join(1).unwrap().paths().len(), "{cgroup}");
     }
+    // The job dropped its ids; this process's threads kept theirs.
+    for uids in own_thread_uids() {
+        assert_eq!(
+            uids.split_whitespace().collect::<Vec<_>>(),
+            ["Uid:", "0", "0", "0", "0"]
+        );
+    }
+    stop.send(()).unwrap();
+    other.join().unwrap().unwrap();
 }
 
 #[tokio::test]
@@ -94,6 +122,43 @@ async fn environment_is_exactly_the_given_map() {
     let seen: BTreeSet<String> = stdout(&t, cmd).await.lines().map(str::to_string).collect();
     let wanted: BTreeSet<String> = given.iter().map(|(k, v)| format!("{k}={v}")).collect();
     assert_eq!(seen, wanted);
+
+    // `env` is found along the job's PATH (a missing directory first), and a name
+    // given twice keeps its last value, as std's Command does.
+    let cmd = JobCommand::new("env").envs([
+        ("PATH", "/nonexistent:/usr/bin:/bin"),
+        ("REXEC_A", "1"),
+        ("WITH_SPACE", "a b =c"),
+        ("REXEC_A", "2"),
+    ]);
+    let out = stdout(&t, cmd).await;
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "PATH=/nonexistent:/usr/bin:/bin",
+            "REXEC_A=2",
+            "WITH_SPACE=a b =c"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_script_without_an_interpreter_line_runs_under_sh() {
+    if !can_run("a_script_without_an_interpreter_line_runs_under_sh") {
+        return;
+    }
+    let t = TestParent::new("spawn-script");
+    t.jobs.create_job(1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("plain");
+    std::fs::write(&script, "echo ran \"$1\"\nexit 7\n").unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cmd = JobCommand::new(&script)
+        .arg("arg1")
+        .env("PATH", "/usr/bin:/bin");
+    let ran = run_job(&t, cmd).await;
+    assert_eq!((ran.stdout.as_str(), ran.code), ("ran arg1\n", 7));
 }
 
 #[tokio::test]
@@ -109,6 +174,13 @@ async fn working_directory_falls_back_to_home_then_root() {
         stdout(&t, cmd).await.trim().to_string()
     };
     let home = user.home().to_str().unwrap().to_string();
+    // The report says where the job really started.
+    let cmd = JobCommand::new("/bin/pwd").cwd("/nonexistent/dir");
+    let (child, report) = cmd
+        .spawn(user, t.jobs.join(1).unwrap(), JobStdio::Pipes)
+        .unwrap();
+    assert_eq!(report.entered(), Some(user.home()));
+    assert_eq!(finish(child).await.succeeded().trim(), home);
     assert_eq!(pwd("/tmp".as_ref()).await, "/tmp");
     assert_eq!(pwd("/nonexistent/rexec/dir".as_ref()).await, home);
 
@@ -199,19 +271,40 @@ async fn tty_mode_takes_the_terminal_on_stdin_as_controlling_tty() {
 }
 
 #[tokio::test]
-async fn a_missing_program_fails_to_spawn_and_runs_nothing() {
-    if !can_run("a_missing_program_fails_to_spawn_and_runs_nothing") {
+async fn failed_starts_give_the_errno_and_leave_no_child() {
+    if !can_run("failed_starts_give_the_errno_and_leave_no_child") {
         return;
     }
-    let t = TestParent::new("spawn-missing");
+    let t = TestParent::new("spawn-fail");
     t.jobs.create_job(1).unwrap();
-    let err = JobCommand::new("/nonexistent/program")
-        .spawn(test_user(), t.jobs.join(1).unwrap(), JobStdio::Pipes)
-        .unwrap_err();
-    match err {
-        SpawnError::Start(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+    let start = |cmd: JobCommand| {
+        cmd.spawn(test_user(), t.jobs.join(1).unwrap(), JobStdio::Pipes)
+            .map(drop)
+    };
+    let kind = |r: Result<(), SpawnError>| match r {
+        Err(SpawnError::Start(e)) => e.kind(),
         other => panic!("{other:?}"),
-    }
+    };
+    assert_eq!(
+        kind(start(JobCommand::new("/nonexistent/program"))),
+        ErrorKind::NotFound
+    );
+    let not_found = start(JobCommand::new("no-such-program").env("PATH", "/usr/bin:/bin"));
+    assert_eq!(kind(not_found), ErrorKind::NotFound);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let plain = dir.path().join("not-executable");
+    std::fs::write(&plain, "true\n").unwrap();
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_eq!(
+        kind(start(JobCommand::new(&plain))),
+        ErrorKind::PermissionDenied
+    );
+    assert_eq!(
+        kind(start(JobCommand::new("/bin/true").env("A", "x\0y"))),
+        ErrorKind::InvalidInput
+    );
+    // Nothing is left in the job cgroup: every failed child was reaped.
     assert!(t.jobs.procs(1).unwrap().is_empty());
 }
 
