@@ -1,6 +1,6 @@
 //! CFS bandwidth caps: while the node is contended, each job the model gives CPU is
 //! limited to its allocation times the jobs' [`reach`] (times [`HEADROOM`]), moved by
-//! [`PAYBACK`] of its lag a tick, every [`PERIOD_US`]; uncontended (or open loop), no
+//! [`PAYBACK`] of its lag a tick, every [`PERIOD_US`] (longer for tiny caps); uncontended (or open loop), no
 //! job is limited.
 //!
 //! Weights alone cannot give a single thread its share on two CPUs: a thread is either
@@ -34,9 +34,27 @@ pub const MIN_REACH: f64 = 0.5;
 pub const PAYBACK: f64 = 0.25;
 /// Furthest a lag moves a cap from `allocation * reach`, as a share of it either way.
 pub const LAG_SWING: f64 = 0.5;
-/// The CFS period of a cap, microseconds: short enough that a 1 s window holds fifty
-/// of them, long enough that the kernel's throttling costs nothing measurable.
-pub const PERIOD_US: u64 = 20_000;
+/// The CFS period of a cap, microseconds: a 1 s window holds a hundred of them. Measured
+/// on Figure 4 (docs/BENCHMARKS.md, "The caps' period"): 10 ms kept every 1 s window
+/// within 3 points of one CPU in 11 of 12 runs, against 5 of 15 at 20 ms and none at
+/// 40 or 100 ms; at 5 ms the throttling itself took CPU from the jobs.
+pub const PERIOD_US: u64 = 10_000;
+
+/// The period of a cap of `cpus`: [`PERIOD_US`], lengthened for a cap so small that a
+/// period's quota would fall under the kernel's smallest (1 ms), so that a small
+/// allocation is capped at itself rather than at 1 ms a period (0.05 CPU gets 20 ms
+/// periods, 0.001 CPU one second).
+pub fn period_us(cpus: f64) -> u64 {
+    if !(cpus.is_finite() && cpus > 0.0) {
+        return PERIOD_US;
+    }
+    let needed = (CpuQuota::MIN_US as f64 / cpus).ceil();
+    if needed >= CpuQuota::MAX_PERIOD_US as f64 {
+        CpuQuota::MAX_PERIOD_US
+    } else {
+        (needed as u64).max(PERIOD_US)
+    }
+}
 
 /// The share of their allocations the caps give the jobs next tick, from what the
 /// model handed out (`model_sum`), what they received together (`measured_sum`) and
@@ -78,10 +96,10 @@ pub fn reach(model_sum: f64, measured_sum: f64, idle_cpus: f64) -> f64 {
 /// ```
 /// use rexecd::market::control::caps::caps;
 /// let c = caps(&[0.889, 0.667, 0.444, 0.0], &[0.0; 4], true, 1.0);
-/// assert_eq!(c[0].unwrap().quota_us, 17_780);
+/// assert_eq!(c[0].unwrap().quota_us, 8_890);
 /// assert_eq!(c[3], None);
 /// let ahead = caps(&[1.0, 1.0], &[-0.4, 0.4], true, 1.0);
-/// assert_eq!(ahead[0].unwrap().quota_us, 18_000);
+/// assert_eq!(ahead[0].unwrap().quota_us, 9_000);
 /// assert!(caps(&[1.0, 1.0], &[0.0; 2], false, 1.0).iter().all(Option::is_none));
 /// ```
 pub fn caps(model: &[f64], owed: &[f64], contended: bool, reach: f64) -> Vec<Option<CpuQuota>> {
@@ -97,7 +115,7 @@ pub fn caps(model: &[f64], owed: &[f64], contended: bool, reach: f64) -> Vec<Opt
             let owed = if owed.is_finite() { owed } else { 0.0 };
             let cpus =
                 (base + PAYBACK * owed).clamp(base * (1.0 - LAG_SWING), base * (1.0 + LAG_SWING));
-            CpuQuota::for_cpus(cpus, PERIOD_US)
+            CpuQuota::for_cpus(cpus, period_us(cpus))
         })
         .collect()
 }
@@ -155,6 +173,26 @@ mod tests {
     fn a_tiny_allocation_gets_the_kernels_smallest_cap_not_none() {
         let c = caps(&[1.99, 0.001], &[0.0; 2], true, 1.0);
         assert_eq!(c[1].unwrap().quota_us, CpuQuota::MIN_US);
+        // Over a period long enough that the kernel's smallest quota is the allocation.
+        assert!((c[1].unwrap().cpus() - 0.001).abs() < 1e-9, "{c:?}");
+        assert_eq!(c[0].unwrap().period_us, PERIOD_US);
+    }
+
+    #[test]
+    fn small_caps_get_periods_long_enough_to_hold_them() {
+        assert_eq!(period_us(0.5), PERIOD_US);
+        assert_eq!(period_us(0.1), PERIOD_US);
+        assert_eq!(period_us(0.05), 20_000);
+        assert_eq!(period_us(0.001), CpuQuota::MAX_PERIOD_US);
+        assert_eq!(period_us(1e-9), CpuQuota::MAX_PERIOD_US);
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(period_us(bad), PERIOD_US);
+        }
+        for cpus in [0.003, 0.02, 0.05, 0.07, 0.3, 1.7] {
+            let q = CpuQuota::for_cpus(cpus, period_us(cpus)).unwrap();
+            assert!(q.quota_us >= CpuQuota::MIN_US);
+            assert!((q.cpus() - cpus).abs() / cpus < 0.01, "{cpus}: {q:?}");
+        }
     }
 
     /// CPU split as two CPUs, one job alone on the first, the others and `outside` CPU
