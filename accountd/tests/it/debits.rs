@@ -1,7 +1,13 @@
 //! Many debits to a frame (`Debits`): each debit gets exactly the outcome a
 //! `Debit` of its own would get, whatever else shares its frame, and a frame
 //! with no debits, too many, or from a role that may not charge is refused.
+//! A node's journal sends its backlog many to a frame, and falls back to one
+//! at a time when the frame is refused whole.
 
+use std::time::Duration;
+
+use accountd::debit::{DebitClient, DebitClientConfig, FRAME, Settlement};
+use accountd::journal::Charge;
 use certs::Role;
 use proto::account::*;
 
@@ -100,4 +106,144 @@ async fn an_empty_or_oversized_frame_or_one_from_a_user_is_refused_whole() {
     assert_eq!(code_of(refused), ErrorCode::Forbidden);
     assert_eq!(d.entry_count(), 1 + MAX_DEBITS_PER_FRAME as i64);
     assert_eq!(d.balance("alice"), 50 * C - MAX_DEBITS_PER_FRAME as i64);
+}
+
+/// accountd's count of answered requests of `op` with `result` (0 when none).
+fn requests(metrics: &str, op: &str, result: &str) -> u64 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(metrics).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: accountd\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let series = format!("rexec_accountd_requests_total{{op=\"{op}\",result=\"{result}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+/// An accountd serving metrics on a free loopback port: (it, the metrics address).
+async fn accountd_with_metrics(conf: &tempfile::TempDir) -> (Accountd, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let metrics = format!("127.0.0.1:{port}");
+    let file = conf.path().join("accountd.toml");
+    std::fs::write(&file, format!("[metrics]\nlisten = \"{metrics}\"\n")).unwrap();
+    let d = Accountd::start_with(&["--config", file.to_str().unwrap()]).await;
+    (d, metrics)
+}
+
+/// 500 charges journaled while accountd was unreachable.
+async fn backlog(cfg: &DebitClientConfig, node: &str) -> Vec<Charge> {
+    let held = unused_port();
+    let mut dead = cfg.clone();
+    dead.server = held.local_addr().unwrap().to_string();
+    let (client, _rx) = DebitClient::start(dead).await.unwrap();
+    let charges: Vec<Charge> = (0..500u64)
+        .map(|s| Charge::Debit(debit(node, "j1", s, "alice", 1_000 + s as i64)))
+        .collect();
+    for c in &charges {
+        client.charge(c.clone()).await.unwrap();
+    }
+    client.shutdown().await;
+    charges
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_of_500_charges_goes_many_to_a_frame_and_lands_once() {
+    let conf = tempfile::tempdir().unwrap();
+    let (d, metrics) = accountd_with_metrics(&conf).await;
+    d.admin(&["create", "alice", "--initial", "50"]).ok();
+    let mut cfg = DebitClientConfig::new(
+        d.dir.path().join("node.journal"),
+        d.addr.clone(),
+        d.connector(Role::Node, "n1"),
+    );
+    cfg.backoff_min = Duration::from_millis(10);
+    let charges = backlog(&cfg, "n1").await;
+    // Some reached accountd before, their answers lost: they come back duplicates.
+    let mut direct = d.client(Role::Node, "n1").await;
+    for c in &charges[100..110] {
+        direct.call(c.to_op()).await.unwrap();
+    }
+    let (client, mut rx) = DebitClient::start(cfg).await.unwrap();
+    assert!(client.wait_settled(Duration::from_secs(60)).await);
+    client.shutdown().await;
+    let mut settled = Vec::new();
+    while let Ok(Settlement::Applied { charge, receipt }) = rx.try_recv() {
+        settled.push((charge, receipt.duplicate));
+    }
+    assert_eq!(settled.len(), 500, "every charge settled, as applied");
+    assert!(
+        settled.iter().map(|s| &s.0).eq(charges.iter()),
+        "in journal order"
+    );
+    assert_eq!(settled.iter().filter(|s| s.1).count(), 10);
+    assert_eq!(d.entry_count(), 1 + 500);
+    let total: i64 = (0..500).map(|s| 1_000 + s).sum();
+    assert_eq!(d.balance("alice"), 50 * C - total);
+    let frames = requests(&metrics, "Debits", "ok");
+    let singles = requests(&metrics, "Debit", "ok");
+    eprintln!("500 charges: {frames} Debits frames, {singles} debits counted");
+    assert!(
+        (500usize.div_ceil(FRAME) as u64..=20).contains(&frames),
+        "{frames} frames for 500 charges"
+    );
+    // Each debit of a frame counts as a Debit; the ten sent directly too.
+    assert_eq!(singles, 500 + 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_refused_whole_falls_back_to_one_charge_at_a_time() {
+    let conf = tempfile::tempdir().unwrap();
+    let (d, metrics) = accountd_with_metrics(&conf).await;
+    d.admin(&["create", "alice", "--initial", "50"]).ok();
+    // A service that may not charge: its frame is refused whole (as an older
+    // accountd refuses an operation it does not know), so the sender falls back
+    // to single debits, each refused for good on its own.
+    let mut cfg = DebitClientConfig::new(
+        d.dir.path().join("svc.journal"),
+        d.addr.clone(),
+        d.connector(Role::Service, "vexecd"),
+    );
+    cfg.backoff_min = Duration::from_millis(10);
+    let held = unused_port();
+    cfg.server = held.local_addr().unwrap().to_string();
+    let (client, _rx) = DebitClient::start(cfg.clone()).await.unwrap();
+    for s in 0..5u64 {
+        client
+            .charge(Charge::Debit(debit("vexecd", "j", s, "alice", 1)))
+            .await
+            .unwrap();
+    }
+    client.shutdown().await;
+    cfg.server = d.addr.clone();
+    let (client, mut rx) = DebitClient::start(cfg).await.unwrap();
+    assert!(client.wait_settled(Duration::from_secs(30)).await);
+    client.shutdown().await;
+    let mut refused = 0;
+    while let Ok(s) = rx.try_recv() {
+        assert!(
+            matches!(
+                s,
+                Settlement::Refused {
+                    code: ErrorCode::Forbidden,
+                    ..
+                }
+            ),
+            "{s:?}"
+        );
+        refused += 1;
+    }
+    assert_eq!(refused, 5);
+    assert_eq!(
+        requests(&metrics, "Debits", "refused"),
+        1,
+        "one frame, then singles"
+    );
+    assert_eq!(requests(&metrics, "Debit", "refused"), 5);
+    assert_eq!(d.entry_count(), 1);
 }
