@@ -136,13 +136,13 @@ async fn accountd_with_metrics(conf: &tempfile::TempDir) -> (Accountd, String) {
     (d, metrics)
 }
 
-/// 500 charges journaled while accountd was unreachable.
-async fn backlog(cfg: &DebitClientConfig, node: &str) -> Vec<Charge> {
+/// `count` charges of `node` journaled while accountd was unreachable.
+async fn backlog(cfg: &DebitClientConfig, node: &str, count: u64) -> Vec<Charge> {
     let held = unused_port();
     let mut dead = cfg.clone();
     dead.server = held.local_addr().unwrap().to_string();
     let (client, _rx) = DebitClient::start(dead).await.unwrap();
-    let charges: Vec<Charge> = (0..500u64)
+    let charges: Vec<Charge> = (0..count)
         .map(|s| Charge::Debit(debit(node, "j1", s, "alice", 1_000 + s as i64)))
         .collect();
     for c in &charges {
@@ -163,7 +163,7 @@ async fn a_backlog_of_500_charges_goes_many_to_a_frame_and_lands_once() {
         d.connector(Role::Node, "n1"),
     );
     cfg.backoff_min = Duration::from_millis(10);
-    let charges = backlog(&cfg, "n1").await;
+    let charges = backlog(&cfg, "n1", 500).await;
     // Some reached accountd before, their answers lost: they come back duplicates.
     let mut direct = d.client(Role::Node, "n1").await;
     for c in &charges[100..110] {
@@ -210,17 +210,7 @@ async fn a_frame_refused_whole_falls_back_to_one_charge_at_a_time() {
         d.connector(Role::Service, "vexecd"),
     );
     cfg.backoff_min = Duration::from_millis(10);
-    let held = unused_port();
-    cfg.server = held.local_addr().unwrap().to_string();
-    let (client, _rx) = DebitClient::start(cfg.clone()).await.unwrap();
-    for s in 0..5u64 {
-        client
-            .charge(Charge::Debit(debit("vexecd", "j", s, "alice", 1)))
-            .await
-            .unwrap();
-    }
-    client.shutdown().await;
-    cfg.server = d.addr.clone();
+    backlog(&cfg, "vexecd", 5).await;
     let (client, mut rx) = DebitClient::start(cfg).await.unwrap();
     assert!(client.wait_settled(Duration::from_secs(30)).await);
     client.shutdown().await;

@@ -10,21 +10,7 @@ use crate::store::testdb::{Kind, TestDb, both_async};
 const MAX: i64 = 1_000_000 * MICROS_PER_CREDIT;
 
 fn debit(seq: u64, user: &str, amount: i64) -> AccountOp {
-    AccountOp::Debit(Debit {
-        key: DebitKey {
-            node: "n1".into(),
-            job: "j".into(),
-            seq,
-        },
-        user: user.into(),
-        amount,
-        rank: 0,
-        interval: MeterInterval {
-            start_us: 0,
-            end_us: 1,
-        },
-        cpu_us: 1,
-    })
+    AccountOp::Debit(super::debit("n1", "j", seq, user, amount))
 }
 
 fn receipt(r: &Result<AccountReply, AccountError>) -> &ChargeReceipt {
