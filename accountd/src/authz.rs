@@ -3,7 +3,7 @@
 //!
 //! | role | may |
 //! |---|---|
-//! | node | debit and refund, with its own name in the key; read any user's balance (to refuse a paid job whose owner has no credit); claim a signed batch rank (recorded under its own name) |
+//! | node | debit and refund, with its own name in the key (in a `Debits` frame, each debit on its own: one with another node's name is refused alone); read any user's balance (to refuse a paid job whose owner has no credit); claim a signed batch rank (recorded under its own name) |
 //! | user | read its own balance and history |
 //! | admin | create accounts, grant, adjust, read every balance and history, report, audit |
 //! | service | nothing but `WhoAmI`; except a batch queue ([`is_batch_queue`]: named `batchd` or `batchd-*`), which charges its jobs as a node charges its ranks: debit with its own name in the key, and read any user's balance |
@@ -13,7 +13,7 @@
 //! [`ErrorCode::Forbidden`], and the server records the refusal.
 
 use certs::{PeerIdentity, Role};
-use proto::account::{AccountError, AccountOp, ErrorCode};
+use proto::account::{AccountError, AccountOp, Debit, ErrorCode, MAX_DEBITS_PER_FRAME};
 
 /// Where an allowed operation goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +26,9 @@ pub enum Route {
     WhoAmI,
     /// Answered with the latest signed chain head.
     Head,
+    /// Several debits, each to be checked with [`debit_allowed`] and written
+    /// on its own (the caller may charge; the count is within bounds).
+    Debits(Vec<Debit>),
 }
 
 /// Whether `peer` is a batch queue: a service certificate named `batchd` or
@@ -55,6 +58,19 @@ pub fn authorize(peer: &PeerIdentity, op: AccountOp) -> Result<Route, AccountErr
         AccountOp::Debit(ref d) => {
             own_key(peer, &d.key.node, "debit")?;
             Ok(Route::Write(op))
+        }
+        AccountOp::Debits(ds) => {
+            may_charge(peer, "debit")?;
+            if ds.is_empty() || ds.len() > MAX_DEBITS_PER_FRAME {
+                return Err(AccountError::new(
+                    ErrorCode::Malformed,
+                    format!(
+                        "a Debits frame carries 1 to {MAX_DEBITS_PER_FRAME} debits, not {}; split it",
+                        ds.len()
+                    ),
+                ));
+            }
+            Ok(Route::Debits(ds))
         }
         AccountOp::Refund(ref r) => {
             own_key(peer, &r.key.node, "refund")?;
@@ -146,13 +162,25 @@ fn target_user(
     }
 }
 
-fn own_key(peer: &PeerIdentity, node: &str, what: &str) -> Result<(), AccountError> {
+/// Whether `peer` may debit `d` (one debit of a [`Route::Debits`]): exactly
+/// what [`authorize`] decides for a single `Debit`.
+pub fn debit_allowed(peer: &PeerIdentity, d: &Debit) -> Result<(), AccountError> {
+    own_key(peer, &d.key.node, "debit")
+}
+
+/// Whether `peer`'s role may charge at all (a node, or a batch queue).
+fn may_charge(peer: &PeerIdentity, what: &str) -> Result<(), AccountError> {
     if peer.role != Role::Node && !is_batch_queue(peer) {
         return Err(forbidden(
             peer,
             &format!("{what}: only node certificates are accepted"),
         ));
     }
+    Ok(())
+}
+
+fn own_key(peer: &PeerIdentity, node: &str, what: &str) -> Result<(), AccountError> {
+    may_charge(peer, what)?;
     if node != peer.name {
         return Err(AccountError::new(
             ErrorCode::Forbidden,
@@ -268,6 +296,31 @@ mod tests {
             assert_eq!(
                 authorize(who, claim.clone()).unwrap_err().code,
                 ErrorCode::Forbidden
+            );
+        }
+        // A Debits frame: the role is checked for the frame, the key per debit.
+        let one = |n: &str| match debit(n) {
+            AccountOp::Debit(d) => d,
+            _ => unreachable!(),
+        };
+        let frame = AccountOp::Debits(vec![one("n1"), one("n2")]);
+        assert!(matches!(authorize(&node, frame.clone()), Ok(Route::Debits(ds)) if ds.len() == 2));
+        assert!(debit_allowed(&node, &one("n1")).is_ok());
+        assert_eq!(
+            debit_allowed(&node, &one("n2")).unwrap_err().code,
+            ErrorCode::Forbidden
+        );
+        for who in [&alice, &admin, &svc] {
+            assert_eq!(
+                authorize(who, frame.clone()).unwrap_err().code,
+                ErrorCode::Forbidden
+            );
+        }
+        for n in [0, MAX_DEBITS_PER_FRAME + 1] {
+            let frame = AccountOp::Debits(vec![one("n1"); n]);
+            assert_eq!(
+                authorize(&node, frame).unwrap_err().code,
+                ErrorCode::Malformed
             );
         }
         assert_eq!(authorize(&svc, AccountOp::WhoAmI), Ok(Route::WhoAmI));

@@ -15,7 +15,9 @@
 //! Labels are bounded: operation names and error codes are the protocol's own
 //! (an operation this accountd does not know is `Unknown`), never a user or node.
 //! `refused` counts every request answered with an error (refused by role, or by
-//! the ledger: unknown user, duplicate key, ...). The balances' sum is one gauge,
+//! the ledger: unknown user, duplicate key, ...). A `Debits` frame counts once as `Debits`
+//! (`ok` unless the frame itself was refused) and each debit in it once as a
+//! `Debit`, with that debit's own result. The balances' sum is one gauge,
 //! kept in micro-credits by the writer (read at most once a second, after a
 //! commit's answers are sent, and within a second of the last write; see
 //! `store::sums`) and shown in credits.

@@ -26,8 +26,8 @@ use certs::{PeerIdentity, ReloadableAcceptor, TlsPaths};
 use daemon::ConnectionCaps;
 use daemon::serve::{AcceptLimits, Gate};
 use proto::account::{
-    ACCOUNT_PROTOCOL_VERSION, AccountError, AccountReply, AccountRequest, AccountResponse,
-    ErrorCode, Identity,
+    ACCOUNT_PROTOCOL_VERSION, AccountError, AccountOp, AccountReply, AccountRequest,
+    AccountResponse, ChargeOutcome, Debit, ErrorCode, Identity,
 };
 use proto::{FrameError, Framed};
 use tokio::io::AsyncWriteExt;
@@ -36,7 +36,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-use crate::authz::{Route, actor, authorize};
+use crate::authz::{Route, actor, authorize, debit_allowed};
 use crate::metrics::ServerMeters;
 use crate::refusals::{RefusalBook, RefusalPolicy};
 use crate::store::{Store, StoreConfig, StoreError};
@@ -401,11 +401,57 @@ impl Connection {
             Route::Head => Ok(AccountReply::Head(self.store.signed_head())),
             Route::Write(op) => self.store.write(actor(peer), op).await,
             Route::Read(op) => self.store.read(op).await,
+            Route::Debits(ds) => Ok(AccountReply::Charges(self.debits(peer, ds).await)),
         };
         if let Err(e) = &result {
             tracing::debug!(%peer, op = name, code = ?e.code, error = %e, "request failed");
         }
         result
+    }
+
+    /// The debits of one `Debits` frame, each answered as a `Debit` of its own
+    /// would be (and counted and refused as one): a debit with another
+    /// node's name in its key is refused alone, the others go to the writer
+    /// together, so that they share a group commit.
+    async fn debits(&self, peer: &PeerIdentity, ds: Vec<Debit>) -> Vec<ChargeOutcome> {
+        // Counted and recorded under the single operation's name.
+        let single = "Debit";
+        let mut refused = Vec::with_capacity(ds.len());
+        let mut ops = Vec::with_capacity(ds.len());
+        for d in ds {
+            match debit_allowed(peer, &d) {
+                Ok(()) => {
+                    refused.push(None);
+                    ops.push(AccountOp::Debit(d));
+                }
+                Err(err) => {
+                    self.refuse(peer, single, &err).await;
+                    refused.push(Some(err));
+                }
+            }
+        }
+        let mut written = self.store.write_many(&actor(peer), ops).await.into_iter();
+        let mut outcomes = Vec::with_capacity(refused.len());
+        for before in refused {
+            let outcome = match before.map(Err).or_else(|| written.next()) {
+                Some(Ok(AccountReply::Charged(receipt))) => Ok(receipt),
+                Some(Ok(other)) => Err(AccountError::new(
+                    ErrorCode::Storage,
+                    format!("the ledger answered a debit with {}", other.name()),
+                )),
+                Some(Err(e)) => Err(e),
+                None => Err(AccountError::new(
+                    ErrorCode::Storage,
+                    "the ledger gave no answer for a debit; retry",
+                )),
+            };
+            if let Err(e) = &outcome {
+                tracing::debug!(%peer, op = single, code = ?e.code, error = %e, "debit of a frame failed");
+            }
+            self.meters.answered(single, outcome.is_ok());
+            outcomes.push(outcome);
+        }
+        outcomes
     }
 
     /// Counts a refusal of `peer`, records it as the [`RefusalBook`] decides

@@ -17,7 +17,8 @@ use std::sync::{Arc, RwLock};
 
 use proto::DEFAULT_MAX_FRAME;
 use proto::account::{
-    AccountError, AccountOp, AccountReply, AccountRequest, AccountResponse, Claim,
+    AccountError, AccountOp, AccountReply, AccountRequest, AccountResponse, ChargeOutcome, Claim,
+    Debit,
 };
 
 use crate::rpc::{Client, Protocol, RpcError};
@@ -59,6 +60,22 @@ impl Client<Account> {
         match self.call(AccountOp::Claim(claim)).await? {
             AccountReply::Claimed => Ok(()),
             other => Err(self.wrong_reply("Claim", other.name())),
+        }
+    }
+
+    /// Node: several debits in one frame (1 to
+    /// [`proto::account::MAX_DEBITS_PER_FRAME`]), one outcome per debit in order,
+    /// each what a `Debit` of its own would have got. An accountd that predates
+    /// the operation answers [`RpcError::Server`] with `Unsupported`; an answer
+    /// with another number of outcomes is [`RpcError::WrongReply`] (retryable).
+    pub async fn debits(&mut self, debits: Vec<Debit>) -> Result<Vec<ChargeOutcome>, ClientError> {
+        let sent = debits.len();
+        match self.call(AccountOp::Debits(debits)).await? {
+            AccountReply::Charges(outcomes) if outcomes.len() == sent => Ok(outcomes),
+            AccountReply::Charges(_) => {
+                Err(self.wrong_reply("Debits", "Charges with another number of outcomes"))
+            }
+            other => Err(self.wrong_reply("Debits", other.name())),
         }
     }
 }

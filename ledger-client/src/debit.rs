@@ -5,6 +5,11 @@
 //! the journal only when accountd has applied it (or refused it for good, for
 //! example an unknown user: that is reported, not retried forever).
 //!
+//! When several charges are pending (a backlog after accountd was away, or one
+//! per rank each interval), up to [`FRAME`] of the oldest debits go in one
+//! `Debits` frame and their outcomes are settled together, in order, with one
+//! journal write; an accountd that predates `Debits` gets them one by one.
+//!
 //! Across restarts: a new `DebitClient` on the same journal resends whatever
 //! was pending. A charge that reached accountd but whose answer was lost is
 //! sent again and answered as a duplicate, so it is applied exactly once.
@@ -13,8 +18,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use clients::account::{AccountClient, ClientError, LearntAddress, no_address};
-use proto::account::{AccountReply, ChargeReceipt, ErrorCode};
+use clients::account::LearntAddress;
+use proto::account::{ChargeReceipt, ErrorCode};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
@@ -114,7 +119,7 @@ impl DebitClient {
         let wake = Arc::new(Notify::new());
         let (stop_tx, stop_rx) = watch::channel(false);
         let (stx, srx) = mpsc::unbounded_channel();
-        let sender = Sender {
+        let sender = sender::Sender {
             cfg,
             journal: journal.clone(),
             wake: wake.clone(),
@@ -207,180 +212,56 @@ impl DebitClient {
     }
 }
 
-struct Sender {
-    cfg: DebitClientConfig,
-    journal: Arc<Mutex<Journal>>,
-    wake: Arc<Notify>,
-    unreported: Arc<watch::Sender<usize>>,
-    settled: mpsc::UnboundedSender<Settlement>,
-    stop: watch::Receiver<bool>,
-}
-
-impl Sender {
-    async fn run(mut self) {
-        let mut conn: Option<AccountClient> = None;
-        let mut backoff = self.cfg.backoff_min;
-        loop {
-            if *self.stop.borrow() {
-                return;
-            }
-            let j = self.journal.clone();
-            let next = match tokio::task::spawn_blocking(move || lock(&j).first_pending()).await {
-                Ok(next) => next,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot read the debit journal; will retry");
-                    if self.pause(self.cfg.backoff_max).await {
-                        return;
-                    }
-                    continue;
-                }
-            };
-            let Some(charge) = next else {
-                tokio::select! {
-                    _ = self.wake.notified() => {}
-                    _ = self.stop.changed() => return,
-                }
-                continue;
-            };
-            let reused = conn.is_some();
-            // Stopping may abandon a request in flight: the charge stays in
-            // the journal and a repeat is harmless.
-            let mut stop = self.stop.clone();
-            let delivered = tokio::select! {
-                r = self.deliver(&mut conn, &charge) => r,
-                _ = stop.changed() => return,
-            };
-            match delivered {
-                Ok(outcome) => {
-                    backoff = self.cfg.backoff_min;
-                    if let Err(e) = self.settle(&charge, outcome).await {
-                        tracing::error!(error = %e, "cannot write the debit journal; will retry");
-                        if self.pause(backoff).await {
-                            return;
-                        }
-                    }
-                }
-                Err(e) if reused && !matches!(e, ClientError::Server(_)) => {
-                    // An idle connection the server closed: reconnect at once.
-                    tracing::debug!(error = %e, "connection to accountd lost; reconnecting");
-                    conn = None;
-                }
-                Err(e) => {
-                    conn = None;
-                    tracing::warn!(key = %charge.key(), error = %e, retry_in = ?backoff, "charge not delivered");
-                    if self.pause(backoff).await {
-                        return;
-                    }
-                    backoff = (backoff * 2).min(self.cfg.backoff_max);
-                }
-            }
-        }
-    }
-
-    /// Sleeps, or returns true at once when stopping.
-    async fn pause(&mut self, d: Duration) -> bool {
-        tokio::select! {
-            _ = tokio::time::sleep(d) => *self.stop.borrow(),
-            _ = self.stop.changed() => true,
-        }
-    }
-
-    async fn deliver(
-        &self,
-        conn: &mut Option<AccountClient>,
-        charge: &Charge,
-    ) -> Result<Outcome, ClientError> {
-        let c = match conn {
-            Some(c) => c,
-            None => conn.insert(
-                AccountClient::connect(
-                    &self.server()?,
-                    &self.cfg.connector,
-                    &self.cfg.server_name,
-                    self.cfg.timeout,
-                )
-                .await?,
-            ),
-        };
-        match c.call(charge.to_op()).await {
-            Ok(AccountReply::Charged(receipt)) => Ok(Outcome::Applied(receipt)),
-            Ok(other) => Err(ClientError::Server(proto::account::AccountError::new(
-                ErrorCode::Malformed,
-                format!("accountd answered a charge with {}", other.name()),
-            ))),
-            Err(ClientError::Server(e)) if !e.code.is_retryable() => {
-                Ok(Outcome::Refused(e.code, e.message))
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The address to dial now.
-    fn server(&self) -> Result<String, ClientError> {
-        match &self.cfg.learnt {
-            Some(learnt) => learnt.get().ok_or_else(no_address),
-            None => Ok(self.cfg.server.clone()),
-        }
-    }
-
-    async fn settle(&self, charge: &Charge, outcome: Outcome) -> Result<(), JournalError> {
-        settle(
-            &self.journal,
-            &self.cfg.journal,
-            charge,
-            outcome,
-            &self.settled,
-            &self.unreported,
-        )
-        .await
-    }
-}
-
-/// Records a charge's outcome in the journal, then reports it on `settled` and counts
-/// it off `unreported`. Fails only when the outcome could not be recorded (the charge
-/// stays pending and is sent again); a compaction that fails after the outcome was
-/// recorded is a warning, and the settlement is reported all the same, so that
+/// Records charges' outcomes in the journal (one write and fsync for the lot),
+/// then reports each on `settled`, in order, and counts it off `unreported`. Fails
+/// only when the outcomes could not be recorded (the charges stay pending and are
+/// sent again); a compaction that fails after they were recorded is a warning,
+/// and the settlements are reported all the same, so that
 /// [`DebitClient::wait_settled`] completes.
 async fn settle(
     journal: &Arc<Mutex<Journal>>,
     path: &std::path::Path,
-    charge: &Charge,
-    outcome: Outcome,
+    outcomes: Vec<(Charge, Outcome)>,
     settled: &mpsc::UnboundedSender<Settlement>,
     unreported: &watch::Sender<usize>,
 ) -> Result<(), JournalError> {
+    if outcomes.is_empty() {
+        return Ok(());
+    }
     let j = journal.clone();
-    let (c, o) = (charge.clone(), outcome.clone());
-    let compaction = tokio::task::spawn_blocking(move || lock(&j).settle(&c, o))
-        .await
-        .map_err(|e| JournalError::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::other(e),
-        })??;
+    let (outcomes, compaction) = tokio::task::spawn_blocking(move || {
+        let r = lock(&j).settle_many(&outcomes);
+        r.map(|c| (outcomes, c))
+    })
+    .await
+    .map_err(|e| JournalError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e),
+    })??;
     if let Some(e) = compaction {
         tracing::warn!(error = %e, "cannot compact the debit journal (the settlement is recorded; \
             compaction is tried again at the next one)");
     }
-    {
+    let n = outcomes.len();
+    for (charge, outcome) in outcomes {
         let event = match outcome {
-            Outcome::Applied(receipt) => Settlement::Applied {
-                charge: charge.clone(),
-                receipt,
-            },
+            Outcome::Applied(receipt) => Settlement::Applied { charge, receipt },
             Outcome::Refused(code, message) => {
                 tracing::error!(key = %charge.key(), user = charge.user(), "accountd refused a charge for good: {message}");
                 Settlement::Refused {
-                    charge: charge.clone(),
+                    charge,
                     code,
                     message,
                 }
             }
         };
         let _ = settled.send(event);
-        unreported.send_modify(|n| *n = n.saturating_sub(1));
     }
+    unreported.send_modify(|u| *u = u.saturating_sub(n));
     Ok(())
 }
 
+mod sender;
+pub use sender::FRAME;
 #[cfg(test)]
 mod tests;

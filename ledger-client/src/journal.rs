@@ -294,8 +294,16 @@ impl Journal {
     }
 
     fn append(&mut self, r: &Record) -> Result<(), JournalError> {
+        self.append_all(std::slice::from_ref(r))
+    }
+
+    /// Appends records with one write and one fsync. A crash part way leaves
+    /// a prefix of them and a torn tail, which the next open cuts off.
+    fn append_all(&mut self, records: &[Record]) -> Result<(), JournalError> {
         let mut buf = Vec::new();
-        encode_record(r, &mut buf)?;
+        for r in records {
+            encode_record(r, &mut buf)?;
+        }
         let io = |source| JournalError::Io {
             path: self.path.clone(),
             source,
@@ -374,13 +382,32 @@ impl Journal {
         c: &Charge,
         outcome: Outcome,
     ) -> Result<Option<JournalError>, JournalError> {
-        let (refund, key) = c.id();
-        if !self.index.contains_key(&(refund, key.clone())) {
+        self.settle_many(&[(c.clone(), outcome)])
+    }
+
+    /// [`Journal::settle`] for several charges at once: their records go to the
+    /// file in one write and one fsync. `Err` means none of them was recorded
+    /// (or, after a crash, only some: the others stay pending and are sent
+    /// again, which accountd answers as duplicates).
+    pub fn settle_many(
+        &mut self,
+        settled: &[(Charge, Outcome)],
+    ) -> Result<Option<JournalError>, JournalError> {
+        let mut records = Vec::with_capacity(settled.len());
+        let mut seen = std::collections::HashSet::new();
+        for (c, outcome) in settled {
+            let id = c.id();
+            if self.index.contains_key(&id) && seen.insert(id.clone()) {
+                records.push(Record::Settled(id.0, id.1, outcome.clone()));
+            }
+        }
+        if records.is_empty() {
             return Ok(None);
         }
-        let r = Record::Settled(refund, key, outcome);
-        self.append(&r)?;
-        self.apply(r);
+        self.append_all(&records)?;
+        for r in records {
+            self.apply(r);
+        }
         if self.len > self.compact_at && (self.order.len() as u64) * 512 < self.len / 2 {
             return Ok(self.compact().err());
         }
@@ -400,6 +427,11 @@ impl Journal {
     /// The oldest pending charge.
     pub fn first_pending(&self) -> Option<Charge> {
         self.order.values().next().cloned()
+    }
+
+    /// The `n` oldest pending charges, oldest first.
+    pub fn oldest_pending(&self, n: usize) -> Vec<Charge> {
+        self.order.values().take(n).cloned().collect()
     }
 
     /// Number of pending charges.

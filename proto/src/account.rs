@@ -32,6 +32,17 @@ pub const ACCOUNT_PROTOCOL_VERSION: u16 = 1;
 /// Most entries one history page may hold; servers cap larger requests to this.
 pub const MAX_HISTORY_PAGE: u32 = 1000;
 
+/// Most debits one [`AccountOp::Debits`] frame may carry; accountd refuses a
+/// frame with more (or none) as [`ErrorCode::Malformed`]. Chosen so that a
+/// frame of the largest valid debits (every name at its 64-byte limit, every
+/// number at its longest) still fits in
+/// [`crate::limits::MAX_ACCOUNT_REQUEST`].
+pub const MAX_DEBITS_PER_FRAME: usize = 64;
+
+/// The outcome of one debit of a [`AccountOp::Debits`] frame: the receipt, or
+/// the error that debit alone would have got.
+pub type ChargeOutcome = Result<ChargeReceipt, AccountError>;
+
 /// The envelope of every request sent to accountd.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AccountRequest {
@@ -213,6 +224,12 @@ crate::tagged::tagged_enum! {
         11 => Claim(Claim),
         /// Anyone: the latest chain head this accountd signed (answered `Head`).
         12 => Head,
+        /// Node: several charges at once, 1 to [`MAX_DEBITS_PER_FRAME`], each
+        /// treated exactly as a `Debit` of its own (idempotent by key) and
+        /// committed together; answered `Charges`, one outcome per debit in
+        /// order. An accountd older than this answers `Unsupported`: send
+        /// single `Debit`s to it.
+        13 => Debits(Vec<Debit>),
     }
 }
 
@@ -267,6 +284,8 @@ crate::tagged::tagged_enum! {
         /// Answer to `Head`: the latest signed chain head, `None` when this
         /// accountd signs none (no `[store] anchors`) or has not yet.
         10 => Head(Option<SignedHead>),
+        /// Answer to `Debits`: one outcome per debit, in the order sent.
+        11 => Charges(Vec<ChargeOutcome>),
     }
 }
 
@@ -555,6 +574,65 @@ mod tests {
         let bytes = postcard::to_stdvec(&req).unwrap();
         let back: AccountRequest = postcard::from_bytes(&bytes).unwrap();
         assert_eq!(back, req);
+    }
+
+    /// The largest valid debit: every name at 64 bytes, every number at its
+    /// longest encoding.
+    fn largest_debit(seq: u64) -> Debit {
+        let name = "n".repeat(64);
+        Debit {
+            key: DebitKey {
+                node: name.clone(),
+                job: name.clone(),
+                seq: u64::MAX - seq,
+            },
+            user: name,
+            amount: i64::MIN,
+            rank: u32::MAX,
+            interval: MeterInterval {
+                start_us: u64::MAX,
+                end_us: u64::MAX,
+            },
+            cpu_us: u64::MAX,
+        }
+    }
+
+    #[test]
+    fn a_full_frame_of_the_largest_debits_fits_the_request_limit() {
+        let debits = (0..MAX_DEBITS_PER_FRAME as u64)
+            .map(largest_debit)
+            .collect();
+        let req = AccountRequest::new(u64::MAX, AccountOp::Debits(debits));
+        let bytes = postcard::to_stdvec(&req).unwrap();
+        assert!(
+            bytes.len() <= crate::limits::MAX_ACCOUNT_REQUEST,
+            "{} bytes",
+            bytes.len()
+        );
+        assert_eq!(postcard::from_bytes::<AccountRequest>(&bytes).unwrap(), req);
+    }
+
+    #[test]
+    fn charges_round_trip_with_receipts_and_errors_in_order() {
+        let receipt = ChargeReceipt {
+            entry_id: 4,
+            amount: -10,
+            balance_after: 90,
+            balance_now: 80,
+            duplicate: true,
+        };
+        let resp = AccountResponse {
+            id: 2,
+            result: Ok(AccountReply::Charges(vec![
+                Ok(receipt),
+                Err(AccountError::new(ErrorCode::KeyConflict, "differs")),
+            ])),
+        };
+        let bytes = postcard::to_stdvec(&resp).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<AccountResponse>(&bytes).unwrap(),
+            resp
+        );
     }
 
     #[test]

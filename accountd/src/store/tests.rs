@@ -609,6 +609,8 @@ mod chain;
 #[cfg(test)]
 mod lite;
 #[cfg(test)]
+mod many;
+#[cfg(test)]
 mod migrate;
 #[cfg(test)]
 mod restart;

@@ -166,6 +166,35 @@ impl Store {
         rx.await.map_err(|_| gone())?
     }
 
+    /// Applies several writes as `actor`, each exactly as [`Store::write`]
+    /// would, and answers each once it is durable, in order. Every job is
+    /// queued before any answer is awaited, so the writer takes them into
+    /// the same group commit (up to its `max_batch`).
+    pub async fn write_many(
+        &self,
+        actor: &str,
+        ops: Vec<AccountOp>,
+    ) -> Vec<Result<AccountReply, AccountError>> {
+        let mut waiting = Vec::with_capacity(ops.len());
+        for op in ops {
+            let (reply, rx) = oneshot::channel();
+            let job = WriteJob::Op {
+                actor: actor.to_string(),
+                op,
+                reply,
+            };
+            waiting.push(self.writer.send(job).await.ok().map(|()| rx));
+        }
+        let mut answers = Vec::with_capacity(waiting.len());
+        for rx in waiting {
+            answers.push(match rx {
+                Some(rx) => rx.await.unwrap_or_else(|_| Err(gone())),
+                None => Err(gone()),
+            });
+        }
+        answers
+    }
+
     /// Answers a query (balance, history, report, audit) with users resolved.
     pub async fn read(&self, op: AccountOp) -> Result<AccountReply, AccountError> {
         let (reply, rx) = oneshot::channel();

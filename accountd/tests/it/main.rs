@@ -6,6 +6,7 @@ mod anchors_cli;
 mod config;
 mod conflict;
 mod crash;
+mod debits;
 mod errors;
 mod garbage;
 mod journal;

@@ -22,9 +22,15 @@ async fn a_failed_compaction_still_reports_the_settlement() {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let unreported = watch::Sender::new(usize::try_from(n).unwrap());
     for k in 0..n {
-        settle(&journal, &path, &charge(k), applied(), &tx, &unreported)
-            .await
-            .expect("the settlement is recorded; only compaction fails");
+        settle(
+            &journal,
+            &path,
+            vec![(charge(k), applied())],
+            &tx,
+            &unreported,
+        )
+        .await
+        .expect("the settlement is recorded; only compaction fails");
     }
     assert_eq!(*unreported.borrow(), 0, "every settlement counted off");
     for k in 0..n {

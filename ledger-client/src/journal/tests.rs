@@ -260,3 +260,38 @@ fn crc32_matches_the_standard_check_value() {
     // Pins the on-disk format: journals written before keep their checksums.
     assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
 }
+
+#[test]
+fn settling_many_at_once_survives_reopening_and_a_torn_write_keeps_the_rest_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("j");
+    let mut j = Journal::open(&p).unwrap();
+    for s in 0..6 {
+        j.record(charge(s)).unwrap();
+    }
+    assert_eq!(j.oldest_pending(2), vec![charge(0), charge(1)]);
+    let refused = Outcome::Refused(ErrorCode::UnknownUser, "no".into());
+    // A charge not pending (or named twice) is skipped, as by `settle`.
+    let many = [
+        (charge(0), applied()),
+        (charge(1), refused),
+        (charge(1), applied()),
+        (charge(9), applied()),
+        (charge(2), applied()),
+    ];
+    assert!(j.settle_many(&many).unwrap().is_none());
+    assert_eq!(j.pending(), vec![charge(3), charge(4), charge(5)]);
+    let before = j.file_len();
+    j.settle_many(&[(charge(3), applied()), (charge(4), applied())])
+        .unwrap();
+    let after = j.file_len();
+    drop(j);
+    // A crash in the middle of the one write: the first record is whole, the
+    // second torn. The first stays settled, the second's charge pending.
+    let f = OpenOptions::new().write(true).open(&p).unwrap();
+    f.set_len(after - 3).unwrap();
+    drop(f);
+    let j = Journal::open(&p).unwrap();
+    assert!(j.discarded_tail > 0 && j.file_len() > before);
+    assert_eq!(j.pending(), vec![charge(4), charge(5)]);
+}
