@@ -34,15 +34,17 @@ pub const MIN_REACH: f64 = 0.5;
 pub const PAYBACK: f64 = 0.25;
 /// Furthest a lag moves a cap from `allocation * reach`, as a share of it either way.
 pub const LAG_SWING: f64 = 0.5;
-/// The CFS period of a cap, microseconds: a 1 s window holds a hundred of them. Measured
-/// on Figure 4 (docs/BENCHMARKS.md, "The caps' period"): 10 ms kept every 1 s window
-/// within 3 points of one CPU in 11 of 12 runs, against 5 of 15 at 20 ms and none at
-/// 40 or 100 ms; at 5 ms the throttling itself took CPU from the jobs.
-pub const PERIOD_US: u64 = 10_000;
+/// The CFS period of a cap, microseconds: a 1 s window holds fifty of them. Measured on
+/// Figure 4 (docs/BENCHMARKS.md, "The caps' period"): 10 ms kept more 1 s windows
+/// within 3 points of one CPU, but the jobs of an interval where caps sum to exactly a
+/// CPU (0.667 and 0.333 sharing one) lost up to a tenth of it between their periods,
+/// an interval error over a point; 40 and 100 ms were worse in every second, and at
+/// 5 ms the throttling itself took CPU from the jobs.
+pub const PERIOD_US: u64 = 20_000;
 
 /// The period of a cap of `cpus`: [`PERIOD_US`], lengthened for a cap so small that a
 /// period's quota would fall under the kernel's smallest (1 ms), so that a small
-/// allocation is capped at itself rather than at 1 ms a period (0.05 CPU gets 20 ms
+/// allocation is capped at itself rather than at 1 ms a period (0.02 CPU gets 50 ms
 /// periods, 0.001 CPU one second).
 pub fn period_us(cpus: f64) -> u64 {
     if !(cpus.is_finite() && cpus > 0.0) {
@@ -96,10 +98,10 @@ pub fn reach(model_sum: f64, measured_sum: f64, idle_cpus: f64) -> f64 {
 /// ```
 /// use rexecd::market::control::caps::caps;
 /// let c = caps(&[0.889, 0.667, 0.444, 0.0], &[0.0; 4], true, 1.0);
-/// assert_eq!(c[0].unwrap().quota_us, 8_890);
+/// assert_eq!(c[0].unwrap().quota_us, 17_780);
 /// assert_eq!(c[3], None);
 /// let ahead = caps(&[1.0, 1.0], &[-0.4, 0.4], true, 1.0);
-/// assert_eq!(ahead[0].unwrap().quota_us, 9_000);
+/// assert_eq!(ahead[0].unwrap().quota_us, 18_000);
 /// assert!(caps(&[1.0, 1.0], &[0.0; 2], false, 1.0).iter().all(Option::is_none));
 /// ```
 pub fn caps(model: &[f64], owed: &[f64], contended: bool, reach: f64) -> Vec<Option<CpuQuota>> {
@@ -181,8 +183,8 @@ mod tests {
     #[test]
     fn small_caps_get_periods_long_enough_to_hold_them() {
         assert_eq!(period_us(0.5), PERIOD_US);
-        assert_eq!(period_us(0.1), PERIOD_US);
-        assert_eq!(period_us(0.05), 20_000);
+        assert_eq!(period_us(0.05), PERIOD_US);
+        assert_eq!(period_us(0.02), 50_000);
         assert_eq!(period_us(0.001), CpuQuota::MAX_PERIOD_US);
         assert_eq!(period_us(1e-9), CpuQuota::MAX_PERIOD_US);
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
