@@ -26,9 +26,9 @@ pub fn admin_entry() -> impl Strategy<Value = AdminEntry> {
     })
 }
 
-/// Every operation, with any `ReportBy` code (known or not).
-pub fn account_op() -> impl Strategy<Value = AccountOp> {
-    let debit = (
+/// Any debit.
+pub fn debit() -> impl Strategy<Value = Debit> {
+    (
         debit_key(),
         text(),
         any::<i64>(),
@@ -36,16 +36,18 @@ pub fn account_op() -> impl Strategy<Value = AccountOp> {
         interval(),
         any::<u64>(),
     )
-        .prop_map(|(key, user, amount, rank, interval, cpu_us)| {
-            AccountOp::Debit(Debit {
-                key,
-                user,
-                amount,
-                rank,
-                interval,
-                cpu_us,
-            })
-        });
+        .prop_map(|(key, user, amount, rank, interval, cpu_us)| Debit {
+            key,
+            user,
+            amount,
+            rank,
+            interval,
+            cpu_us,
+        })
+}
+
+/// Every operation, with any `ReportBy` code (known or not).
+pub fn account_op() -> impl Strategy<Value = AccountOp> {
     let refund =
         (debit_key(), text(), any::<i64>(), text()).prop_map(|(key, user, amount, reason)| {
             AccountOp::Refund(Refund {
@@ -84,7 +86,9 @@ pub fn account_op() -> impl Strategy<Value = AccountOp> {
             })
         });
     prop_oneof![
-        debit,
+        debit().prop_map(AccountOp::Debit),
+        // Any count, also none or more than a frame may carry (the server refuses those).
+        vec(debit(), 0..4).prop_map(AccountOp::Debits),
         refund,
         option::of(text()).prop_map(|user| AccountOp::Balance(BalanceQuery { user })),
         history,
@@ -188,9 +192,9 @@ pub fn audit_problem() -> impl Strategy<Value = AuditProblem> {
     })
 }
 
-/// Every reply variant.
-pub fn account_reply() -> impl Strategy<Value = AccountReply> {
-    let charged = (
+/// Any charge receipt.
+pub fn charge_receipt() -> impl Strategy<Value = ChargeReceipt> {
+    (
         any::<i64>(),
         any::<i64>(),
         any::<i64>(),
@@ -198,18 +202,25 @@ pub fn account_reply() -> impl Strategy<Value = AccountReply> {
         any::<bool>(),
     )
         .prop_map(
-            |(entry_id, amount, balance_after, balance_now, duplicate)| {
-                AccountReply::Charged(ChargeReceipt {
-                    entry_id,
-                    amount,
-                    balance_after,
-                    balance_now,
-                    duplicate,
-                })
+            |(entry_id, amount, balance_after, balance_now, duplicate)| ChargeReceipt {
+                entry_id,
+                amount,
+                balance_after,
+                balance_now,
+                duplicate,
             },
-        );
+        )
+}
+
+/// Every reply variant.
+pub fn account_reply() -> impl Strategy<Value = AccountReply> {
     prop_oneof![
-        charged,
+        charge_receipt().prop_map(AccountReply::Charged),
+        vec(
+            prop_oneof![charge_receipt().prop_map(Ok), account_error().prop_map(Err)],
+            0..4
+        )
+        .prop_map(AccountReply::Charges),
         account_balance().prop_map(AccountReply::Balance),
         (vec(ledger_entry(), 0..4), option::of(any::<i64>())).prop_map(|(entries, next_after)| {
             AccountReply::History(HistoryPage {
