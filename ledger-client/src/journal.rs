@@ -424,11 +424,6 @@ impl Journal {
         self.order.values().cloned().collect()
     }
 
-    /// The oldest pending charge.
-    pub fn first_pending(&self) -> Option<Charge> {
-        self.order.values().next().cloned()
-    }
-
     /// The `n` oldest pending charges, oldest first.
     pub fn oldest_pending(&self, n: usize) -> Vec<Charge> {
         self.order.values().take(n).cloned().collect()
