@@ -613,6 +613,8 @@ mod many;
 #[cfg(test)]
 mod migrate;
 #[cfg(test)]
+mod plan;
+#[cfg(test)]
 mod restart;
 #[cfg(test)]
 mod tls;

@@ -34,11 +34,19 @@ pub fn begin_write(keys: &[String], users: &[String]) -> String {
 /// The read ahead as one statement. The first column says what a row is: a
 /// charge (0), the last entry (1), or an account with its balance in the
 /// fourth column (2).
-fn read_ahead(keys: &[String], users: &[String]) -> String {
+///
+/// Each key is looked up on its own in the key's unique index: a `LATERAL`
+/// subquery with a `LIMIT`, which the planner cannot flatten into a join,
+/// so the cost stays a few microseconds a key however long the ledger. With
+/// `idem_key = ANY(…)` of a batch's 500 keys the planner chose a sequential
+/// scan of all of `entries` once it held some thousands of entries (14 ms at
+/// 46,000 and growing with the ledger, inside the head lock; BENCHMARKS.md).
+pub(in crate::store) fn read_ahead(keys: &[String], users: &[String]) -> String {
     format!(
-        r#"(SELECT 0, idem_key, id, balance_after, "user", amount, rank, interval_start_us,
-                   interval_end_us, cpu_us, reason, NULL::BYTEA
-            FROM entries WHERE idem_key = ANY({}))
+        r#"(SELECT 0, e.idem_key, e.id, e.balance_after, e."user", e.amount, e.rank,
+                   e.interval_start_us, e.interval_end_us, e.cpu_us, e.reason, NULL::BYTEA
+            FROM unnest({}) AS k(key)
+            CROSS JOIN LATERAL (SELECT * FROM entries WHERE idem_key = k.key LIMIT 1) AS e)
            UNION ALL
            (SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, hash
             FROM entries ORDER BY id DESC LIMIT 1)
