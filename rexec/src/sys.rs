@@ -1,7 +1,8 @@
 //! The crate's only unsafe code: reading a terminal's window size with the
-//! `TIOCGWINSZ` ioctl, which nix offers only as an unsafe macro, and the local
+//! `TIOCGWINSZ` ioctl, which nix offers only as an unsafe macro, the local
 //! time zone's offset at an instant with `localtime_r` (for the times `rexec
-//! queue` prints).
+//! queue` prints), and `read` into a buffer's unused capacity (the stdin
+//! pump's chunks, which would otherwise be zeroed before every read).
 
 use std::os::fd::{AsFd, AsRawFd};
 
@@ -48,8 +49,61 @@ pub fn local_offset(utc_secs: i64) -> Option<i64> {
     (!r.is_null()).then_some(i64::from(tm.tm_gmtoff))
 }
 
+/// Reads once from `fd` into the unused capacity of `buf` (at most
+/// `buf.capacity() - buf.len()` bytes), appending what was read: the number
+/// of bytes, 0 at end-of-file. Nothing is zeroed first, which a safe `read`
+/// into a fresh buffer would need.
+pub fn read_appending(fd: impl AsFd, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    let spare = buf.spare_capacity_mut();
+    // SAFETY: the descriptor is borrowed and so open for the whole call;
+    // `spare` is writable memory owned by `buf` of exactly `spare.len()`
+    // bytes, and read(2) writes at most that many into it.
+    let n = unsafe {
+        nix::libc::read(
+            fd.as_fd().as_raw_fd(),
+            spare.as_mut_ptr().cast(),
+            spare.len(),
+        )
+    };
+    let n = usize::try_from(n).map_err(|_| std::io::Error::last_os_error())?;
+    // SAFETY: read(2) initialised the first `n` bytes of the spare capacity
+    // (n <= spare.len(), so the new length is within the capacity).
+    unsafe { buf.set_len(buf.len() + n) };
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn read_appending_appends_what_was_read_and_says_end_of_file() {
+        use std::io::Write;
+        let (r, mut w) = std::io::pipe().unwrap();
+        w.write_all(b"hello").unwrap();
+        drop(w);
+        let mut buf = Vec::with_capacity(64);
+        buf.extend_from_slice(b">");
+        assert_eq!(super::read_appending(&r, &mut buf).unwrap(), 5);
+        assert_eq!(buf, b">hello");
+        assert_eq!(super::read_appending(&r, &mut buf).unwrap(), 0);
+        assert_eq!(buf, b">hello");
+        let mut small = Vec::with_capacity(2);
+        let (r, mut w) = std::io::pipe().unwrap();
+        w.write_all(b"abc").unwrap();
+        let cap = small.capacity();
+        let n = super::read_appending(&r, &mut small).unwrap();
+        assert_eq!(n, cap.min(3), "a read fills at most the unused capacity");
+        assert_eq!(small, &b"abc"[..n]);
+    }
+
+    #[test]
+    fn read_appending_reports_a_bad_descriptor() {
+        let (_r, w) = std::io::pipe().unwrap();
+        let mut buf = Vec::with_capacity(8);
+        let e = super::read_appending(&w, &mut buf).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(nix::libc::EBADF));
+        assert!(buf.is_empty());
+    }
+
     #[test]
     fn the_local_offset_is_within_a_day() {
         let off = super::local_offset(1_764_000_000).expect("an offset");
