@@ -236,7 +236,7 @@ impl Sched {
             r.done_ms += now_ms - r.started_ms.unwrap_or(now_ms);
         })
         .await;
-        tracing::info!(job = %JobId(id), "suspended");
+        tracing::info!(job = %JobId(id), at_ms = now_ms, "suspended");
     }
 
     /// Ends job `id` in `state`: final charge, ranks let go, recorded.
@@ -258,7 +258,7 @@ impl Sched {
             r.reason = reason.clone();
         })
         .await;
-        tracing::info!(job = %JobId(id), ?state, ?exit, "ended");
+        tracing::info!(job = %JobId(id), ?state, ?exit, at_ms = now_ms, "ended");
     }
 
     /// A rank of job `id` was lost: the others are killed, and the job is

@@ -173,6 +173,11 @@ impl JobCgroups {
         })
     }
 
+    /// The job's threads.
+    pub fn threads(&self, id: u64) -> Result<Vec<ProcessId>> {
+        self.backend.threads(id)
+    }
+
     /// The job's processes.
     pub fn procs(&self, id: u64) -> Result<Vec<ProcessId>> {
         self.backend.procs(id)

@@ -49,10 +49,14 @@ pub const MAX_CPUS: u32 = 4096;
 /// How kernel weights are set from bids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ShareControl {
-    /// Every tick, correct the weights so measured shares converge to the model's,
-    /// and cap each job at its allocation while the node is contended.
+    /// Every tick, correct the weights so measured shares converge to the model's;
+    /// while the node is contended, confine single-threaded jobs to CPUs on a
+    /// schedule (`market::control::placement`) when every job the model gives CPU is
+    /// one, else cap each job at its allocation.
     #[default]
     Closed,
+    /// `Closed` without the placement: caps whenever contended (for comparison).
+    Caps,
     /// The weights corrected as with `Closed`, no caps (for comparison).
     Weights,
     /// Weights proportional to bids, never corrected.
@@ -62,7 +66,15 @@ pub enum ShareControl {
 impl ShareControl {
     /// True when the weights are corrected every tick (`closed` and `weights`).
     pub fn corrects_weights(self) -> bool {
-        matches!(self, ShareControl::Closed | ShareControl::Weights)
+        matches!(
+            self,
+            ShareControl::Closed | ShareControl::Caps | ShareControl::Weights
+        )
+    }
+
+    /// True when contended jobs are capped at their allocations (`closed`, `caps`).
+    pub fn caps(self) -> bool {
+        matches!(self, ShareControl::Closed | ShareControl::Caps)
     }
 }
 
@@ -71,9 +83,10 @@ impl std::str::FromStr for ShareControl {
     fn from_str(s: &str) -> Result<Self, String> {
         match s.trim().to_ascii_lowercase().as_str() {
             "closed" => Ok(ShareControl::Closed),
+            "caps" => Ok(ShareControl::Caps),
             "weights" => Ok(ShareControl::Weights),
             "open" => Ok(ShareControl::Open),
-            _ => Err("use closed, weights or open".to_string()),
+            _ => Err("use closed, caps, weights or open".to_string()),
         }
     }
 }
@@ -82,6 +95,7 @@ impl std::fmt::Display for ShareControl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.pad(match self {
             ShareControl::Closed => "closed",
+            ShareControl::Caps => "caps",
             ShareControl::Weights => "weights",
             ShareControl::Open => "open",
         })

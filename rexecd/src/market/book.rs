@@ -19,6 +19,10 @@ use super::control;
 use crate::cgroup::CpuQuota;
 use crate::registry::Control;
 
+/// Tickets of a placed rank whose weight hint is 1 (`Book::placement`); hints are at
+/// most 49, so the largest stays well inside the tickets of bids (2^20).
+const PLACED_TICKETS: f64 = 4096.0;
+
 /// Samples kept per rank for the "measured over the last window" share.
 const WINDOW: usize = 10;
 
@@ -154,6 +158,15 @@ pub struct Book {
     gains_at: u64,
     /// The share of their allocations the caps give the jobs (`control::caps::reach`).
     reach: f64,
+}
+
+/// Where the placed ranks run and what their weights follow (`Book::placement`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placed {
+    /// Each placed rank's slot, by cgroup id.
+    pub slots: Vec<(u64, control::placement::Slot)>,
+    /// Every rank's ticket count, by cgroup id.
+    pub tickets: Vec<(u64, u64)>,
 }
 
 /// The node as `ListJobs` and announcements show it.
@@ -560,6 +573,42 @@ impl Book {
             .zip(self.ranks.values())
             .map(|(c, r)| (r.cgroup, c))
             .collect()
+    }
+
+    /// While the node is contended by single-threaded ranks only, where each rank's
+    /// thread may run (`control::placement`), by cgroup, and the ticket count each
+    /// rank's weight should then follow: the placement's weight hints times the
+    /// closed-loop gain (instead of [`Self::weight_tickets`]). `None` when placement
+    /// does not apply.
+    pub fn placement(&self) -> Option<Placed> {
+        if !self.contended {
+            return None;
+        }
+        let inputs: Vec<control::placement::Input> = self
+            .ranks
+            .values()
+            .map(|r| control::placement::Input {
+                allocation: r.model_milli as f64 / 1000.0,
+                demand: r.demand,
+            })
+            .collect();
+        let plan = control::placement::plan(self.cpus as usize, &inputs)?;
+        let slots = plan
+            .slots
+            .into_iter()
+            .zip(self.ranks.values())
+            .filter_map(|(slot, r)| slot.map(|s| (r.cgroup, s)))
+            .collect();
+        let tickets = plan
+            .hints
+            .iter()
+            .zip(self.ranks.values())
+            .map(|(&hint, r)| {
+                let base = (hint * PLACED_TICKETS).round().max(1.0) as u64;
+                (r.cgroup, control::corrected_tickets(base, r.share.gain))
+            })
+            .collect();
+        Some(Placed { slots, tickets })
     }
 
     /// Debits due at the metering tick at `now` (ticks every `tick`): every rank whose

@@ -29,7 +29,8 @@
 //!
 //! The weight is then `tickets_i * g_i`. The state resets whenever jobs arrive, leave
 //! or re-bid (the target moved) and stays at rest while the node is not contended.
-//! [`caps`] holds the other lever, CFS bandwidth caps at the model's allocations.
+//! [`caps`] holds the second lever, CFS bandwidth caps at the model's allocations, and
+//! [`placement`] the third, single-threaded jobs confined to CPUs on a schedule.
 
 /// Weight of a new one-tick sample in the filtered rate error.
 pub const ALPHA: f64 = 0.35;
@@ -197,6 +198,7 @@ pub fn corrected_tickets(tickets: u64, gain: f64) -> u64 {
 }
 
 pub mod caps;
+pub mod placement;
 
 #[cfg(test)]
 mod tests;

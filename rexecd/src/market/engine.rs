@@ -164,8 +164,28 @@ impl Market {
     async fn apply_weights(self: &Arc<Self>, written: &mut Written) {
         let (tickets, caps) = {
             let book = self.book();
-            let closed = self.cfg.share_control == ShareControl::Closed;
-            (book.weight_tickets(), book.caps(closed))
+            let mut placer = self.placer.lock().unwrap_or_else(|e| e.into_inner());
+            let placed = placer
+                .as_ref()
+                .filter(|p| p.cpus().len() == self.cfg.cpus as usize)
+                .and_then(|_| book.placement());
+            match placed {
+                Some(placed) => {
+                    if let Some(p) = placer.as_mut() {
+                        p.set(Some(super::placer::Placement { jobs: placed.slots }));
+                    }
+                    (placed.tickets, book.caps(false))
+                }
+                None => {
+                    if let Some(p) = placer.as_mut() {
+                        p.set(None);
+                    }
+                    (
+                        book.weight_tickets(),
+                        book.caps(self.cfg.share_control.caps()),
+                    )
+                }
+            }
         };
         let range = self.cgroups.weight_range();
         let counts: Vec<u64> = tickets.iter().map(|&(_, t)| t).collect();

@@ -1,11 +1,13 @@
 //! The market on this node: bids checked where they are enforced, CPU metered every
 //! tick, charges accrued under the node's policy and sent to accountd through the debit
 //! journal, kernel weights kept at what the bids (and, closed loop, the measured
-//! shares) say, bandwidth caps at the model's allocations while contended (closed
-//! loop), and owners who run dry dropped to bid 0.
+//! shares) say, bandwidth caps at the model's allocations or single-threaded jobs
+//! confined to CPUs while contended (closed loop), and owners who run dry dropped to
+//! bid 0.
 //!
 //! - [`book`]: the market state, the one source of truth for it (pure computation).
 //! - [`control`]: the closed-loop share controller's law.
+//! - [`placer`]: the thread that confines placed jobs to their CPUs on schedule.
 //! - [`credit`]: balance checks against accountd, with a short cache, and claims of
 //!   signed batch ranks.
 //! - `engine`: the engine task and its metering tick.
@@ -19,6 +21,7 @@ pub mod control;
 pub mod credit;
 mod engine;
 pub mod idle;
+pub mod placer;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -131,6 +134,8 @@ pub struct Market {
     idle_clock: idle::IdleClock,
     /// Its reading at the last tick.
     idle_last: Mutex<Option<idle::IdleReading>>,
+    /// Confines single-threaded jobs to CPUs (`share_control = "closed"` only).
+    placer: Mutex<Option<placer::Placer>>,
 }
 
 /// Node `node`'s refusal of a bid that cannot be one (negative), with its own
@@ -189,6 +194,17 @@ impl Market {
         let first_seq = next_seq_floor(debits.as_ref());
         let cfg_cpu_set = cfg.cpu_set.clone();
         let (tx, rx) = mpsc::unbounded_channel();
+        let placer = (cfg.share_control == ShareControl::Closed)
+            .then(|| {
+                let cpus = match cgroups.cpus() {
+                    Some(set) => set.iter().collect(),
+                    None => crate::sys::affinity::own_cpus(),
+                };
+                placer::Placer::start(cgroups.clone(), cpus)
+                    .inspect_err(|e| tracing::warn!(error = %e, "cannot start the placer: contended single-threaded jobs are capped instead"))
+                    .ok()
+            })
+            .flatten();
         let market = Arc::new(Market {
             node: node.to_string(),
             credit: Credit::new(node, ledger, learnt.clone(), cfg.balance_cache),
@@ -205,6 +221,7 @@ impl Market {
             meters: Default::default(),
             idle_clock: idle::IdleClock::new(cfg_cpu_set),
             idle_last: Mutex::new(None),
+            placer: Mutex::new(placer),
         });
         let engine = tokio::spawn(Arc::clone(&market).run(rx, settlements));
         *market.engine.lock().unwrap_or_else(|e| e.into_inner()) = Some(engine);

@@ -7,8 +7,10 @@
 //! a process group; [`set_window_size`] resizes a terminal; [`vfork`] starts a job's
 //! process without copying rexecd (`clone(CLONE_VM | CLONE_VFORK)`) and [`child`] holds
 //! the async-signal-safe set-up that child applies to itself before `exec`; [`net`]
-//! sets TCP keepalive and `TCP_USER_TIMEOUT` on client connections.
+//! sets TCP keepalive and `TCP_USER_TIMEOUT` on client connections; [`affinity`] confines
+//! a job's threads to CPUs for the market's placement.
 
+pub mod affinity;
 pub mod child;
 pub mod net;
 pub mod vfork;

@@ -15,6 +15,7 @@ mod util;
 
 mod measure;
 mod pinned;
+mod placed;
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,367 @@
+//! Placement of single-threaded jobs on a contended node: which CPU each job's thread
+//! may run on, at which point of a short period, so that the kernel has no thread to
+//! move by chance.
+//!
+//! Caps cannot give three single threads 0.889, 0.667 and 0.444 of two CPUs second by
+//! second: whenever the job alone on a CPU is throttled, that CPU idles until the load
+//! balancer pulls a waiting thread over, and which job that costs is chance (1 s
+//! windows 3 to 6 points of one CPU off, docs/BENCHMARKS.md). Placement removes the
+//! chance. Largest first, each job is **pinned** whole to the first CPU with room for
+//! its allocation (first fit decreasing); the jobs left over are laid end to end over
+//! what the CPUs have left, in CPU order (McNaughton's wrap-around rule), and each is
+//! **split**: allowed on each CPU it covers, in turn, for the share of every
+//! [`PERIOD`] that its part there is of its allocation. Every CPU keeps a runnable
+//! thread and nothing is capped, so the node's CPU is never idle under the market.
+//!
+//! On each CPU the jobs present divide it by weight, and [`Plan::hints`] gives weights
+//! under which the plan is exact when the split jobs on a CPU are not there at the
+//! same time (true of Figure 4's): the pinned jobs of a CPU weigh their allocations over the CPU's pinned
+//! total (one per CPU in all), and a split job `a / (1 - a)`, so that it runs at its
+//! allocation `a` wherever it is. Pinned job `j` then receives
+//! `a_j / S_k * (1 - sum of the split parts on k) = a_j` over a period. The weight
+//! controller (`control::step`) corrects what the kernel does differently.
+//!
+//! Placement applies only while every job the model gives CPU is single-threaded (a
+//! demand of one runnable thread), there are more of them than CPUs, their
+//! allocations fill the node, and some job has to be split: a job with more threads
+//! is placed by the kernel well enough, and where every job fits whole on a CPU the
+//! caps hold the shares (`control::caps`). Pinning whole jobs there would leave the
+//! weights no way to move CPU from one CPU's jobs to another's when other work lands
+//! on one of them (measured: interval means of 0.3 to 0.5 points of one CPU, against
+//! 0.1 to 0.2 with caps); a split job is that way, since its weight divides both of
+//! its CPUs.
+
+use std::time::Duration;
+
+/// The placement period: a split job moves twice in each (ten times a second each
+/// way), so that every 1 s window holds ten whole periods.
+pub const PERIOD: Duration = Duration::from_millis(100);
+/// A split job's part on a CPU under this share of its allocation is not worth a move
+/// (2 ms of each period): the job is pinned to its larger side instead.
+const SLIVER: f64 = 0.02;
+/// Slack in comparing allocations (CPUs): the model's are in milli-CPUs.
+const EPS: f64 = 1e-6;
+/// Largest allocation a split job's hint is computed for (its weight `a / (1 - a)`).
+const MAX_SPLIT: f64 = 0.98;
+
+/// Where one job's thread may run: on each CPU of `parts` (an index into the node's
+/// CPUs) in turn, for its share of every period; one part for a pinned job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slot {
+    /// `(cpu, share of the period)`, in the order the job visits them; the shares add
+    /// up to 1.
+    pub parts: Vec<(usize, f64)>,
+}
+
+impl Slot {
+    /// A job on `cpu` all the time.
+    pub fn pinned(cpu: usize) -> Slot {
+        Slot {
+            parts: vec![(cpu, 1.0)],
+        }
+    }
+
+    /// Whether the job stays on one CPU.
+    pub fn is_pinned(&self) -> bool {
+        self.parts.len() == 1
+    }
+
+    /// The CPU (an index into the node's CPUs) the job may run on at `phase`, the
+    /// elapsed share of the current period (0 to 1).
+    pub fn cpu_at(&self, phase: f64) -> usize {
+        let mut end = 0.0;
+        for &(cpu, share) in &self.parts {
+            end += share;
+            if phase < end {
+                return cpu;
+            }
+        }
+        self.parts.last().map_or(0, |&(cpu, _)| cpu)
+    }
+
+    /// The shares of a period at which the job moves (empty when pinned).
+    pub fn edges(&self) -> Vec<f64> {
+        if self.is_pinned() {
+            return Vec::new();
+        }
+        let mut at = 0.0;
+        self.parts
+            .iter()
+            .map(|&(_, share)| {
+                let edge = at;
+                at += share;
+                edge
+            })
+            .collect()
+    }
+}
+
+/// One job as the placement sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Input {
+    /// The model's allocation, CPUs.
+    pub allocation: f64,
+    /// Runnable threads at the last sample.
+    pub demand: u32,
+}
+
+/// Every job's slot (`None` for jobs the model gives no CPU: they run anywhere, on
+/// what the placed jobs leave) and weight hint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Per job, in the order given to [`plan`].
+    pub slots: Vec<Option<Slot>>,
+    /// Per job, the relative weight under which the plan is exact (0 for unplaced).
+    pub hints: Vec<f64>,
+}
+
+/// The placement of `jobs` on `cpus` CPUs, or `None` when it does not apply (see the
+/// module docs).
+pub fn plan(cpus: usize, jobs: &[Input]) -> Option<Plan> {
+    let active: Vec<usize> = (0..jobs.len())
+        .filter(|&i| jobs[i].allocation > EPS)
+        .collect();
+    if cpus < 2 || active.len() <= cpus {
+        return None;
+    }
+    if active
+        .iter()
+        .any(|&i| jobs[i].demand != 1 || jobs[i].allocation > 1.0 + EPS)
+    {
+        return None;
+    }
+    let total: f64 = active.iter().map(|&i| jobs[i].allocation).sum();
+    if (total - cpus as f64).abs() > 0.01 {
+        return None;
+    }
+    // Largest first (ties by order): each job whole on the first CPU it fits on.
+    let mut order = active;
+    order.sort_by(|&a, &b| {
+        jobs[b]
+            .allocation
+            .total_cmp(&jobs[a].allocation)
+            .then(a.cmp(&b))
+    });
+    let mut free = vec![1.0_f64; cpus];
+    let mut slots: Vec<Option<Slot>> = vec![None; jobs.len()];
+    let mut left = Vec::new();
+    for &i in &order {
+        let a = jobs[i].allocation.min(1.0);
+        match free.iter().position(|&f| f + EPS >= a) {
+            Some(cpu) => {
+                free[cpu] -= a;
+                slots[i] = Some(Slot::pinned(cpu));
+            }
+            None => left.push(i),
+        }
+    }
+    // The rest wrap around what the CPUs have left, in CPU order.
+    let mut cpu = 0;
+    for &i in &left {
+        let a = jobs[i].allocation.min(1.0);
+        let mut need = a;
+        let mut parts: Vec<(usize, f64)> = Vec::new();
+        while need > EPS && cpu < cpus {
+            let take = free[cpu].min(need);
+            if take > EPS {
+                parts.push((cpu, take / a));
+                free[cpu] -= take;
+                need -= take;
+            }
+            if free[cpu] <= EPS {
+                cpu += 1;
+            }
+        }
+        slots[i] = Some(merge_slivers(parts));
+    }
+    if slots.iter().flatten().all(Slot::is_pinned) {
+        return None;
+    }
+    let hints = hints(cpus, jobs, &slots);
+    Some(Plan { slots, hints })
+}
+
+/// A part under [`SLIVER`] of a period is not worth a move: its share goes to the
+/// job's largest part.
+fn merge_slivers(mut parts: Vec<(usize, f64)>) -> Slot {
+    if parts.is_empty() {
+        return Slot::pinned(0);
+    }
+    let largest = (0..parts.len())
+        .max_by(|&a, &b| parts[a].1.total_cmp(&parts[b].1))
+        .unwrap_or(0);
+    let mut moved = 0.0;
+    let mut kept = Vec::new();
+    for (k, &(cpu, share)) in parts.iter().enumerate() {
+        if share < SLIVER && k != largest {
+            moved += share;
+        } else {
+            kept.push((cpu, share));
+        }
+    }
+    if let Some(big) = kept.iter_mut().max_by(|a, b| a.1.total_cmp(&b.1)) {
+        big.1 += moved;
+    }
+    parts = kept;
+    Slot { parts }
+}
+
+/// The weights under which the plan is exact (see the module docs).
+fn hints(cpus: usize, jobs: &[Input], slots: &[Option<Slot>]) -> Vec<f64> {
+    let mut pinned_total = vec![0.0; cpus];
+    for (job, slot) in jobs.iter().zip(slots) {
+        if let Some(slot) = slot.as_ref().filter(|s| s.is_pinned()) {
+            pinned_total[slot.parts[0].0] += job.allocation;
+        }
+    }
+    jobs.iter()
+        .zip(slots)
+        .map(|(job, slot)| match slot {
+            None => 0.0,
+            Some(slot) if slot.is_pinned() => {
+                let total = pinned_total[slot.parts[0].0];
+                if total > EPS {
+                    job.allocation / total
+                } else {
+                    1.0
+                }
+            }
+            Some(_) => {
+                let a = job.allocation.min(MAX_SPLIT);
+                a / (1.0 - a)
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn single(allocations: &[f64]) -> Vec<Input> {
+        allocations
+            .iter()
+            .map(|&allocation| Input {
+                allocation,
+                demand: 1,
+            })
+            .collect()
+    }
+
+    /// What each job receives over one period when every CPU divides itself by the
+    /// hints among the jobs present, integrated over fine steps.
+    fn received(cpus: usize, plan: &Plan) -> Vec<f64> {
+        let steps = 10_000;
+        let mut got = vec![0.0; plan.slots.len()];
+        for s in 0..steps {
+            let phase = (s as f64 + 0.5) / steps as f64;
+            for cpu in 0..cpus {
+                let here: Vec<usize> = (0..plan.slots.len())
+                    .filter(|&i| {
+                        plan.slots[i]
+                            .as_ref()
+                            .is_some_and(|sl| sl.cpu_at(phase) == cpu)
+                    })
+                    .collect();
+                let weight: f64 = here.iter().map(|&i| plan.hints[i]).sum();
+                for &i in &here {
+                    got[i] += plan.hints[i] / weight / steps as f64;
+                }
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn figure_4s_three_jobs_on_two_cpus_split_the_smallest() {
+        let jobs = single(&[0.889, 0.667, 0.444]);
+        let plan = plan(2, &jobs).unwrap();
+        assert_eq!(plan.slots[0], Some(Slot::pinned(0)));
+        assert_eq!(plan.slots[1], Some(Slot::pinned(1)));
+        let parts = &plan.slots[2].as_ref().unwrap().parts;
+        assert_eq!(parts.len(), 2, "{plan:?}");
+        assert_eq!((parts[0].0, parts[1].0), (0, 1));
+        assert!((parts[0].1 - 0.111 / 0.444).abs() < 1e-3, "{parts:?}");
+        assert!((plan.hints[0] - 1.0).abs() < 1e-9);
+        assert!((plan.hints[1] - 1.0).abs() < 1e-9);
+        assert!((plan.hints[2] - 0.444 / 0.556).abs() < 1e-9);
+        for (got, want) in received(2, &plan).iter().zip([0.889, 0.667, 0.444]) {
+            assert!((got - want).abs() < 1e-3, "{got} against {want}");
+        }
+    }
+
+    #[test]
+    fn the_order_given_does_not_matter_and_zero_allocations_run_anywhere() {
+        let jobs = single(&[0.0, 0.444, 0.889, 0.667]);
+        let plan = plan(2, &jobs).unwrap();
+        assert_eq!(plan.slots[0], None);
+        assert_eq!(plan.hints[0], 0.0);
+        assert_eq!(plan.slots[2], Some(Slot::pinned(0)));
+        assert_eq!(plan.slots[3], Some(Slot::pinned(1)));
+        assert!(!plan.slots[1].as_ref().unwrap().is_pinned());
+    }
+
+    #[test]
+    fn jobs_that_fit_whole_are_left_to_the_caps() {
+        assert_eq!(plan(2, &single(&[0.8, 0.6, 0.4, 0.2])), None);
+        assert_eq!(plan(2, &single(&[1.0, 0.667, 0.333])), None);
+    }
+
+    #[test]
+    fn every_job_gets_its_allocation_on_more_cpus() {
+        // 1.0 + 0.9 + 0.7 + 0.6 + 0.5 + 0.3 = 4 on 4 CPUs: 0.5 is split over what
+        // CPUs 1 and 3 have left.
+        let allocations = [0.5, 1.0, 0.3, 0.9, 0.7, 0.6];
+        let plan = plan(4, &single(&allocations)).unwrap();
+        let split: Vec<usize> = (0..allocations.len())
+            .filter(|&i| !plan.slots[i].as_ref().unwrap().is_pinned())
+            .collect();
+        assert_eq!(split, vec![0], "{plan:?}");
+        for (got, want) in received(4, &plan).iter().zip(allocations) {
+            assert!((got - want).abs() < 1e-3, "{got} against {want}: {plan:?}");
+        }
+        // Five equal jobs on four CPUs: the fifth visits every CPU.
+        let plan = super::plan(4, &single(&[0.8; 5])).unwrap();
+        assert_eq!(plan.slots[4].as_ref().unwrap().parts.len(), 4, "{plan:?}");
+        for got in received(4, &plan) {
+            assert!((got - 0.8).abs() < 1e-3, "{got}: {plan:?}");
+        }
+    }
+
+    #[test]
+    fn it_does_not_apply_without_contention_or_to_threaded_jobs() {
+        // No more jobs than CPUs.
+        assert_eq!(plan(2, &single(&[1.0, 1.0])), None);
+        // The allocations do not fill the node.
+        assert_eq!(plan(2, &single(&[0.5, 0.5, 0.5])), None);
+        // A job with two runnable threads.
+        let mut jobs = single(&[0.889, 0.667, 0.444]);
+        jobs[1].demand = 2;
+        assert_eq!(plan(2, &jobs), None);
+        // One CPU: nothing to place.
+        assert_eq!(plan(1, &single(&[0.5, 0.5])), None);
+    }
+
+    #[test]
+    fn a_sliver_is_not_worth_a_move() {
+        // 0.995 + 0.505 + 0.5: the last job would spend 1% of its time on CPU 0, so it
+        // stays whole on CPU 1, and with no job split the caps take it.
+        assert_eq!(merge_slivers(vec![(0, 0.01), (1, 0.99)]), Slot::pinned(1));
+        assert_eq!(plan(2, &single(&[0.995, 0.505, 0.5])), None);
+        // Over the sliver's share, the job moves.
+        assert!(plan(2, &single(&[0.97, 0.53, 0.5])).is_some());
+    }
+
+    #[test]
+    fn a_split_job_visits_its_cpus_in_turn() {
+        let slot = Slot {
+            parts: vec![(1, 0.25), (2, 0.75)],
+        };
+        assert_eq!(slot.cpu_at(0.0), 1);
+        assert_eq!(slot.cpu_at(0.2), 1);
+        assert_eq!(slot.cpu_at(0.25), 2);
+        assert_eq!(slot.cpu_at(0.99), 2);
+        assert_eq!(slot.edges(), vec![0.0, 0.25]);
+        assert!(Slot::pinned(0).edges().is_empty());
+    }
+}
