@@ -101,6 +101,8 @@ enum Mode {
     Open,
     /// rexecd, `share_control = "weights"` (the controller on weights, no caps).
     Weights,
+    /// rexecd, `share_control = "caps"` (the controller with caps, no placement).
+    Caps,
     /// rexecd, `share_control = "closed"`.
     Closed,
 }
@@ -111,6 +113,7 @@ impl Mode {
             Mode::Nice => "nice",
             Mode::Open => "open",
             Mode::Weights => "weights",
+            Mode::Caps => "caps",
             Mode::Closed => "closed",
         }
     }
@@ -146,7 +149,13 @@ fn main() {
         .unwrap();
     let pki = TestPki::new();
     let mut summary = Vec::new();
-    for mode in [Mode::Nice, Mode::Open, Mode::Weights, Mode::Closed] {
+    for mode in [
+        Mode::Nice,
+        Mode::Open,
+        Mode::Weights,
+        Mode::Caps,
+        Mode::Closed,
+    ] {
         let mut bench = Bench::new(mode, &pki, cpus);
         println!("\n== {}", bench.describe());
         for &n in &plan.counts {
@@ -286,7 +295,7 @@ impl<'a> Bench<'a> {
                 cg.create_job(1).unwrap();
                 (cg, None)
             }
-            Mode::Open | Mode::Weights | Mode::Closed => {
+            Mode::Open | Mode::Weights | Mode::Caps | Mode::Closed => {
                 let d = Rexecd::start(pki, mode.name(), mode.name(), "contention");
                 let cg = JobCgroups::detect(&ParentName::new(&d.parent).unwrap()).unwrap();
                 (cg, Some(d))
@@ -308,6 +317,7 @@ impl<'a> Bench<'a> {
             Mode::Nice => "nice levels, every job in one cgroup (top bid nice 0)".to_string(),
             Mode::Open => "rexecd, share_control = \"open\"".to_string(),
             Mode::Weights => "rexecd, share_control = \"weights\"".to_string(),
+            Mode::Caps => "rexecd, share_control = \"caps\"".to_string(),
             Mode::Closed => "rexecd, share_control = \"closed\"".to_string(),
         }
     }

@@ -341,3 +341,45 @@ fn a_signed_batch_rank_is_weighted_like_any_but_charged_nothing_and_never_runs_d
     let gone = sim.book.leave(&batch, None, sim.t0 + sim.now).unwrap();
     assert_eq!((gone.charged, gone.debit), (0, None));
 }
+
+#[test]
+fn single_threaded_jobs_are_placed_only_while_one_of_them_must_move() {
+    let mut sim = Sim::new(2, Policy::Contention, &[40, 30, 20]);
+    for _ in 0..3 {
+        sim.second(&[0.889, 0.667, 0.444], &[1, 1, 1]);
+    }
+    let placed = sim
+        .book
+        .placement()
+        .expect("Figure 4's three jobs are placed");
+    let cgroups: Vec<u64> = sim
+        .keys
+        .iter()
+        .map(|k| sim.book.get(k).unwrap().cgroup)
+        .collect();
+    let slot = |c: u64| {
+        placed
+            .slots
+            .iter()
+            .find(|(id, _)| *id == c)
+            .map(|(_, s)| s.clone())
+    };
+    assert!(slot(cgroups[0]).unwrap().is_pinned());
+    assert!(slot(cgroups[1]).unwrap().is_pinned());
+    assert!(!slot(cgroups[2]).unwrap().is_pinned());
+    // Weights 1 : 1 : 0.8 (see `control::placement`), not the bids' 4 : 3 : 2.
+    let tickets: Vec<u64> = cgroups
+        .iter()
+        .map(|c| placed.tickets.iter().find(|(id, _)| id == c).unwrap().1)
+        .collect();
+    assert_eq!(tickets[0], tickets[1]);
+    let ratio = tickets[2] as f64 / tickets[0] as f64;
+    assert!((ratio - 0.444 / 0.556).abs() < 0.01, "{tickets:?}");
+    // A job with two runnable threads: the kernel places it, the caps hold it.
+    sim.second(&[0.889, 0.667, 0.444], &[1, 2, 1]);
+    assert_eq!(sim.book.placement(), None);
+    // Two jobs on two CPUs: nothing to divide.
+    let mut two = Sim::new(2, Policy::Contention, &[40, 30]);
+    two.second(&[1.0, 1.0], &[1, 1]);
+    assert_eq!(two.book.placement(), None);
+}
