@@ -9,13 +9,8 @@ use super::ProcessId;
 /// The CPUs rexecd itself may run on: what its jobs inherit at launch, and what a
 /// placed job's threads are given back when the placement ends.
 pub fn own_cpus() -> Vec<u32> {
-    match sched_getaffinity(Pid::from_raw(0)) {
-        Ok(set) => (0..CpuSet::count())
-            .filter(|&c| set.is_set(c).unwrap_or(false))
-            .filter_map(|c| u32::try_from(c).ok())
-            .collect(),
-        Err(_) => Vec::new(),
-    }
+    // Thread id 0 is the calling thread.
+    thread_cpus(ProcessId(0)).unwrap_or_default()
 }
 
 /// Lets thread `tid` run on `cpus` only. Fails with `ESRCH` for a thread that has
