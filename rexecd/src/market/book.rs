@@ -16,6 +16,7 @@ use stride::{Claim, Job, Meter, Policy};
 use tokio::sync::mpsc;
 
 use super::control;
+use super::placer::PlacedJob;
 use crate::cgroup::CpuQuota;
 use crate::registry::Control;
 
@@ -163,8 +164,8 @@ pub struct Book {
 /// Where the placed ranks run and what their weights follow (`Book::placement`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Placed {
-    /// Each placed rank's slot, by cgroup id.
-    pub slots: Vec<(u64, control::placement::Slot)>,
+    /// Each placed rank: its cgroup, slot and allocation.
+    pub jobs: Vec<PlacedJob>,
     /// Every rank's ticket count, by cgroup id.
     pub tickets: Vec<(u64, u64)>,
 }
@@ -593,11 +594,18 @@ impl Book {
             })
             .collect();
         let plan = control::placement::plan(self.cpus as usize, &inputs)?;
-        let slots = plan
+        let jobs = plan
             .slots
             .into_iter()
+            .zip(&inputs)
             .zip(self.ranks.values())
-            .filter_map(|(slot, r)| slot.map(|s| (r.cgroup, s)))
+            .filter_map(|((slot, input), r)| {
+                slot.map(|slot| PlacedJob {
+                    cgroup: r.cgroup,
+                    slot,
+                    allocation: input.allocation,
+                })
+            })
             .collect();
         let tickets = plan
             .hints
@@ -608,7 +616,7 @@ impl Book {
                 (r.cgroup, control::corrected_tickets(base, r.share.gain))
             })
             .collect();
-        Some(Placed { slots, tickets })
+        Some(Placed { jobs, tickets })
     }
 
     /// Debits due at the metering tick at `now` (ticks every `tick`): every rank whose

@@ -172,7 +172,7 @@ impl Market {
             match placed {
                 Some(placed) => {
                     if let Some(p) = placer.as_mut() {
-                        p.set(Some(super::placer::Placement { jobs: placed.slots }));
+                        p.set(Some(super::placer::Placement { jobs: placed.jobs }));
                     }
                     (placed.tickets, book.caps(false))
                 }

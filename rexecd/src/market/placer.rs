@@ -1,8 +1,11 @@
 //! The placer: a thread of its own that confines the placed jobs' threads to their CPUs
-//! on the schedule of `control::placement` (a split job is moved at each of its edges,
-//! every [`PERIOD`]), and gives every CPU of the node back to a job when its placement
-//! ends. The engine hands it each new placement; it keeps time on its own, so that a
-//! move lands within a millisecond or two of its edge whatever the engine is doing.
+//! on the schedule of `control::placement`, and gives every CPU of the node back to a
+//! job when its placement ends. At the start of every [`PERIOD`] it reads the placed
+//! jobs' usage, balances the split jobs by what each job is owed
+//! (`placement::balanced`) and turns the layout around the CPUs (`Slot::rotated`);
+//! then it moves each job at each edge of its slot. The engine hands it each new
+//! placement; it keeps time on its own, so that a move lands within a millisecond or
+//! two of its edge whatever the engine is doing.
 //!
 //! Affinity (`sched_setaffinity(2)`), not a cpuset cgroup, confines the threads: it
 //! works the same on cgroup v1 and v2, pinned node or not. New threads and processes
@@ -15,15 +18,30 @@ use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
-use super::control::placement::{PERIOD, Slot};
+use super::control::placement::{self, PERIOD, Slot};
 use crate::cgroup::JobCgroups;
 use crate::sys::affinity;
 
-/// One placement: each placed job cgroup's slot.
+/// Most CPU seconds a placed job can be owed or owe in the balance (see
+/// [`Balance`]): a bound on how far a burst of other work can move a split job.
+const MAX_OWED: f64 = 0.1;
+
+/// One placed job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlacedJob {
+    /// Its job cgroup's id.
+    pub cgroup: u64,
+    /// Where it runs; CPU indexes name [`Placer::cpus`].
+    pub slot: Slot,
+    /// The model's allocation, CPUs.
+    pub allocation: f64,
+}
+
+/// One placement: every placed job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Placement {
-    /// `(job cgroup id, slot)`; slots index [`Placer::cpus`].
-    pub jobs: Vec<(u64, Slot)>,
+    /// The placed jobs.
+    pub jobs: Vec<PlacedJob>,
 }
 
 /// The handle the engine keeps: dropping it gives every placed job its CPUs back and
@@ -70,19 +88,90 @@ impl Placer {
     }
 }
 
+/// What the placed jobs received against their allocations since the placement began,
+/// read from their cgroups at every period, and the slots it moves the split jobs to
+/// for the next (`placement::balanced`).
+#[derive(Debug, Default)]
+struct Balance {
+    /// Each placed job's usage at the last period's start.
+    usage: HashMap<u64, Duration>,
+    /// CPU seconds each placed job is owed (its allocation's share of what the placed
+    /// jobs received together, less what it received), within [`MAX_OWED`].
+    owed: HashMap<u64, f64>,
+}
+
+impl Balance {
+    /// Reads the placed jobs' usage at a period's start and returns the slots for the
+    /// period.
+    fn period(&mut self, cgroups: &JobCgroups, cpus: usize, p: &Placement) -> Vec<(u64, Slot)> {
+        let mut got = Vec::with_capacity(p.jobs.len());
+        for job in &p.jobs {
+            let Ok(now) = cgroups.usage(job.cgroup) else {
+                continue;
+            };
+            if let Some(before) = self.usage.insert(job.cgroup, now) {
+                got.push((job, now.saturating_sub(before).as_secs_f64()));
+            }
+        }
+        // Every job read twice, or nothing to judge by.
+        if got.len() == p.jobs.len() {
+            let received: f64 = got.iter().map(|(_, g)| g).sum();
+            let allocated: f64 = p.jobs.iter().map(|j| j.allocation).sum();
+            for (job, g) in got {
+                let owed = self.owed.entry(job.cgroup).or_default();
+                *owed =
+                    (*owed + job.allocation / allocated * received - g).clamp(-MAX_OWED, MAX_OWED);
+            }
+        }
+        let mut owed = vec![0.0; cpus];
+        let mut visitors = vec![0usize; cpus];
+        for job in &p.jobs {
+            if job.slot.is_pinned() {
+                if let Some(o) = owed.get_mut(job.slot.parts[0].0) {
+                    *o += self.owed.get(&job.cgroup).copied().unwrap_or(0.0);
+                }
+            } else {
+                for &(cpu, _) in &job.slot.parts {
+                    if let Some(v) = visitors.get_mut(cpu) {
+                        *v += 1;
+                    }
+                }
+            }
+        }
+        let slots: Vec<(u64, Slot)> = p
+            .jobs
+            .iter()
+            .map(|job| {
+                let slot = placement::balanced(&job.slot, job.allocation, &owed, &visitors);
+                (job.cgroup, slot.rotated(cpus))
+            })
+            .collect();
+        tracing::trace!(owed = ?self.owed, ?slots, "balance");
+        slots
+    }
+}
+
 /// The placer thread: applies the current placement at each edge until the handle is
 /// dropped.
 fn run(cgroups: &JobCgroups, cpus: &[u32], rx: &Receiver<Option<Placement>>) {
     let epoch = Instant::now();
     let mut current: Option<Placement> = None;
+    let mut balance = Balance::default();
+    // This period's slots, and the period they are for.
+    let mut slots: Vec<(u64, Slot)> = Vec::new();
+    let mut slots_for: Option<u64> = None;
     // The CPU each placed cgroup was last given (an index), or all of them.
     let mut given: HashMap<u64, usize> = HashMap::new();
     loop {
         let now = Instant::now();
         if let Some(p) = &current {
-            let phase = phase_at(epoch, now);
-            let period_start = phase == 0.0;
-            for (id, slot) in &p.jobs {
+            let (period, phase) = position(epoch, now);
+            let period_start = slots_for != Some(period);
+            if period_start {
+                slots = balance.period(cgroups, cpus.len(), p);
+                slots_for = Some(period);
+            }
+            for (id, slot) in &slots {
                 let cpu = slot.cpu_at(phase);
                 if given.get(id) != Some(&cpu) || period_start {
                     confine(cgroups, *id, &[cpus[cpu]]);
@@ -91,14 +180,14 @@ fn run(cgroups: &JobCgroups, cpus: &[u32], rx: &Receiver<Option<Placement>>) {
             }
         }
         let wait = match &current {
-            Some(p) => next_edge(epoch, Instant::now(), p),
+            Some(_) => next_edge(epoch, Instant::now(), &slots),
             None => Duration::from_secs(3600),
         };
         match rx.recv_timeout(wait) {
             Ok(next) => {
                 let keep: Vec<u64> = next
                     .iter()
-                    .flat_map(|p| p.jobs.iter().map(|(id, _)| *id))
+                    .flat_map(|p| p.jobs.iter().map(|j| j.cgroup))
                     .collect();
                 let freed: Vec<u64> = given
                     .keys()
@@ -109,6 +198,14 @@ fn run(cgroups: &JobCgroups, cpus: &[u32], rx: &Receiver<Option<Placement>>) {
                     release(cgroups, id, cpus);
                     given.remove(&id);
                 }
+                // A new placement starts a new balance, from the period now under way.
+                balance = Balance::default();
+                slots = next
+                    .iter()
+                    .flat_map(|p| p.jobs.iter())
+                    .map(|j| (j.cgroup, j.slot.rotated(cpus.len())))
+                    .collect();
+                slots_for = None;
                 current = next;
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -122,27 +219,22 @@ fn run(cgroups: &JobCgroups, cpus: &[u32], rx: &Receiver<Option<Placement>>) {
     }
 }
 
-/// The elapsed share of the current period at `now` (0 at the period's start, within
-/// a millisecond).
-fn phase_at(epoch: Instant, now: Instant) -> f64 {
+/// The period under way at `now` (counted from `epoch`) and its elapsed share (0 at
+/// its start; within a millisecond of a period's end counts as the next one's start).
+fn position(epoch: Instant, now: Instant) -> (u64, f64) {
     let period = PERIOD.as_secs_f64();
-    let t = now.saturating_duration_since(epoch).as_secs_f64() / period;
-    let phase = t.fract();
-    if phase * period < 0.001 || (1.0 - phase) * period < 0.001 {
-        0.0
-    } else {
-        phase
-    }
+    let t = now.saturating_duration_since(epoch).as_secs_f64() / period + 0.001 / period;
+    let n = t.floor();
+    let phase = (t - n - 0.001 / period).max(0.0);
+    (n as u64, phase)
 }
 
-/// How long until the next edge of any split job, or the next period (where every
-/// placement is re-applied).
-fn next_edge(epoch: Instant, now: Instant, p: &Placement) -> Duration {
+/// How long until the next edge of any split job's slot, or the next period (where
+/// the balance moves the slots and every placed job is confined again).
+fn next_edge(epoch: Instant, now: Instant, slots: &[(u64, Slot)]) -> Duration {
     let period = PERIOD.as_secs_f64();
-    let t = now.saturating_duration_since(epoch).as_secs_f64();
-    let phase = (t / period).fract();
-    let next = p
-        .jobs
+    let (_, phase) = position(epoch, now);
+    let next = slots
         .iter()
         .flat_map(|(_, slot)| slot.edges())
         .filter(|&e| e > phase + 1e-6)

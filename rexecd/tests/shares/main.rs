@@ -266,6 +266,9 @@ async fn figure_4_live_with_closed_loop_control() {
             charged[j]
         );
     }
+    if let Ok(path) = std::env::var("REXEC_SHARES_KEEP_LOG") {
+        std::fs::write(path, daemon.log()).unwrap();
+    }
     if !failures.is_empty() {
         let log = daemon.log();
         let steps: Vec<&str> = log

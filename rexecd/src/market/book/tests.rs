@@ -359,14 +359,21 @@ fn single_threaded_jobs_are_placed_only_while_one_of_them_must_move() {
         .collect();
     let slot = |c: u64| {
         placed
-            .slots
+            .jobs
             .iter()
-            .find(|(id, _)| *id == c)
-            .map(|(_, s)| s.clone())
+            .find(|j| j.cgroup == c)
+            .map(|j| j.slot.clone())
     };
     assert!(slot(cgroups[0]).unwrap().is_pinned());
     assert!(slot(cgroups[1]).unwrap().is_pinned());
     assert!(!slot(cgroups[2]).unwrap().is_pinned());
+    // Each with the model's allocation, which the placer balances them by.
+    let allocations: Vec<f64> = placed.jobs.iter().map(|j| j.allocation).collect();
+    assert_eq!(allocations.len(), 3);
+    assert!(
+        (allocations.iter().sum::<f64>() - 2.0).abs() < 0.01,
+        "{allocations:?}"
+    );
     // Weights 1 : 1 : 0.8 (see `control::placement`), not the bids' 4 : 3 : 2.
     let tickets: Vec<u64> = cgroups
         .iter()
