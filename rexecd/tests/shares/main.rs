@@ -33,7 +33,8 @@ const MAX_POINTS: f64 = 3.0;
 /// 40 points off, open-loop single threads 9 to 13 in some seconds), not the target.
 /// The target (3) is the benchmark's: with caps alone, single seconds were up to 7.3
 /// points off on a quiet machine and 8.7 beside the load recipe; with single threads
-/// placed, 1.0 to 2.3 in nine of ten quiet runs, and 3.7 to 6.4 beside the load recipe
+/// placed, turned and balanced, 0.8 to 2.5 in nine of ten quiet runs, and 3.1 to 5.6
+/// beside the load recipe, where the caps intervals are now the worst
 /// (docs/BENCHMARKS.md).
 const MAX_SECOND_POINTS: f64 = 12.0;
 

@@ -29,7 +29,8 @@
 //! owed, read from their cgroups every period: the one lever that moves CPU between
 //! jobs that never share a CPU. Beside the load recipe (30 ms of every 100 on a
 //! `nice -n 19` process) the worst 1 s window of Figure 4's split interval went from
-//! 3.7 to 6.4 points of one CPU to 1.6 to 3.4 (docs/BENCHMARKS.md).
+//! 3.2 to 6.4 points of one CPU in ten runs to 1.7 to 5.0, eight of ten within 3.2;
+//! quiet, from 0.9 to 2.3 to 0.6 to 1.3 (docs/BENCHMARKS.md).
 //!
 //! Placement applies only while every job the model gives CPU is single-threaded (a
 //! demand of one runnable thread), there are more of them than CPUs, their
