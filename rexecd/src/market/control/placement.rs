@@ -96,8 +96,9 @@ impl Slot {
     /// weights divide it the same way, but each job receives an equal part of its
     /// allocation on every CPU: other work crowding one CPU takes from every job in
     /// proportion to its allocation, not from the jobs that happen to be pinned there
-    /// (a job alone on its CPU could never be paid back, and the kernel puts new
-    /// processes on the CPU least loaded, which a fixed layout keeps the same one).
+    /// (a job alone on its CPU could never be paid back, and the kernel starts new
+    /// processes on the CPU it sees least loaded, which a fixed layout keeps the same
+    /// one).
     pub fn rotated(&self, cpus: usize) -> Slot {
         if cpus < 2 {
             return self.clone();
