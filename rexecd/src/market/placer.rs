@@ -198,13 +198,10 @@ fn run(cgroups: &JobCgroups, cpus: &[u32], rx: &Receiver<Option<Placement>>) {
                     release(cgroups, id, cpus);
                     given.remove(&id);
                 }
-                // A new placement starts a new balance, from the period now under way.
+                // A new placement starts a new balance, and its slots are made at once,
+                // as at a period's start.
                 balance = Balance::default();
-                slots = next
-                    .iter()
-                    .flat_map(|p| p.jobs.iter())
-                    .map(|j| (j.cgroup, j.slot.rotated(cpus.len())))
-                    .collect();
+                slots.clear();
                 slots_for = None;
                 current = next;
             }
