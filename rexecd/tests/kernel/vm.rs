@@ -26,6 +26,12 @@ use crate::v2_vm::{GUEST_TESTS, IN_VM};
 
 /// QEMU is killed after this long, whatever the guest does (about 30 s is usual here).
 const HARD_TIMEOUT: Duration = Duration::from_secs(240);
+/// How long the guest's tests may run before `/init`'s watchdog reports every task's
+/// state and ends them (they take about 12 s here); well inside [`HARD_TIMEOUT`], which
+/// also covers the boot.
+const WATCHDOG: Duration = Duration::from_secs(150);
+/// Printed by the watchdog before its report.
+const WATCHDOG_MARKER: &str = "REXEC-VM-WATCHDOG";
 /// Printed by `/init` before the test binary's exit status.
 const EXIT_MARKER: &str = "REXEC-VM-EXIT";
 /// Printed by `/init` once the filesystems are mounted.
@@ -140,10 +146,34 @@ ip link set lo up
 echo "{BOOT_MARKER} $(uname -r) cpus=$(nproc) controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
 cd /tmp
 env {IN_VM}=1 RUST_BACKTRACE=1 LD_LIBRARY_PATH={lib_dirs} \
-  {GUEST_EXE} --include-ignored --exact --test-threads=1 --show-output {filters} 2>&1
-echo "{EXIT_MARKER} $?"
+  {GUEST_EXE} --include-ignored --exact --test-threads=1 --show-output {filters} 2>&1 &
+tests=$!
+# A test that hangs says nothing of itself (its output is captured until it ends), so
+# before the host's hard timeout the watchdog shows where every task is waiting, the
+# logs of any rexecd under test, and the kernel's last words, then ends the tests.
+(
+  sleep {watchdog}
+  echo "{WATCHDOG_MARKER}: the tests still run after {watchdog} s; every task's state and kernel stack:"
+  for t in /proc/[0-9]*/task/[0-9]*; do
+    readlink "$t/exe" >/dev/null || continue
+    echo "--- $t $(cat $t/comm) $(grep State: $t/status) wchan=$(cat $t/wchan)"
+    cat "$t/stack" 2>/dev/null
+  done
+  for l in /tmp/.tmp*/rexecd.log; do
+    [ -f "$l" ] && echo "--- $l, its last 80 lines:" && tail -n 80 "$l"
+  done
+  echo "--- dmesg, its last 20 lines:"
+  dmesg | tail -n 20
+  kill -9 $tests
+) &
+watchdog=$!
+wait $tests
+status=$?
+kill $watchdog 2>/dev/null
+echo "{EXIT_MARKER} $status"
 poweroff -f
-"#
+"#,
+        watchdog = WATCHDOG.as_secs()
     )
 }
 
@@ -314,6 +344,14 @@ fn v2_suite_passes_inside_a_real_cgroup2_kernel() {
         .lines()
         .find_map(|l| l.strip_prefix(EXIT_MARKER))
         .unwrap_or_else(|| panic!("{}", show("no exit marker: the test binary did not finish")));
+    assert!(
+        !console.contains(WATCHDOG_MARKER),
+        "{}",
+        show(&format!(
+            "a test hung in the VM: the watchdog ended the tests after {WATCHDOG:?} \
+             (the test named last before {WATCHDOG_MARKER} is the one)"
+        ))
+    );
     assert!(
         exit.trim() == "0",
         "{}",

@@ -46,11 +46,14 @@ impl Client {
     pub async fn try_connect(addr: &str, role: Role, name: &str) -> Option<Client> {
         let tls = pki().tls_paths(role, name);
         let connector = certs::connector(&tls).unwrap();
-        let tcp = TcpStream::connect(addr).await.ok()?;
-        tcp.set_nodelay(true).unwrap();
-        let (stream, _) = certs::connect(&connector, tcp, Role::Node, NODE)
-            .await
-            .ok()?;
+        let connected = tokio::time::timeout(PATIENCE, async {
+            let tcp = TcpStream::connect(addr).await.ok()?;
+            tcp.set_nodelay(true).unwrap();
+            certs::connect(&connector, tcp, Role::Node, NODE).await.ok()
+        });
+        let (stream, _) = connected.await.unwrap_or_else(|_| {
+            panic!("no TLS session with rexecd at {addr} within {PATIENCE:?}")
+        })?;
         Some(Client {
             framed: Framed::new(stream, proto::DEFAULT_MAX_FRAME),
         })
@@ -58,12 +61,20 @@ impl Client {
 
     /// TCP and TLS to the daemon with a prepared connector.
     pub async fn connect_with(addr: &str, connector: &tokio_rustls::TlsConnector) -> Client {
-        let tcp = TcpStream::connect(addr).await.unwrap();
-        // Without it, the TLS Finished and the first frame meet Nagle and delayed ACKs (40 ms).
-        tcp.set_nodelay(true).unwrap();
-        let (stream, _) = certs::connect(connector, tcp, Role::Node, NODE)
+        // Bounded, like every wait of the harness: a daemon that accepts but never
+        // answers fails the test with a message instead of hanging it.
+        let connected = tokio::time::timeout(PATIENCE, async {
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            // Without it, the TLS Finished and the first frame meet Nagle and delayed
+            // ACKs (40 ms).
+            tcp.set_nodelay(true).unwrap();
+            certs::connect(connector, tcp, Role::Node, NODE)
+                .await
+                .unwrap()
+        });
+        let (stream, _) = connected
             .await
-            .unwrap();
+            .unwrap_or_else(|_| panic!("no TLS session with rexecd at {addr} within {PATIENCE:?}"));
         Client {
             framed: Framed::new(stream, proto::DEFAULT_MAX_FRAME),
         }
@@ -71,7 +82,10 @@ impl Client {
 
     /// Sends one message.
     pub async fn send(&mut self, msg: ToNode) {
-        self.framed.send(&msg).await.unwrap();
+        tokio::time::timeout(PATIENCE, self.framed.send(&msg))
+            .await
+            .expect("rexecd took no message within the patience")
+            .unwrap();
     }
 
     /// The next message other than a heartbeat (`None` at end of stream or on a

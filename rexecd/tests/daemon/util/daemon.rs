@@ -217,7 +217,16 @@ impl Drop for Daemon {
                 (!matches!(child.try_wait(), Ok(None))).then_some(())
             });
             let _ = child.kill();
-            let _ = child.wait();
+            // Bounded too: a daemon stuck in the kernel (uninterruptible sleep) cannot
+            // be killed, and waiting for it would hang the test with its panic unsaid.
+            if until(PATIENCE, || child.try_wait().ok().flatten()).is_none() {
+                eprintln!(
+                    "rexecd (pid {}) survived SIGKILL for {PATIENCE:?}; its log:\n{}",
+                    child.id(),
+                    std::fs::read_to_string(self.dir.path().join("rexecd.log")).unwrap_or_default()
+                );
+                return;
+            }
         }
         // Whatever happened in the test, leave no cgroup behind.
         if let Ok(parent) = ParentName::new(&self.parent)
