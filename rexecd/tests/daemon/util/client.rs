@@ -84,7 +84,7 @@ impl Client {
     pub async fn send(&mut self, msg: ToNode) {
         tokio::time::timeout(PATIENCE, self.framed.send(&msg))
             .await
-            .expect("rexecd took no message within the patience")
+            .unwrap_or_else(|_| panic!("rexecd read nothing more within {PATIENCE:?}"))
             .unwrap();
     }
 
