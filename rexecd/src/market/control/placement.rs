@@ -92,13 +92,13 @@ impl Slot {
 
     /// The slot turned around the node's `cpus` CPUs: the period is cut into `cpus`
     /// equal turns, and in turn `r` the job follows the whole slot, compressed into the
-    /// turn, `r` CPUs on (wrapping). Every CPU then holds the same jobs together as in the slot, so the
-    /// weights divide it the same way, but each job receives an equal part of its
-    /// allocation on every CPU: other work crowding one CPU takes from every job in
-    /// proportion to its allocation, not from the jobs that happen to be pinned there
-    /// (a job alone on its CPU could never be paid back, and the kernel starts new
-    /// processes on the CPU it sees least loaded, which a fixed layout keeps the same
-    /// one).
+    /// turn, `r` CPUs on (wrapping). Every CPU then holds the same jobs together as in
+    /// the slot, so the weights divide it the same way, but each job receives an equal
+    /// part of its allocation on every CPU: other work crowding one CPU takes from
+    /// every job in proportion to its allocation, not from the jobs that happen to be
+    /// pinned there (a job alone on its CPU could never be paid back, and the kernel
+    /// was seen to start new processes on the CPU it sees least loaded, which a fixed
+    /// layout keeps the same one).
     pub fn rotated(&self, cpus: usize) -> Slot {
         if cpus < 2 {
             return self.clone();
