@@ -192,14 +192,16 @@ async fn submit(
     let id = spec.id;
     // To the policy, a job is submitted when it enters the queue, once
     // committed: a tick during the commit does not see it (the file keeps the
-    // time the request arrived, a commit earlier).
+    // time the request arrived, a commit earlier). The time is taken under the
+    // queue's lock, so a decision that did not see the job also finds it
+    // submitted after its tick.
     let mut rec = rec;
-    rec.submitted_ms = crate::unix_now_ms();
-    let at_ms = rec.submitted_ms;
-    let position = {
+    let (at_ms, position) = {
         let mut q = shared.lock_queue();
+        rec.submitted_ms = crate::unix_now_ms();
+        let at_ms = rec.submitted_ms;
         q.insert(Job::new(rec, spec));
-        q.waiting_count()
+        (at_ms, q.waiting_count())
     };
     tracing::info!(job = %id, user = %peer.name, at_ms, "submitted");
     Ok(BatchReply::Submitted(Submitted { job: id, position }))

@@ -52,6 +52,8 @@ pub struct RankEvent {
     pub rank: u32,
     /// What happened.
     pub event: Event,
+    /// When the queue heard it (UTC ms): the clock's ticks order it.
+    pub at_ms: i64,
 }
 
 /// Starts `launch` (one rank of one attempt of job `job`) on `node`; returns
@@ -72,6 +74,7 @@ pub fn spawn(
                 attempt,
                 rank,
                 event,
+                at_ms: crate::unix_now_ms(),
             });
         };
         let end = session(&shared, &node, launch, job, rx, &send).await;

@@ -24,10 +24,9 @@ pub fn per_hour(per_minute: i64) -> i64 {
 }
 
 impl Sched {
-    /// One decision, on the tick `clock` says it is: snapshot, policy, apply.
-    pub(super) async fn decide(&mut self, clock: super::clock::Clock) {
+    /// One decision, on the tick at `tick_ms`: snapshot, policy, apply.
+    pub(super) async fn decide(&mut self, clock: super::clock::Clock, tick_ms: i64) {
         let now_ms = crate::unix_now_ms();
-        let tick_ms = clock.nearest(now_ms);
         let procs = self.shared.market_processors();
         let (jobs, epoch) = {
             let q = self.shared.lock_queue();
@@ -126,7 +125,8 @@ impl Sched {
         };
         let rate_ph = rate.unwrap_or_else(|| per_hour(crate::queue::bid_rate(&spec)));
         if state == JobState::Suspended {
-            tracing::info!(job = %JobId(id), rate_ph, at_ms = now_ms, "resumed");
+            let tick_ms = self.decided;
+            tracing::info!(job = %JobId(id), rate_ph, at_ms = now_ms, tick_ms, "resumed");
             if let Some(run) = self.runs.get_mut(&id) {
                 run.signal(Signal::Cont);
                 run.suspended = false;
@@ -198,13 +198,24 @@ impl Sched {
                         rank: rank as u32,
                         bid,
                         nodes: names.clone(),
-                        started_ms: now_ms,
+                        // The tick it started on, however late the decision ran
+                        // (`REXEC_JOB_START_MS` on the node).
+                        started_ms: self.decided,
                     },
                     self.events.clone(),
                 )
             })
             .collect();
-        tracing::info!(job = %JobId(id), attempt, nodes = ?names, rate_ph, at_ms = now_ms, "started");
+        let tick_ms = self.decided;
+        tracing::info!(
+            job = %JobId(id),
+            attempt,
+            nodes = ?names,
+            rate_ph,
+            at_ms = now_ms,
+            tick_ms,
+            "started"
+        );
         self.runs.insert(
             id,
             Run {
@@ -236,29 +247,31 @@ impl Sched {
             r.done_ms += now_ms - r.started_ms.unwrap_or(now_ms);
         })
         .await;
-        tracing::info!(job = %JobId(id), at_ms = now_ms, "suspended");
+        let tick_ms = self.decided;
+        tracing::info!(job = %JobId(id), at_ms = now_ms, tick_ms, "suspended");
     }
 
-    /// Ends job `id` in `state`: final charge, ranks let go, recorded.
+    /// Ends job `id` in `state`, as heard at `at_ms`: final charge, ranks let
+    /// go, recorded.
     pub(super) async fn end(
         &mut self,
         id: u64,
         state: JobState,
         exit: Option<ExitStatus>,
         reason: Option<String>,
+        at_ms: i64,
     ) {
-        let now_ms = crate::unix_now_ms();
-        self.accrue(id, now_ms);
+        self.accrue(id, crate::unix_now_ms());
         self.settle(id, true).await;
         self.runs.remove(&id);
         self.update(id, |r| {
             r.state = state;
-            r.ended_ms = Some(now_ms);
+            r.ended_ms = Some(at_ms);
             r.exit = exit;
             r.reason = reason.clone();
         })
         .await;
-        tracing::info!(job = %JobId(id), ?state, ?exit, at_ms = now_ms, "ended");
+        tracing::info!(job = %JobId(id), ?state, ?exit, at_ms, "ended");
     }
 
     /// A rank of job `id` was lost: the others are killed, and the job is
@@ -284,6 +297,7 @@ impl Sched {
                 JobState::Failed,
                 None,
                 Some(format!("{why}; no attempts left ({attempts} of {max})")),
+                now_ms,
             )
             .await;
             return;

@@ -2,10 +2,11 @@
 //! ends the jobs due then, then admits the jobs submitted then, then decides
 //! once. The live queue keeps the same order by deciding only on ticks that fall
 //! on whole multiples of the tick period since the queue's epoch (which survive
-//! a restart, since the epoch is stored): a job's end is applied when it is
-//! heard, and the processors it frees are given out at the next tick; a job
-//! submitted between two ticks is first seen at the next one, and that tick is
-//! its submission time as far as the policy knows. So every decision is made on
+//! a restart, since the epoch is stored): a job's end counts from when the
+//! queue heard it, and the processors it frees are given out at the first tick
+//! after that, however late the loop gets to the news or to the tick (see
+//! `Sched::advance`); a job submitted between two ticks is first seen at the
+//! next one, and that tick is its submission time as far as the policy knows. So every decision is made on
 //! everything that happened since the last one, as in the simulator, whatever
 //! order the network delivered it in.
 
@@ -32,11 +33,13 @@ impl Clock {
         self.epoch_ms + (at_ms - self.epoch_ms).div_euclid(self.tick_ms) * self.tick_ms
     }
 
-    /// The tick nearest `at_ms`: the one a timer firing at `at_ms` stands for
-    /// (it fires at or after its tick, but the wall clock may have been stepped
-    /// since the timer was set, by a little either way).
-    pub fn nearest(&self, at_ms: i64) -> i64 {
-        self.tick_at(at_ms + self.tick_ms / 2)
+    /// The tick a timer firing at `at_ms` stands for: the last one at or before
+    /// it, or the next one if that is within a tenth of a tick (the timer fires
+    /// at or after its tick, but the wall clock may have been stepped back a
+    /// little since it was set). A timer late by most of a tick, on a loaded
+    /// machine, still stands for its own tick, never for one still to come.
+    pub fn due(&self, at_ms: i64) -> i64 {
+        self.tick_at(at_ms + self.tick_ms / 10)
     }
 
     /// The first tick at or after `at_ms`: when the queue first decides on
@@ -78,9 +81,10 @@ mod tests {
         assert_eq!(c.seen_at(11_250), 11_250);
         assert_eq!(c.seen_at(11_251), 12_250);
         assert_eq!(c.seen_at(10_251), 11_250);
-        assert_eq!(c.nearest(11_240), 11_250);
-        assert_eq!(c.nearest(11_700), 11_250);
-        assert_eq!(c.nearest(11_760), 12_250);
+        assert_eq!(c.due(11_160), 11_250);
+        assert_eq!(c.due(11_140), 10_250);
+        assert_eq!(c.due(11_700), 11_250);
+        assert_eq!(c.due(12_140), 11_250);
         let half = Clock::new(0, Duration::from_millis(500));
         assert_eq!(half.seen_at(1_200), 1_500);
         assert_eq!(half.tick_at(1_499), 1_000);

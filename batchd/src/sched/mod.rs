@@ -13,7 +13,7 @@ pub mod clock;
 pub mod recover;
 pub mod snapshot;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use certs::PeerIdentity;
@@ -78,6 +78,10 @@ pub struct Sched {
     held_checked: Option<tokio::time::Instant>,
     suspect: HashMap<String, tokio::time::Instant>,
     paid: HashMap<String, tokio::time::Instant>,
+    /// The last tick decided (UTC ms).
+    decided: i64,
+    /// Ranks' news taken from the channel and not handled yet, in order.
+    heard: VecDeque<RankEvent>,
 }
 
 /// Asks the loop to cancel job `id` (after `ops` checked `peer` may).
@@ -120,7 +124,7 @@ pub async fn run(
         tracing::error!(policy = %cfg.policy, "unknown policy; the queue does not schedule");
         return;
     };
-    let (events, mut heard) = mpsc::unbounded_channel();
+    let (events, mut news) = mpsc::unbounded_channel();
     let recovering = recover::Recovering::from_queue(&shared);
     let mut s = Sched {
         shared: shared.clone(),
@@ -131,26 +135,33 @@ pub async fn run(
         held_checked: None,
         suspect: HashMap::new(),
         paid: HashMap::new(),
+        decided: i64::MIN,
+        heard: VecDeque::new(),
     };
     let clock = clock::Clock::new(shared.lock_queue().epoch_ms, shared.cfg.tick);
+    s.decided = clock.tick_at(crate::unix_now_ms());
     let mut tick = clock.interval(crate::unix_now_ms());
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
             _ = tick.tick() => {
-                s.recover().await;
-                s.release_held().await;
-                s.charge_all(false).await;
-                s.decide(clock).await;
+                let due = clock.due(crate::unix_now_ms());
+                s.advance(clock, &mut news, Some(due)).await;
             }
-            Some(ev) = heard.recv() => s.on_event(ev).await,
-            Some(cmd) = commands.recv() => match cmd {
-                Command::Cancel { id, reply } => {
-                    let r = s.cancel(id).await;
-                    let _ = reply.send(r);
+            Some(ev) = news.recv() => {
+                s.heard.push_back(ev);
+                s.advance(clock, &mut news, None).await;
+            }
+            Some(cmd) = commands.recv() => {
+                s.advance(clock, &mut news, None).await;
+                match cmd {
+                    Command::Cancel { id, reply } => {
+                        let r = s.cancel(id).await;
+                        let _ = reply.send(r);
+                    }
                 }
-            },
+            }
         }
     }
     // Leaving: every session drops, so the nodes kill the ranks; the store
@@ -159,6 +170,57 @@ pub async fn run(
 }
 
 impl Sched {
+    /// The work of the tick at `tick_ms`, once: settle what a restart left,
+    /// release held jobs, charge, decide.
+    async fn on_tick(&mut self, clock: clock::Clock, tick_ms: i64) {
+        if tick_ms <= self.decided {
+            return;
+        }
+        self.decided = tick_ms;
+        self.recover().await;
+        self.release_held().await;
+        self.charge_all(false).await;
+        self.decide(clock, tick_ms).await;
+    }
+
+    /// Handles the ranks' news and the ticks that came due, in the clock's
+    /// order: news heard before a tick is handled before that tick's decision,
+    /// news heard at or after it only after, however late the loop gets to
+    /// either (a loaded machine, a slow commit, a timer that lost a race with
+    /// the news). `timer` is the tick a timer firing now stands for; a tick
+    /// whose time has passed is decided even if its timer has not fired yet.
+    async fn advance(
+        &mut self,
+        clock: clock::Clock,
+        news: &mut mpsc::UnboundedReceiver<RankEvent>,
+        mut timer: Option<i64>,
+    ) {
+        loop {
+            while let Ok(ev) = news.try_recv() {
+                self.heard.push_back(ev);
+            }
+            let due = timer
+                .take()
+                .unwrap_or(i64::MIN)
+                .max(clock.tick_at(crate::unix_now_ms()));
+            if due > self.decided {
+                while let Some(ev) = self.heard.pop_front() {
+                    if ev.at_ms >= due {
+                        self.heard.push_front(ev);
+                        break;
+                    }
+                    self.on_event(ev).await;
+                }
+                self.on_tick(clock, due).await;
+                continue;
+            }
+            match self.heard.pop_front() {
+                Some(ev) => self.on_event(ev).await,
+                None => break,
+            }
+        }
+    }
+
     /// A rank's news (the processors a job frees are given out at the next tick).
     async fn on_event(&mut self, ev: RankEvent) {
         let Some(run) = self.runs.get_mut(&ev.job) else {
@@ -179,7 +241,8 @@ impl Sched {
                         .find(|e| !matches!(e, ExitStatus::Code(0)))
                         .or(run.exits[0].as_ref())
                         .copied();
-                    self.end(ev.job, JobState::Finished, exit, None).await;
+                    self.end(ev.job, JobState::Finished, exit, None, ev.at_ms)
+                        .await;
                 }
             }
             Event::Lost(why) => {
@@ -214,8 +277,15 @@ impl Sched {
                     run.signal(Signal::Kill);
                 }
                 self.recovering.forget(id);
-                self.end(id, JobState::Cancelled, None, Some("cancelled".into()))
-                    .await;
+                let now_ms = crate::unix_now_ms();
+                self.end(
+                    id,
+                    JobState::Cancelled,
+                    None,
+                    Some("cancelled".into()),
+                    now_ms,
+                )
+                .await;
             }
         }
         let q = self.shared.lock_queue();

@@ -9,8 +9,9 @@
 //! job at the tick the queue's log says it entered the queue (on a loaded
 //! machine a submission can miss its tick; both sides then see the same). Each job is `length` seconds of
 //! the queue's clock: its ranks sleep until `REXEC_JOB_START_MS + length`, less
-//! 0.4 s for their end to reach the queue before the tick that frees their
-//! processors, so launch latency does not add up along a chain of jobs.
+//! 0.6 s for their end to reach the queue before the tick that frees their
+//! processors (a loaded machine delays the news of an end by some tenths of a
+//! second), so launch latency does not add up along a chain of jobs.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -28,7 +29,7 @@ struct Planned {
 }
 
 /// A rank that runs `length` seconds of the queue's clock from the tick the job
-/// started on (`REXEC_JOB_START_MS`), ending 0.4 s early so that its end reaches
+/// started on (`REXEC_JOB_START_MS`), ending 0.6 s early so that its end reaches
 /// the queue before the tick that frees its processors. It sleeps in steps of
 /// at most 50 ms; when a suspension stops it (the queue's SIGSTOP to the whole
 /// job, then SIGCONT, which the shell traps), the time it was stopped, less
@@ -37,7 +38,7 @@ struct Planned {
 fn paced(length: u64) -> String {
     format!(
         "trap 'stopped=1' CONT; stopped=0; \
-         end=$((${{REXEC_JOB_START_MS:?}} + {} - 400)); last=$(date +%s%3N); step=0; \
+         end=$((${{REXEC_JOB_START_MS:?}} + {} - 600)); last=$(date +%s%3N); step=0; \
          while :; do \
            now=$(date +%s%3N); \
            if [ $stopped = 1 ]; then end=$((end + now - last - step / 2)); stopped=0; fi; \
@@ -107,18 +108,20 @@ fn job_of(line: &str) -> Option<usize> {
 /// out a tick late, say).
 const MAX_OFF_PLAN: usize = 4;
 
-/// The queue's tick at or after `ms` (`ceil`), or nearest to it (`round`), from the
-/// workload's second 0 at `t0`.
-fn tick_of(ms: i64, t0: i64, ceil: bool) -> i64 {
-    if ceil {
-        (ms - t0 + 999).div_euclid(1000)
-    } else {
-        (ms - t0 + 500).div_euclid(1000)
-    }
+/// The workload's second of the queue's tick at `tick_ms` (second 0 at `t0`).
+fn second_of(tick_ms: i64, t0: i64) -> i64 {
+    (tick_ms - t0).div_euclid(1000)
+}
+
+/// The first tick after `ms`: the one that gives out the processors of a job the
+/// queue heard end at `ms` (a tick falling on `ms` itself was decided first).
+fn tick_after(ms: i64, t0: i64) -> i64 {
+    second_of(ms, t0) + 1
 }
 
 /// Each job's ticks on processors, from the queue's log: every run from a `started` or
-/// `resumed` tick to a `suspended` tick or to the tick after `ended`.
+/// `resumed` tick to a `suspended` tick (each line names the tick it was decided on,
+/// `tick_ms`, however late the decision ran) or to the first tick after `ended`.
 fn ran_ticks(log: &str, t0: i64, n: usize) -> Vec<Option<i64>> {
     let mut ran = vec![None; n];
     let mut since = vec![None; n];
@@ -129,10 +132,16 @@ fn ran_ticks(log: &str, t0: i64, n: usize) -> Vec<Option<i64>> {
         if i >= n {
             continue;
         }
+        let decided = field(line, "tick_ms").map(|t| second_of(t, t0));
         if line.contains(": started ") || line.contains(": resumed ") {
-            since[i] = Some(tick_of(at, t0, false));
+            since[i] = decided;
         } else if line.contains(": suspended ") || line.contains(": ended ") {
-            let end = tick_of(at, t0, line.contains(": ended "));
+            let end = if line.contains(": ended ") {
+                Some(tick_after(at, t0))
+            } else {
+                decided
+            };
+            let Some(end) = end else { continue };
             if let Some(from) = since[i].take() {
                 *ran[i].get_or_insert(0) += end - from;
             }
@@ -185,7 +194,22 @@ fn agree(policy: &'static str) {
             e.state == JobState::Finished
         });
     }
-    let log = m.batchd.log();
+    // The queue shows a job finished before its record is committed and the end
+    // logged (a slow disk's fsync apart): wait for every end in the log.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let log = loop {
+        let log = m.batchd.log();
+        let ended = log
+            .lines()
+            .filter(|l| l.contains("batchd::sched::apply: ") && l.contains(": ended "))
+            .filter_map(job_of)
+            .filter(|&i| i < plan.len())
+            .collect::<std::collections::HashSet<_>>();
+        if ended.len() == plan.len() || std::time::Instant::now() > deadline {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     // The simulator replays the workload as the queue received it: each job
     // submitted at the first tick after it entered the queue (as planned
     // unless a submission took long on a loaded machine).
