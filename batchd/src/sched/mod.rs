@@ -204,12 +204,10 @@ impl Sched {
                 .unwrap_or(i64::MIN)
                 .max(clock.tick_at(crate::unix_now_ms()));
             if due > self.decided {
-                while let Some(ev) = self.heard.pop_front() {
-                    if ev.at_ms >= due {
-                        self.heard.push_front(ev);
-                        break;
+                while self.heard.front().is_some_and(|ev| ev.at_ms < due) {
+                    if let Some(ev) = self.heard.pop_front() {
+                        self.on_event(ev).await;
                     }
-                    self.on_event(ev).await;
                 }
                 self.on_tick(clock, due).await;
                 continue;
