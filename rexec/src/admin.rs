@@ -139,7 +139,7 @@ pub(crate) async fn listed_nodes(
     let listed = crate::nodes::listing(config, connector, None, &|_| {})
         .await
         .map_err(crate::nodes::ListError::into_error)?;
-    let via = &listed.selectors[listed.by].name;
+    let via = &listed.selectors.list()[listed.by].name;
     let (live, bad) = crate::nodes::entries(&listed.list.nodes);
     for name in bad {
         say(&format!(

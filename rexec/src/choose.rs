@@ -17,12 +17,12 @@
 
 use std::time::Duration;
 
-use clients::selector::{AskAnyError, ask_any};
+use clients::selector::{AskAnyError, Selectors};
 use proto::select::SelectQuery;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
-use crate::config::{NodeEntry, SelectorEntry};
+use crate::config::NodeEntry;
 use crate::exit::{Class, Error};
 use crate::plan::RankTarget;
 use crate::select::ASK_TIMEOUT;
@@ -216,7 +216,7 @@ pub fn usable(offered: Vec<NodeEntry>, exclude: &[String], need: usize) -> Vec<N
 /// should read; `timeout` is the sessions' silence limit.
 pub async fn choose(
     connector: &TlsConnector,
-    selectors: &[SelectorEntry],
+    selectors: &mut Selectors,
     wanted: &Wanted,
     timeout: Duration,
     note: &dyn Fn(&str),
@@ -233,11 +233,11 @@ pub async fn choose(
             .chain(rejected.iter().map(|r| r.node.name.clone()))
             .collect();
         let op = wanted.query(need as u32, exclude.clone());
-        let (by, views) = match ask_any(connector, selectors, &op, ASK_TIMEOUT).await {
+        let (by, views) = match selectors.ask(connector, &op, ASK_TIMEOUT).await {
             Ok(answer) => answer,
             Err(error) => return Err(ChooseError::Select { error, rejected }),
         };
-        let via = &selectors[by].name;
+        let via = &selectors.list()[by].name;
         let offered = views
             .iter()
             .map(|v| NodeEntry {

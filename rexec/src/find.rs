@@ -16,10 +16,13 @@
 //! when the cache is missing, stale, damaged, or none of its selectors answers.
 //! A remembered entry is checked like any address (the selector's certificate
 //! must carry the name), so a stale or planted one costs a refused connection.
+//! The connection that answered `Services` stays open in the [`Selectors`]
+//! returned, so the question that follows (the nodes of a job) costs no second
+//! handshake.
 
 use std::time::{Duration, SystemTime};
 
-use clients::selector::{Services, ask_any};
+use clients::selector::{Selectors, Services};
 use discovery::cache::{Cache, MAX_AGE, Remembered};
 use discovery::config::DiscoveryConfig;
 use proto::announce::{Announcement, Kind};
@@ -76,15 +79,16 @@ pub enum FindError {
     },
 }
 
-/// The selectors to ask, in order, by the rule in the module docs.
-/// `note` hears what a `-v` user should read.
+/// The selectors to ask, in order, by the rule in the module docs, with the
+/// connection of the one that answered open. `note` hears what a `-v` user
+/// should read.
 pub async fn selectors(
     config: &Config,
     connector: &TlsConnector,
     note: &dyn Fn(&str),
-) -> Result<Vec<SelectorEntry>, FindError> {
+) -> Result<Selectors, FindError> {
     if !config.selectors.is_empty() {
-        return Ok(config.selectors.clone());
+        return Ok(Selectors::new(config.selectors.clone()));
     }
     let Some(d) = &config.discovery else {
         return Err(FindError::NothingConfigured {
@@ -110,29 +114,34 @@ pub async fn selectors(
             cache.path().display(),
             describe(&known)
         ));
-        if let Some((by, live)) = live_selectors(connector, &known).await {
+        let mut asked = Selectors::new(known);
+        if let Some((by, live)) = live_selectors(connector, &mut asked).await {
             // The one that answered, and the live ones it knows.
+            let known = asked.list();
             let found = order(merge(vec![known[by].clone()], live), seed);
-            remember(cache, &found, Some((&known, written)), note);
-            return Ok(found);
+            remember(cache, &found, Some((known, written)), note);
+            asked.set_list(found);
+            return Ok(asked);
         }
         note("none of the remembered selectors answered; listening on the group");
         cache.forget();
     }
     let heard = listen(d, config).await?;
-    let mut found = order(heard, seed);
+    let heard = order(heard, seed);
     note(&format!(
         "heard selector{} {}",
-        if found.len() == 1 { "" } else { "s" },
-        describe(&found)
+        if heard.len() == 1 { "" } else { "s" },
+        describe(&heard)
     ));
     // Those not heard yet (announcing later in their period) are known to
     // the ones heard; failing that, the ones heard will do.
-    if let Some((_, live)) = live_selectors(connector, &found).await {
-        found = order(merge(found, live), seed);
+    let mut found = Selectors::new(heard);
+    if let Some((_, live)) = live_selectors(connector, &mut found).await {
+        let all = order(merge(found.list().to_vec(), live), seed);
+        found.set_list(all);
     }
     if let Some(cache) = &cache {
-        remember(cache, &found, None, note);
+        remember(cache, found.list(), None, note);
     }
     Ok(found)
 }
@@ -145,9 +154,10 @@ const REFRESH: Duration = Duration::from_secs(60);
 /// and the selectors in its answer.
 async fn live_selectors(
     connector: &TlsConnector,
-    selectors: &[SelectorEntry],
+    selectors: &mut Selectors,
 ) -> Option<(usize, Vec<SelectorEntry>)> {
-    let (by, services) = ask_any(connector, selectors, &Services, ASK_TIMEOUT)
+    let (by, services) = selectors
+        .ask(connector, &Services, ASK_TIMEOUT)
         .await
         .ok()?;
     let live = services

@@ -8,12 +8,12 @@
 //! Exit status: 0 with a table, 1 when no selector answered, 2 for a usage
 //! or configuration error (a policy every selector refuses is one).
 
-use clients::selector::{AskAnyError, ask_any};
+use clients::selector::{AskAnyError, Selectors};
 use proto::select::{NodeList, NodeView, NodesQuery, SelectQuery};
 use tokio_rustls::TlsConnector;
 
 use crate::cli::NodesArgs;
-use crate::config::{Config, NodeEntry, SelectorEntry};
+use crate::config::{Config, NodeEntry};
 use crate::exit::{Class, Error};
 use crate::find::FindError;
 use crate::say;
@@ -22,9 +22,10 @@ use crate::select::ASK_TIMEOUT;
 /// A selector's listing of the live nodes it knows.
 #[derive(Debug)]
 pub struct Listed {
-    /// The selectors found, in the order they were asked.
-    pub selectors: Vec<SelectorEntry>,
-    /// The index in `selectors` of the one that answered.
+    /// The selectors found, in the order they were asked, with the connection
+    /// of the one that answered open.
+    pub selectors: Selectors,
+    /// The index in `selectors.list()` of the one that answered.
     pub by: usize,
     /// Its answer.
     pub list: NodeList,
@@ -71,13 +72,14 @@ pub async fn listing(
     expected_cpu_ms: Option<u64>,
     note: &dyn Fn(&str),
 ) -> Result<Listed, ListError> {
-    let selectors = crate::find::selectors(config, connector, note).await?;
+    let mut selectors = crate::find::selectors(config, connector, note).await?;
     let query = NodesQuery { expected_cpu_ms };
-    let (by, list) = ask_any(connector, &selectors, &query, ASK_TIMEOUT).await?;
+    let (by, list) = selectors.ask(connector, &query, ASK_TIMEOUT).await?;
+    let answered = &selectors.list()[by];
     note(&format!(
         "selector {} at {} answered: {} live node{}",
-        selectors[by].name,
-        selectors[by].addr,
+        answered.name,
+        answered.addr,
         list.total,
         if list.total == 1 { "" } else { "s" }
     ));
@@ -148,9 +150,11 @@ pub async fn run(args: &NodesArgs, config: Option<&std::path::Path>) -> Result<(
         let count = nodes.len().min(proto::select::MAX_SELECT as usize) as u32;
         let mut q = SelectQuery::new(count, policy);
         q.expected_cpu_ms = expected_cpu_ms;
-        // Ask the selector that listed them, so the ranking covers the same nodes.
-        let one = &selectors[by..=by];
-        match ask_any(&connector, one, &q, ASK_TIMEOUT).await {
+        // Ask the selector that listed them (on its open connection), so the
+        // ranking covers the same nodes.
+        let mut one = selectors;
+        one.set_list(one.list()[by..=by].to_vec());
+        match one.ask(&connector, &q, ASK_TIMEOUT).await {
             Ok((_, ranked)) => nodes = ranked,
             Err(e) => {
                 let class = match crate::exit::selector_class(&e) {

@@ -137,10 +137,10 @@ async fn choose_ranks(
             crate::say(m);
         }
     };
-    let selectors = crate::find::selectors(&request.config, connector, &note)
+    let mut selectors = crate::find::selectors(&request.config, connector, &note)
         .await
         .map_err(|e| Error::Failed(e.to_string()))?;
-    let chosen = crate::choose::choose(connector, &selectors, &wanted, request.timeout, &note)
+    let chosen = crate::choose::choose(connector, &mut selectors, &wanted, request.timeout, &note)
         .await
         .map_err(crate::choose::ChooseError::into_error)?;
     Ok((chosen.ranks, chosen.sessions))

@@ -163,7 +163,8 @@ pub async fn run(
     if !config.selectors.is_empty() || config.discovery.is_some() {
         let selectors = crate::find::selectors(&config, &connector, &note)
             .await
-            .map_err(|e| Error::Incomplete(e.to_string()))?;
+            .map_err(|e| Error::Incomplete(e.to_string()))?
+            .into_list();
         let mut asked = JoinSet::new();
         for (i, sel) in selectors.iter().enumerate() {
             let (connector, sel) = (connector.clone(), sel.clone());

@@ -4,6 +4,11 @@
 //! it tries the next; a refusal of the request itself stops, since every selector
 //! judges a request alike.
 //!
+//! [`Selectors`] keeps the connection of the selector that answered open for the
+//! next question, so a client that asks twice (the live selectors, then the nodes
+//! of a job) shakes hands once; a kept connection that broke is dialled again
+//! before the others are tried.
+//!
 //! Only a selector whose certificate names the service dialled is asked, so an
 //! address taken from an announcement cannot impersonate a selector. Failing over is
 //! silent; when every selector fails, [`AskAnyError::NoneAnswered`] names each one
@@ -79,12 +84,31 @@ pub async fn ask_one<Q: Ask>(
     question: &Q,
     limit: Duration,
 ) -> Result<Q::Answer, ClientError> {
+    check(question)?;
+    dial_and_ask(connector, sel, question, limit)
+        .await
+        .map(|(_, answer)| answer)
+}
+
+/// The refusal a selector would give a request that is not well formed.
+fn check<Q: Ask>(question: &Q) -> Result<(), ClientError> {
     SelectorRequest::new(0, question.op())
         .check()
-        .map_err(RpcError::Server)?;
+        .map_err(RpcError::Server)
+}
+
+/// Connects to `sel` and asks `question`, all within `limit`; the connection stays
+/// open for more questions.
+async fn dial_and_ask<Q: Ask>(
+    connector: &TlsConnector,
+    sel: &SelectorEntry,
+    question: &Q,
+    limit: Duration,
+) -> Result<(SelectorClient, Q::Answer), ClientError> {
     let exchange = async {
         let mut client = SelectorClient::connect(&sel.addr, connector, &sel.name, limit).await?;
-        client.ask(question).await
+        let answer = client.ask(question).await?;
+        Ok((client, answer))
     };
     tokio::time::timeout(limit, exchange)
         .await
@@ -177,27 +201,143 @@ pub async fn ask_any<Q: Ask>(
     question: &Q,
     limit: Duration,
 ) -> Result<(usize, Q::Answer), AskAnyError> {
-    if selectors.is_empty() {
-        return Err(AskAnyError::NoSelectors);
+    Selectors::new(selectors.to_vec())
+        .ask(connector, question, limit)
+        .await
+}
+
+/// Selectors to ask in turn, with the connection of the last one that answered
+/// kept open for the next question.
+pub struct Selectors {
+    list: Vec<SelectorEntry>,
+    /// The index in `list` of the selector connected to, and the connection.
+    open: Option<(usize, SelectorClient)>,
+}
+
+impl fmt::Debug for Selectors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Selectors")
+            .field("list", &self.list)
+            .field("open", &self.open.as_ref().map(|(i, _)| *i))
+            .finish()
     }
-    let mut attempts = Vec::new();
-    for (i, sel) in selectors.iter().enumerate() {
-        match ask_one(connector, sel, question, limit).await {
-            Ok(answer) => return Ok((i, answer)),
-            Err(RpcError::Server(error)) if after_refusal(&error) == Next::Stop => {
+}
+
+impl Selectors {
+    /// `list`, in the order to ask them, with no connection yet.
+    pub fn new(list: Vec<SelectorEntry>) -> Selectors {
+        Selectors { list, open: None }
+    }
+
+    /// The selectors, in the order they are asked.
+    pub fn list(&self) -> &[SelectorEntry] {
+        &self.list
+    }
+
+    /// The selectors, without the open connection (closed here).
+    pub fn into_list(self) -> Vec<SelectorEntry> {
+        self.list
+    }
+
+    /// Whether a connection is open, and to which selector (tests, `-v`).
+    pub fn connected(&self) -> Option<&SelectorEntry> {
+        self.open.as_ref().map(|(i, _)| &self.list[*i])
+    }
+
+    /// Replaces the list by `list`; the open connection is kept when its selector
+    /// (same name and address) is in the new list.
+    pub fn set_list(&mut self, list: Vec<SelectorEntry>) {
+        let open = self.open.take().and_then(|(i, client)| {
+            let was = &self.list[i];
+            let at = list.iter().position(|e| e == was)?;
+            Some((at, client))
+        });
+        self.list = list;
+        self.open = open;
+    }
+
+    /// Asks `question`: on the open connection first, then each selector in order
+    /// on a new connection (the one whose connection broke among them), until one
+    /// answers; returns its index in [`Selectors::list`] and the answer, and keeps
+    /// its connection. A refusal of the request itself stops at once
+    /// ([`after_failure`]). Each selector gets `limit`.
+    pub async fn ask<Q: Ask>(
+        &mut self,
+        connector: &TlsConnector,
+        question: &Q,
+        limit: Duration,
+    ) -> Result<(usize, Q::Answer), AskAnyError> {
+        let Some(first) = self.list.first() else {
+            return Err(AskAnyError::NoSelectors);
+        };
+        if let Err(RpcError::Server(error)) = check(question) {
+            // Every selector would refuse it alike: nothing is sent.
+            if after_refusal(&error) == Next::Stop {
                 return Err(AskAnyError::Refused {
-                    name: sel.name.clone(),
+                    name: first.name.clone(),
                     error,
                 });
             }
-            Err(error) => attempts.push(Attempt {
+            let attempts = self.list.iter().map(|sel| Attempt {
                 name: sel.name.clone(),
                 addr: sel.addr.clone(),
-                error,
-            }),
+                error: RpcError::Server(error.clone()),
+            });
+            return Err(AskAnyError::NoneAnswered(attempts.collect()));
         }
+        let mut attempts = Vec::new();
+        let mut asked = None;
+        if let Some((i, mut client)) = self.open.take() {
+            match client.ask(question).await {
+                Ok(answer) => {
+                    self.open = Some((i, client));
+                    return Ok((i, answer));
+                }
+                Err(RpcError::Server(error)) => {
+                    let sel = &self.list[i];
+                    if after_refusal(&error) == Next::Stop {
+                        self.open = Some((i, client));
+                        return Err(AskAnyError::Refused {
+                            name: sel.name.clone(),
+                            error,
+                        });
+                    }
+                    // It answered, and would answer a new connection alike.
+                    asked = Some(i);
+                    attempts.push(Attempt {
+                        name: sel.name.clone(),
+                        addr: sel.addr.clone(),
+                        error: RpcError::Server(error),
+                    });
+                }
+                // The connection broke (or the selector went quiet): dial again.
+                Err(_) => {}
+            }
+        }
+        for (i, sel) in self.list.iter().enumerate() {
+            if asked == Some(i) {
+                continue;
+            }
+            match dial_and_ask(connector, sel, question, limit).await {
+                Ok((client, answer)) => {
+                    self.open = Some((i, client));
+                    return Ok((i, answer));
+                }
+                Err(RpcError::Server(error)) if after_refusal(&error) == Next::Stop => {
+                    return Err(AskAnyError::Refused {
+                        name: sel.name.clone(),
+                        error,
+                    });
+                }
+                Err(error) => attempts.push(Attempt {
+                    name: sel.name.clone(),
+                    addr: sel.addr.clone(),
+                    error,
+                }),
+            }
+        }
+        Err(AskAnyError::NoneAnswered(attempts))
     }
-    Err(AskAnyError::NoneAnswered(attempts))
 }
 
 #[cfg(test)]

@@ -29,7 +29,9 @@ use crate::rpc::{Client, Protocol, RpcError};
 
 mod failover;
 
-pub use failover::{AskAnyError, Attempt, Next, SelectorEntry, after_failure, ask_any, ask_one};
+pub use failover::{
+    AskAnyError, Attempt, Next, SelectorEntry, Selectors, after_failure, ask_any, ask_one,
+};
 
 /// The selector protocol of `proto::select`.
 #[derive(Debug)]

@@ -4,7 +4,7 @@
 //! configured `server_name`, only the queue of that name; else any queue, the
 //! one heard from most recently first.
 
-use clients::selector::{Services, ask_any};
+use clients::selector::Services;
 use proto::select::{ServiceKind, ServiceView};
 use tokio_rustls::TlsConnector;
 
@@ -21,10 +21,10 @@ pub async fn find_queue(
     if config.selectors.is_empty() && config.discovery.is_none() {
         return Ok(None);
     }
-    let selectors = crate::find::selectors(config, connector, &|_| {})
+    let mut selectors = crate::find::selectors(config, connector, &|_| {})
         .await
         .map_err(|e| Error::Failed(e.to_string()))?;
-    let (_, services) = ask_any(connector, &selectors, &Services, ASK_TIMEOUT).await?;
+    let (_, services) = selectors.ask(connector, &Services, ASK_TIMEOUT).await?;
     Ok(pick(&services, config.batch.server_name.as_deref()))
 }
 

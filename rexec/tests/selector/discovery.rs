@@ -96,6 +96,8 @@ pub(crate) async fn selectors_are_found_from_announcements_on_the_group() {
         "{ops:?}"
     );
     assert!(foreign.requests().is_empty());
+    // Both on one connection: a single handshake.
+    assert_eq!(v1.handshakes(), 1);
 
     // The next run asks the remembered selector at once, without listening.
     let out = rexec(&config, &["nodes", "-v"]).await;
@@ -111,6 +113,7 @@ pub(crate) async fn selectors_are_found_from_announcements_on_the_group() {
         matches!(ops[..], [_, _, SelectorOp::Services, SelectorOp::Nodes(_)]),
         "{ops:?}"
     );
+    assert_eq!(v1.handshakes(), 2, "one connection per run");
 }
 
 /// A remembered list that cannot be used: the client listens after all, and says

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use certs::Role;
 use certs::testing::TestPki;
-use clients::selector::{AskAnyError, ask_any};
+use clients::selector::{AskAnyError, Selectors, Services, ask_any};
 use proto::select::{NodesQuery, SelectorError, SelectorErrorCode, SelectorOp, SelectorReply};
 use rexec::choose::{ChooseError, ROUNDS, Wanted, choose};
 use rexec::config::SelectorEntry;
@@ -87,6 +87,93 @@ async fn a_dead_selector_and_an_impostor_are_passed_over() {
 }
 
 #[tokio::test]
+async fn the_selector_that_answered_is_asked_again_on_its_connection() {
+    let pki = TestPki::new();
+    let nodes = vec![view("n1", "127.0.0.1:7001".parse().unwrap(), 0)];
+    let v1 = selector_peer(&pki, "v1", listing(nodes.clone())).await;
+    let v2 = selector_peer(&pki, "v2", listing(nodes.clone())).await;
+    let connector = user_connector(&pki);
+    let mut set = Selectors::new(vec![
+        SelectorEntry {
+            name: "v0".into(),
+            addr: dead_addr().await.to_string(),
+        },
+        v1.entry("v1"),
+        v2.entry("v2"),
+    ]);
+    assert_eq!(
+        set.ask(&connector, &Services, ASK_TIMEOUT).await.unwrap().0,
+        1
+    );
+    let (by, list) = set
+        .ask(&connector, &NodesQuery::default(), ASK_TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!((by, list.nodes[0].name.as_str()), (1, "n1"));
+    assert_eq!((v1.handshakes(), v1.requests().len()), (1, 2));
+
+    // A new order keeps the connection when its selector is still listed.
+    set.set_list(vec![v2.entry("v2"), v1.entry("v1")]);
+    assert_eq!(set.connected(), Some(&v1.entry("v1")));
+    let (by, _) = set
+        .ask(&connector, &NodesQuery::default(), ASK_TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!((by, v1.handshakes(), v2.handshakes()), (1, 1, 0));
+    // Without it, the connection goes and the list is asked in order.
+    set.set_list(vec![v2.entry("v2")]);
+    assert_eq!(set.connected(), None);
+    let (by, _) = set
+        .ask(&connector, &NodesQuery::default(), ASK_TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!((by, v2.handshakes()), (0, 1));
+
+    // A connection the selector closed is dialled again, before the others.
+    let once = one_answer_peer(&pki, "v3", listing(nodes)).await;
+    let mut set = Selectors::new(vec![once.entry("v3"), v2.entry("v2")]);
+    for _ in 0..3 {
+        let (by, _) = set
+            .ask(&connector, &NodesQuery::default(), ASK_TIMEOUT)
+            .await
+            .unwrap();
+        assert_eq!(by, 0);
+    }
+    assert_eq!((once.handshakes(), once.requests().len()), (3, 3));
+    assert_eq!(v2.requests().len(), 1, "v2 was not asked for v3");
+}
+
+#[tokio::test]
+async fn a_selector_short_of_nodes_on_the_open_connection_passes_to_the_next() {
+    let pki = TestPki::new();
+    let nodes = vec![view("n1", "127.0.0.1:7001".parse().unwrap(), 0)];
+    // v1 answers Services, then is short of nodes for every Select.
+    let short: Arc<Script> = Arc::new(|req, _| match req.op {
+        SelectorOp::Services => Ok(SelectorReply::Services(Vec::new())),
+        _ => Err(SelectorError::new(
+            SelectorErrorCode::NotEnoughNodes,
+            "knows 0 nodes",
+        )),
+    });
+    let v1 = selector_peer(&pki, "v1", short).await;
+    let v2 = selector_peer(&pki, "v2", listing(nodes)).await;
+    let connector = user_connector(&pki);
+    let mut set = Selectors::new(vec![v1.entry("v1"), v2.entry("v2")]);
+    assert_eq!(
+        set.ask(&connector, &Services, ASK_TIMEOUT).await.unwrap().0,
+        0
+    );
+    let (by, _) = set
+        .ask(&connector, &NodesQuery::default(), ASK_TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(by, 1);
+    // v1 was asked once on its open connection, not dialled again.
+    assert_eq!((v1.handshakes(), v1.requests().len()), (1, 2));
+    assert_eq!(set.connected(), Some(&v2.entry("v2")));
+}
+
+#[tokio::test]
 async fn a_refusal_of_the_request_itself_is_not_asked_again() {
     let pki = TestPki::new();
     let needs_length: Arc<Script> = Arc::new(|_, _| {
@@ -107,7 +194,7 @@ async fn a_refusal_of_the_request_itself_is_not_asked_again() {
     let quiet = |_: &str| {};
     let e = choose(
         &user_connector(&pki),
-        &selectors,
+        &mut Selectors::new(selectors.to_vec()),
         &wanted,
         Duration::from_secs(2),
         &quiet,
@@ -153,7 +240,7 @@ async fn a_node_whose_certificate_names_another_is_excluded_and_replaced() {
     };
     let e = choose(
         &user_connector(&pki),
-        &[selector.entry("v1")],
+        &mut Selectors::new(vec![selector.entry("v1")]),
         &wanted,
         Duration::from_secs(2),
         &note,

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ pub(crate) type Script =
 pub(crate) struct Peer {
     pub(crate) addr: SocketAddr,
     seen: Arc<Mutex<Vec<SelectorRequest>>>,
+    handshakes: Arc<AtomicUsize>,
 }
 
 impl Peer {
@@ -36,6 +38,11 @@ impl Peer {
 
     pub(crate) fn requests(&self) -> Vec<SelectorRequest> {
         self.seen.lock().unwrap().clone()
+    }
+
+    /// TLS handshakes completed with clients (one per connection).
+    pub(crate) fn handshakes(&self) -> usize {
+        self.handshakes.load(Ordering::SeqCst)
     }
 }
 
@@ -52,23 +59,45 @@ pub(crate) async fn peer_as(
     cert_name: &str,
     script: Arc<Script>,
 ) -> Peer {
+    serve_peer(pki, role, cert_name, script, usize::MAX).await
+}
+
+/// A selector peer that closes each connection after answering one request.
+pub(crate) async fn one_answer_peer(pki: &TestPki, cert_name: &str, script: Arc<Script>) -> Peer {
+    serve_peer(pki, Role::Service, cert_name, script, 1).await
+}
+
+async fn serve_peer(
+    pki: &TestPki,
+    role: Role,
+    cert_name: &str,
+    script: Arc<Script>,
+    per_connection: usize,
+) -> Peer {
     let acceptor = pki.acceptor(role, cert_name).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let record = seen.clone();
+    let handshakes = Arc::new(AtomicUsize::new(0));
+    let (record, shaken) = (seen.clone(), handshakes.clone());
     tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
                 return;
             };
             let (acceptor, record, script) = (acceptor.clone(), record.clone(), script.clone());
+            let shaken = shaken.clone();
             tokio::spawn(async move {
                 let Ok((stream, _who)) = certs::accept(&acceptor, tcp).await else {
                     return;
                 };
+                shaken.fetch_add(1, Ordering::SeqCst);
                 let mut framed = Framed::new(stream, proto::select::MAX_SELECTOR_REQUEST);
-                while let Ok(Some(req)) = framed.recv::<SelectorRequest>().await {
+                let mut answered = 0;
+                while answered < per_connection
+                    && let Ok(Some(req)) = framed.recv::<SelectorRequest>().await
+                {
+                    answered += 1;
                     let n = {
                         let mut r = record.lock().unwrap();
                         r.push(req.clone());
@@ -83,7 +112,11 @@ pub(crate) async fn peer_as(
             });
         }
     });
-    Peer { addr, seen }
+    Peer {
+        addr,
+        seen,
+        handshakes,
+    }
 }
 
 /// A TLS server that completes handshakes with the certificate of node
