@@ -256,3 +256,55 @@ async fn recv_in_select_loses_nothing_when_another_branch_wins() {
         "the other branch must have cancelled some recv futures"
     );
 }
+
+/// A stream that records each write it is given and never has anything to read.
+#[derive(Default)]
+struct Recorder {
+    writes: Vec<Vec<u8>>,
+}
+
+impl AsyncRead for Recorder {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        _: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl tokio::io::AsyncWrite for Recorder {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.writes.push(buf.to_vec());
+        Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[tokio::test]
+async fn send_all_writes_its_frames_in_one_write_or_none_at_all() {
+    let (a, b) = (msg(1, 10), msg(2, 300));
+    let mut f = Framed::new(Recorder::default(), 1000);
+    f.send_all(&[a.clone(), b.clone()]).await.unwrap();
+    let writes = std::mem::take(&mut f.get_mut().writes);
+    assert_eq!(writes.len(), 1);
+    let mut r = FrameReader::new(&writes[0][..], 1000);
+    assert_eq!(r.recv::<Msg>().await.unwrap(), Some(a.clone()));
+    assert_eq!(r.recv::<Msg>().await.unwrap(), Some(b));
+    assert_eq!(r.recv::<Msg>().await.unwrap(), None);
+    // One frame over the limit: refused, and the one before it is not sent either.
+    match f.send_all(&[a, msg(3, 2000)]).await {
+        Err(FrameError::TooLarge { max: 1000, .. }) => {}
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert!(f.get_ref().writes.is_empty());
+}

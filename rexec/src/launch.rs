@@ -92,18 +92,13 @@ pub async fn launch_all(
         let launch = spec.launch(target.rank);
         let target = target.clone();
         set.spawn(async move {
-            let result = async {
-                let mut s = match session {
-                    Some(s) => s,
-                    None => {
-                        Session::open(&connector, &target.node.name, &target.node.addr, timeout)
-                            .await?
-                    }
-                };
-                s.launch(&launch, pmi).await?;
-                Ok::<_, SessionError>(s)
-            }
-            .await;
+            let (name, addr) = (&target.node.name, &target.node.addr);
+            let result = match session {
+                Some(mut s) => s.launch(&launch, pmi).await.map(|_| s),
+                None => Session::open_and_launch(&connector, name, addr, timeout, &launch, pmi)
+                    .await
+                    .map(|(s, _)| s),
+            };
             (target.rank, result)
         });
     }

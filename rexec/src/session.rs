@@ -147,6 +147,50 @@ impl Session {
         addr: &str,
         timeout: Duration,
     ) -> Result<Session, SessionError> {
+        let mut session = Session::connect(connector, node, addr, timeout).await?;
+        session.framed.send(&hello()).await?;
+        session.welcomed().await?;
+        Ok(session)
+    }
+
+    /// [`Session::open`] and [`Session::launch`] in one flight: `Hello` and the
+    /// launch go together, then `Welcome` and `Started` are awaited in turn. rexecd
+    /// reads frames in order, so this differs from the two steps only by a round
+    /// trip saved; a node that refuses the `Hello` still answers with its `Error`
+    /// (it reads on until the client closes before it closes itself).
+    pub async fn open_and_launch(
+        connector: &TlsConnector,
+        node: &str,
+        addr: &str,
+        timeout: Duration,
+        launch: &Launch,
+        pmi: bool,
+    ) -> Result<(Session, Started), SessionError> {
+        let mut session = Session::connect(connector, node, addr, timeout).await?;
+        let sent = session
+            .framed
+            .send_all(&[hello(), launch_msg(launch, pmi)])
+            .await;
+        if let Err(e) = sent {
+            // A node that refused may have closed before reading it all: its
+            // refusal, if it sent one, says more than the broken connection.
+            return Err(match session.next().await {
+                Err(refused @ SessionError::Refused(_)) => refused,
+                _ => e.into(),
+            });
+        }
+        session.welcomed().await?;
+        let started = session.started().await?;
+        Ok((session, started))
+    }
+
+    /// Resolve, connect and run the TLS handshake.
+    async fn connect(
+        connector: &TlsConnector,
+        node: &str,
+        addr: &str,
+        timeout: Duration,
+    ) -> Result<Session, SessionError> {
         let resolve = |source| SessionError::Resolve {
             addr: addr.to_string(),
             source,
@@ -197,20 +241,19 @@ impl Session {
                 },
                 other => SessionError::Tls(other),
             })?;
-        let mut session = Session {
+        Ok(Session {
             framed: Framed::new(stream, MAX_FRAME),
             node: node.to_string(),
             timeout,
-        };
-        let agent = concat!("rexec ", env!("CARGO_PKG_VERSION"));
-        session
-            .framed
-            .send(&ToNode::Hello(Hello::new(agent)))
-            .await?;
-        match session.next().await? {
+        })
+    }
+
+    /// Waits for `Welcome` and checks the version the node chose.
+    async fn welcomed(&mut self) -> Result<(), SessionError> {
+        match self.next().await? {
             FromNode::Welcome(w) => {
                 w.check_version()?;
-                Ok(session)
+                Ok(())
             }
             other => Err(unexpected("Welcome", &other)),
         }
@@ -238,11 +281,12 @@ impl Session {
 
     /// Send `launch` (as `LaunchPmi` when `pmi`, for `--mpi`) and wait for `Started`.
     pub async fn launch(&mut self, launch: &Launch, pmi: bool) -> Result<Started, SessionError> {
-        let msg = match pmi {
-            true => ToNode::LaunchPmi(launch.clone()),
-            false => ToNode::Launch(launch.clone()),
-        };
-        self.framed.send(&msg).await?;
+        self.framed.send(&launch_msg(launch, pmi)).await?;
+        self.started().await
+    }
+
+    /// Waits for `Started`.
+    async fn started(&mut self) -> Result<Started, SessionError> {
         match self.next().await? {
             FromNode::Started(s) => Ok(s),
             other => Err(unexpected("Started", &other)),
@@ -253,6 +297,19 @@ impl Session {
     pub async fn request(&mut self, msg: &ToNode) -> Result<FromNode, SessionError> {
         self.framed.send(msg).await?;
         self.next().await
+    }
+}
+
+/// This client's `Hello`.
+fn hello() -> ToNode {
+    ToNode::Hello(Hello::new(concat!("rexec ", env!("CARGO_PKG_VERSION"))))
+}
+
+/// `launch` as sent: `LaunchPmi` for `--mpi`.
+fn launch_msg(launch: &Launch, pmi: bool) -> ToNode {
+    match pmi {
+        true => ToNode::LaunchPmi(launch.clone()),
+        false => ToNode::Launch(launch.clone()),
     }
 }
 

@@ -74,6 +74,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Framed<S> {
         Ok(())
     }
 
+    /// Encode `msgs` and write them as consecutive frames in one write, then flush,
+    /// so that they reach the peer in one flight. If any is too large for the limit
+    /// ([`FrameError::TooLarge`]), nothing is written. Not cancel-safe.
+    pub async fn send_all<T: Serialize>(&mut self, msgs: &[T]) -> Result<(), FrameError> {
+        let mut all = Vec::new();
+        for msg in msgs {
+            encode_frame_into(msg, self.write_max, &mut self.write_buf)?;
+            all.extend_from_slice(&self.write_buf);
+        }
+        self.stream.write_all(&all).await?;
+        self.stream.flush().await?;
+        if self.write_buf.capacity() > KEEP_BUF {
+            self.write_buf = Vec::new();
+        }
+        Ok(())
+    }
+
     /// Read and decode the next frame; see [`FrameReader::recv`]. Cancel-safe.
     pub async fn recv<T: DeserializeOwned>(&mut self) -> Result<Option<T>, FrameError> {
         self.read.recv(&mut self.stream).await

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use proto::node::{Chunk, ExitStatus, NoticeKind, Signal, ToNode, WindowSize};
+use certs::Role;
+use proto::node::{
+    Chunk, ErrorCode, ExitStatus, FromNode, Hello, NoticeKind, Signal, ToNode, WindowSize,
+};
 
 use crate::util::*;
 
@@ -231,4 +234,52 @@ async fn a_busy_job_reports_its_cpu_time() {
     assert_eq!(out.status(), ExitStatus::Code(0));
     let cpu = Duration::from_nanos(out.exit.unwrap().cpu_nanos);
     assert!(cpu >= Duration::from_millis(50), "cpu {cpu:?}");
+}
+
+/// `rexec` sends its `Hello` and its launch in one flight: rexecd answers them in
+/// order, and a client whose `Hello` it refuses still reads the refusal, however
+/// much was sent behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launch_sent_with_the_hello_runs_and_a_refused_hello_is_still_heard() {
+    if !can_run("one_flight") {
+        return;
+    }
+    let d = Daemon::start("oneflight", &[]);
+    let mut c = Client::connect(&d.addr, Role::User, USER).await;
+    let hello = ToNode::Hello(Hello::new("daemon-tests"));
+    let echo = ToNode::Launch(launch(&["/bin/echo", "one flight"]));
+    c.framed.send_all(&[hello, echo]).await.unwrap();
+    let welcome = c.recv().await;
+    assert!(matches!(welcome, Some(FromNode::Welcome(_))), "{welcome:?}");
+    let started = match c.recv().await {
+        Some(FromNode::Started(s)) => s,
+        other => panic!("expected Started, got {other:?}"),
+    };
+    let out = c.outcome().await;
+    assert_eq!(out.stdout, b"one flight\n");
+    assert_eq!(out.status(), ExitStatus::Code(0));
+    assert_nothing_left(&d, &[started.pid as i32]).await;
+
+    // A Hello of versions rexecd does not speak, with a launch behind it far larger
+    // than what rexecd reads at once: the refusal arrives, then the end of the stream.
+    let mut c = Client::connect(&d.addr, Role::User, USER).await;
+    let hello = ToNode::Hello(Hello {
+        min_version: 90,
+        max_version: 99,
+        agent: "daemon-tests from the future".into(),
+    });
+    let mut big = launch(&["/bin/echo", "never"]);
+    big.env.push(("BIG".into(), "x".repeat(600 * 1024)));
+    c.framed
+        .send_all(&[hello, ToNode::Launch(big)])
+        .await
+        .unwrap();
+    match c.recv().await {
+        Some(FromNode::Error(e)) => assert_eq!(e.code, ErrorCode::IncompatibleVersion, "{e:?}"),
+        other => panic!("expected the refusal, got {other:?}"),
+    }
+    let end = c.recv().await;
+    assert!(end.is_none(), "{end:?}");
+    assert!(d.job_cgroups().is_empty(), "{:?}", d.job_cgroups());
+    assert_eq!(d.log().matches("job ended").count(), 1, "{}", d.log());
 }
