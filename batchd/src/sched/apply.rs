@@ -312,27 +312,36 @@ impl Sched {
         tracing::info!(job = %JobId(id), "requeued after a lost rank");
     }
 
-    /// Changes job `id`'s record in memory and in the store; whether the store
-    /// took it.
+    /// Changes job `id`'s record in the store, then in memory; whether the store
+    /// took it. Status answers and `wait` read memory, so they never report a change
+    /// a crash before the commit would undo. Memory takes the change even when the
+    /// store failed (logged), so the queue goes on from what happened; `change` is
+    /// applied to the stored copy and then to the live record, keeping what other
+    /// tasks changed in between (a rank's truncated output).
     pub(super) async fn update(
         &self,
         id: u64,
-        change: impl FnOnce(&mut crate::store::JobRecord),
+        mut change: impl FnMut(&mut crate::store::JobRecord),
     ) -> bool {
         let rec = {
-            let mut q = self.shared.lock_queue();
-            let Some(j) = q.jobs.get_mut(&id) else {
+            let q = self.shared.lock_queue();
+            let Some(j) = q.jobs.get(&id) else {
                 return false;
             };
-            change(&mut j.rec);
-            j.rec.clone()
+            let mut rec = j.rec.clone();
+            change(&mut rec);
+            rec
         };
-        match self.shared.store.write(Write::Update(Box::new(rec))).await {
+        let stored = match self.shared.store.write(Write::Update(Box::new(rec))).await {
             Ok(()) => true,
             Err(e) => {
                 tracing::error!(job = %JobId(id), error = %e, "cannot record the job's change");
                 false
             }
+        };
+        if let Some(j) = self.shared.lock_queue().jobs.get_mut(&id) {
+            change(&mut j.rec);
         }
+        stored
     }
 }
