@@ -32,10 +32,18 @@ use crate::pump::Out;
 const CLOSE_LIMIT: Duration = Duration::from_secs(5);
 
 /// How long, after its last frame, a session keeps reading (and dropping) what the
-/// client still sends, waiting for it to close first. A socket closed with unread
-/// input is reset, and a reset throws away whatever of the last frames the kernel
-/// had not yet sent: a client streaming stdin would lose its `Exit`.
+/// client still sends, waiting for it to close first ([`linger`]).
 const LINGER: Duration = Duration::from_secs(2);
+
+/// Reads and drops what the client sends until it closes, at most [`LINGER`]. A
+/// socket closed with unread input is reset, and a reset throws away whatever of the
+/// last frames the kernel had not yet sent: a client streaming stdin would lose its
+/// `Exit`, and one that sent its launch with its `Hello` (as `rexec` does) the
+/// refusal of that `Hello`.
+pub(super) async fn linger<R: AsyncRead + Unpin>(reader: &mut FrameReader<R>) {
+    let drain = async { while let Ok(Some(_)) = reader.recv::<ToNode>().await {} };
+    let _ = tokio::time::timeout(LINGER, drain).await;
+}
 
 /// Why the loop stopped.
 pub(super) enum End {
@@ -193,12 +201,7 @@ impl Running<'_> {
                 output.abort();
                 tracing::debug!(%job, rank, why, "last frames not delivered");
             }
-            None if client_ok => {
-                let _ = tokio::time::timeout(LINGER, async {
-                    while let Ok(Some(_)) = reader.recv::<ToNode>().await {}
-                })
-                .await;
-            }
+            None if client_ok => linger(&mut reader).await,
             None => {}
         }
     }

@@ -103,7 +103,8 @@ where
         Ok(v) => v,
         Err(e) => {
             refuse(&party, &mut writer, ErrorReply::from(e), String::new()).await;
-            return linger(&mut reader).await;
+            // The launch may have come with the Hello: see `end::linger`.
+            return end::linger(&mut reader).await;
         }
     };
     let welcome = FromNode::Welcome(Welcome {
@@ -176,18 +177,6 @@ struct Party<'a> {
     meters: &'a crate::metrics::SessionMeters,
     peer: &'a PeerIdentity,
     remote: &'a str,
-}
-
-/// How long a session refused at its `Hello` reads on before it closes ([`linger`]).
-pub const LINGER: Duration = Duration::from_secs(2);
-
-/// Reads and discards what the client sends until it closes, at most [`LINGER`]. A
-/// client may send its launch with its `Hello` (`rexec` does, to save a round trip);
-/// closing with that unread would reset the connection, and a reset can reach the
-/// client before it has read the refusal.
-async fn linger<S: AsyncRead>(reader: &mut Reader<S>) {
-    let drain = async { while let Ok(Some(_)) = reader.recv::<ToNode>().await {} };
-    let _ = tokio::time::timeout(LINGER, drain).await;
 }
 
 /// Waits up to `limit` for the next frame, or until rexecd stops.
