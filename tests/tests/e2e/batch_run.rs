@@ -133,6 +133,40 @@ fn kill_9_of_the_queue_mid_run_requeues_the_job_and_runs_no_attempt_twice() {
     );
 }
 
+/// A job's end is shown (`Status`, so `rexec batch wait`) only once the queue's store
+/// holds it: while another writer holds the store, a job whose process has exited
+/// still shows as running; once the store is free, it shows as finished.
+#[test]
+fn a_jobs_end_is_shown_only_once_it_is_committed() {
+    if !rexec_tests::can_run("a_jobs_end_is_shown_only_once_it_is_committed") {
+        return;
+    }
+    let m = BatchMarket::start(BatchOptions::default());
+    // Nothing printed and nothing charged: its end is the only write it causes.
+    let spec = m.spec(0x53, &["sleep", "1"], 1, 30, Worth::Rate(0));
+    assert!(matches!(m.submit(&spec), Ok(BatchReply::Submitted(_))));
+    m.wait_for(0x53, LIMIT, |e| e.state == JobState::Running);
+    // Another writer takes the store before the job ends (batchd waits up to 5 s
+    // for it to be free).
+    let other = rusqlite::Connection::open(m.batchd.store()).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let began = rexec_tests::wait_until(LIMIT, || !m.market.marked(&[]).is_empty());
+    assert!(began.is_some(), "the job's process never appeared");
+    let ended = rexec_tests::wait_until(LIMIT, || m.market.marked(&[]).is_empty());
+    assert!(ended.is_some(), "the job's process never ended");
+    // Its node tells the queue at once; give the queue time to try to record it.
+    std::thread::sleep(Duration::from_millis(1500));
+    let held = m.status(0x53);
+    assert_eq!(
+        held.state,
+        JobState::Running,
+        "the end was shown before its commit: {held:?}"
+    );
+    other.execute_batch("COMMIT").unwrap();
+    let done = m.wait_for(0x53, LIMIT, |e| e.state == JobState::Finished);
+    assert_eq!(done.exit, Some(ExitStatus::Code(0)), "{done:?}");
+}
+
 #[test]
 fn a_job_bidding_above_a_nodes_max_rate_runs_weighted_at_the_cap() {
     if !rexec_tests::can_run("a_job_bidding_above_a_nodes_max_rate_runs_weighted_at_the_cap") {
