@@ -81,6 +81,47 @@ fn agent() -> String {
     bin("rexec-agent").display().to_string()
 }
 
+/// A wrapper of `rexec-agent` in `dir` that gives each host's Open MPI daemon a
+/// tmpdir of its own (`dir/HOST`, through `OMPI_MCA_orte_tmpdir_base` set in the
+/// remote command), as separate machines have separate `/tmp`s. Open MPI keeps one
+/// session tree per host and user there and expects one daemon per host: here every
+/// host is this machine, and daemons sharing the tree sometimes remove a directory
+/// another is creating ("A call to mkdir was unable to create the desired
+/// directory", about once in 30 runs).
+fn per_host_tmpdir_agent(dir: &std::path::Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join("agent");
+    let text = format!(
+        r#"#!/bin/sh
+# The host is the first argument named like a node; the remote command follows it.
+base='{base}'
+host=
+first=
+for a in "$@"; do
+    shift
+    if [ -z "$host" ]; then
+        case $a in n[0-9]*) host=$a ;; esac
+        set -- "$@" "$a"
+    elif [ -z "$first" ]; then
+        first=1
+        mkdir -p "$base/$host" && chmod 1777 "$base/$host"
+        set -- "$@" "export OMPI_MCA_orte_tmpdir_base=$base/$host;" "$a"
+    else
+        set -- "$@" "$a"
+    fi
+done
+exec '{agent}' "$@"
+"#,
+        base = dir.display(),
+        agent = agent(),
+    );
+    std::fs::write(&script, text).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The daemons run as the test user: the directories must be theirs to enter.
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script.display().to_string()
+}
+
 #[test]
 fn mpiexec_hydra_starts_its_proxies_through_rexecd() {
     if !rexec_tests::can_run("mpiexec_hydra_starts_its_proxies_through_rexecd") {
@@ -98,7 +139,8 @@ fn mpirun_open_mpi_starts_its_daemons_through_rexecd() {
     }
     let (program, cluster) = ring_cluster("mpicc.openmpi");
     let prog = program.path.to_str().unwrap();
-    let agent = agent();
+    let tmp = tempfile::tempdir().unwrap();
+    let agent = per_host_tmpdir_agent(tmp.path());
     let args = [
         "--allow-run-as-root",
         "--mca",
