@@ -66,12 +66,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Framed<S> {
     /// Encode `msg`, write it as one frame and flush. Not cancel-safe.
     pub async fn send<T: Serialize + ?Sized>(&mut self, msg: &T) -> Result<(), FrameError> {
         encode_frame_into(msg, self.write_max, &mut self.write_buf)?;
-        self.stream.write_all(&self.write_buf).await?;
-        self.stream.flush().await?;
-        if self.write_buf.capacity() > KEEP_BUF {
-            self.write_buf = Vec::new();
-        }
-        Ok(())
+        self.write_out().await
     }
 
     /// Encode `msgs` and write them as consecutive frames in one write, then flush,
@@ -83,7 +78,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Framed<S> {
             encode_frame_into(msg, self.write_max, &mut self.write_buf)?;
             all.extend_from_slice(&self.write_buf);
         }
-        self.stream.write_all(&all).await?;
+        self.write_buf = all;
+        self.write_out().await
+    }
+
+    /// Writes the encoded frames in `write_buf` and flushes; a buffer grown by one
+    /// large message is not kept.
+    async fn write_out(&mut self) -> Result<(), FrameError> {
+        self.stream.write_all(&self.write_buf).await?;
         self.stream.flush().await?;
         if self.write_buf.capacity() > KEEP_BUF {
             self.write_buf = Vec::new();
