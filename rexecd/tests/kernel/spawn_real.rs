@@ -151,9 +151,19 @@ async fn a_script_without_an_interpreter_line_runs_under_sh() {
     t.jobs.create_job(1).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("plain");
-    std::fs::write(&script, "echo ran \"$1\"\nexit 7\n").unwrap();
+    // The script is written by another process (`install`): a file this process held
+    // open for writing could be inherited by a child another test thread forks at that
+    // moment, and exec would fail with "Text file busy" until that child's exec.
+    let source = dir.path().join("plain.txt");
+    std::fs::write(&source, "echo ran \"$1\"\nexit 7\n").unwrap();
+    let installed = std::process::Command::new("install")
+        .args(["-m", "0755"])
+        .arg(&source)
+        .arg(&script)
+        .status()
+        .unwrap();
+    assert!(installed.success(), "install failed: {installed}");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let cmd = JobCommand::new(&script)
         .arg("arg1")
         .env("PATH", "/usr/bin:/bin");
@@ -361,8 +371,14 @@ async fn a_job_has_no_new_privileges_by_default() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let id = dir.path().join("id");
-    std::fs::copy("/usr/bin/id", &id).unwrap();
-    std::fs::set_permissions(&id, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    // Copied by another process, for the reason in
+    // `a_script_without_an_interpreter_line_runs_under_sh`.
+    let installed = std::process::Command::new("install")
+        .args(["-m", "4755", "/usr/bin/id"])
+        .arg(&id)
+        .status()
+        .unwrap();
+    assert!(installed.success(), "install failed: {installed}");
     let euid = async |limits: JobLimits| {
         let cmd = JobCommand::new(&id).arg("-u").limits(limits);
         stdout(&t, cmd).await.trim().to_string()
