@@ -4,8 +4,12 @@
 //! jobs' usage, balances the split jobs by what each job is owed
 //! (`placement::balanced`) and turns the layout around the CPUs (`Slot::rotated`);
 //! then it moves each job at each edge of its slot. The engine hands it each new
-//! placement; it keeps time on its own, so that a move lands within a millisecond or
-//! two of its edge whatever the engine is doing.
+//! placement; it keeps time on its own, and runs under `SCHED_FIFO` where rexecd may
+//! (`sys::sched`), so that a move lands on its edge whatever the engine and the jobs
+//! it moves are doing: at normal priority it waited behind them for the CPU, and the
+//! split interval's worst second beside the load recipe was 2.2 to 3.9 points of one
+//! CPU in three runs, against 2.2 to 3.1 as a real-time thread (both at 100 ms
+//! periods; docs/BENCHMARKS.md).
 //!
 //! Affinity (`sched_setaffinity(2)`), not a cpuset cgroup, confines the threads: it
 //! works the same on cgroup v1 and v2, pinned node or not. New threads and processes
@@ -20,7 +24,11 @@ use std::time::{Duration, Instant};
 
 use super::control::placement::{self, PERIOD, Slot};
 use crate::cgroup::JobCgroups;
-use crate::sys::affinity;
+use crate::sys::{affinity, sched};
+
+/// The placer's real-time priority: the lowest, above every ordinary thread and
+/// below the kernel's own real-time threads.
+const PRIORITY: i32 = 1;
 
 /// Most CPU seconds a placed job can be owed or owe in the balance (see
 /// [`Balance`]): a bound on how far a burst of other work can move a split job.
@@ -154,6 +162,13 @@ impl Balance {
 /// The placer thread: applies the current placement at each edge until the handle is
 /// dropped.
 fn run(cgroups: &JobCgroups, cpus: &[u32], rx: &Receiver<Option<Placement>>) {
+    match sched::make_current_thread_realtime(PRIORITY) {
+        Ok(()) => tracing::debug!(priority = PRIORITY, "the placer runs under SCHED_FIFO"),
+        Err(e) => tracing::info!(
+            error = %e,
+            "the placer runs at normal priority: on a busy node its moves may be late"
+        ),
+    }
     let epoch = Instant::now();
     let mut current: Option<Placement> = None;
     let mut balance = Balance::default();

@@ -8,11 +8,13 @@
 //! process without copying rexecd (`clone(CLONE_VM | CLONE_VFORK)`) and [`child`] holds
 //! the async-signal-safe set-up that child applies to itself before `exec`; [`net`]
 //! sets TCP keepalive and `TCP_USER_TIMEOUT` on client connections; [`affinity`] confines
-//! a job's threads to CPUs for the market's placement.
+//! a job's threads to CPUs for the market's placement, and [`sched`] runs the thread
+//! that moves them under a real-time policy.
 
 pub mod affinity;
 pub mod child;
 pub mod net;
+pub mod sched;
 pub mod vfork;
 
 use std::ffi::CString;

@@ -2,7 +2,8 @@
 //! kernel: Figure 4's three jobs bidding 40, 30 and 20 on a two-CPU node. While they
 //! contend, each job is confined to one CPU at a time, the two larger ones to different
 //! CPUs, and every job visits both (the layout turns around the CPUs every period);
-//! once one leaves, every job may run on every CPU again.
+//! once one leaves, every job may run on every CPU again. The thread that moves them
+//! runs under `SCHED_FIFO` (the test runs rexecd as root, who may).
 
 use std::time::{Duration, Instant};
 
@@ -45,6 +46,23 @@ fn samples(jobs: &[Busy], within: Duration) -> Vec<Vec<String>> {
     out
 }
 
+/// The scheduling policy of rexecd's thread named `name` (field 41 of
+/// `/proc/PID/task/TID/stat`, counted after the command's closing parenthesis).
+fn thread_policy(pid: i32, name: &str) -> Option<u32> {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let dir = task.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+        if comm.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+        let after = &stat[stat.rfind(')')? + 2..];
+        // Fields from the state (3rd) on; the policy is the 41st.
+        return after.split_whitespace().nth(41 - 3)?.parse().ok();
+    }
+    None
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn single_threaded_jobs_are_placed_while_contended_and_freed_after() {
     if !can_run("shares") {
@@ -67,6 +85,12 @@ async fn single_threaded_jobs_are_placed_while_contended_and_freed_after() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let seen = tokio::task::block_in_place(|| samples(&jobs, Duration::from_millis(1000)));
     assert!(seen.len() > 100, "too few samples: {}", seen.len());
+    // SCHED_FIFO is policy 1.
+    assert_eq!(
+        thread_policy(daemon.pid(), "placer"),
+        Some(1),
+        "the placer runs under SCHED_FIFO"
+    );
     for (j, bid) in [40, 30, 20].iter().enumerate() {
         let mut cpus: Vec<&str> = seen.iter().map(|s| s[j].as_str()).collect();
         cpus.sort();

@@ -44,11 +44,16 @@
 
 use std::time::Duration;
 
-/// The placement period: a split job moves twice in each (ten times a second each
-/// way), so that every 1 s window holds ten whole periods.
-pub const PERIOD: Duration = Duration::from_millis(100);
+/// The placement period: every 1 s window holds 25 whole periods, and a turn
+/// (`Slot::rotated`) of 20 ms on two CPUs is shorter than a burst of other work
+/// such as the load recipe's 30 ms, so each burst falls on more than one turn's
+/// company. Beside that load, the worst 1 s window of Figure 4's split interval was
+/// 1.8 to 2.4 points of one CPU in three runs at 40 ms against 2.2 to 3.1 at 100 ms;
+/// at 20 ms the seconds were as good but the intervals' errors doubled (0.4 to 0.6
+/// points), the moves' own cost showing (docs/BENCHMARKS.md).
+pub const PERIOD: Duration = Duration::from_millis(40);
 /// A split job's part on a CPU under this share of its allocation is not worth a move
-/// (2 ms of each period): the job is pinned to its larger side instead.
+/// (0.8 ms of each period): the job is pinned to its larger side instead.
 const SLIVER: f64 = 0.02;
 /// Slack in comparing allocations (CPUs): the model's are in milli-CPUs.
 const EPS: f64 = 1e-6;
@@ -135,11 +140,13 @@ impl Slot {
 }
 
 /// How fast [`balanced`] pays back what the pinned jobs of a split job's CPUs are owed:
-/// a debt of `x` CPU seconds is moved at `x / BALANCE_SECS` CPUs. Two and a half
-/// periods, so that a burst of other work is mostly paid back within the second it
-/// fell in. A move acts a period after the usage it answers was read; with the debt
-/// shrinking by `PERIOD / BALANCE_SECS` = 0.4 of itself per period, the loop's poles
-/// lie at radius 0.63: it settles in a few periods and cannot ring up.
+/// a debt of `x` CPU seconds is moved at `x / BALANCE_SECS` CPUs, so that a burst of
+/// other work is mostly paid back within the second it fell in. A move acts a period
+/// after the usage it answers was read; with the debt shrinking by
+/// `PERIOD / BALANCE_SECS` = `k` = 0.16 of itself per period, the loop's poles are
+/// the roots of `z^2 - z + k`: 0.8 and 0.2, real and inside the unit circle, so it
+/// settles (to a fifth in about 0.3 s) and cannot ring up. Faster (0.1 s) was
+/// measured worse beside the load, at 40 ms and 20 ms periods alike.
 pub const BALANCE_SECS: f64 = 0.25;
 /// Least share of the period a split job keeps on each of its CPUs when balanced, so
 /// that the split never vanishes (the balance moves CPU between a split job's CPUs
