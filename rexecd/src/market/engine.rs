@@ -174,7 +174,8 @@ impl Market {
                     if let Some(p) = placer.as_mut() {
                         p.set(Some(super::placer::Placement { jobs: placed.jobs }));
                     }
-                    (placed.tickets, book.caps(false))
+                    // A packed layout keeps the caps; a split one needs none.
+                    (placed.tickets, book.caps(placed.capped))
                 }
                 None => {
                     if let Some(p) = placer.as_mut() {

@@ -1,8 +1,10 @@
 //! The placement of single-threaded jobs (`market::control::placement`) on the real
 //! kernel: Figure 4's three jobs bidding 40, 30 and 20 on a two-CPU node. While they
 //! contend, each job is confined to one CPU at a time, the two larger ones to different
-//! CPUs, and every job visits both (the layout turns around the CPUs every period);
-//! once one leaves, every job may run on every CPU again. The thread that moves them
+//! CPUs, and every job visits both (the layout turns around the CPUs every period).
+//! When the bid-10 job joins, every job fits whole on a CPU: the layout is packed,
+//! still turned, the bid-40 and bid-10 jobs sharing one CPU and the others the other,
+//! and every job is capped. Once two leave, every job may run on every CPU again. The thread that moves them
 //! runs under `SCHED_FIFO` (the test runs rexecd as root, who may).
 
 use std::time::{Duration, Instant};
@@ -44,6 +46,21 @@ fn samples(jobs: &[Busy], within: Duration) -> Vec<Vec<String>> {
         std::thread::sleep(Duration::from_millis(2));
     }
     out
+}
+
+/// Whether a job's cgroup has a CFS bandwidth cap (v1 `cpu.cfs_quota_us`, v2
+/// `cpu.max`).
+fn capped(job: &Busy) -> bool {
+    if let Ok(q) = std::fs::read_to_string(job.cgroup.join("cpu.cfs_quota_us")) {
+        return q.trim().parse::<i64>().is_ok_and(|q| q > 0);
+    }
+    std::fs::read_to_string(job.cgroup.join("cpu.max"))
+        .is_ok_and(|m| m.split_whitespace().next().is_some_and(|q| q != "max"))
+}
+
+/// The share of `seen` in which jobs `a` and `b` are on the same CPU.
+fn together(seen: &[Vec<String>], a: usize, b: usize) -> f64 {
+    seen.iter().filter(|s| s[a] == s[b]).count() as f64 / seen.len() as f64
 }
 
 /// The scheduling policy of rexecd's thread named `name` (field 41 of
@@ -110,9 +127,40 @@ async fn single_threaded_jobs_are_placed_while_contended_and_freed_after() {
         seen.len() - apart,
         seen.len()
     );
-    // One leaves: two jobs on two CPUs, nothing to divide, and nothing confined.
-    let gone = jobs.remove(0);
-    stop(gone).await;
+    assert!(
+        jobs.iter().all(|j| !capped(j)),
+        "a split layout runs uncapped"
+    );
+    // The bid-10 job joins: 0.8 + 0.2 on one CPU, 0.6 + 0.4 on the other.
+    jobs.push(start_busy(&daemon, 10, 1).await);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let seen = tokio::task::block_in_place(|| samples(&jobs, Duration::from_millis(1000)));
+    assert!(seen.len() > 100, "too few samples: {}", seen.len());
+    for (j, bid) in [40, 30, 20, 10].iter().enumerate() {
+        let mut cpus: Vec<&str> = seen.iter().map(|s| s[j].as_str()).collect();
+        cpus.sort();
+        cpus.dedup();
+        assert_eq!(
+            cpus,
+            vec!["0", "1"],
+            "packed, the bid-{bid} job is still confined to one CPU at a time and turned"
+        );
+    }
+    let pairs = (
+        together(&seen, 0, 3),
+        together(&seen, 1, 2),
+        together(&seen, 0, 1),
+    );
+    assert!(
+        pairs.0 >= 0.9 && pairs.1 >= 0.9 && pairs.2 <= 0.1,
+        "bids 40 and 10 share a CPU, 30 and 20 the other: together {pairs:?} of the time"
+    );
+    assert!(jobs.iter().all(capped), "a packed layout is capped");
+    // Two leave: two jobs on two CPUs, nothing to divide, and nothing confined.
+    for _ in 0..2 {
+        let gone = jobs.remove(0);
+        stop(gone).await;
+    }
     let freed = tokio::task::block_in_place(|| {
         let until = Instant::now() + Duration::from_secs(5);
         loop {

@@ -18,6 +18,9 @@ pub struct Placed {
     pub jobs: Vec<PlacedJob>,
     /// Every rank's ticket count, by cgroup id.
     pub tickets: Vec<(u64, u64)>,
+    /// Every placed rank fits whole on a CPU (`placement::Plan::packed`): the caps
+    /// hold each to its allocation while the layout turns.
+    pub capped: bool,
 }
 
 impl Book {
@@ -78,6 +81,7 @@ impl Book {
             })
             .collect();
         let plan = control::placement::plan(self.cpus as usize, &inputs)?;
+        let capped = plan.packed;
         let jobs = plan
             .slots
             .into_iter()
@@ -100,6 +104,10 @@ impl Book {
                 (r.cgroup, control::corrected_tickets(base, r.share.gain))
             })
             .collect();
-        Some(Placed { jobs, tickets })
+        Some(Placed {
+            jobs,
+            tickets,
+            capped,
+        })
     }
 }

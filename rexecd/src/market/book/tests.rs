@@ -343,7 +343,7 @@ fn a_signed_batch_rank_is_weighted_like_any_but_charged_nothing_and_never_runs_d
 }
 
 #[test]
-fn single_threaded_jobs_are_placed_only_while_one_of_them_must_move() {
+fn contended_single_threaded_jobs_are_placed_split_or_packed() {
     let mut sim = Sim::new(2, Policy::Contention, &[40, 30, 20]);
     for _ in 0..3 {
         sim.second(&[0.889, 0.667, 0.444], &[1, 1, 1]);
@@ -367,6 +367,8 @@ fn single_threaded_jobs_are_placed_only_while_one_of_them_must_move() {
     assert!(slot(cgroups[0]).unwrap().is_pinned());
     assert!(slot(cgroups[1]).unwrap().is_pinned());
     assert!(!slot(cgroups[2]).unwrap().is_pinned());
+    // A split layout runs uncapped.
+    assert!(!placed.capped);
     // Each with the model's allocation, which the placer balances them by.
     let allocations: Vec<f64> = placed.jobs.iter().map(|j| j.allocation).collect();
     assert_eq!(allocations.len(), 3);
@@ -389,4 +391,15 @@ fn single_threaded_jobs_are_placed_only_while_one_of_them_must_move() {
     let mut two = Sim::new(2, Policy::Contention, &[40, 30]);
     two.second(&[1.0, 1.0], &[1, 1]);
     assert_eq!(two.book.placement(), None);
+    // Three that fit whole (1.0, 0.667 and 0.333): placed whole, and capped.
+    let mut packed = Sim::new(2, Policy::Contention, &[30, 20, 10]);
+    for _ in 0..3 {
+        packed.second(&[1.0, 0.667, 0.333], &[1, 1, 1]);
+    }
+    let placed = packed.book.placement().expect("a packed layout is placed");
+    assert!(placed.capped);
+    assert_eq!(placed.jobs.len(), 3);
+    assert!(placed.jobs.iter().all(|j| j.slot.is_pinned()));
+    let caps = packed.book.caps(placed.capped);
+    assert!(caps.iter().all(|(_, c)| c.is_some()), "{caps:?}");
 }

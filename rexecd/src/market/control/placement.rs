@@ -33,14 +33,16 @@
 //! quiet, from 0.9 to 2.3 to 0.6 to 1.3 (docs/BENCHMARKS.md).
 //!
 //! Placement applies only while every job the model gives CPU is single-threaded (a
-//! demand of one runnable thread), there are more of them than CPUs, their
-//! allocations fill the node, and some job has to be split: a job with more threads
-//! is placed by the kernel well enough, and where every job fits whole on a CPU the
-//! caps hold the shares (`control::caps`). Pinning whole jobs there would leave the
-//! weights no way to move CPU from one CPU's jobs to another's when other work lands
-//! on one of them (measured: interval means of 0.3 to 0.5 points of one CPU, against
-//! 0.1 to 0.2 with caps); a split job is that way, since its weight divides both of
-//! its CPUs.
+//! demand of one runnable thread), there are more of them than CPUs, and their
+//! allocations fill the node: a job with more threads is placed by the kernel well
+//! enough. Where every job fits whole on a CPU (the plan is [`Plan::packed`]), the
+//! layout is placed and turned all the same, and the caps (`control::caps`) hold each
+//! job to its allocation: on a CPU shared by two pinned jobs the weights alone gave the
+//! lighter one a little more than its weight (0.207 to 0.212 CPU for 0.2 beside 0.8,
+//! quiet and loaded), and no split job's weight divides two CPUs there. Left to the
+//! kernel under caps, such a layout lost 2 to 8 points of one CPU in single seconds
+//! beside the load recipe, other work falling on whichever jobs the kernel kept on its
+//! CPU; placed, turned and capped, 1.4 to 2.6 (docs/BENCHMARKS.md).
 
 use std::time::Duration;
 
@@ -229,6 +231,9 @@ pub struct Plan {
     pub slots: Vec<Option<Slot>>,
     /// Per job, the relative weight under which the plan is exact (0 for unplaced).
     pub hints: Vec<f64>,
+    /// Every placed job fits whole on one CPU: nothing is split, and the caps hold
+    /// each job to its allocation (see the module docs).
+    pub packed: bool,
 }
 
 /// The placement of `jobs` on `cpus` CPUs, or `None` when it does not apply (see the
@@ -290,11 +295,13 @@ pub fn plan(cpus: usize, jobs: &[Input]) -> Option<Plan> {
         }
         slots[i] = Some(merge_slivers(parts));
     }
-    if slots.iter().flatten().all(Slot::is_pinned) {
-        return None;
-    }
+    let packed = slots.iter().flatten().all(Slot::is_pinned);
     let hints = hints(cpus, jobs, &slots);
-    Some(Plan { slots, hints })
+    Some(Plan {
+        slots,
+        hints,
+        packed,
+    })
 }
 
 /// A part under [`SLIVER`] of a period is not worth a move: its share goes to the
@@ -418,9 +425,31 @@ mod tests {
     }
 
     #[test]
-    fn jobs_that_fit_whole_are_left_to_the_caps() {
-        assert_eq!(plan(2, &single(&[0.8, 0.6, 0.4, 0.2])), None);
-        assert_eq!(plan(2, &single(&[1.0, 0.667, 0.333])), None);
+    fn jobs_that_fit_whole_are_packed_whole() {
+        // Figure 4's four jobs: 0.8 + 0.2 on CPU 0, 0.6 + 0.4 on CPU 1.
+        let four = plan(2, &single(&[0.8, 0.6, 0.4, 0.2])).unwrap();
+        assert!(four.packed);
+        let cpus: Vec<Option<Slot>> = [0, 1, 1, 0].map(|c| Some(Slot::pinned(c))).into();
+        assert_eq!(four.slots, cpus);
+        for (got, want) in four.hints.iter().zip([0.8, 0.6, 0.4, 0.2]) {
+            assert!((got - want).abs() < 1e-9, "{:?}", four.hints);
+        }
+        // After the bid-40 job leaves: 1.0 alone, 0.667 + 0.333 together.
+        let three = plan(2, &single(&[1.0, 0.667, 0.333])).unwrap();
+        assert!(three.packed);
+        let cpus: Vec<Option<Slot>> = [0, 1, 1].map(|c| Some(Slot::pinned(c))).into();
+        assert_eq!(three.slots, cpus);
+        assert_eq!(three.hints[0], 1.0);
+        assert!((three.hints[1] / three.hints[2] - 2.0).abs() < 1e-2);
+        // Turned, each job visits every CPU, with the same company.
+        assert_eq!(
+            three.slots[1].as_ref().unwrap().rotated(2),
+            Slot {
+                parts: vec![(1, 0.5), (0, 0.5)]
+            }
+        );
+        // A layout that must split is not packed.
+        assert!(!plan(2, &single(&[0.889, 0.667, 0.444])).unwrap().packed);
     }
 
     #[test]
@@ -461,11 +490,16 @@ mod tests {
     #[test]
     fn a_sliver_is_not_worth_a_move() {
         // 0.995 + 0.505 + 0.5: the last job would spend 1% of its time on CPU 0, so it
-        // stays whole on CPU 1, and with no job split the caps take it.
+        // stays whole on CPU 1; with no job split, the layout is packed and the caps
+        // hold each job to its allocation.
         assert_eq!(merge_slivers(vec![(0, 0.01), (1, 0.99)]), Slot::pinned(1));
-        assert_eq!(plan(2, &single(&[0.995, 0.505, 0.5])), None);
+        let packed = plan(2, &single(&[0.995, 0.505, 0.5])).unwrap();
+        assert!(packed.packed);
+        assert_eq!(packed.slots[2], Some(Slot::pinned(1)));
         // Over the sliver's share, the job moves.
-        assert!(plan(2, &single(&[0.97, 0.53, 0.5])).is_some());
+        let split = plan(2, &single(&[0.97, 0.53, 0.5])).unwrap();
+        assert!(!split.packed);
+        assert!(!split.slots[2].as_ref().unwrap().is_pinned());
     }
 
     #[test]
@@ -520,6 +554,7 @@ mod tests {
                     .map(|s| s.as_ref().map(|s| s.rotated(cpus)))
                     .collect(),
                 hints: base.hints.clone(),
+                packed: base.packed,
             };
             for (got, want) in received(cpus, &turned).iter().zip(&allocations) {
                 assert!(
