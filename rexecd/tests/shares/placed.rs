@@ -48,6 +48,24 @@ fn samples(jobs: &[Busy], within: Duration) -> Vec<Vec<String>> {
     out
 }
 
+/// Samples the jobs' CPUs for a second (see [`samples`]) and checks that each job, named
+/// by its bid, is confined to one CPU at a time and visits both (the layout turns).
+fn turned(jobs: &[Busy], bids: &[u32]) -> Vec<Vec<String>> {
+    let seen = tokio::task::block_in_place(|| samples(jobs, Duration::from_millis(1000)));
+    assert!(seen.len() > 100, "too few samples: {}", seen.len());
+    for (j, bid) in bids.iter().enumerate() {
+        let mut cpus: Vec<&str> = seen.iter().map(|s| s[j].as_str()).collect();
+        cpus.sort();
+        cpus.dedup();
+        assert_eq!(
+            cpus,
+            vec!["0", "1"],
+            "the bid-{bid} job is confined to one CPU at a time and visits both"
+        );
+    }
+    seen
+}
+
 /// Whether a job's cgroup has a CFS bandwidth cap (v1 `cpu.cfs_quota_us`, v2
 /// `cpu.max`).
 fn capped(job: &Busy) -> bool {
@@ -100,24 +118,13 @@ async fn single_threaded_jobs_are_placed_while_contended_and_freed_after() {
     }
     // A tick or two for the market to see three runnable threads.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let seen = tokio::task::block_in_place(|| samples(&jobs, Duration::from_millis(1000)));
-    assert!(seen.len() > 100, "too few samples: {}", seen.len());
+    let seen = turned(&jobs, &[40, 30, 20]);
     // SCHED_FIFO is policy 1.
     assert_eq!(
         thread_policy(daemon.pid(), "placer"),
         Some(1),
         "the placer runs under SCHED_FIFO"
     );
-    for (j, bid) in [40, 30, 20].iter().enumerate() {
-        let mut cpus: Vec<&str> = seen.iter().map(|s| s[j].as_str()).collect();
-        cpus.sort();
-        cpus.dedup();
-        assert_eq!(
-            cpus,
-            vec!["0", "1"],
-            "the bid-{bid} job is confined to one CPU at a time and visits both"
-        );
-    }
     // The two larger jobs are moved together at the same edges, one after the other:
     // apart from the moment between, they are on different CPUs.
     let apart = seen.iter().filter(|s| s[0] != s[1]).count();
@@ -134,18 +141,7 @@ async fn single_threaded_jobs_are_placed_while_contended_and_freed_after() {
     // The bid-10 job joins: 0.8 + 0.2 on one CPU, 0.6 + 0.4 on the other.
     jobs.push(start_busy(&daemon, 10, 1).await);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let seen = tokio::task::block_in_place(|| samples(&jobs, Duration::from_millis(1000)));
-    assert!(seen.len() > 100, "too few samples: {}", seen.len());
-    for (j, bid) in [40, 30, 20, 10].iter().enumerate() {
-        let mut cpus: Vec<&str> = seen.iter().map(|s| s[j].as_str()).collect();
-        cpus.sort();
-        cpus.dedup();
-        assert_eq!(
-            cpus,
-            vec!["0", "1"],
-            "packed, the bid-{bid} job is still confined to one CPU at a time and turned"
-        );
-    }
+    let seen = turned(&jobs, &[40, 30, 20, 10]);
     let pairs = (
         together(&seen, 0, 3),
         together(&seen, 1, 2),
