@@ -18,8 +18,11 @@ use crate::cgroup::CpuQuota;
 /// model hands out.
 pub const HEADROOM: f64 = 1.0;
 /// How much more than they could have received last tick (what they received plus
-/// the CPU left idle) the caps let the jobs receive together.
-pub const GROWTH: f64 = 1.03;
+/// the CPU left idle) the caps let the jobs receive together. Every point of it is CPU
+/// that a company of jobs the other work misses may take beyond its share: beside the
+/// load recipe, Figure 4 had a second over 3 points of one CPU in 3 of 11 runs at 3%,
+/// 1 of 7 at 1%, then none in ten runs in a row (docs/BENCHMARKS.md, "Headroom of 1%").
+pub const GROWTH: f64 = 1.01;
 /// Smallest reach: caps never fall below this share of the allocations.
 pub const MIN_REACH: f64 = 0.5;
 /// Share of a job's lag its cap pays back over the next tick (a job ahead of its
@@ -68,7 +71,7 @@ pub fn period_us(cpus: f64) -> u64 {
 /// jobs can reach keeps them in proportion. Idle time says when that is too tight:
 /// once the other work leaves, the CPU it freed stands idle under the caps, and the
 /// next tick's caps take it back whole. So the caps can follow the jobs closely
-/// (`GROWTH` of 3%: a job the balancer leaves alone on a CPU cannot run far ahead of
+/// (`GROWTH` of 1%: a job the balancer leaves alone on a CPU cannot run far ahead of
 /// its share) without ever holding CPU idle for more than one tick.
 pub fn reach(model_sum: f64, measured_sum: f64, idle_cpus: f64) -> f64 {
     if !(model_sum > 0.0 && measured_sum.is_finite()) {
@@ -140,7 +143,7 @@ mod tests {
     #[test]
     fn caps_follow_what_the_jobs_reach_and_grow_back() {
         // Quiet: the jobs receive nearly all the model hands out; caps at the model.
-        assert_eq!(reach(2.0, 1.96, 0.0), 1.0);
+        assert_eq!(reach(2.0, 1.985, 0.0), 1.0);
         // Other work takes 0.3 CPU (none idle): caps at GROWTH times what the jobs
         // received.
         let r = reach(2.0, 1.7, 0.0);
@@ -268,13 +271,16 @@ mod tests {
 
     #[test]
     fn a_job_alone_on_a_cpu_gives_back_what_other_work_cost_the_others() {
-        // The reach alone leaves the lone job its GROWTH of headroom: several points
-        // above its share of what the jobs received.
+        // The reach alone leaves the lone job its GROWTH of headroom: a point of one
+        // CPU above its share of what the jobs received.
         let without = whole_cpu_job_beside_outside_work(false);
-        assert!(without > 0.03, "{without}");
+        assert!(without > 0.9 * (GROWTH - 1.0), "{without}");
         // With the lag term the caps settle within a point of one CPU.
         let with = whole_cpu_job_beside_outside_work(true);
         eprintln!("lone job: {without:.4} CPU off without the lag term, {with:.4} with");
-        assert!(with < 0.01, "{with} (without the lag term: {without})");
+        assert!(
+            with < 0.01 && with < without / 4.0,
+            "{with} (without the lag term: {without})"
+        );
     }
 }

@@ -42,8 +42,8 @@
 //! quiet and loaded), and no split job's weight divides two CPUs there. Left to the
 //! kernel under caps, such a layout lost 2 to 8 points of one CPU in single seconds
 //! beside the load recipe, other work falling on whichever jobs the kernel kept on its
-//! CPU; placed, turned and capped, 1.2 to 3.6 in ten runs, 18 of 20 intervals within 3
-//! (docs/BENCHMARKS.md).
+//! CPU; placed, turned and capped, 1.2 to 3.6 in ten runs, and within 2.9 in ten more
+//! once the caps' headroom was cut to 1% (docs/BENCHMARKS.md).
 
 use std::time::Duration;
 
