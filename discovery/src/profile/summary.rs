@@ -479,7 +479,11 @@ mod tests {
             let s = Summary::from_busy(&busy, speed_milli as f64 / 1000.0);
             let bound = s.finish_bound(start, cpu);
             match s.predict(start, cpu) {
-                Some(p) => prop_assert!(bound <= p * (1.0 + 1e-12), "bound {bound} prediction {p}"),
+                // Within rounding: the bound and the prediction add up the week in
+                // different steps, and a mostly busy week once put the bound 1.7e-12
+                // above (CI, 2026-11-27). The selector's pruning allows 1e-9 for
+                // that (`vexecd::policy::history::SLACK`), so this checks the same.
+                Some(p) => prop_assert!(bound <= p * (1.0 + 1e-9), "bound {bound} prediction {p}"),
                 None => prop_assert_eq!(bound, f64::INFINITY),
             }
             prop_assert!(bound >= cpu / s.speed() * (1.0 - 1e-12), "bound {bound} under the speed bound");
