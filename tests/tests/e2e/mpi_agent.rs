@@ -18,10 +18,15 @@ use super::mpi::{assert_nothing_left, assert_ring_ok, ring_cluster};
 /// How long a launcher may take to run the ring.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
-/// A launcher command line with the cluster's client configuration and mark.
+/// A launcher command line with the cluster's client configuration and mark, run in
+/// `/tmp`. Both launchers ask their remote daemons to enter the launcher's working
+/// directory, and the daemons run as the test user: the test's own directory may be
+/// closed to that user (a clone under a `mktemp -d` directory, mode 0700), and the
+/// launchers then fail ("unable to change wdir") before any rank starts.
 fn launcher(cluster: &Cluster, program: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(program);
     cmd.args(args)
+        .current_dir("/tmp")
         .env("REXEC_CONFIG", &cluster.config)
         .env(MARK_VAR, &cluster.mark)
         .stdin(Stdio::null())
