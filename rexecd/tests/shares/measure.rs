@@ -94,33 +94,70 @@ fn against(used: &[f64], want: &[f64]) -> (Vec<f64>, Vec<f64>) {
 /// CPUs (CPU seconds per wall second) each job used over `window`, and the CPU the
 /// rest of the machine used meanwhile.
 pub(crate) fn shares(jobs: &[&Busy], window: Duration) -> (Vec<f64>, f64) {
+    let (used, outside, _) = shares_per_cpu(jobs, window);
+    (used, outside)
+}
+
+/// As [`shares`], and also how busy each CPU of the machine was over the window (CPUs,
+/// indexed by CPU number), whoever ran there.
+pub(crate) fn shares_per_cpu(jobs: &[&Busy], window: Duration) -> (Vec<f64>, f64, Vec<f64>) {
     let before: Vec<u64> = jobs.iter().map(|j| usage(&j.cgroup)).collect();
-    let busy0 = machine_busy_ns();
+    let cpus0 = busy_ns();
     let t0 = Instant::now();
     std::thread::sleep(window);
     let after: Vec<u64> = jobs.iter().map(|j| usage(&j.cgroup)).collect();
-    let busy1 = machine_busy_ns();
+    let cpus1 = busy_ns();
     let secs = t0.elapsed().as_secs_f64();
     let used: Vec<f64> = before
         .iter()
         .zip(&after)
         .map(|(b, a)| (a - b) as f64 / 1e9 / secs)
         .collect();
-    let outside = ((busy1 - busy0) as f64 / 1e9 / secs - used.iter().sum::<f64>()).max(0.0);
-    (used, outside)
+    let per_cpu: Vec<f64> = cpus1
+        .cpus
+        .iter()
+        .zip(&cpus0.cpus)
+        .map(|(a, b)| a.saturating_sub(*b) as f64 / 1e9 / secs)
+        .collect();
+    let machine = (cpus1.machine - cpus0.machine) as f64 / 1e9 / secs;
+    let outside = (machine - used.iter().sum::<f64>()).max(0.0);
+    (used, outside, per_cpu)
 }
 
-/// CPU time every CPU of the machine has spent busy so far (`/proc/stat`), nanoseconds.
-fn machine_busy_ns() -> u64 {
+/// CPU time spent busy so far (`/proc/stat`), nanoseconds: the machine's, and each
+/// CPU's (indexed by CPU number; a CPU the file does not list counts as never busy).
+struct BusyNs {
+    machine: u64,
+    cpus: Vec<u64>,
+}
+
+fn busy_ns() -> BusyNs {
     let stat = std::fs::read_to_string("/proc/stat").unwrap();
-    let cpu = stat.lines().next().unwrap();
-    let ticks: Vec<u64> = cpu
-        .split_whitespace()
-        .skip(1)
-        .map(|v| v.parse().unwrap())
-        .collect();
-    // user nice system idle iowait irq softirq steal ...: busy is all but idle and iowait.
-    let busy: u64 = ticks.iter().sum::<u64>() - ticks[3] - ticks.get(4).copied().unwrap_or(0);
-    let hz = 100; // USER_HZ on Linux
-    busy * (1_000_000_000 / hz)
+    let mut busy = BusyNs {
+        machine: 0,
+        cpus: Vec::new(),
+    };
+    for line in stat.lines() {
+        let mut fields = line.split_whitespace();
+        let Some(name) = fields.next().and_then(|n| n.strip_prefix("cpu")) else {
+            continue;
+        };
+        // user nice system idle iowait irq softirq steal, then guest and guest_nice,
+        // which user and nice already count: busy is the first eight but idle and
+        // iowait. Steal (time the hypervisor gave another guest) is busy here: none of
+        // the jobs ran then.
+        let ticks: Vec<u64> = fields.take(8).map(|v| v.parse().unwrap()).collect();
+        let ticks = ticks.iter().sum::<u64>() - ticks[3] - ticks.get(4).copied().unwrap_or(0);
+        let hz = 100; // USER_HZ on Linux
+        let ns = ticks * (1_000_000_000 / hz);
+        if name.is_empty() {
+            busy.machine = ns;
+        } else if let Ok(cpu) = name.parse::<usize>() {
+            if busy.cpus.len() <= cpu {
+                busy.cpus.resize(cpu + 1, 0);
+            }
+            busy.cpus[cpu] = ns;
+        }
+    }
+    busy
 }
