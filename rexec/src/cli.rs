@@ -9,6 +9,15 @@
 //! command; otherwise it is the program to run, and every
 //! word after it belongs to the program. So a program called `jobs` runs with
 //! `rexec -- jobs` (or `rexec ./jobs`).
+//!
+//! Before the program, every word that starts with `-` is an option of rexec's: one
+//! it does not know is a usage error naming it (exit 2), never taken for the program
+//! (`rexec --bogus hostname` runs nothing). A program whose name starts with `-`
+//! comes after `--` (`rexec -- -weird-prog`). After the program nothing is rexec's:
+//! `rexec ls -l` gives `-l` to `ls`. The batch forms follow the same rule
+//! (`rexec submit --length 1h --bogus prog` queues nothing). Option values that may
+//! be negative (a bid, a price) take a negative number, and nothing else that starts
+//! with `-`.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -52,7 +61,9 @@ Batch jobs (through the cluster's queue; `rexec submit --help` and so on for eac
   rexec wait JOB                            wait for a job; exit with its status
 The first word that is not an option decides: `jobs`, `kill`, `bid`, `nodes`, `stats`, `submit`, `queue`,
 `cancel`, `output` or `wait` there means that form, unless `--` came before it. To run a
-program called jobs, write `rexec -- jobs`.
+program called jobs, write `rexec -- jobs`. Options go before the program: one rexec does not
+know is a usage error (exit 2), and a program whose name starts with - comes after --
+(`rexec -- -weird-prog`). Every word after the program is the program's (`rexec ls -l`).
 
 Nodes: with --nodes, ranks go to the listed nodes in order (N defaults to the list length; with
 -n N the list is cycled or cut to N). Without --nodes, the first N nodes of the configuration's
@@ -89,7 +100,8 @@ fn after_help() -> String {
 )]
 pub struct RunArgs {
     /// Bid in credits per minute.
-    #[arg(short = 'r', long = "rate", value_name = "RATE", default_value = "0", long_help = rate_help())]
+    #[arg(short = 'r', long = "rate", value_name = "RATE", default_value = "0", long_help = rate_help(),
+          allow_negative_numbers = true)]
     pub rate: String,
     /// Number of ranks (processes) to start.
     #[arg(short = 'n', long = "nranks", value_name = "N",
@@ -104,7 +116,11 @@ pub struct RunArgs {
     pub policy: String,
     /// Choose only nodes whose price is at most this many credits per minute
     /// (decimal, like the bid).
-    #[arg(long = "max-price", value_name = "CREDITS")]
+    #[arg(
+        long = "max-price",
+        value_name = "CREDITS",
+        allow_negative_numbers = true
+    )]
     pub max_price: Option<String>,
     /// The job's expected CPU time (e.g. 90s, 20m), for the history policy's
     /// completion predictions.
@@ -139,8 +155,11 @@ pub struct RunArgs {
     /// Not an MPI job, whatever the client file's `[mpi]` default says.
     #[arg(long)]
     pub no_mpi: bool,
-    /// The program and its arguments.
-    #[arg(value_name = "PROG [ARGS...]", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+    /// The program and its arguments. rexec's options come before it; every word after
+    /// it is the program's. A program whose name starts with - comes after --.
+    // No `allow_hyphen_values`: with it, an unknown option before the program became
+    // the program. `trailing_var_arg` alone gives the program every word after it.
+    #[arg(value_name = "PROG [ARGS...]", required = true, num_args = 1.., trailing_var_arg = true)]
     pub command: Vec<String>,
 }
 
@@ -213,7 +232,7 @@ pub struct BidArgs {
     pub job: String,
     /// The new bid, credits per minute of CPU (decimal, e.g. 2 or 0.5; 0 runs on CPU that no
     /// bidding job wants).
-    #[arg(value_name = "RATE", allow_hyphen_values = true)]
+    #[arg(value_name = "RATE", allow_negative_numbers = true)]
     pub rate: String,
 }
 
@@ -297,13 +316,19 @@ pub fn is_admin(args: &[OsString]) -> bool {
 /// assert_eq!(form(&w("nodes")), Form::Admin);
 /// ```
 pub fn form(args: &[OsString]) -> Form {
+    deciding_word(args).0
+}
+
+/// The form of `args` and the word that decided it (`None` when no word did: only
+/// options, or `--`, or a word that is not UTF-8).
+fn deciding_word(args: &[OsString]) -> (Form, Option<&str>) {
     let mut words = args.iter();
     while let Some(word) = words.next() {
         let Some(w) = word.to_str() else {
-            return Form::Run;
+            return (Form::Run, None);
         };
         if w == "--" {
-            return Form::Run;
+            return (Form::Run, None);
         }
         if let Some(long) = w.strip_prefix("--") {
             if !long.contains('=') && LONG_WITH_VALUE.contains(&w) {
@@ -324,25 +349,80 @@ pub fn form(args: &[OsString]) -> Form {
             }
             continue;
         }
-        return if ADMIN_WORDS.contains(&w) {
+        let form = if ADMIN_WORDS.contains(&w) {
             Form::Admin
         } else if BATCH_WORDS.contains(&w) {
             Form::Batch
         } else {
             Form::Run
         };
+        return (form, Some(w));
     }
-    Form::Run
+    (Form::Run, None)
 }
 
-/// Parse the whole command line (including the program name), exiting with
-/// clap's message and status 2 on a usage error.
+/// Parse the whole command line (including the program name). On a usage error it
+/// exits 2: an unknown option with one `rexec: ` line naming it ([`unknown_option`]),
+/// anything else with clap's message (`--help` and `--version` exit 0).
 pub fn parse(argv: Vec<OsString>) -> Invocation {
-    match form(argv.get(1..).unwrap_or(&[])) {
-        Form::Admin => Invocation::Admin(AdminArgs::parse_from(argv)),
-        Form::Batch => Invocation::Batch(crate::batch::args::BatchArgs::parse_from(argv)),
-        Form::Run => Invocation::Run(RunArgs::parse_from(argv)),
+    match try_parse(&argv) {
+        Ok(invocation) => invocation,
+        Err(e) => match unknown_option(&argv, &e) {
+            Some(line) => {
+                crate::say(&line);
+                std::process::exit(crate::exit::USAGE);
+            }
+            None => e.exit(),
+        },
     }
+}
+
+/// [`parse`] without exiting: clap's error as it is.
+pub fn try_parse(argv: &[OsString]) -> Result<Invocation, clap::Error> {
+    Ok(match form(argv.get(1..).unwrap_or(&[])) {
+        Form::Admin => Invocation::Admin(AdminArgs::try_parse_from(argv)?),
+        Form::Batch => Invocation::Batch(crate::batch::args::BatchArgs::try_parse_from(argv)?),
+        Form::Run => Invocation::Run(RunArgs::try_parse_from(argv)?),
+    })
+}
+
+/// The line (without `rexec: `) for clap's `error` on `argv` when it is an option
+/// rexec does not know: it names the option and says where options and programs go.
+/// `None` for any other error (a surplus argument that is no option among them).
+///
+/// ```
+/// use rexec::cli::{try_parse, unknown_option};
+/// let argv = ["rexec", "-n", "2", "--bogus", "hostname"].map(std::ffi::OsString::from);
+/// let e = try_parse(&argv).unwrap_err();
+/// let line = unknown_option(&argv, &e).unwrap();
+/// assert!(line.starts_with("unknown option --bogus"), "{line}");
+/// ```
+pub fn unknown_option(argv: &[OsString], error: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(option)) = error.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    // Only an option; `rexec wait 1 2` is a surplus argument, clap's own message.
+    let name = option.split('=').next().unwrap_or(option);
+    if !name.starts_with('-') || name == "-" {
+        return None;
+    }
+    let (form, word) = deciding_word(argv.get(1..).unwrap_or(&[]));
+    Some(match (form, word) {
+        (Form::Run, _) => format!(
+            "unknown option {name}: rexec's options come before the program (rexec --help), \
+             and a program whose name starts with - comes after -- (rexec -- PROG)"
+        ),
+        (_, Some("submit")) => format!(
+            "unknown option {name}: nothing was queued; the options come before the program \
+             (rexec submit --help), and a program whose name starts with - comes after --"
+        ),
+        (_, Some(word)) => format!("unknown option {name} (rexec {word} --help)"),
+        (_, None) => format!("unknown option {name} (rexec --help)"),
+    })
 }
 
 #[cfg(test)]

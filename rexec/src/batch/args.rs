@@ -77,7 +77,7 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "DURATION", required = true)]
     pub length: String,
     /// Bid in credits per CPU-minute, as for `rexec -r` (default 0).
-    #[arg(short = 'r', long = "rate", value_name = "RATE", allow_hyphen_values = true,
+    #[arg(short = 'r', long = "rate", value_name = "RATE", allow_negative_numbers = true,
           conflicts_with_all = ["value", "deadline", "utility"])]
     pub rate: Option<String>,
     /// What finishing within --length is worth, credits (needs --deadline).
@@ -86,7 +86,7 @@ pub struct SubmitArgs {
         value_name = "CREDITS",
         requires = "deadline",
         conflicts_with = "utility",
-        allow_hyphen_values = true
+        allow_negative_numbers = true
     )]
     pub value: Option<String>,
     /// When, after submission, the job's value has fallen to 0 (needs --value).
@@ -105,9 +105,10 @@ pub struct SubmitArgs {
     /// How long the signed job stays valid: no node starts it after that.
     #[arg(long, value_name = "DURATION", default_value = DEFAULT_EXPIRES)]
     pub expires: String,
-    /// The program and its arguments.
-    #[arg(value_name = "PROG [ARGS...]", required = true, num_args = 1.., trailing_var_arg = true,
-          allow_hyphen_values = true)]
+    /// The program and its arguments. The options come before it (one not known is a
+    /// usage error, and nothing is queued); every word after it is the program's. A
+    /// program whose name starts with - comes after --.
+    #[arg(value_name = "PROG [ARGS...]", required = true, num_args = 1.., trailing_var_arg = true)]
     pub command: Vec<String>,
 }
 

@@ -26,6 +26,28 @@ const FLAGS: &str = "1246AaCfGgKkMNnqsTtVvXxYy";
 /// The variable that holds the bid of the agent's jobs (credits per minute).
 pub const RATE_VAR: &str = "REXEC_RATE";
 
+/// What `rexec-agent --help` prints.
+pub const USAGE: &str = "\
+usage: rexec-agent [ssh options] HOST COMMAND [ARGS...]
+
+An ssh stand-in for MPI launchers: it runs COMMAND on node HOST as a one-rank rexec job
+(`rexec --no-mpi --nodes HOST -r $REXEC_RATE -- sh -c 'COMMAND ARGS...'`), in the
+market's cgroups, at your bid, charged by the node. Give it to the launcher in place of ssh:
+  REXEC_RATE=2 mpiexec.hydra -launcher ssh -launcher-exec rexec-agent -hosts n1,n2 -n 4 ./prog
+  REXEC_RATE=2 mpirun.openmpi --mca plm_rsh_agent rexec-agent --host n1,n2 -np 2 ./prog
+(Open MPI's daemons sharing one machine's /tmp need a tmpdir each: see README, MPI.)
+
+ssh's options are accepted and ignored, except -n (no standard input); `user@` before
+HOST is dropped. HOST is a node name as the client configuration and the selectors name it.
+Only PATH, HOME, LANG, LC_*, TZ and REXEC_* travel to the node, as with ssh.
+
+Environment:
+  REXEC_RATE     the bid of the jobs, credits per minute of CPU (default 0)
+  REXEC_CONFIG   the client configuration file (else rexec's default)
+
+Exit status: the command's, or 255 when the command line is not ssh's or rexec cannot run
+(as ssh). --help (or -h) prints this and exits 0.";
+
 /// A launcher's request, as understood.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -53,6 +75,9 @@ pub enum AgentError {
     /// No command (an interactive login is not what a launcher asks for).
     #[error("no command given for {0}; rexec-agent runs commands, not login shells")]
     NoCommand(String),
+    /// `--help` or `-h` before the host: not a request but a question ([`USAGE`]).
+    #[error("{USAGE}")]
+    Help,
 }
 
 /// Parses `args` (without the program name) as ssh would.
@@ -71,6 +96,15 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Request, AgentErr
         let Some(arg) = args.next() else {
             return Err(AgentError::NoHost);
         };
+        // ssh has no -h nor --help (it prints its usage on any unknown option); a
+        // launcher never gives them, so they are a person asking.
+        if arg == "--help" || arg == "-h" {
+            return Err(AgentError::Help);
+        }
+        // As ssh's getopt: `--` ends the options.
+        if arg == "--" {
+            break args.next().ok_or(AgentError::NoHost)?;
+        }
         let Some(letters) = arg.strip_prefix('-').filter(|l| !l.is_empty()) else {
             break arg;
         };
@@ -184,6 +218,18 @@ mod tests {
         );
         assert_eq!(parse_str(&["-x"]), Err(AgentError::NoHost));
         assert_eq!(parse_str(&["n1"]), Err(AgentError::NoCommand("n1".into())));
+        assert_eq!(parse_str(&["--"]), Err(AgentError::NoHost));
+    }
+
+    #[test]
+    fn help_is_asked_before_the_host_and_double_dash_ends_the_options() {
+        assert_eq!(parse_str(&["--help"]), Err(AgentError::Help));
+        assert_eq!(parse_str(&["-x", "-h"]), Err(AgentError::Help));
+        // After the host, --help is the command's.
+        let r = parse_str(&["n1", "prog", "--help"]).unwrap();
+        assert_eq!(r.command, "prog --help");
+        let r = parse_str(&["-x", "--", "n2", "true"]).unwrap();
+        assert_eq!((r.host.as_str(), r.command.as_str()), ("n2", "true"));
     }
 
     #[test]
