@@ -57,6 +57,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Error> {
         let nodes: Vec<String> = ranks.iter().map(|r| r.node.name.clone()).collect();
         crate::mpi::start(spec.job, &nodes, ev_tx.clone())
     });
+    let heard = pmi.as_ref().map(crate::mpi::Pmi::heard);
     let spawner = launch::Spawner {
         output: output.sender(),
         events: ev_tx,
@@ -92,6 +93,9 @@ pub async fn run(args: RunArgs) -> Result<i32, Error> {
     }
     job.coordinate(ev_rx, out_rx, signals).await;
     let code = job.finish(output).await;
+    if let Some(heard) = heard {
+        job.tell_unheard(&args, &spec, heard.any());
+    }
     if args.verbose {
         let exits = job.exits.iter().map(|(r, e)| (job.node_of(*r), e.clone()));
         for bill in crate::bill::per_node(exits) {
@@ -161,6 +165,25 @@ impl Job {
             pause,
             exits: Vec::new(),
             nodes,
+        }
+    }
+
+    /// Under `--mpi`, say so when no rank opened its PMI channel (see
+    /// [`crate::mpi::unheard`]).
+    fn tell_unheard(&self, args: &RunArgs, spec: &JobSpec, heard: bool) {
+        let path = spec.env.iter().find(|(k, _)| k == "PATH");
+        let ended = crate::mpi::unheard::Ended {
+            program: spec.argv.first().map_or("", String::as_str),
+            path: path.map(|(_, v)| v.as_str()),
+            ranks: self.nodes.len(),
+            typed: args.mpi,
+            heard,
+            ended_alone: self.aborting.is_none()
+                && self.forced.is_none()
+                && self.forwarded.is_empty(),
+        };
+        if let Some(line) = crate::mpi::unheard::line(&ended) {
+            say(&line);
         }
     }
 

@@ -18,12 +18,19 @@
 //! - [`wire`]: the line format.
 //! - [`server`]: the protocol state, without I/O.
 //! - [`mapping`]: the node layout in MPICH's vector form.
+//! - [`linked`]: the MPI library a program links, read from its ELF file.
+//! - [`unheard`]: the line said when no rank opened its PMI channel ([`Heard`]).
 
 pub mod agent;
 pub mod config;
+pub mod linked;
 pub mod mapping;
 pub mod server;
+pub mod unheard;
 pub mod wire;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use proto::Chunk;
 use proto::node::{JobId, ToNode};
@@ -56,6 +63,23 @@ struct Message {
 #[derive(Debug, Clone)]
 pub struct Pmi {
     tx: mpsc::UnboundedSender<Message>,
+    heard: Heard,
+}
+
+/// Whether any rank of a job has written to its PMI channel. Set before the server
+/// answers the rank's exit, so once every rank's exit has been passed on it is final.
+#[derive(Debug, Clone, Default)]
+pub struct Heard(Arc<AtomicBool>);
+
+impl Heard {
+    /// Whether any rank wrote to its channel.
+    pub fn any(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    fn set(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 }
 
 /// One rank's side of the PMI server.
@@ -67,6 +91,12 @@ pub struct RankPmi {
 }
 
 impl Pmi {
+    /// Whether any rank has written to its channel, to ask once the job has ended
+    /// (without keeping the server alive).
+    pub fn heard(&self) -> Heard {
+        self.heard.clone()
+    }
+
     /// The handle for `rank`, whose answers go to its `control` queue.
     pub fn for_rank(&self, rank: u32, control: mpsc::UnboundedSender<Control>) -> RankPmi {
         RankPmi {
@@ -116,8 +146,9 @@ pub fn start(job: JobId, nodes: &[String], events: mpsc::UnboundedSender<RankEve
         size,
     );
     let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(serve(server, rx, events, nodes.len()));
-    Pmi { tx }
+    let heard = Heard::default();
+    tokio::spawn(serve(server, rx, events, nodes.len(), heard.clone()));
+    Pmi { tx, heard }
 }
 
 async fn serve(
@@ -125,6 +156,7 @@ async fn serve(
     mut rx: mpsc::UnboundedReceiver<Message>,
     events: mpsc::UnboundedSender<RankEvent>,
     size: usize,
+    heard: Heard,
 ) {
     // Answer queues by rank, as each rank is first heard from (a barrier answers every
     // rank, and each has spoken by then).
@@ -134,7 +166,10 @@ async fn serve(
             slot.get_or_insert(msg.reply);
         }
         let actions = match msg.what {
-            Inbound::Bytes(b) => server.bytes(msg.rank, &b),
+            Inbound::Bytes(b) => {
+                heard.set();
+                server.bytes(msg.rank, &b)
+            }
             Inbound::End => server.end(msg.rank),
             Inbound::Exited(answer) => {
                 let _ = answer.send(server.exited(msg.rank));

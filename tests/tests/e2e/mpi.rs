@@ -5,7 +5,8 @@
 //! nodes, on loopback and across network-namespace hosts. MPI_Abort, a rank killed with
 //! SIGKILL and Ctrl-C at the client each end the job on every node, leaving no process
 //! and no job cgroup; ranks that exit 0 without MPI_Finalize fail it. Two MPI jobs bidding 3 and 1 on one node get CPU and pay in about
-//! that ratio.
+//! that ratio. An Open MPI program (no PMI-1) under `--mpi` is told in one line that
+//! its ranks ran alone.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -117,6 +118,91 @@ fn assert_singletons(out: &rexec_tests::rexec::Outcome, n: usize) {
     assert_eq!(singletons, n, "{out:?}");
 }
 
+/// The cluster's client file with `[mpi] default = true`, beside it (so that its
+/// relative certificate paths still hold).
+fn mpi_default_config(cluster: &Cluster) -> PathBuf {
+    let text = std::fs::read_to_string(&cluster.config).unwrap();
+    let config = cluster.config.with_file_name("client-mpi-default.toml");
+    std::fs::write(&config, format!("{text}\n[mpi]\ndefault = true\n")).unwrap();
+    config
+}
+
+/// The lines of `stderr` in which rexec speaks of `--mpi`.
+fn mpi_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("rexec: --mpi: "))
+        .collect()
+}
+
+/// Open MPI does not speak PMI-1: under `--mpi` its ranks never open their PMI channel
+/// and each runs alone, rank 0 of 1. rexec says so in one line naming the library, as
+/// `--mpi` was typed or came from the client file's default; a program that opens the
+/// channel (MPICH) gets no such line, nor does a plain program under the default, while
+/// a plain program under a typed `--mpi` is told that no rank opened it.
+#[test]
+fn an_open_mpi_program_under_mpi_is_told_in_one_line_that_its_ranks_ran_alone() {
+    if !rexec_tests::can_run(
+        "an_open_mpi_program_under_mpi_is_told_in_one_line_that_its_ranks_ran_alone",
+    ) {
+        return;
+    }
+    let ompi = compile("mpicc.openmpi");
+    let mpich = compile("mpicc.mpich");
+    let cluster = Cluster::start(2);
+    let default = mpi_default_config(&cluster);
+    let prog = ompi.path.to_str().unwrap();
+
+    for config in [&cluster.config, &default] {
+        let mut args = vec!["--nodes", "n1,n2", prog];
+        if *config == cluster.config {
+            args.insert(0, "--mpi");
+        }
+        let out = cluster.rexec().config(config).args(&args).run();
+        assert_singletons(&out, 2);
+        let told = mpi_lines(&out.stderr);
+        assert_eq!(told.len(), 1, "{args:?}: one line: {out:?}");
+        eprintln!("{args:?}: {}", told[0]);
+        for words in [
+            "links Open MPI (libmpi.so.40), which does not speak PMI-1",
+            "the 2 ranks ran as 2 separate one-rank MPI jobs",
+            "mpirun.openmpi --mca plm_rsh_agent rexec-agent",
+        ] {
+            assert!(told[0].contains(words), "{words:?} in {out:?}");
+        }
+    }
+
+    // MPICH opens the channel: one job of 2, nothing said.
+    let out = cluster
+        .rexec()
+        .args(["--mpi", "--nodes", "n1,n2", mpich.path.to_str().unwrap()])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", cluster.logs());
+    assert_ring_ok(&out.out(), 2);
+    assert!(mpi_lines(&out.stderr).is_empty(), "{out:?}");
+
+    // A program that is no MPI program: told only when --mpi was typed.
+    let out = cluster
+        .rexec()
+        .args(["--mpi", "--nodes", "n1,n2", "/bin/true"])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let told = mpi_lines(&out.stderr);
+    assert_eq!(told.len(), 1, "{out:?}");
+    assert!(
+        told[0].contains("no rank of /bin/true opened its PMI channel"),
+        "{out:?}"
+    );
+    let out = cluster
+        .rexec()
+        .config(&default)
+        .args(["--nodes", "n1,n2", "/bin/true"])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+    assert_nothing_left(&cluster, &[], "after the jobs");
+}
+
 #[test]
 fn the_client_files_mpi_default_makes_every_run_an_mpi_job() {
     if !rexec_tests::can_run("the_client_files_mpi_default_makes_every_run_an_mpi_job") {
@@ -124,10 +210,7 @@ fn the_client_files_mpi_default_makes_every_run_an_mpi_job() {
     }
     let (program, cluster) = ring_cluster("mpicc.mpich");
     let prog = program.path.to_str().unwrap();
-    // Beside the cluster's file, so that its relative certificate paths still hold.
-    let text = std::fs::read_to_string(&cluster.config).unwrap();
-    let config = cluster.config.with_file_name("client-mpi-default.toml");
-    std::fs::write(&config, format!("{text}\n[mpi]\ndefault = true\n")).unwrap();
+    let config = mpi_default_config(&cluster);
     let out = cluster
         .rexec()
         .config(&config)
