@@ -333,3 +333,50 @@ fn refusals_exit_254_in_one_line_and_a_payable_utility_is_queued() {
         batch(&m, &via, &["queue", "--ended"])
     );
 }
+
+/// An option rexec does not know, before the program, is a usage error naming it:
+/// nothing is queued (the old client queued `--bogus` as the program, a job that
+/// failed three times, or complained that `--length` was missing) and nothing runs on
+/// a node (`rexec --bogus hostname` ran a program named `--bogus`). After the program
+/// the same word is the program's, in a batch job and in a run.
+#[test]
+fn an_unknown_option_before_the_program_queues_and_runs_nothing() {
+    let Some((m, config)) = start(
+        "an_unknown_option_before_the_program_queues_and_runs_nothing",
+        BatchOptions::default(),
+    ) else {
+        return;
+    };
+    for args in [
+        &["submit", "--length", "10s", "--bogus", "/bin/true"][..],
+        &["submit", "--bogus", "--length", "10s", "/bin/true"],
+        &["--bogus", "hostname"],
+        &["-n", "2", "--bogus", "hostname"],
+    ] {
+        let out = batch(&m, &config, args);
+        assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+        one_line_in(&out.stderr, "unknown option --bogus");
+        assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
+    }
+    let out = batch(&m, &config, &["queue", "--ended"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.out().lines().count(), 1, "only the heading: {out:?}");
+    assert!(
+        m.market.marked(&[]).is_empty(),
+        "nothing ran on a node: {out:?}"
+    );
+
+    let out = batch(
+        &m,
+        &config,
+        &["submit", "--length", "10s", "/bin/echo", "--bogus"],
+    );
+    let job = job_id(&out);
+    let out = batch(&m, &config, &["wait", &job]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let out = batch(&m, &config, &["output", &job]);
+    assert_eq!(out.out(), "--bogus\n", "{out:?}");
+    let out = batch(&m, &config, &["/bin/echo", "--bogus", "-l"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.out(), "--bogus -l\n", "{out:?}");
+}
