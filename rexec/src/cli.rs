@@ -149,7 +149,8 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
     /// Run an MPI program (MPICH-family): rexec answers the ranks' PMI-1 requests, so
     /// they find each other as under mpiexec. The client file's `[mpi] default = true`
-    /// makes it the default.
+    /// makes it the default. Open MPI does not speak PMI-1 (start it with mpirun.openmpi
+    /// and rexec-agent): when no rank of several opens its PMI channel, rexec says so.
     #[arg(long, conflicts_with = "no_mpi")]
     pub mpi: bool,
     /// Not an MPI job, whatever the client file's `[mpi]` default says.
