@@ -378,7 +378,7 @@ fn cert_refusal(e: rustls::Error) -> JobSignError {
         rustls::Error::InvalidCertificate(CertificateError::Revoked) => {
             "it has been revoked".to_string()
         }
-        rustls::Error::InvalidCertificate(ce) => crate::stream::explain_certificate_error(&ce),
+        rustls::Error::InvalidCertificate(ce) => crate::explain::explain_certificate_error(&ce),
         other => other.to_string(),
     };
     JobSignError::Certificate(why)

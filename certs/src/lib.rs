@@ -14,8 +14,9 @@
 //! - `ca`: [`Ca`]: create, load, issue ([`Issued`]).
 //! - `crl`: revocation state and CRL signing ([`Ca::revoke`], [`CrlState`]).
 //! - `config`: [`TlsPaths`], [`server_config`], [`client_config`], [`peer_identity`].
-//! - `stream`: [`accept`] and [`connect`] over tokio-rustls (any [`PeerAddr`] transport),
-//!   handshake error explanations.
+//! - `stream`: [`accept`] and [`connect`] over tokio-rustls (any [`PeerAddr`] transport).
+//! - `explain`: handshake and certificate errors in one line ([`explain`],
+//!   [`explain_error`], [`handshake_error`]).
 //! - `reload`: [`ReloadableAcceptor`], a server's TLS rebuilt from its files on SIGHUP
 //!   ([`reload_on_sighup`]), so a revocation takes effect without a restart.
 //! - [`jobsign`]: signing batch jobs with a user's key and verifying them against the
@@ -42,6 +43,7 @@ mod ca;
 mod config;
 mod crl;
 mod error;
+mod explain;
 mod files;
 mod identity;
 mod inspect;
@@ -55,12 +57,12 @@ pub use ca::{BACKDATE, CA_CERT_FILE, CA_DAYS, CA_KEY_FILE, CRL_FILE, Ca, Issued,
 pub use config::{TlsPaths, client_config, crypto_provider, peer_identity, server_config};
 pub use crl::{CRL_DAYS, CRL_STATE_FILE, CrlState, RevokedEntry};
 pub use error::{AuthError, CertError};
+pub use explain::{explain, explain_certificate_error, explain_error, explain_io, handshake_error};
 pub use files::check_key_mode;
 pub use identity::{PeerIdentity, Role, URI_PREFIX};
 pub use inspect::{CertInfo, CrlInfo, fingerprint};
 pub use names::{MAX_NAME_LEN, check_name, check_plain_name};
 pub use reload::{ReloadableAcceptor, reload_on_sighup};
 pub use stream::{
-    HANDSHAKE_TIMEOUT, LazyBufReader, PeerAddr, accept, acceptor, connect, connector, explain,
-    explain_certificate_error, explain_error, explain_io, handshake_error,
+    HANDSHAKE_TIMEOUT, LazyBufReader, PeerAddr, accept, acceptor, connect, connector,
 };
