@@ -16,9 +16,10 @@ use rcgen::{
 
 use crate::error::CertError;
 use crate::files::{self, KEY_MODE, PUBLIC_MODE};
-use crate::identity::{PeerIdentity, Role};
+use crate::identity::PeerIdentity;
 use crate::inspect::{CertInfo, format_time, unix_seconds};
 use crate::names::{check_dns, check_plain_name};
+use crate::role::Role;
 
 /// File name of the CA certificate inside a CA directory.
 pub const CA_CERT_FILE: &str = "ca.pem";

@@ -42,7 +42,8 @@ use rustls::{CertificateError, RootCertStore};
 use crate::config::{TlsPaths, crypto_provider};
 use crate::error::CertError;
 use crate::files;
-use crate::identity::{PeerIdentity, Role};
+use crate::identity::PeerIdentity;
+use crate::role::Role;
 
 /// How far in the future a job's `signed_at` may lie (clock skew between the
 /// signer and the node).

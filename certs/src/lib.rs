@@ -9,7 +9,9 @@
 //! the `daemon` crate's.
 //!
 //! Modules:
-//! - `identity`: [`Role`], [`PeerIdentity`], the URI encoding, authorisation helpers.
+//! - `role`: [`Role`].
+//! - `identity`: [`PeerIdentity`], the URI encoding, authorisation helpers and their
+//!   refusal, [`AuthError`].
 //! - `names`: the safe-name rules ([`check_name`]).
 //! - `ca`: [`Ca`]: create, load, issue ([`Issued`]).
 //! - `crl`: revocation state and CRL signing ([`Ca::revoke`], [`CrlState`]).
@@ -23,7 +25,7 @@
 //!   CA and CRL ([`jobsign::sign`], [`jobsign::verify`], [`jobsign::JobTrust`]).
 //! - `inspect`: [`CertInfo`] and [`CrlInfo`], what `rexec-certs show` prints.
 //! - `files`: PEM loading, key permission checks, atomic writes.
-//! - `error`: [`CertError`], [`AuthError`].
+//! - `error`: [`CertError`].
 //! - [`testing`]: [`testing::TestPki`], a temporary CA for tests.
 //!
 //! ```
@@ -50,19 +52,21 @@ mod inspect;
 pub mod jobsign;
 mod names;
 mod reload;
+mod role;
 mod stream;
 pub mod testing;
 
 pub use ca::{BACKDATE, CA_CERT_FILE, CA_DAYS, CA_KEY_FILE, CRL_FILE, Ca, Issued, MAX_DAYS};
 pub use config::{TlsPaths, client_config, crypto_provider, peer_identity, server_config};
 pub use crl::{CRL_DAYS, CRL_STATE_FILE, CrlState, RevokedEntry};
-pub use error::{AuthError, CertError};
+pub use error::CertError;
 pub use explain::{explain, explain_certificate_error, explain_error, explain_io, handshake_error};
 pub use files::check_key_mode;
-pub use identity::{PeerIdentity, Role, URI_PREFIX};
+pub use identity::{AuthError, PeerIdentity, URI_PREFIX};
 pub use inspect::{CertInfo, CrlInfo, fingerprint};
 pub use names::{MAX_NAME_LEN, check_name, check_plain_name};
 pub use reload::{ReloadableAcceptor, reload_on_sighup};
+pub use role::Role;
 pub use stream::{
     HANDSHAKE_TIMEOUT, LazyBufReader, PeerAddr, accept, acceptor, connect, connector,
 };

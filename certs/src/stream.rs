@@ -31,8 +31,9 @@ use tokio_rustls::{TlsAcceptor, TlsConnector, client, server};
 use crate::config::{TlsPaths, client_config, peer_identity, server_config};
 use crate::error::CertError;
 use crate::explain::handshake_error;
-use crate::identity::{PeerIdentity, Role};
+use crate::identity::PeerIdentity;
 use crate::names::check_dns;
+use crate::role::Role;
 
 /// How long a handshake may take before it is abandoned.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
