@@ -19,8 +19,8 @@
 //! - `stream`: [`accept`] and [`connect`] over tokio-rustls (any [`PeerAddr`] transport).
 //! - `explain`: handshake and certificate errors in one line ([`explain`],
 //!   [`explain_error`], [`handshake_error`]).
-//! - `reload`: [`ReloadableAcceptor`], a server's TLS rebuilt from its files on SIGHUP
-//!   ([`reload_on_sighup`]), so a revocation takes effect without a restart.
+//! - `reload`: [`ReloadableAcceptor`], a server's TLS rebuilt from its files (on SIGHUP,
+//!   by the `daemon` crate), so a revocation takes effect without a restart.
 //! - [`jobsign`]: signing batch jobs with a user's key and verifying them against the
 //!   CA and CRL ([`jobsign::sign`], [`jobsign::verify`], [`jobsign::JobTrust`]).
 //! - `inspect`: [`CertInfo`] and [`CrlInfo`], what `rexec-certs show` prints.
@@ -65,7 +65,7 @@ pub use files::check_key_mode;
 pub use identity::{AuthError, PeerIdentity, URI_PREFIX};
 pub use inspect::{CertInfo, CrlInfo, fingerprint};
 pub use names::{MAX_NAME_LEN, check_name, check_plain_name};
-pub use reload::{ReloadableAcceptor, reload_on_sighup};
+pub use reload::ReloadableAcceptor;
 pub use role::Role;
 pub use stream::{
     HANDSHAKE_TIMEOUT, LazyBufReader, PeerAddr, accept, acceptor, connect, connector,
