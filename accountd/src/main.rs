@@ -210,7 +210,7 @@ async fn real_main(flags: Flags) -> anyhow::Result<()> {
             .with_context(|| format!("cannot serve metrics on {addr} ([metrics] listen)"))?;
         server = server.with_metrics(endpoint);
     }
-    certs::reload_on_sighup(server.tls(), signals.hangups);
+    daemon::reload_on_sighup(server.tls(), signals.hangups);
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

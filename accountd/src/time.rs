@@ -82,17 +82,9 @@ pub fn parse_time(text: &str) -> Result<i64, TimeError> {
 pub fn format_time(us: i64) -> String {
     let secs = us.div_euclid(1_000_000);
     let frac = us.rem_euclid(1_000_000);
-    match time::OffsetDateTime::from_unix_timestamp(secs) {
-        Ok(t) => format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{frac:06}Z",
-            t.year(),
-            u8::from(t.month()),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second()
-        ),
-        Err(_) => format!("@{secs}.{frac:06}"),
+    match discovery::clock::date_time(secs) {
+        Some(t) => format!("{t}.{frac:06}Z"),
+        None => format!("@{secs}.{frac:06}"),
     }
 }
 

@@ -8,10 +8,9 @@ use proto::batch::{
     BATCH_PROTOCOL_VERSION, BatchError, BatchErrorCode as Code, BatchOp, BatchReply, BatchRequest,
     MAX_QUEUE_LIST, OutputChunk, OutputQuery, QueueQuery, SignedJob, Submitted,
 };
-use proto::node::JobId;
 
 use crate::Shared;
-use crate::queue::{Job, cost_estimate};
+use crate::queue::{Job, cost_estimate, no_such};
 use crate::store::{JobRecord, StoreError, Write};
 
 /// Most output bytes of one stream in one answer.
@@ -58,7 +57,7 @@ pub async fn handle(
         BatchOp::Queue(q) => queue(shared, peer, q),
         BatchOp::Status(id) => {
             let q = shared.lock_queue();
-            let j = owned(&q, peer, id)?;
+            let j = q.owned(peer, id)?;
             Ok(BatchReply::Status(
                 q.entry(j.rec.id).ok_or_else(|| no_such(id))?,
             ))
@@ -74,32 +73,6 @@ pub async fn handle(
         _ => Err(err(
             Code::Unsupported,
             "this batchd does not handle that operation",
-        )),
-    }
-}
-
-fn no_such(id: JobId) -> BatchError {
-    err(Code::NoSuchJob, format!("no job {id} in this queue"))
-}
-
-/// The job `id` when `peer` is its owner or an admin.
-pub fn owned<'a>(
-    q: &'a crate::queue::Queue,
-    peer: &PeerIdentity,
-    id: JobId,
-) -> Result<&'a Job, BatchError> {
-    let j = q.jobs.get(&id.0).ok_or_else(|| no_such(id))?;
-    match peer.role {
-        Role::Admin => Ok(j),
-        Role::User if peer.name == j.rec.user => Ok(j),
-        // Someone else's job is as good as absent to a user.
-        Role::User => Err(no_such(id)),
-        _ => Err(err(
-            Code::Forbidden,
-            format!(
-                "{} {} may not read or change batch jobs",
-                peer.role, peer.name
-            ),
         )),
     }
 }
@@ -241,7 +214,7 @@ async fn output(
 ) -> Result<BatchReply, BatchError> {
     let (ended, out, truncated) = {
         let queue = shared.lock_queue();
-        let j = owned(&queue, peer, q.job)?;
+        let j = queue.owned(peer, q.job)?;
         (j.ended(), j.out, j.rec.truncated)
     };
     let id = q.job.0;

@@ -5,7 +5,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use proto::batch::{JobSpec, JobState, QueueEntry, Worth};
+use certs::{PeerIdentity, Role};
+use proto::batch::{BatchError, BatchErrorCode, JobSpec, JobState, QueueEntry, Worth};
 use proto::node::JobId;
 
 use crate::store::JobRecord;
@@ -99,7 +100,33 @@ pub struct Queue {
     pub policy_order: Vec<u64>,
 }
 
+/// The refusal of a job that is not in the queue (or not the asker's to see).
+pub fn no_such(id: JobId) -> BatchError {
+    BatchError::new(
+        BatchErrorCode::NoSuchJob,
+        format!("no job {id} in this queue"),
+    )
+}
+
 impl Queue {
+    /// The job `id` when `peer` is its owner or an admin.
+    pub fn owned(&self, peer: &PeerIdentity, id: JobId) -> Result<&Job, BatchError> {
+        let j = self.jobs.get(&id.0).ok_or_else(|| no_such(id))?;
+        match peer.role {
+            Role::Admin => Ok(j),
+            Role::User if peer.name == j.rec.user => Ok(j),
+            // Someone else's job is as good as absent to a user.
+            Role::User => Err(no_such(id)),
+            _ => Err(BatchError::new(
+                BatchErrorCode::Forbidden,
+                format!(
+                    "{} {} may not read or change batch jobs",
+                    peer.role, peer.name
+                ),
+            )),
+        }
+    }
+
     /// Adds a job (from the store, or once its submission is committed).
     pub fn insert(&mut self, job: Job) {
         self.next_seq = self.next_seq.max(job.rec.seq + 1);

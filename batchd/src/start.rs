@@ -53,7 +53,7 @@ pub async fn run(
 ) -> Result<(), StartError> {
     let acceptor = Arc::new(certs::ReloadableAcceptor::load(cfg.tls.clone())?);
     if let Some(h) = hangups {
-        certs::reload_on_sighup(acceptor.clone(), h);
+        daemon::reload_on_sighup(acceptor.clone(), h);
     }
     let connector = certs::connector(&cfg.tls)?;
     let verifier = crate::verify::Verifier::load(&cfg.tls)?;

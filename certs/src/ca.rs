@@ -16,9 +16,10 @@ use rcgen::{
 
 use crate::error::CertError;
 use crate::files::{self, KEY_MODE, PUBLIC_MODE};
-use crate::identity::{PeerIdentity, Role};
+use crate::identity::PeerIdentity;
 use crate::inspect::{CertInfo, format_time, unix_seconds};
 use crate::names::{check_dns, check_plain_name};
+use crate::role::Role;
 
 /// File name of the CA certificate inside a CA directory.
 pub const CA_CERT_FILE: &str = "ca.pem";
@@ -26,6 +27,9 @@ pub const CA_CERT_FILE: &str = "ca.pem";
 pub const CA_KEY_FILE: &str = "ca.key";
 /// File name of the revocation list inside a CA directory.
 pub const CRL_FILE: &str = "crl.pem";
+/// File name of the lock that serialises changes to the revocation state, across
+/// processes (two admins revoking at once must both be listed).
+pub const CRL_LOCK_FILE: &str = "crl.lock";
 /// How long a new CA is valid, in days.
 pub const CA_DAYS: u32 = 3650;
 /// Longest validity accepted for an issued certificate, in days.
@@ -69,7 +73,7 @@ impl Ca {
         files::ensure_dir(dir)?;
         // Held until the new CA has its empty list, so a concurrent `revoke` either
         // finishes with the old CA first or sees the new one and refuses.
-        let _lock = crate::crl::lock_dir(dir)?;
+        let _lock = lock_dir(dir)?;
         let cert_path = dir.join(CA_CERT_FILE);
         let key_path = dir.join(CA_KEY_FILE);
         if !force {
@@ -267,6 +271,11 @@ impl Ca {
         files::write_atomic(&issued.cert, cert.pem().as_bytes(), PUBLIC_MODE)?;
         Ok(issued)
     }
+}
+
+/// Takes the CA directory's revocation lock (`crl.lock`: see `crl`'s module docs).
+pub(crate) fn lock_dir(dir: &Path) -> Result<std::fs::File, CertError> {
+    files::lock_exclusive(&dir.join(CRL_LOCK_FILE))
 }
 
 fn subject_alt_names(id: &PeerIdentity, extra: &[String]) -> Result<Vec<SanType>, CertError> {

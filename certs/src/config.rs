@@ -288,7 +288,7 @@ fn own_cert_error(paths: &TlsPaths, e: rustls::Error) -> CertError {
         }
         other => CertError::Unusable {
             path,
-            reason: crate::stream::explain_certificate_error(&other),
+            reason: crate::explain::explain_certificate_error(&other),
         },
     }
 }

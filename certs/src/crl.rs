@@ -13,16 +13,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rcgen::{CertificateRevocationListParams, KeyIdMethod, RevokedCertParams, SerialNumber};
 
-use crate::ca::{BACKDATE, Ca};
+use crate::ca::{BACKDATE, Ca, lock_dir};
 use crate::error::CertError;
 use crate::files::{self, PUBLIC_MODE};
 use crate::inspect::{CertInfo, hex, unix_seconds};
 
 /// File name of the revocation state inside a CA directory.
 pub const CRL_STATE_FILE: &str = "crl.state";
-/// File name of the lock that serialises changes to the revocation state, across
-/// processes (two admins revoking at once must both be listed).
-pub const CRL_LOCK_FILE: &str = "crl.lock";
 /// How far ahead each CRL's `nextUpdate` is set, in days. Verifiers here do not enforce
 /// it (rustls only does when asked), so an old CRL keeps working until replaced.
 pub const CRL_DAYS: u64 = 365;
@@ -220,11 +217,6 @@ impl Ca {
         files::write_atomic(&path, pem.as_bytes(), PUBLIC_MODE)?;
         Ok(path)
     }
-}
-
-/// Takes the CA directory's revocation lock (see the module docs).
-pub(crate) fn lock_dir(dir: &Path) -> Result<std::fs::File, CertError> {
-    files::lock_exclusive(&dir.join(CRL_LOCK_FILE))
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {

@@ -1,11 +1,10 @@
 //! Errors. [`CertError`] covers everything that can go wrong while issuing, loading or
-//! checking certificates and while running a TLS handshake; [`AuthError`] is the refusal
-//! of an authenticated peer by an authorisation rule. Every message is one line that
-//! names the file or peer involved and, where there is one, the command that fixes it.
+//! checking certificates and while running a TLS handshake (the refusal of an
+//! authenticated peer by an authorisation rule, [`crate::AuthError`], is
+//! `identity`'s). Every message is one line that names the file or peer involved and,
+//! where there is one, the command that fixes it.
 
 use std::path::PathBuf;
-
-use crate::identity::{PeerIdentity, Role};
 
 /// Anything that can go wrong in the cluster PKI or a TLS handshake.
 #[derive(Debug, thiserror::Error)]
@@ -199,44 +198,4 @@ pub enum CertError {
     /// configuration did not ask for one).
     #[error("connection has no verified peer certificate")]
     NoPeerCertificate,
-}
-
-/// An authenticated peer is not allowed to do what it asked.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum AuthError {
-    /// The peer's role is not among the allowed ones.
-    #[error("{peer} is not allowed to do this: only {allowed} certificates are accepted")]
-    RoleNotAllowed {
-        /// Who asked.
-        peer: PeerIdentity,
-        /// The roles that would have been accepted, comma separated.
-        allowed: String,
-    },
-    /// The peer asked about something that belongs to another user.
-    #[error("{peer} may only act on its own account, not on {target:?}")]
-    NotOwner {
-        /// Who asked.
-        peer: PeerIdentity,
-        /// The account or object it asked about.
-        target: String,
-    },
-}
-
-impl AuthError {
-    pub(crate) fn role_not_allowed(peer: &PeerIdentity, allowed: &[Role]) -> Self {
-        let allowed = if allowed.is_empty() {
-            "no".to_string()
-        } else {
-            allowed
-                .iter()
-                .map(|r| r.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        AuthError::RoleNotAllowed {
-            peer: peer.clone(),
-            allowed,
-        }
-    }
 }

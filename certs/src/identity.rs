@@ -2,73 +2,19 @@
 //! cluster CA signs, as exactly one URI subject alternative name `rexec:ROLE:NAME`; since
 //! the CA signs it, nobody can claim a role or name the CA did not grant. This module owns
 //! that encoding, reading it back from a verified certificate, and two small
-//! authorisation helpers for a [`PeerIdentity`] (rexecd and accountd check roles in their
-//! own code today; see `docs/SECURITY.md`).
+//! authorisation helpers for a [`PeerIdentity`] with their refusal, [`AuthError`]
+//! (rexecd and accountd check roles in their own code today; see `docs/SECURITY.md`).
 
 use std::fmt;
-use std::str::FromStr;
 
 use x509_parser::extensions::GeneralName;
 
-use crate::error::{AuthError, CertError};
+use crate::error::CertError;
 use crate::names::check_name;
+use crate::role::Role;
 
 /// The scheme prefix of the identity URI SAN.
 pub const URI_PREFIX: &str = "rexec:";
-
-/// What a certificate holder is in the cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Role {
-    /// A machine running rexecd (server for clients, client of accountd).
-    Node,
-    /// A person with a Unix account, who launches jobs and reads their own balance.
-    User,
-    /// A cluster service (accountd, vexecd).
-    Service,
-    /// An operator, who manages accounts and jobs.
-    Admin,
-}
-
-impl Role {
-    /// All roles, in a fixed order.
-    pub const ALL: [Role; 4] = [Role::Node, Role::User, Role::Service, Role::Admin];
-
-    /// The lower-case name used on the command line and in certificates.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Node => "node",
-            Role::User => "user",
-            Role::Service => "service",
-            Role::Admin => "admin",
-        }
-    }
-
-    /// Whether certificates of this role are servers too (and so carry a DNS SAN and the
-    /// ServerAuth purpose besides ClientAuth).
-    pub fn is_server(self) -> bool {
-        matches!(self, Role::Node | Role::Service)
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Role {
-    type Err = CertError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Role::ALL
-            .into_iter()
-            .find(|r| r.as_str() == s)
-            .ok_or_else(|| CertError::InvalidName {
-                name: s.to_string(),
-                reason: "not a role; use node, user, service or admin".to_string(),
-            })
-    }
-}
 
 /// The authenticated holder of a certificate: what the CA signed, nothing else.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -189,6 +135,46 @@ impl PeerIdentity {
 impl fmt::Display for PeerIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.role, self.name)
+    }
+}
+
+/// An authenticated peer is not allowed to do what it asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// The peer's role is not among the allowed ones.
+    #[error("{peer} is not allowed to do this: only {allowed} certificates are accepted")]
+    RoleNotAllowed {
+        /// Who asked.
+        peer: PeerIdentity,
+        /// The roles that would have been accepted, comma separated.
+        allowed: String,
+    },
+    /// The peer asked about something that belongs to another user.
+    #[error("{peer} may only act on its own account, not on {target:?}")]
+    NotOwner {
+        /// Who asked.
+        peer: PeerIdentity,
+        /// The account or object it asked about.
+        target: String,
+    },
+}
+
+impl AuthError {
+    pub(crate) fn role_not_allowed(peer: &PeerIdentity, allowed: &[Role]) -> Self {
+        let allowed = if allowed.is_empty() {
+            "no".to_string()
+        } else {
+            allowed
+                .iter()
+                .map(|r| r.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        AuthError::RoleNotAllowed {
+            peer: peer.clone(),
+            allowed,
+        }
     }
 }
 

@@ -42,7 +42,8 @@ use rustls::{CertificateError, RootCertStore};
 use crate::config::{TlsPaths, crypto_provider};
 use crate::error::CertError;
 use crate::files;
-use crate::identity::{PeerIdentity, Role};
+use crate::identity::PeerIdentity;
+use crate::role::Role;
 
 /// How far in the future a job's `signed_at` may lie (clock skew between the
 /// signer and the node).
@@ -378,7 +379,7 @@ fn cert_refusal(e: rustls::Error) -> JobSignError {
         rustls::Error::InvalidCertificate(CertificateError::Revoked) => {
             "it has been revoked".to_string()
         }
-        rustls::Error::InvalidCertificate(ce) => crate::stream::explain_certificate_error(&ce),
+        rustls::Error::InvalidCertificate(ce) => crate::explain::explain_certificate_error(&ce),
         other => other.to_string(),
     };
     JobSignError::Certificate(why)

@@ -9,20 +9,23 @@
 //! the `daemon` crate's.
 //!
 //! Modules:
-//! - `identity`: [`Role`], [`PeerIdentity`], the URI encoding, authorisation helpers.
+//! - `role`: [`Role`].
+//! - `identity`: [`PeerIdentity`], the URI encoding, authorisation helpers and their
+//!   refusal, [`AuthError`].
 //! - `names`: the safe-name rules ([`check_name`]).
 //! - `ca`: [`Ca`]: create, load, issue ([`Issued`]).
 //! - `crl`: revocation state and CRL signing ([`Ca::revoke`], [`CrlState`]).
 //! - `config`: [`TlsPaths`], [`server_config`], [`client_config`], [`peer_identity`].
-//! - `stream`: [`accept`] and [`connect`] over tokio-rustls (any [`PeerAddr`] transport),
-//!   handshake error explanations.
-//! - `reload`: [`ReloadableAcceptor`], a server's TLS rebuilt from its files on SIGHUP
-//!   ([`reload_on_sighup`]), so a revocation takes effect without a restart.
+//! - `stream`: [`accept`] and [`connect`] over tokio-rustls (any [`PeerAddr`] transport).
+//! - `explain`: handshake and certificate errors in one line ([`explain`],
+//!   [`explain_error`], [`handshake_error`]).
+//! - `reload`: [`ReloadableAcceptor`], a server's TLS rebuilt from its files (on SIGHUP,
+//!   by the `daemon` crate), so a revocation takes effect without a restart.
 //! - [`jobsign`]: signing batch jobs with a user's key and verifying them against the
 //!   CA and CRL ([`jobsign::sign`], [`jobsign::verify`], [`jobsign::JobTrust`]).
 //! - `inspect`: [`CertInfo`] and [`CrlInfo`], what `rexec-certs show` prints.
 //! - `files`: PEM loading, key permission checks, atomic writes.
-//! - `error`: [`CertError`], [`AuthError`].
+//! - `error`: [`CertError`].
 //! - [`testing`]: [`testing::TestPki`], a temporary CA for tests.
 //!
 //! ```
@@ -42,25 +45,28 @@ mod ca;
 mod config;
 mod crl;
 mod error;
+mod explain;
 mod files;
 mod identity;
 mod inspect;
 pub mod jobsign;
 mod names;
 mod reload;
+mod role;
 mod stream;
 pub mod testing;
 
 pub use ca::{BACKDATE, CA_CERT_FILE, CA_DAYS, CA_KEY_FILE, CRL_FILE, Ca, Issued, MAX_DAYS};
 pub use config::{TlsPaths, client_config, crypto_provider, peer_identity, server_config};
 pub use crl::{CRL_DAYS, CRL_STATE_FILE, CrlState, RevokedEntry};
-pub use error::{AuthError, CertError};
+pub use error::CertError;
+pub use explain::{explain, explain_certificate_error, explain_error, explain_io, handshake_error};
 pub use files::check_key_mode;
-pub use identity::{PeerIdentity, Role, URI_PREFIX};
+pub use identity::{AuthError, PeerIdentity, URI_PREFIX};
 pub use inspect::{CertInfo, CrlInfo, fingerprint};
 pub use names::{MAX_NAME_LEN, check_name, check_plain_name};
-pub use reload::{ReloadableAcceptor, reload_on_sighup};
+pub use reload::ReloadableAcceptor;
+pub use role::Role;
 pub use stream::{
-    HANDSHAKE_TIMEOUT, LazyBufReader, PeerAddr, accept, acceptor, connect, connector, explain,
-    explain_certificate_error, explain_error, explain_io, handshake_error,
+    HANDSHAKE_TIMEOUT, LazyBufReader, PeerAddr, accept, acceptor, connect, connector,
 };

@@ -6,7 +6,7 @@
 use rustls::pki_types::DnsName;
 
 use crate::error::CertError;
-use crate::identity::Role;
+use crate::role::Role;
 
 /// The longest name accepted.
 pub const MAX_NAME_LEN: usize = 64;

@@ -1,6 +1,7 @@
 //! A server's TLS acceptor that can be rebuilt from its files while the server runs, so
 //! an admin who revokes a certificate (or renews the server's own) only has to send the
-//! daemon SIGHUP: restarting rexecd would kill every job on the node.
+//! daemon SIGHUP (the `daemon` crate's `reload_on_sighup` calls
+//! [`ReloadableAcceptor::reload`]): restarting rexecd would kill every job on the node.
 //!
 //! [`ReloadableAcceptor::reload`] reads the CA, certificate, key and CRL again and swaps
 //! the new configuration in only if all of it loads; a half-copied or broken file keeps
@@ -8,9 +9,8 @@
 //! configuration they started with; established connections are not re-checked (TLS
 //! authenticates a connection once, at its start).
 
-use std::sync::{Arc, RwLock};
+use std::sync::RwLock;
 
-use tokio::signal::unix::Signal;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::{TlsPaths, server_config};
@@ -61,28 +61,4 @@ impl ReloadableAcceptor {
     pub fn paths(&self) -> &TlsPaths {
         &self.paths
     }
-}
-
-/// Reloads `acceptor` each time `hangups` (a SIGHUP stream) fires, for as long as the
-/// current tokio runtime runs, logging each outcome. The caller creates the stream
-/// first thing, before the slow parts of its start-up, so an early `systemctl reload`
-/// is queued for the reload loop instead of killing the daemon (SIGHUP's default
-/// action). Must be called inside a runtime.
-pub fn reload_on_sighup(acceptor: Arc<ReloadableAcceptor>, mut hangups: Signal) {
-    tokio::spawn(async move {
-        while hangups.recv().await.is_some() {
-            let task = Arc::clone(&acceptor);
-            // Reading and parsing files is blocking work.
-            match tokio::task::spawn_blocking(move || task.reload()).await {
-                Ok(Ok(())) => {
-                    let paths = acceptor.paths();
-                    tracing::info!(cert = %paths.cert.display(), crl = ?paths.crl,
-                        "SIGHUP: reloaded the TLS configuration");
-                }
-                Ok(Err(e)) => tracing::error!(error = %e,
-                    "SIGHUP: cannot reload the TLS configuration; keeping the old one"),
-                Err(e) => tracing::error!(error = %e, "SIGHUP: the reload task failed"),
-            }
-        }
-    });
 }

@@ -24,15 +24,16 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use rustls::pki_types::ServerName;
-use rustls::{AlertDescription, CertificateError};
 use tokio::io::{AsyncRead, AsyncWrite, BufReader, BufStream, BufWriter, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector, client, server};
 
 use crate::config::{TlsPaths, client_config, peer_identity, server_config};
 use crate::error::CertError;
-use crate::identity::{PeerIdentity, Role};
+use crate::explain::handshake_error;
+use crate::identity::PeerIdentity;
 use crate::names::check_dns;
+use crate::role::Role;
 
 /// How long a handshake may take before it is abandoned.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -284,115 +285,6 @@ where
         });
     }
     Ok((stream, identity))
-}
-
-/// Builds a [`CertError::Handshake`] from an I/O error returned by tokio-rustls.
-pub fn handshake_error(peer: &str, e: &io::Error) -> CertError {
-    CertError::Handshake {
-        peer: peer.to_string(),
-        detail: explain_io(e),
-    }
-}
-
-/// Explains an I/O error from a TLS stream, looking inside for a rustls error.
-pub fn explain_io(e: &io::Error) -> String {
-    if let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
-        return explain(tls);
-    }
-    match e.kind() {
-        io::ErrorKind::UnexpectedEof => "the connection closed during the handshake".to_string(),
-        _ => e.to_string(),
-    }
-}
-
-/// Explains any error whose chain holds a TLS failure (for example a frame error
-/// wrapping the I/O error of a connection the peer refused); other errors print as
-/// they are.
-pub fn explain_error(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut next = Some(e);
-    while let Some(err) = next {
-        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
-            return explain(tls);
-        }
-        if let Some(tls) = err
-            .downcast_ref::<io::Error>()
-            .and_then(|io| io.get_ref())
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        {
-            return explain(tls);
-        }
-        next = err.source();
-    }
-    e.to_string()
-}
-
-/// Explains a rustls error in the terms of this cluster.
-pub fn explain(e: &rustls::Error) -> String {
-    match e {
-        rustls::Error::InvalidCertificate(ce) => explain_certificate_error(ce),
-        rustls::Error::NoCertificatesPresented => {
-            "the client presented no certificate; a cluster certificate is required".to_string()
-        }
-        rustls::Error::AlertReceived(alert) => match alert {
-            AlertDescription::CertificateRequired => {
-                "the server requires a client certificate".to_string()
-            }
-            AlertDescription::UnknownCA => {
-                "the peer does not trust our certificate: it was not issued by the peer's cluster CA"
-                    .to_string()
-            }
-            AlertDescription::DecryptError => {
-                "the peer could not verify our certificate's signature: it was probably issued by another cluster CA"
-                    .to_string()
-            }
-            AlertDescription::CertificateExpired => {
-                "the peer refused our certificate: it has expired or is not yet valid".to_string()
-            }
-            AlertDescription::CertificateRevoked => {
-                "the peer refused our certificate: it has been revoked".to_string()
-            }
-            AlertDescription::BadCertificate | AlertDescription::UnsupportedCertificate => {
-                "the peer refused our certificate as unusable here".to_string()
-            }
-            other => format!("the peer ended the handshake with alert {other:?}"),
-        },
-        other => other.to_string(),
-    }
-}
-
-/// Explains why a peer's certificate was refused.
-pub fn explain_certificate_error(e: &CertificateError) -> String {
-    let what = match e {
-        CertificateError::UnknownIssuer | CertificateError::BadSignature => {
-            "it was not issued by our cluster CA"
-        }
-        CertificateError::Expired | CertificateError::ExpiredContext { .. } => "it has expired",
-        CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
-            "it is not valid yet (check the clocks)"
-        }
-        CertificateError::Revoked => "it has been revoked",
-        CertificateError::UnknownRevocationStatus => "its revocation status is unknown",
-        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
-            "it does not name the host we dialled"
-        }
-        CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
-            "it is not valid for this use (a client-only certificate presented by a server?)"
-        }
-        CertificateError::BadEncoding => "it is malformed",
-        // webpki's reasons arrive as `Other`, named only by their Debug text.
-        CertificateError::Other(other) => match other.to_string().as_str() {
-            "CaUsedAsEndEntity" => {
-                "it is a CA certificate (self-signed?), not one the cluster CA issued to a peer"
-            }
-            "EndEntityUsedAsCa" => "its chain uses a peer's certificate as a CA",
-            "UnsupportedSignatureAlgorithm" | "UnsupportedSignatureAlgorithmForPublicKey" => {
-                "it is signed with an algorithm this cluster does not accept"
-            }
-            _ => "it is not a certificate this cluster accepts",
-        },
-        _ => "it is not a certificate this cluster accepts",
-    };
-    format!("the peer's certificate was refused: {what}")
 }
 
 #[cfg(test)]

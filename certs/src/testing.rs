@@ -12,7 +12,7 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 use crate::ca::Ca;
 use crate::config::TlsPaths;
 use crate::error::CertError;
-use crate::identity::Role;
+use crate::role::Role;
 use crate::stream::{acceptor, connector};
 
 /// A cluster CA in a temporary directory, issuing certificates into it on demand.

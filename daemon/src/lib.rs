@@ -8,6 +8,7 @@
 //! - `start`: the start-up shim of the daemons' `main`: logging, runtime and exit
 //!   status ([`run`], each cause of an error printed once), signals ([`Signals`]),
 //!   the ready file ([`write_ready_file`]).
+//! - `reload`: [`reload_on_sighup`], the TLS files read again on each SIGHUP.
 //! - [`config`]: the one configuration loader: a TOML file under the command line's
 //!   flags under the defaults, unknown keys refused by name, and the settings every
 //!   daemon has ([`config::TlsSettings`], [`config::CapSettings`]).
@@ -27,10 +28,12 @@
 
 mod caps;
 pub mod config;
+mod reload;
 pub mod serve;
 mod start;
 
 pub use caps::{AddressSlot, CapExceeded, ConnectionCaps, IdentitySlot};
+pub use reload::reload_on_sighup;
 pub use start::{
     ReadyFileError, SignalError, Signals, StopSignals, error_line, init_tracing, run,
     write_ready_file,

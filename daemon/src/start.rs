@@ -1,7 +1,7 @@
 //! The start-up shim every rexec daemon's `main` shares (rexecd, accountd, vexecd):
 //! logging to standard error, the async runtime and the exit status ([`run`]), the
 //! signals a daemon serves by ([`Signals`]: SIGHUP reloads its TLS files through
-//! [`certs::reload_on_sighup`], SIGTERM and SIGINT stop it), and the ready file that
+//! [`crate::reload_on_sighup`], SIGTERM and SIGINT stop it), and the ready file that
 //! tells a supervisor or a test the bound address ([`write_ready_file`]).
 //!
 //! [`run`] prints a failed start as one line, `NAME: error: cause: cause`, each
@@ -102,7 +102,7 @@ pub struct ReadyFileError {
 /// shutdown) rather than fatal.
 #[derive(Debug)]
 pub struct Signals {
-    /// SIGHUP: pass it to [`certs::reload_on_sighup`].
+    /// SIGHUP: pass it to [`crate::reload_on_sighup`].
     pub hangups: Signal,
     /// SIGTERM and SIGINT.
     pub stop: StopSignals,

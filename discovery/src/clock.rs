@@ -1,6 +1,8 @@
 //! The time a caller passes in. The table ages nodes on a monotonic
 //! [`Instant`]; the availability history needs the wall-clock position in
 //! the week (UTC, weeks starting Monday 00:00), so both travel together.
+//! Also the one calendar form of a wall-clock time, [`date_time`], that the
+//! ledger's and the batch listings' printers share.
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -47,6 +49,28 @@ pub fn week_secs(unix_secs: u64) -> u64 {
 /// Which week (counted from the epoch's) holds `unix_secs`.
 pub fn week_index(unix_secs: u64) -> u64 {
     (unix_secs + MONDAY_SHIFT) / WEEK_SECS
+}
+
+/// `secs` since the Unix epoch (in whatever zone the caller has already
+/// shifted it to) as `YYYY-MM-DDTHH:MM:SS`; `None` outside the years the
+/// calendar covers.
+///
+/// ```
+/// use discovery::clock::date_time;
+/// assert_eq!(date_time(86_400).as_deref(), Some("1970-01-02T00:00:00"));
+/// assert_eq!(date_time(i64::MAX), None);
+/// ```
+pub fn date_time(secs: i64) -> Option<String> {
+    let t = time::OffsetDateTime::from_unix_timestamp(secs).ok()?;
+    Some(format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    ))
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 //! - [`config`]: the `[discovery]` table every config file shares.
 //! - [`cache`]: what a client heard, remembered for its next run.
 //! - [`net`]: the sockets (multicast and unicast) and the announcing loop.
+//! - [`hash`]: FNV-1a 64 (the profile file's checksum, the clients' order of
+//!   selectors).
 //! - [`clock`]: the time a caller passes in (monotonic instant and the
 //!   wall-clock position in the week).
 //! - [`profile`]: a node's availability history after HP's Ring Leader: the
@@ -16,5 +18,6 @@
 pub mod cache;
 pub mod clock;
 pub mod config;
+pub mod hash;
 pub mod net;
 pub mod profile;

@@ -29,8 +29,7 @@ use serde::{Deserialize, Serialize};
 /// Version of the account-service protocol spoken by this build.
 pub const ACCOUNT_PROTOCOL_VERSION: u16 = 1;
 
-/// Most entries one history page may hold; servers cap larger requests to this.
-pub const MAX_HISTORY_PAGE: u32 = 1000;
+pub use crate::limits::MAX_HISTORY_PAGE;
 
 /// Most debits one [`AccountOp::Debits`] frame may carry; accountd refuses a
 /// frame with more (or none) as [`ErrorCode::Malformed`]. Chosen so that a

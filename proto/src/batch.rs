@@ -22,7 +22,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::node::JobId;
+// From the defining modules, not through `crate::node`, whose `ToNode` carries
+// this module's `SignedLaunch`.
+use crate::node::exit::ExitStatus;
+use crate::node::launch::JobId;
 
 /// Version of the batch protocol spoken by this build.
 pub const BATCH_PROTOCOL_VERSION: u16 = 1;
@@ -254,7 +257,7 @@ pub struct QueueEntry {
     /// Micro-credits charged so far.
     pub charged: i64,
     /// How it ended, once finished or failed.
-    pub exit: Option<crate::node::ExitStatus>,
+    pub exit: Option<ExitStatus>,
     /// Why it is held or failed, in words.
     pub reason: Option<String>,
 }

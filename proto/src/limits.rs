@@ -11,8 +11,10 @@
 //! memory for elements that never arrive. `tests/alloc_bound.rs` measures
 //! both with a counting allocator.
 //!
-//! In [`crate::account`], a history page is capped at
-//! [`crate::account::MAX_HISTORY_PAGE`] entries (what accountd sends at most).
+//! In [`crate::account`], a history page is capped at [`MAX_HISTORY_PAGE`]
+//! entries (what accountd sends at most), and a selector's listing at
+//! [`MAX_LISTED`] nodes. Every bound is defined here, and the protocol modules
+//! name the ones their messages use.
 //! Report rows and audit problems are plain `Vec`s: their count depends on
 //! the ledger, so only the frame limit bounds them, and a 1 MiB answer of
 //! minimal rows can take tens of MiB to decode. They only travel from
@@ -30,6 +32,12 @@ pub const MAX_ARGS: usize = 65_536;
 
 /// Most environment variables in a `Launch`.
 pub const MAX_ENV: usize = 8_192;
+
+/// Most entries one history page may hold; servers cap larger requests to this.
+pub const MAX_HISTORY_PAGE: u32 = 1000;
+
+/// Most nodes one selector listing returns (the reply says how many there were).
+pub const MAX_LISTED: usize = 8192;
 
 /// Most entries in one job list; a node with more ranks lists the first ones.
 pub const MAX_JOBS: usize = 4_096;
@@ -96,7 +104,7 @@ where
     D: Deserializer<'de>,
     T: Deserialize<'de>,
 {
-    bounded_vec::<D, T, { crate::account::MAX_HISTORY_PAGE as usize }>(d)
+    bounded_vec::<D, T, { MAX_HISTORY_PAGE as usize }>(d)
 }
 
 /// `deserialize_with` for job lists.
@@ -114,5 +122,5 @@ where
     D: Deserializer<'de>,
     T: Deserialize<'de>,
 {
-    bounded_vec::<D, T, { crate::select::MAX_LISTED }>(d)
+    bounded_vec::<D, T, { MAX_LISTED }>(d)
 }

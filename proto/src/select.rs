@@ -39,8 +39,7 @@ pub const MAX_SELECT: u32 = 4096;
 /// Most names in a select's exclusion list.
 pub const MAX_EXCLUDE: usize = 4096;
 
-/// Most nodes one listing returns (the reply says how many there were).
-pub const MAX_LISTED: usize = 8192;
+pub use crate::limits::MAX_LISTED;
 
 /// Longest policy name, in bytes.
 pub const MAX_POLICY: usize = 64;

@@ -25,6 +25,7 @@ use std::time::{Duration, SystemTime};
 use clients::selector::{Selectors, Services};
 use discovery::cache::{Cache, MAX_AGE, Remembered};
 use discovery::config::DiscoveryConfig;
+use discovery::hash::{fnv1a, fnv1a_extend};
 use proto::announce::{Announcement, Kind};
 use proto::select::ServiceKind;
 use tokio_rustls::TlsConnector;
@@ -296,11 +297,7 @@ pub fn order(mut selectors: Vec<SelectorEntry>, seed: u64) -> Vec<SelectorEntry>
 /// A selector's place for a client with `seed`: FNV-1a over the seed and
 /// the name, then a final mix so close names spread.
 pub fn rank(seed: u64, name: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in seed.to_le_bytes().iter().chain(name.as_bytes()) {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    let mut h = fnv1a_extend(fnv1a(&seed.to_le_bytes()), name.as_bytes());
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^ (h >> 33)

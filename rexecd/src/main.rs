@@ -28,7 +28,7 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
         .context("cannot read the bound address")?;
     let mut server = Server::new(config).await?;
     server.start_announcing(addr).await?;
-    certs::reload_on_sighup(server.tls(), signals.hangups);
+    daemon::reload_on_sighup(server.tls(), signals.hangups);
     if let Some(path) = &ready_file {
         daemon::write_ready_file(path, addr)?;
     }

@@ -21,7 +21,7 @@ async fn real_main(flags: Flags) -> anyhow::Result<()> {
     }
     let ready_file = config.ready_file.clone();
     let daemon = Daemon::start(config).await?;
-    certs::reload_on_sighup(daemon.tls(), signals.hangups);
+    daemon::reload_on_sighup(daemon.tls(), signals.hangups);
     tracing::info!("{}", daemon.describe());
     if let Some(path) = ready_file {
         ::daemon::write_ready_file(&path, daemon.addr())?;

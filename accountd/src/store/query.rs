@@ -2,11 +2,13 @@
 //! the charge report grouped by user, node or day.
 
 use proto::account::{
-    AccountBalance, AccountError, DebitKey, EntryKind, ErrorCode, HistoryPage, LedgerEntry,
-    MAX_HISTORY_PAGE, MeterInterval, ReportBy, ReportRow,
+    AccountBalance, AccountError, ErrorCode, HistoryPage, MAX_HISTORY_PAGE, ReportBy, ReportRow,
 };
 
 use super::rows::Rows;
+/// An entry's stored columns, kept with the storage interface; named here too,
+/// where the history's readers have always found them.
+pub use super::rows::{ENTRY_COLUMNS, EntryColumns};
 
 /// A user's balance, or [`ErrorCode::UnknownUser`].
 pub fn balance(db: &mut dyn Rows, user: &str) -> Result<AccountBalance, AccountError> {
@@ -21,94 +23,6 @@ pub fn balance(db: &mut dyn Rows, user: &str) -> Result<AccountBalance, AccountE
         user: user.to_string(),
         balance,
     })
-}
-
-/// Columns read into an [`EntryColumns`], in order (each backend quotes `user`
-/// its own way).
-pub const ENTRY_COLUMNS: [&str; 15] = [
-    "id",
-    "at_us",
-    "user",
-    "amount",
-    "kind",
-    "node",
-    "job",
-    "seq",
-    "rank",
-    "interval_start_us",
-    "interval_end_us",
-    "cpu_us",
-    "actor",
-    "reason",
-    "balance_after",
-];
-
-/// One entry's columns as stored ([`ENTRY_COLUMNS`]), before they become a
-/// [`LedgerEntry`].
-#[derive(Debug, Clone)]
-pub struct EntryColumns {
-    /// `id`.
-    pub id: i64,
-    /// `at_us`.
-    pub at_us: i64,
-    /// `user`.
-    pub user: String,
-    /// `amount`.
-    pub amount: i64,
-    /// `kind`.
-    pub kind: String,
-    /// `node`.
-    pub node: Option<String>,
-    /// `job`.
-    pub job: Option<String>,
-    /// `seq`.
-    pub seq: Option<i64>,
-    /// `rank`.
-    pub rank: Option<i64>,
-    /// `interval_start_us`, `interval_end_us`.
-    pub interval: (Option<i64>, Option<i64>),
-    /// `cpu_us`.
-    pub cpu_us: Option<i64>,
-    /// `actor`.
-    pub actor: String,
-    /// `reason`.
-    pub reason: Option<String>,
-    /// `balance_after`.
-    pub balance_after: i64,
-}
-
-impl From<EntryColumns> for LedgerEntry {
-    fn from(c: EntryColumns) -> LedgerEntry {
-        let key = match (c.node, c.job, c.seq) {
-            (Some(node), Some(job), Some(seq)) => Some(DebitKey {
-                node,
-                job,
-                seq: seq.max(0) as u64,
-            }),
-            _ => None,
-        };
-        let interval = match c.interval {
-            (Some(s), Some(e)) => Some(MeterInterval {
-                start_us: s.max(0) as u64,
-                end_us: e.max(0) as u64,
-            }),
-            _ => None,
-        };
-        LedgerEntry {
-            id: c.id,
-            at_us: c.at_us,
-            user: c.user,
-            amount: c.amount,
-            kind: EntryKind::parse(&c.kind).unwrap_or(EntryKind::Adjust),
-            key,
-            rank: c.rank.and_then(|r| u32::try_from(r).ok()),
-            interval,
-            cpu_us: c.cpu_us.map(|c| c.max(0) as u64),
-            actor: c.actor,
-            reason: c.reason,
-            balance_after: c.balance_after,
-        }
-    }
 }
 
 /// One page of a user's entries, oldest first.

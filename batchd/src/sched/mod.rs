@@ -92,7 +92,7 @@ pub async fn cancel(
 ) -> Result<QueueEntry, BatchError> {
     {
         let q = shared.lock_queue();
-        crate::ops::owned(&q, peer, id)?;
+        q.owned(peer, id)?;
     }
     let (reply, rx) = oneshot::channel();
     let gone = || {

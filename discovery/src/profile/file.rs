@@ -12,6 +12,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::{History, MAX_WINDOW_WEEKS, SLOTS, SlotCount, Week};
+use crate::hash::fnv1a;
 
 const MAGIC: [u8; 4] = *b"RXAH";
 const VERSION: u8 = 1;
@@ -43,12 +44,6 @@ pub enum HistoryFileError {
         /// What is wrong.
         reason: String,
     },
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 /// The file's bytes for `history`.

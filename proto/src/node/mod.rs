@@ -38,8 +38,8 @@
 //! ```
 
 mod admin;
-mod exit;
-mod launch;
+pub(crate) mod exit;
+pub(crate) mod launch;
 mod signal;
 mod status;
 

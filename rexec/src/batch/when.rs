@@ -1,7 +1,7 @@
 //! How the batch listings print: instants in local time (`2026-11-25T23:40:12`,
 //! the form `squeue` uses) and rows laid out in aligned columns.
 
-use time::OffsetDateTime;
+use discovery::clock::date_time;
 
 /// UTC seconds since the epoch as local time, `YYYY-MM-DDTHH:MM:SS`; `offset`
 /// gives the local zone's offset at an instant (UTC when it cannot say).
@@ -14,18 +14,7 @@ use time::OffsetDateTime;
 pub fn local_time(utc_secs: u64, offset: &dyn Fn(i64) -> Option<i64>) -> String {
     let secs = i64::try_from(utc_secs).unwrap_or(i64::MAX);
     let local = secs.saturating_add(offset(secs).unwrap_or(0));
-    match OffsetDateTime::from_unix_timestamp(local) {
-        Ok(t) => format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-            t.year(),
-            u8::from(t.month()),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second()
-        ),
-        Err(_) => format!("@{utc_secs}"),
-    }
+    date_time(local).unwrap_or_else(|| format!("@{utc_secs}"))
 }
 
 /// `rows` under `header` in columns two spaces apart, the columns whose

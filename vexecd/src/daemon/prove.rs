@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
-use super::stats::Shared;
+use super::stats::{ProofCounts, Shared};
 
 /// Longest wait for a probe's TCP connection and handshake.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -50,17 +50,6 @@ pub type Claim = (Announcement, Option<IpAddr>);
 /// What identifies one claimed move: the node and the address claimed (whatever the
 /// incarnation, so a forger cannot buy a fresh probe by counting incarnations up).
 type MoveKey = (String, SocketAddr);
-
-/// What the prover did since it started.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ProofCounts {
-    /// Moves proven and applied.
-    pub proven: u64,
-    /// Moves whose handshake failed.
-    pub refuted: u64,
-    /// Claims skipped: refuted recently, rate-limited, already being proven, or no room.
-    pub skipped: u64,
-}
 
 /// A token bucket per source address.
 #[derive(Debug, Default)]

@@ -10,11 +10,21 @@ use std::time::{Duration, Instant};
 use proto::select::SelectorStats;
 
 use super::metrics::Recorder;
-use super::prove::ProofCounts;
 use crate::table::{Counters, NodeTable};
 
 /// Shortest gap between two summary lines.
 pub const SUMMARY_INTERVAL: Duration = Duration::from_secs(60);
+
+/// What the prover ([`super::prove`]) did since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProofCounts {
+    /// Moves proven and applied.
+    pub proven: u64,
+    /// Moves whose handshake failed.
+    pub refuted: u64,
+    /// Claims skipped: refuted recently, rate-limited, already being proven, or no room.
+    pub skipped: u64,
+}
 
 /// What the receiver and the server share.
 #[derive(Debug)]

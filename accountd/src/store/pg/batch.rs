@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use postgres::GenericClient;
 use proto::account::AccountError;
 
-use super::Pg;
+use super::{Pg, pg_storage};
 use crate::store::rows::{ChargeContent, EntryRow, StoredCharge, storage};
 
 /// Most entries one flush sends (a migration's copy is flushed in parts).
@@ -244,11 +244,8 @@ impl<C: GenericClient> Pg<C> {
             ],
         )?;
         let row = row.ok_or_else(|| storage("the flush returned nothing"))?;
-        let counts: (i64, i64, i64) = (
-            super::rows::get(&row, 0)?,
-            super::rows::get(&row, 1)?,
-            super::rows::get(&row, 2)?,
-        );
+        let get = |i| row.try_get::<_, i64>(i).map_err(pg_storage);
+        let counts = (get(0)?, get(1)?, get(2)?);
         let want = (e.id.len() as i64, users.len() as i64, i64::from(moved));
         if counts != want {
             return Err(storage(format!(

@@ -13,9 +13,9 @@ use super::batch::Pending;
 use super::{Cache, pg_storage};
 use crate::store::Refusal;
 use crate::store::lite::report_row;
-use crate::store::query::{EntryColumns, unknown_grouping};
+use crate::store::query::unknown_grouping;
 use crate::store::rows::{
-    AccountRow, ChainedFn, ChargeContent, ClaimRecord, EntryRow, Rows, StoredCharge,
+    AccountRow, ChainedFn, ChargeContent, ClaimRecord, EntryColumns, EntryRow, Rows, StoredCharge,
     claim_from_row, storage,
 };
 
