@@ -167,10 +167,10 @@ pub struct GewekeRun {
 }
 
 fn delay(m: &Metrics, class: u8) -> f64 {
-    m.delay_by_class
+    m.by_class
         .iter()
-        .find(|x| x.0 == class)
-        .map(|x| x.2)
+        .find(|x| x.class == class)
+        .map(|x| x.delay_mean)
         .unwrap_or(0.0)
 }
 
