@@ -316,3 +316,62 @@ fn an_empty_or_malformed_trace_is_an_error_naming_the_file() {
     );
     assert!(err.contains("1 more malformed lines: 3"), "{err}");
 }
+
+/// The workload line of `bench --policies fifo` on a trace of `jobs` (submit, runtime)
+/// of one processor on a 4-processor machine, asked for an offered load of 0.85.
+fn bench_workload(jobs: &[(i64, i64)]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.swf");
+    let jobs: Vec<Job> = jobs
+        .iter()
+        .enumerate()
+        .map(|(k, &(submit, runtime))| Job {
+            id: k as u64 + 1,
+            submit,
+            width: 1,
+            runtime,
+            estimate: runtime,
+            utility: batch::utility::Utility::constant(0),
+            queue: 0,
+            class: 0,
+        })
+        .collect();
+    write_trace(&trace, &jobs, 4);
+    let out = marketsim(&[
+        "bench",
+        "--swf",
+        trace.to_str().unwrap(),
+        "--policies",
+        "fifo",
+        "--load",
+        "0.85",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    stdout
+        .lines()
+        .find(|l| l.starts_with("Workload:"))
+        .unwrap_or_else(|| panic!("no workload line in\n{stdout}"))
+        .to_string()
+}
+
+#[test]
+fn bench_says_the_load_a_trace_offering_more_than_asked_offers() {
+    // 20 jobs of 100 s, one every 10 s: 2000 / (4 * 190) = 2.63, stretched to 0.85.
+    let line = bench_workload(&(0..20).map(|k| (10 * k, 100)).collect::<Vec<_>>());
+    assert!(
+        line.contains("arrivals stretched 3.1 times: offered load 0.85 (the trace's own 2.63);"),
+        "{line}"
+    );
+    // All 20 at once: no stretching spreads them, so the load stays what the trace offers
+    // (over the span's floor of one second), and the asked one is named beside it.
+    let line = bench_workload(&[(0, 100); 20]);
+    assert!(
+        line.contains(
+            "every job arrives in the same second: offered load 500.00 (the trace's own 500.00; \
+             asked 0.85, which no stretching reaches);"
+        ),
+        "{line}"
+    );
+    assert!(!line.contains("stretched"), "{line}");
+}

@@ -165,8 +165,7 @@ pub fn lee(run: &LeeRun, swf: &str, cmd: &str) -> String {
     let _ = writeln!(doc, "## 2. Utility functions and the GA scheduler (Lee)\n");
     let _ = writeln!(
         doc,
-        "Trace `{}`: {} jobs on {} processors, arrivals {} to an offered load of {} \
-         (the raw trace offers about 4%, where every policy is the same). Priorities drawn 20% high, 50% normal, \
+        "Trace `{}`: {} jobs on {} processors, {}. Priorities drawn 20% high, 50% normal, \
          30% low (the trace has none); Lee utility functions (globmax {} credit per processor-minute, deadline \
          {} times the reference wait, at least 10 s, decay shapes a third each) with the job's wait under EASY with \
          exact estimates as the reference wait (the trace has no waits). GA: population {}, {} generations, \
@@ -174,8 +173,7 @@ pub fn lee(run: &LeeRun, swf: &str, cmd: &str) -> String {
         swf,
         run.jobs,
         run.procs,
-        experiments::trace::describe_compression(run.compress),
-        st.load,
+        run.load,
         st.lee.globmax,
         st.lee.factor,
         st.ga.population,
