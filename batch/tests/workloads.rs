@@ -100,3 +100,21 @@ fn the_doc_says_what_a_trace_offering_more_than_asked_offers_before_and_after() 
     );
     assert!(!trace.contains("4%"), "{trace}");
 }
+
+#[test]
+fn the_doc_says_what_generated_workloads_offer_beside_the_asked_load() {
+    use batch::report::{prose, study};
+    use batch::workload::synth::generate;
+    let (base, seeds) = study::chun_base(false);
+    let text = prose::chun_intro(&base, seeds);
+    // Seed 3's workload offers more than the asked 0.9.
+    let third = batch::experiments::trace::offered_load(
+        &generate(&SynthConfig { seed: 3, ..base }),
+        base.procs,
+    );
+    assert!(third > 0.95, "seed 3 offers {third}");
+    assert!(
+        text.contains("offered load 0.9 asked (the generated workloads offer 0.85, 0.87, 0.98: bursts arrive with random gaps)"),
+        "{text}"
+    );
+}
