@@ -375,3 +375,24 @@ fn bench_says_the_load_a_trace_offering_more_than_asked_offers() {
     );
     assert!(!line.contains("stretched"), "{line}");
 }
+
+#[test]
+fn bench_refuses_a_load_no_trace_can_be_fitted_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.swf");
+    write_trace(&trace, &congested(8), 8);
+    for load in ["0", "-1", "NaN"] {
+        let err = fails_with_one_line(&[
+            "bench",
+            "--swf",
+            trace.to_str().unwrap(),
+            "--policies",
+            "fifo",
+            &format!("--load={load}"),
+        ]);
+        assert!(
+            err.contains(&format!("--load must be a positive number, not {load}")),
+            "{err}"
+        );
+    }
+}

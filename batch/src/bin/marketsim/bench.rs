@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use batch::experiments::{self, TraceStudy, trace};
 use batch::policy;
 
@@ -13,6 +13,9 @@ use crate::{read_swf, write};
 
 /// Simulated jobs per second for every policy on the trace.
 pub fn bench(swf: &Path, load: f64, out: Option<&Path>, names: &[String]) -> Result<()> {
+    if !(load.is_finite() && load > 0.0) {
+        bail!("--load must be a positive number, not {load}");
+    }
     let trace = read_swf(swf)?;
     let st = TraceStudy {
         load,
