@@ -1,6 +1,6 @@
 //! What a run delivered: aggregate utility (the batch paper's measure), waits (mean and
-//! percentiles), bounded slowdown, utilisation, revenue and the market price, and delays
-//! by bid class.
+//! percentiles), bounded slowdown, utilisation, revenue and the market price, and waits
+//! and delays by bid class.
 
 use crate::job::Job;
 use crate::sim::SimResult;
@@ -37,8 +37,23 @@ pub struct Metrics {
     pub price_mean: Option<f64>,
     /// Suspensions and preemptions.
     pub preemptions: u64,
-    /// Per bid class: (class, jobs, mean delay = completion - submit - runtime).
-    pub delay_by_class: Vec<(u8, usize, f64)>,
+    /// Per bid class ([`Job::class`], 0 = the highest bidders), in class order.
+    pub by_class: Vec<ClassMetrics>,
+}
+
+/// What one bid class of jobs got from a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassMetrics {
+    /// The class ([`Job::class`]).
+    pub class: u8,
+    /// Its jobs.
+    pub jobs: usize,
+    /// Mean wait before first start (s).
+    pub wait_mean: f64,
+    /// Median wait before first start (s), nearest rank.
+    pub wait_p50: i64,
+    /// Mean delay (s): completion - submit - runtime, the wait plus any time suspended.
+    pub delay_mean: f64,
 }
 
 /// The `p`-th percentile (0..=100) of sorted values, nearest rank.
@@ -55,7 +70,8 @@ pub fn measure(jobs: &[Job], res: &SimResult) -> Metrics {
     let n = jobs.len();
     let mut waits: Vec<i64> = Vec::with_capacity(n);
     let (mut util, mut umax, mut bsd, mut work) = (0i128, 0i128, 0.0, 0i128);
-    let mut classes: std::collections::BTreeMap<u8, (usize, f64)> = Default::default();
+    // Per class: waits and summed delay.
+    let mut classes: std::collections::BTreeMap<u8, (Vec<i64>, f64)> = Default::default();
     let (mut first, mut last) = (i64::MAX, i64::MIN);
     let mut revenue: Micros = 0;
     let mut preemptions = 0u64;
@@ -71,7 +87,7 @@ pub fn measure(jobs: &[Job], res: &SimResult) -> Metrics {
         revenue += o.charge;
         preemptions += o.preempted as u64;
         let e = classes.entry(j.class).or_default();
-        e.0 += 1;
+        e.0.push(o.start - j.submit);
         e.1 += (o.end - j.submit - j.runtime) as f64;
     }
     waits.sort_unstable();
@@ -89,7 +105,7 @@ pub fn measure(jobs: &[Job], res: &SimResult) -> Metrics {
         jobs: n,
         utility: util,
         utility_max: umax,
-        wait_mean: waits.iter().sum::<i64>() as f64 / n.max(1) as f64,
+        wait_mean: mean(&waits),
         wait_p50: percentile(&waits, 50.0),
         wait_p90: percentile(&waits, 90.0),
         wait_p99: percentile(&waits, 99.0),
@@ -99,9 +115,22 @@ pub fn measure(jobs: &[Job], res: &SimResult) -> Metrics {
         revenue,
         price_mean,
         preemptions,
-        delay_by_class: classes
+        by_class: classes
             .into_iter()
-            .map(|(c, (k, d))| (c, k, d / k.max(1) as f64))
+            .map(|(class, (mut waits, delay))| {
+                waits.sort_unstable();
+                ClassMetrics {
+                    class,
+                    jobs: waits.len(),
+                    wait_mean: mean(&waits),
+                    wait_p50: percentile(&waits, 50.0),
+                    delay_mean: delay / waits.len().max(1) as f64,
+                }
+            })
             .collect(),
     }
+}
+
+fn mean(xs: &[i64]) -> f64 {
+    xs.iter().sum::<i64>() as f64 / xs.len().max(1) as f64
 }

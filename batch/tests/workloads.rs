@@ -1,5 +1,6 @@
 //! The synthetic generator is reproducible and hits its knobs; the trace study's job
-//! preparation compresses to the asked load; a small sweep shows the market's edge.
+//! preparation compresses to the asked load and the doc says what the trace offered and
+//! offers; a small sweep shows the market's edge.
 
 use batch::experiments::{Param, sweep};
 use batch::workload::synth::{SynthConfig, generate};
@@ -51,12 +52,11 @@ fn firstprice_beats_sjf_on_a_bursty_valuable_workload() {
     assert!(fp > 1.2 * sjf, "firstprice {fp} sjf {sjf}");
 }
 
-#[test]
-fn a_trace_offering_more_than_asked_is_stretched_to_the_asked_load() {
-    use batch::experiments::trace::{TraceStudy, offered_load, trace_jobs};
+/// `n` jobs of 4 processors for 100 s, one every 10 s on 16 processors: an offered load
+/// of 40n / (16 (n - 1)), 2.5 and more.
+fn trace_offering_more_than_asked(n: usize) -> batch::workload::swf::Swf {
     use batch::workload::swf::{Record, Swf};
-    // 400 jobs of 4 processors for 100 s, one every 10 s on 16 processors: load 2.5.
-    let records = (0..400)
+    let records = (0..n)
         .map(|k| {
             let mut f = [-1.0; 18];
             f[0] = (k + 1) as f64;
@@ -67,13 +67,54 @@ fn a_trace_offering_more_than_asked_is_stretched_to_the_asked_load() {
             Record { f }
         })
         .collect();
-    let trace = Swf {
+    Swf {
         header: vec!["; MaxProcs: 16".into()],
         records,
         lines: Vec::new(),
-    };
+    }
+}
+
+#[test]
+fn a_trace_offering_more_than_asked_is_stretched_to_the_asked_load() {
+    use batch::experiments::trace::{TraceStudy, offered_load, trace_jobs};
+    let trace = trace_offering_more_than_asked(400);
     let (jobs, procs, compress) = trace_jobs(&trace, &TraceStudy::default()).unwrap();
     assert!(compress < 1.0, "arrivals stretched: divided by {compress}");
     let load = offered_load(&jobs, procs);
     assert!((load - 0.85).abs() < 0.01, "offered load {load}");
+}
+
+#[test]
+fn the_doc_says_what_a_trace_offering_more_than_asked_offers_before_and_after() {
+    use batch::report::{prose, study};
+    // 40 jobs: 40 * 400 / (16 * 390) = 2.56.
+    let run = study::run_lee(&trace_offering_more_than_asked(40), true, &mut |_| {}).unwrap();
+    let doc = prose::lee(&run, "t.swf", "marketsim doc");
+    let trace = doc
+        .lines()
+        .find(|l| l.starts_with("Trace `t.swf`"))
+        .unwrap_or_else(|| panic!("no trace line in\n{doc}"));
+    assert!(
+        trace.contains("40 jobs on 16 processors, arrivals stretched 3.0 times: offered load 0.85 (the trace's own 2.56)."),
+        "{trace}"
+    );
+    assert!(!trace.contains("4%"), "{trace}");
+}
+
+#[test]
+fn the_doc_says_what_generated_workloads_offer_beside_the_asked_load() {
+    use batch::report::{prose, study};
+    use batch::workload::synth::generate;
+    let (base, seeds) = study::chun_base(false);
+    let text = prose::chun_intro(&base, seeds);
+    // Seed 3's workload offers more than the asked 0.9.
+    let third = batch::experiments::trace::offered_load(
+        &generate(&SynthConfig { seed: 3, ..base }),
+        base.procs,
+    );
+    assert!(third > 0.95, "seed 3 offers {third}");
+    assert!(
+        text.contains("offered load 0.9 asked (the generated workloads offer 0.85, 0.87, 0.98: bursts arrive with random gaps)"),
+        "{text}"
+    );
 }

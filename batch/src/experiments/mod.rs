@@ -7,7 +7,9 @@
 pub mod render;
 pub mod trace;
 
-pub use render::{class_table, metrics_csv, metrics_table, sweep_csv, sweep_table};
+pub use render::{
+    class_table, metrics_csv, metrics_csv_by_class, metrics_table, sweep_csv, sweep_table,
+};
 pub use trace::{StudyError, TraceRow, TraceStudy, trace_jobs, trace_study};
 
 use crate::job::Job;

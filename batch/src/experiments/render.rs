@@ -1,5 +1,5 @@
 //! Markdown and CSV rendering of the studies' results: sweep tables, metrics tables (one
-//! row per policy), delays by bid class, and their CSV twins.
+//! row per policy), waits and delays by bid class, and their CSV twins.
 
 use std::fmt::Write;
 
@@ -78,12 +78,36 @@ pub fn metrics_table(ms: &[Metrics]) -> String {
 
 /// CSV of metrics, one row per policy, with a leading label column.
 pub fn metrics_csv(label: &str, ms: &[Metrics], header: bool) -> String {
+    csv(label, ms, header, &[])
+}
+
+/// [`metrics_csv`] with a header and, for each bid class `C` of the runs, the columns
+/// `classC_jobs,classC_wait_mean_s,classC_wait_p50_s,classC_delay_mean_s` (empty where a
+/// run has no job of that class).
+pub fn metrics_csv_by_class(label: &str, ms: &[Metrics]) -> String {
+    let mut classes: Vec<u8> = ms
+        .iter()
+        .flat_map(|m| m.by_class.iter().map(|c| c.class))
+        .collect();
+    classes.sort_unstable();
+    classes.dedup();
+    csv(label, ms, true, &classes)
+}
+
+fn csv(label: &str, ms: &[Metrics], header: bool, classes: &[u8]) -> String {
     let mut s = String::new();
     if header {
-        s.push_str("label,policy,utility_credits,utility_max_credits,wait_mean_s,wait_p50_s,wait_p90_s,wait_p99_s,wait_max_s,bounded_slowdown,utilisation,revenue_credits,price_mean_credits,preemptions\n");
+        s.push_str("label,policy,utility_credits,utility_max_credits,wait_mean_s,wait_p50_s,wait_p90_s,wait_p99_s,wait_max_s,bounded_slowdown,utilisation,revenue_credits,price_mean_credits,preemptions");
+        for c in classes {
+            let _ = write!(
+                s,
+                ",class{c}_jobs,class{c}_wait_mean_s,class{c}_wait_p50_s,class{c}_delay_mean_s"
+            );
+        }
+        s.push('\n');
     }
     for m in ms {
-        let _ = writeln!(
+        let _ = write!(
             s,
             "{label},{},{:.3},{:.3},{:.1},{},{},{},{},{:.3},{:.4},{:.3},{},{}",
             m.policy,
@@ -102,17 +126,37 @@ pub fn metrics_csv(label: &str, ms: &[Metrics], header: bool) -> String {
                 .unwrap_or_default(),
             m.preemptions
         );
+        for c in classes {
+            match m.by_class.iter().find(|x| x.class == *c) {
+                Some(x) => {
+                    let _ = write!(
+                        s,
+                        ",{},{:.1},{},{:.1}",
+                        x.jobs, x.wait_mean, x.wait_p50, x.delay_mean
+                    );
+                }
+                None => s.push_str(",,,,"),
+            }
+        }
+        s.push('\n');
     }
     s
 }
 
-/// Markdown table of the mean delay (completion - submission - runtime) of each bid class
-/// under each policy; for a job never suspended the delay is its wait.
+/// Markdown table of each bid class's waits (first start - submission: mean and median)
+/// and mean delay (completion - submission - runtime, the wait plus any time suspended)
+/// under each policy.
 pub fn class_table(ms: &[Metrics]) -> String {
-    let mut s = String::from("| policy | bid class | jobs | mean delay (s) |\n|---|---|---|---|\n");
+    let mut s = String::from(
+        "| policy | bid class | jobs | mean wait (s) | median wait (s) | mean delay (s) |\n|---|---|---|---|---|---|\n",
+    );
     for m in ms {
-        for (class, jobs, delay) in &m.delay_by_class {
-            let _ = writeln!(s, "| {} | {class} | {jobs} | {delay:.0} |", m.policy);
+        for c in &m.by_class {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {:.1} | {} | {:.1} |",
+                m.policy, c.class, c.jobs, c.wait_mean, c.wait_p50, c.delay_mean
+            );
         }
     }
     s

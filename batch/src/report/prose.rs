@@ -5,8 +5,9 @@
 use std::fmt::Write;
 
 use super::study::{GewekeRun, LeeRun, SweepSpec};
+use crate::experiments::trace::offered_load;
 use crate::experiments::{self, Point};
-use crate::workload::synth::SynthConfig;
+use crate::workload::synth::{SynthConfig, generate};
 
 /// The command that regenerates the document.
 pub fn command(swf: &str, quick: bool) -> String {
@@ -34,14 +35,42 @@ pub fn header(cmd: &str, quick: bool) -> String {
     doc
 }
 
-/// The opening of the batch paper's section.
+/// The opening of the batch paper's section. The offered load is the one asked of the
+/// generator, and beside it what each seed's workload offers when that differs (bursts
+/// arrive with random gaps, so a workload can offer more or less than asked).
 pub fn chun_intro(base: &SynthConfig, seeds: u64) -> String {
+    let asked = format!("{:.2}", base.load);
+    let offered: Vec<String> = (0..seeds.max(1))
+        .map(|k| {
+            let cfg = SynthConfig {
+                seed: base.seed + k,
+                ..*base
+            };
+            format!("{:.2}", offered_load(&generate(&cfg), cfg.procs))
+        })
+        .collect();
+    let load = if offered.iter().all(|o| *o == asked) {
+        format!("offered load {}", base.load)
+    } else {
+        format!(
+            "offered load {} asked (the generated workloads offer {}: bursts arrive with random gaps)",
+            base.load,
+            offered.join(", ")
+        )
+    };
     format!(
         "## 1. Market-based batch schedulers (Chun and Culler)\n\n\
-         Base workload: {} jobs per run on {} single-processor nodes, offered load {}, bursts of {} jobs, \
+         Base workload: {} jobs per run on {} single-processor nodes, {load}, bursts of {} jobs, \
          sequential, 20% high-value jobs worth {}x the low ones, mean delay tolerance {} job lengths, exact \
-         length estimates; {} seeds (1..={}) averaged per point. Each row varies one knob. Utility in credits.\n\n",
-        base.jobs, base.procs, base.load, base.burst, base.spread, base.tolerance, seeds, seeds
+         length estimates; {} seeds ({}..={}) averaged per point. Each row varies one knob. Utility in credits.\n\n",
+        base.jobs,
+        base.procs,
+        base.burst,
+        base.spread,
+        base.tolerance,
+        seeds,
+        base.seed,
+        base.seed + seeds.max(1) - 1
     )
 }
 
@@ -165,8 +194,7 @@ pub fn lee(run: &LeeRun, swf: &str, cmd: &str) -> String {
     let _ = writeln!(doc, "## 2. Utility functions and the GA scheduler (Lee)\n");
     let _ = writeln!(
         doc,
-        "Trace `{}`: {} jobs on {} processors, arrivals {} to an offered load of {} \
-         (the raw trace offers about 4%, where every policy is the same). Priorities drawn 20% high, 50% normal, \
+        "Trace `{}`: {} jobs on {} processors, {}. Priorities drawn 20% high, 50% normal, \
          30% low (the trace has none); Lee utility functions (globmax {} credit per processor-minute, deadline \
          {} times the reference wait, at least 10 s, decay shapes a third each) with the job's wait under EASY with \
          exact estimates as the reference wait (the trace has no waits). GA: population {}, {} generations, \
@@ -174,8 +202,7 @@ pub fn lee(run: &LeeRun, swf: &str, cmd: &str) -> String {
         swf,
         run.jobs,
         run.procs,
-        experiments::trace::describe_compression(run.compress),
-        st.load,
+        run.load,
         st.lee.globmax,
         st.lee.factor,
         st.ga.population,

@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use crate::experiments::trace::LoadFit;
 use crate::experiments::{
     self, Param, Point, StudyError, TraceRow, TraceStudy, trace_jobs, trace_study,
 };
@@ -111,8 +112,8 @@ pub struct LeeRun {
     pub jobs: usize,
     /// Processors.
     pub procs: u32,
-    /// What arrival times were divided by.
-    pub compress: f64,
+    /// How its arrivals were fitted to the study's load, and the load they offer.
+    pub load: LoadFit,
     /// One row per estimate padding.
     pub rows: Vec<TraceRow>,
 }
@@ -133,7 +134,7 @@ pub fn run_lee(
         st,
         jobs: jobs.len(),
         procs,
-        compress,
+        load: LoadFit::of(&jobs, procs, st.load, compress),
         rows,
     })
 }
@@ -167,10 +168,10 @@ pub struct GewekeRun {
 }
 
 fn delay(m: &Metrics, class: u8) -> f64 {
-    m.delay_by_class
+    m.by_class
         .iter()
-        .find(|x| x.0 == class)
-        .map(|x| x.2)
+        .find(|x| x.class == class)
+        .map(|x| x.delay_mean)
         .unwrap_or(0.0)
 }
 

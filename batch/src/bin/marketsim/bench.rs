@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use batch::experiments::{self, TraceStudy, trace};
 use batch::policy;
 
@@ -13,6 +13,9 @@ use crate::{read_swf, write};
 
 /// Simulated jobs per second for every policy on the trace.
 pub fn bench(swf: &Path, load: f64, out: Option<&Path>, names: &[String]) -> Result<()> {
+    if !(load.is_finite() && load > 0.0) {
+        bail!("--load must be a positive number, not {load}");
+    }
     let trace = read_swf(swf)?;
     let st = TraceStudy {
         load,
@@ -20,6 +23,7 @@ pub fn bench(swf: &Path, load: f64, out: Option<&Path>, names: &[String]) -> Res
     };
     let (jobs, procs, compress) =
         experiments::trace_jobs(&trace, &st).context("preparing the trace")?;
+    let fit = trace::LoadFit::of(&jobs, procs, load, compress);
     let mut md = String::new();
     let loadavg = std::fs::read_to_string("/proc/loadavg")
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -29,15 +33,13 @@ pub fn bench(swf: &Path, load: f64, out: Option<&Path>, names: &[String]) -> Res
         md,
         "Command: `cargo run --release -p batch --bin marketsim -- bench --swf {}` (prints this section; \
          `--out FILE` also writes it to FILE).\n\n\
-         Workload: {} jobs of `{}` on {procs} processors, arrivals {} (offered load {:.2}), Lee utility \
+         Workload: {} jobs of `{}` on {procs} processors, {fit}; Lee utility \
          functions, exact estimates. Time is the whole simulation (every decision and the simulator's bookkeeping), best of 3 \
          (GA: one run), with load average {loadavg} at the start (2 shared CPUs). Targets: FIFO, EASY, conservative, FIRSTPRICE, \
          Vickrey and vickrey-strict under 0.1 s for the whole workload; the GA within its per-decision budget ({:?}).\n",
         swf.display(),
         jobs.len(),
         swf.display(),
-        trace::describe_compression(compress),
-        trace::offered_load(&jobs, procs),
         st.ga.budget
     );
     let _ = writeln!(

@@ -1,6 +1,7 @@
 //! `marketsim run`: one workload (an SWF trace valued with Lee's utility functions, or a
 //! synthetic one), every asked policy simulated and checked, then the metrics table, the
-//! delays by bid class, and optionally the metrics CSV and the per-job schedule CSV.
+//! waits and delays by bid class, and optionally the metrics CSV (with the classes' columns)
+//! and the per-job schedule CSV.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -30,7 +31,8 @@ pub struct RunArgs {
     /// With --swf: divide submit times by this to raise the load.
     #[arg(long, default_value_t = 1.0)]
     compress: f64,
-    /// Write CSV here.
+    /// Write the metrics as CSV here, one row per policy, with each bid class's jobs, mean
+    /// and median wait and mean delay as classC_* columns.
     #[arg(long)]
     csv: Option<PathBuf>,
     /// Write the per-job schedule here as CSV, one row per run segment:
@@ -108,9 +110,12 @@ pub fn run(a: &RunArgs) -> Result<()> {
         ms.push(m);
     }
     print!("{}", experiments::metrics_table(&ms));
-    print!("\nDelay by bid class:\n\n{}", experiments::class_table(&ms));
+    print!(
+        "\nWait and delay by bid class (class 0 bids highest):\n\n{}",
+        experiments::class_table(&ms)
+    );
     if let Some(c) = &a.csv {
-        write(c, &experiments::metrics_csv("run", &ms, true))?;
+        write(c, &experiments::metrics_csv_by_class("run", &ms))?;
     }
     if let Some(s) = &a.schedule {
         write(s, &schedule)?;
