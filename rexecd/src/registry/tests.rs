@@ -50,7 +50,7 @@ impl Registry {
         control: mpsc::Sender<Control>,
     ) -> Result<Slot, RegistryError> {
         let bid = money::Bid::new(launch.bid).unwrap();
-        self.register(launch, owner, bid, control, false)
+        self.register(launch, owner, bid, control, None)
     }
 }
 
