@@ -163,6 +163,7 @@ fn a_restarted_queue_requeues_its_last_run_within_two_ticks() {
         e.attempts >= 2 || e.state == JobState::Queued
     });
     let took = back.elapsed();
+    eprintln!("requeued {took:?} after the queue was back");
     // Two 500 ms ticks, and the time to learn the market again on a loaded machine.
     assert!(
         took < Duration::from_secs(5),

@@ -375,6 +375,7 @@ fn a_missing_program_fails_only_its_own_job_and_stalls_no_one() {
     let wide = u64::from_str_radix(&wide, 16).unwrap();
     m.wait_for(wide, LIMIT, |e| e.state != proto::batch::JobState::Queued);
     let waited = asked.elapsed();
+    eprintln!("the whole-market job left the queue {waited:?} after its submission");
     // The next 500 ms tick, with room for a loaded machine; a node kept out of
     // service would hold it 10 s.
     assert!(
