@@ -234,16 +234,7 @@ pub fn launch_msg(launch: &Launch, pmi: bool) -> ToNode {
 /// idle) and `TCP_USER_TIMEOUT` of twice the heartbeat timeout: data the node
 /// does not acknowledge for that long ends the connection.
 pub fn set_liveness(tcp: &TcpStream, timeout: Duration) -> std::io::Result<()> {
-    let sock = socket2::SockRef::from(tcp);
-    let user_timeout = timeout * 2;
-    let step = HEARTBEAT_INTERVAL;
-    let probes = (user_timeout.as_secs() / step.as_secs().max(1)).clamp(1, 127) as u32;
-    let keepalive = socket2::TcpKeepalive::new()
-        .with_time(step)
-        .with_interval(step)
-        .with_retries(probes);
-    sock.set_tcp_keepalive(&keepalive)?;
-    sock.set_tcp_user_timeout(Some(user_timeout))
+    crate::liveness::set_liveness(tcp, HEARTBEAT_INTERVAL, timeout * 2)
 }
 
 #[cfg(test)]
