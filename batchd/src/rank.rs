@@ -222,3 +222,27 @@ async fn keep(shared: &Shared, job: u64, stream: usize, data: Vec<u8>) {
         tracing::warn!(job = %format_args!("{job:016x}"), error = %e, "output not kept");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::node::{ErrorCode, ErrorReply};
+
+    fn end(code: ErrorCode) -> End {
+        End::from(SessionError::Refused(ErrorReply::new(code, "node n1: why")))
+    }
+
+    #[test]
+    fn the_jobs_own_refusals_fail_it_and_the_rest_count_as_a_lost_node() {
+        assert!(matches!(end(ErrorCode::SpawnFailed), End::Refused(m) if m == "node n1: why"));
+        assert!(matches!(end(ErrorCode::UnknownUser), End::Refused(_)));
+        for code in [
+            ErrorCode::Busy,
+            ErrorCode::Internal,
+            ErrorCode::NotAuthorized,
+        ] {
+            assert!(matches!(end(code), End::Lost(m) if m == "refused: node n1: why"));
+        }
+        assert!(matches!(End::from(SessionError::Closed), End::Lost(_)));
+    }
+}
