@@ -1,20 +1,21 @@
 //! One rank of a started job on one node: the session the queue keeps with
-//! rexecd for it, as `rexec` keeps one per rank. It dials the node (its
-//! certificate must name the node chosen), says `Hello`, sends
-//! `ToNode::LaunchSigned` and waits for `Started`; then it sends a heartbeat
+//! rexecd for it, as `rexec` keeps one per rank. It opens a session with the node
+//! (its certificate must name the node chosen), sends `ToNode::LaunchSigned` and
+//! waits for `Started`; then it sends a heartbeat
 //! every second, passes on the scheduler's signals (Stop/Cont for preemption,
 //! Kill for a cancel), keeps the rank's stdout and stderr in the store up to the
 //! job's `max_output` (the rest is counted as truncated), and reports how the
-//! rank ended: its `Exit`, or the session lost without one (node gone, launch
-//! refused, silence past the heartbeat timeout).
+//! rank ended: its `Exit`, a launch the node refused for a reason of the job's own
+//! (its program or its user missing there), or the session lost without an exit
+//! (node gone, launch refused otherwise, silence past the heartbeat timeout). The
+//! session itself is [`clients::node::Session`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use certs::Role;
-use proto::Framed;
+use clients::node::{Agent, Heartbeats, Session, SessionError, explain_frame};
 use proto::batch::SignedLaunch;
-use proto::node::{ExitStatus, FromNode, Heartbeat, Hello, Signal, ToNode};
+use proto::node::{ExitStatus, FromNode, Signal, ToNode};
 use tokio::sync::mpsc;
 
 use crate::Shared;
@@ -22,7 +23,7 @@ use crate::market::Node;
 use crate::store::Write;
 
 /// How often the queue tells a node it is alive.
-pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+pub use clients::node::HEARTBEAT_INTERVAL;
 /// How long a node may say nothing before its rank counts as lost (nodes
 /// send a heartbeat every second; a node machine that vanished without closing
 /// the connection is noticed this late).
@@ -39,6 +40,11 @@ pub enum Event {
     Exit(ExitStatus),
     /// The session ended without an exit (the reason, in words).
     Lost(String),
+    /// The node refused the launch for a reason that belongs to the job (its
+    /// program is missing or not executable there, its user unknown there: see
+    /// [`proto::node::ErrorCode::belongs_to_the_job`]); the node's message, which
+    /// names the node. The job fails; the node stays in service.
+    Refused(String),
 }
 
 /// An event of one rank of one attempt of one job.
@@ -80,10 +86,39 @@ pub fn spawn(
         let end = session(&shared, &node, launch, job, rx, &send).await;
         send(match end {
             Ok(status) => Event::Exit(status),
-            Err(why) => Event::Lost(format!("node {}: {why}", node.name)),
+            Err(End::Refused(why)) => Event::Refused(why),
+            Err(End::Lost(why)) => Event::Lost(format!("node {}: {why}", node.name)),
         });
     });
     tx
+}
+
+/// batchd as a node sees it: its `Hello`, and the node's notices logged.
+pub static AGENT: Agent = Agent {
+    name: concat!("batchd ", env!("CARGO_PKG_VERSION")),
+    on_notice: log_notice,
+};
+
+fn log_notice(node: &str, notice: &proto::node::Notice) {
+    tracing::info!(node, "notice: {}", notice.text);
+}
+
+/// Why a rank's session ended without an exit.
+enum End {
+    /// The node refused the launch for a reason that belongs to the job.
+    Refused(String),
+    /// Anything else: the node, the network, or the queue letting go.
+    Lost(String),
+}
+
+impl From<SessionError> for End {
+    fn from(e: SessionError) -> End {
+        match e {
+            SessionError::Refused(r) if r.code.belongs_to_the_job() => End::Refused(r.message),
+            SessionError::Refused(r) => End::Lost(format!("refused: {}", r.message)),
+            other => End::Lost(other.to_string()),
+        }
+    }
 }
 
 async fn session(
@@ -93,62 +128,48 @@ async fn session(
     job: u64,
     mut signals: mpsc::UnboundedReceiver<Signal>,
     send: &impl Fn(Event),
-) -> Result<ExitStatus, String> {
+) -> Result<ExitStatus, End> {
     let addr = node.addr.to_string();
-    let (stream, _) = clients::dial::dial(
-        &addr,
+    let open = Session::open(
+        &AGENT,
         &shared.connector,
-        Role::Node,
         &node.name,
-        LAUNCH_TIMEOUT,
-    )
-    .await
-    .map_err(|e| format!("cannot reach rexecd at {addr}: {e}"))?;
-    let mut framed = Framed::new(stream, proto::DEFAULT_MAX_FRAME);
-    let lost = |e: proto::FrameError| format!("lost connection: {e}");
-    let agent = concat!("batchd ", env!("CARGO_PKG_VERSION"));
-    framed
-        .send(&ToNode::Hello(Hello::new(agent)))
+        &addr,
+        SILENCE_TIMEOUT,
+    );
+    let mut session = tokio::time::timeout(LAUNCH_TIMEOUT, open)
         .await
-        .map_err(lost)?;
-    let mut started = false;
-    let welcome = tokio::time::timeout(LAUNCH_TIMEOUT, framed.recv::<FromNode>()).await;
-    match welcome {
-        Ok(Ok(Some(FromNode::Welcome(w)))) => {
-            w.check_version().map_err(|e| e.to_string())?;
-        }
-        Ok(Ok(Some(FromNode::Error(e)))) => return Err(format!("refused: {}", e.message)),
-        Ok(Ok(other)) => return Err(format!("protocol error: expected Welcome, got {other:?}")),
-        Ok(Err(e)) => return Err(lost(e)),
-        Err(_) => return Err("no Welcome in time".into()),
-    }
-    framed
-        .send(&ToNode::LaunchSigned(launch))
+        .map_err(|_| End::Lost("no Welcome in time".into()))?
+        .map_err(|e| match e {
+            e @ (SessionError::Resolve { .. }
+            | SessionError::Connect { .. }
+            | SessionError::ConnectTimeout { .. }
+            | SessionError::Tls(_)
+            | SessionError::WrongPeer { .. }) => {
+                End::Lost(format!("cannot reach rexecd at {addr}: {e}"))
+            }
+            e => End::from(e),
+        })?;
+    tokio::time::timeout(LAUNCH_TIMEOUT, session.launch_signed(launch))
         .await
-        .map_err(lost)?;
+        .map_err(|_| End::Lost("no Started in time".into()))??;
+    send(Event::Started);
     let mut beat = tokio::time::interval(HEARTBEAT_INTERVAL);
-    let mut seq = 0;
+    let mut beats = Heartbeats::default();
+    let framed = &mut session.framed;
+    let lost = |e: proto::FrameError| End::Lost(format!("lost connection: {}", explain_frame(&e)));
     let mut last_heard = tokio::time::Instant::now();
     loop {
-        let silence = last_heard
-            + if started {
-                SILENCE_TIMEOUT
-            } else {
-                LAUNCH_TIMEOUT
-            };
+        let silence = last_heard + SILENCE_TIMEOUT;
         tokio::select! {
             frame = framed.recv::<FromNode>() => {
                 last_heard = tokio::time::Instant::now();
                 match frame.map_err(lost)? {
-                    None => return Err("the node closed the session without an exit".into()),
-                    Some(FromNode::Started(_)) => {
-                        started = true;
-                        send(Event::Started);
-                    }
+                    None => return Err(End::Lost("the node closed the session without an exit".into())),
                     Some(FromNode::Stdout(c)) => keep(shared, job, 0, c.into_vec()).await,
                     Some(FromNode::Stderr(c)) => keep(shared, job, 1, c.into_vec()).await,
                     Some(FromNode::Exit(e)) => return Ok(e.status),
-                    Some(FromNode::Error(e)) => return Err(format!("refused: {}", e.message)),
+                    Some(FromNode::Error(e)) => return Err(End::Lost(format!("refused: {}", e.message))),
                     Some(_) => {}
                 }
             }
@@ -157,15 +178,14 @@ async fn session(
                 // The scheduler let go of the rank: the node kills it when we leave.
                 None => {
                     let _ = framed.send(&ToNode::Signal(Signal::Kill)).await;
-                    return Err("abandoned by the queue".into());
+                    return Err(End::Lost("abandoned by the queue".into()));
                 }
             },
             _ = beat.tick() => {
-                seq += 1;
-                framed.send(&ToNode::Heartbeat(Heartbeat { seq })).await.map_err(lost)?;
+                framed.send(&beats.next_beat()).await.map_err(lost)?;
             }
             _ = tokio::time::sleep_until(silence) => {
-                return Err(format!("silent for {} s", (silence - last_heard).as_secs()));
+                return Err(End::Lost(format!("silent for {} s", SILENCE_TIMEOUT.as_secs())));
             }
         }
     }
@@ -200,5 +220,29 @@ async fn keep(shared: &Shared, job: u64, stream: usize, data: Vec<u8>) {
     };
     if let Err(e) = shared.store.write(write).await {
         tracing::warn!(job = %format_args!("{job:016x}"), error = %e, "output not kept");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::node::{ErrorCode, ErrorReply};
+
+    fn end(code: ErrorCode) -> End {
+        End::from(SessionError::Refused(ErrorReply::new(code, "node n1: why")))
+    }
+
+    #[test]
+    fn the_jobs_own_refusals_fail_it_and_the_rest_count_as_a_lost_node() {
+        assert!(matches!(end(ErrorCode::SpawnFailed), End::Refused(m) if m == "node n1: why"));
+        assert!(matches!(end(ErrorCode::UnknownUser), End::Refused(_)));
+        for code in [
+            ErrorCode::Busy,
+            ErrorCode::Internal,
+            ErrorCode::NotAuthorized,
+        ] {
+            assert!(matches!(end(code), End::Lost(m) if m == "refused: node n1: why"));
+        }
+        assert!(matches!(End::from(SessionError::Closed), End::Lost(_)));
     }
 }

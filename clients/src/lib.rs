@@ -14,6 +14,10 @@
 //! - [`account`]: [`account::AccountClient`] for accountd, and accountd's address as
 //!   learnt from its announcements ([`account::LearntAddress`]).
 //! - [`batch`]: [`batch::BatchClient`] for the batch queue (batchd).
+//! - [`liveness`]: TCP keepalive and user timeout of a long-lived connection.
+//! - [`node`]: [`node::Session`] for rexecd's node protocol: launches (plain, MPI,
+//!   signed by a queue), the frames of a running rank, heartbeats, and the admin
+//!   requests (list, kill, rebid).
 //!
 //! ```
 //! // A reply of the wrong kind is a typed error, not a panic.
@@ -32,5 +36,7 @@
 pub mod account;
 pub mod batch;
 pub mod dial;
+pub mod liveness;
+pub mod node;
 pub mod rpc;
 pub mod selector;

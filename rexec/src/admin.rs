@@ -35,7 +35,7 @@ use crate::config::{Config, NodeEntry};
 use crate::exit::{Class, Error};
 use crate::plan::{PlanError, place};
 use crate::say;
-use crate::session::{Session, SessionError};
+use clients::node::{Session, SessionError};
 
 /// Run an admin command; `Ok` when every node answered as hoped.
 pub async fn run(args: AdminArgs) -> Result<(), Error> {
@@ -213,7 +213,14 @@ pub(crate) async fn ask_all(
         let (connector, node, request) = (connector.clone(), node.clone(), request.clone());
         set.spawn(async move {
             let answer = async {
-                let mut s = Session::open(&connector, &node.name, &node.addr, timeout).await?;
+                let mut s = Session::open(
+                    &crate::agent::AGENT,
+                    &connector,
+                    &node.name,
+                    &node.addr,
+                    timeout,
+                )
+                .await?;
                 s.request(&request).await
             }
             .await;
@@ -412,7 +419,7 @@ fn print_rebids(
                 } else {
                     say(&format!("{prefix} {}", e.message));
                 }
-                refused &= SessionError::Refused(e).class() == Class::Refused;
+                refused &= crate::agent::class(&SessionError::Refused(e)) == Class::Refused;
                 failed = true;
             }
             Ok(_) => {

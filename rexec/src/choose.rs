@@ -26,7 +26,7 @@ use crate::config::NodeEntry;
 use crate::exit::{Class, Error};
 use crate::plan::RankTarget;
 use crate::select::ASK_TIMEOUT;
-use crate::session::{Session, SessionError};
+use clients::node::{Session, SessionError};
 
 /// Most selections (the first and the replacements) for one job.
 pub const ROUNDS: usize = 4;
@@ -139,7 +139,7 @@ impl ChooseError {
             }
             refused @ ChooseError::Refused { .. } => {
                 let class = match &refused {
-                    ChooseError::Refused { error, .. } => error.class(),
+                    ChooseError::Refused { error, .. } => crate::agent::class(error),
                     _ => Class::Failed,
                 };
                 Error::Lines {
@@ -263,7 +263,13 @@ pub async fn choose(
         for (i, node) in batch.iter().cloned().enumerate() {
             let connector = connector.clone();
             set.spawn(async move {
-                let open = Session::open(&connector, &node.name, &node.addr, timeout);
+                let open = Session::open(
+                    &crate::agent::AGENT,
+                    &connector,
+                    &node.name,
+                    &node.addr,
+                    timeout,
+                );
                 let result = match tokio::time::timeout(PROBE_TIMEOUT, open).await {
                     Ok(r) => r.map_err(|e| (replaceable(&e), e)),
                     Err(_) => Err((true, SessionError::NoSession(PROBE_TIMEOUT))),

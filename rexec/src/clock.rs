@@ -17,7 +17,9 @@ use proto::duration::parse_duration;
 use tokio::time::Instant;
 
 /// How often the client sends a heartbeat.
-pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+pub use clients::node::HEARTBEAT_INTERVAL;
+/// A duration for messages: `5s`, `1.5s` or `250ms`.
+pub use clients::node::show_duration as show;
 
 /// How long a node may stay silent before it is declared dead, by default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -36,19 +38,6 @@ fn timeout_from(value: Option<String>) -> Result<Duration, String> {
     match value {
         Some(v) => parse_duration(&v).map_err(|e| format!("{TIMEOUT_VAR}={v:?}: {e}")),
         None => Ok(DEFAULT_TIMEOUT),
-    }
-}
-
-/// A duration for messages: `5s`, `1.5s` or `250ms`.
-pub fn show(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms.is_multiple_of(1000) {
-        format!("{}s", ms / 1000)
-    } else if ms > 1000 {
-        let secs = format!("{}.{:03}", ms / 1000, ms % 1000);
-        format!("{}s", secs.trim_end_matches('0'))
-    } else {
-        format!("{ms}ms")
     }
 }
 

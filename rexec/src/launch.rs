@@ -32,8 +32,8 @@ use crate::exit::{Class, Error};
 use crate::output::Out;
 use crate::plan::{JobSpec, RankTarget};
 use crate::rank::{self, RankEvent, RankLink};
-use crate::session::{Session, SessionError};
 use crate::signals::Caught;
+use clients::node::{Session, SessionError, session::launch_msg};
 
 /// What a started rank is connected to.
 #[derive(Debug)]
@@ -95,9 +95,16 @@ pub async fn launch_all(
             let (name, addr) = (&target.node.name, &target.node.addr);
             let result = match session {
                 Some(mut s) => s.launch(&launch, pmi).await.map(|_| s),
-                None => Session::open_and_launch(&connector, name, addr, timeout, &launch, pmi)
-                    .await
-                    .map(|(s, _)| s),
+                None => Session::open_and_launch(
+                    &crate::agent::AGENT,
+                    &connector,
+                    name,
+                    addr,
+                    timeout,
+                    launch_msg(&launch, pmi),
+                )
+                .await
+                .map(|(s, _)| s),
             };
             (target.rank, result)
         });
@@ -156,7 +163,9 @@ pub async fn launch_all(
             format!("node {node} (rank {rank}): {text}")
         })
         .collect();
-    let mut class = failures.first().map_or(Class::Failed, |f| f.1.class());
+    let mut class = failures
+        .first()
+        .map_or(Class::Failed, |f| crate::agent::class(&f.1));
     if let Some(c) = interrupted {
         lines.push("interrupted while starting; nothing was left running".into());
         class = Class::Interrupted(c);

@@ -22,7 +22,8 @@
 //!   session, and replaced when it fails before anything started.
 //! - [`nodes`]: `rexec nodes`, the table of nodes a selector knows, and the
 //!   listing the admin commands address.
-//! - [`session`]: one TLS session with a node up to `Started` or an admin answer.
+//! - [`agent`]: who this client is to a node (the `Hello`, the notices shown);
+//!   the sessions themselves are `clients::node`'s.
 //! - [`launch`]: all ranks launched at once; all or nothing.
 //! - [`rank`]: a running rank's writer (control, stdin, heartbeats) and
 //!   reader (output, exit, failure detection).
@@ -76,6 +77,7 @@
 #![deny(missing_docs)]
 
 pub mod admin;
+pub mod agent;
 pub mod batch;
 pub mod bill;
 pub mod choose;
@@ -95,7 +97,6 @@ pub mod rank;
 pub mod request;
 pub mod run;
 pub mod select;
-pub mod session;
 pub mod signals;
 pub mod stats;
 #[allow(unsafe_code)]

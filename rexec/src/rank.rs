@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proto::FrameError;
-use proto::node::{CHUNK_SIZE, Exit, FromNode, Heartbeat, STDIN_WINDOW, Signal, ToNode};
+use proto::node::{CHUNK_SIZE, Exit, FromNode, STDIN_WINDOW, Signal, ToNode};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior, sleep_until};
@@ -38,7 +38,7 @@ use tokio::time::{Instant, MissedTickBehavior, sleep_until};
 use crate::bill::CreditNotices;
 use crate::clock::{HEARTBEAT_INTERVAL, Pause, Silence};
 use crate::output::{Out, Stream};
-use crate::session::{Session, explain_frame};
+use clients::node::{Session, explain_frame};
 
 /// Stdin chunks queued per rank.
 pub const STDIN_QUEUE: usize = 16;
@@ -129,6 +129,7 @@ pub fn spawn(
         framed,
         node,
         timeout,
+        ..
     } = session;
     // A second descriptor of the socket, to reset the connection without the
     // halves (see `write_loop`); it does not keep the connection open, as the
@@ -181,7 +182,7 @@ pub fn spawn(
     }
 }
 
-type Reader = proto::FrameReader<tokio::io::ReadHalf<crate::session::Tls>>;
+type Reader = proto::FrameReader<tokio::io::ReadHalf<clients::node::Tls>>;
 
 /// How the writer resets its connection: a descriptor of the socket (to set
 /// `SO_LINGER` 0, so that closing it sends RST) and the reader to tell.
@@ -216,7 +217,7 @@ async fn write_loop<W: tokio::io::AsyncWrite + Unpin>(
     let mut ticker = tokio::time::interval(HEARTBEAT_INTERVAL);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     ticker.tick().await;
-    let mut seq = 0u64;
+    let mut beats = clients::node::Heartbeats::default();
     let mut stdin_open = true;
     let mut taken_open = true;
     let mut sent = 0u64;
@@ -244,10 +245,7 @@ async fn write_loop<W: tokio::io::AsyncWrite + Unpin>(
                     taken_open = changed.is_ok();
                     continue;
                 }
-                _ = ticker.tick() => {
-                    seq += 1;
-                    Some(Control::Send(ToNode::Heartbeat(Heartbeat { seq: seq - 1 })))
-                }
+                _ = ticker.tick() => Some(Control::Send(beats.next_beat())),
             },
         };
         let msg = match next {

@@ -13,7 +13,7 @@ use crate::cli::RunArgs;
 use crate::config::{Config, config_path};
 use crate::exit::Error;
 use crate::plan::{JobSpec, RankTarget, place};
-use crate::session::Session;
+use clients::node::Session;
 
 /// The request after the local checks.
 #[derive(Debug)]

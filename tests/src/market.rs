@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use certs::Role;
-use proto::node::{FromNode, Hello, JobId, Launch, ToNode};
-use proto::{DEFAULT_MAX_FRAME, Framed};
+use proto::Framed;
+use proto::node::{FromNode, JobId, Launch, ToNode};
 
 pub use crate::accountd::{Accountd, Ctl, Entry, parse_credits};
 use crate::cluster::{Cluster, ClusterOptions, TEST_USER};
@@ -325,11 +325,17 @@ pub fn parse_bills(stderr: &str) -> Vec<NodeBill> {
         .collect()
 }
 
-/// A hand-made client session with one node, speaking the node protocol
-/// directly (to send what `rexec` would refuse to).
+/// The tests' raw sessions as a node sees them.
+static RAW_AGENT: clients::node::Agent = clients::node::Agent {
+    name: "e2e-raw",
+    on_notice: |_, _| {},
+};
+
+/// A client session with one node, opened by `clients::node`, then speaking the
+/// node protocol frame by frame (to send what `rexec` would refuse to).
 pub struct RawSession {
     runtime: tokio::runtime::Runtime,
-    framed: Framed<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>,
+    framed: Framed<clients::node::Tls>,
 }
 
 impl RawSession {
@@ -349,20 +355,17 @@ impl RawSession {
         let addr = cluster.node(node).addr;
         let framed = runtime.block_on(async {
             let connector = certs::connector(&tls).expect("connector");
-            let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
-            let (stream, _) = certs::connect(&connector, tcp, Role::Node, node)
-                .await
-                .expect("TLS");
-            let mut framed = Framed::new(stream, DEFAULT_MAX_FRAME);
-            framed
-                .send(&ToNode::Hello(Hello::new("e2e-raw")))
-                .await
-                .expect("hello");
-            match framed.recv::<FromNode>().await {
-                Ok(Some(FromNode::Welcome(_))) => {}
-                other => panic!("expected Welcome, got {other:?}"),
-            }
-            framed
+            let timeout = Duration::from_secs(20);
+            let session = clients::node::Session::open(
+                &RAW_AGENT,
+                &connector,
+                node,
+                &addr.to_string(),
+                timeout,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("no session with node {node}: {e}"));
+            session.framed
         });
         RawSession { runtime, framed }
     }

@@ -251,6 +251,15 @@ impl Sched {
                 }
                 self.lost(ev.job, why).await;
             }
+            Event::Refused(why) => {
+                // The job's own fault: it would be refused again anywhere it went,
+                // and the node is in order, so it stays in service.
+                tracing::info!(job = %JobId(ev.job), rank = ev.rank, "launch refused: {why}");
+                run.signal(Signal::Kill);
+                let reason = format!("launch refused: {why}");
+                self.end(ev.job, JobState::Failed, None, Some(reason), ev.at_ms)
+                    .await;
+            }
         }
     }
 

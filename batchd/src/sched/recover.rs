@@ -1,25 +1,29 @@
 //! After a restart: the jobs the store says were running (or suspended) had
 //! their sessions cut when the old batchd died, and a node kills a rank whose
-//! client is gone within its heartbeat timeout. The queue waits until no node
-//! of the job lists a rank of it (`ToNode::ListJobs`), or, for nodes it cannot
-//! ask, until [`RECOVER_WAIT`] has passed; then the job is requeued with its
+//! client is gone within its heartbeat timeout. The queue asks each node of the
+//! job for the ranks it started there (`ToNode::ListJobs`, through
+//! [`clients::node`]; rexecd lets a configured queue list and kill its own signed
+//! ranks), kills any still listed, and waits until no node lists a rank of the
+//! job — or, for nodes it cannot ask, until [`RECOVER_WAIT`] has passed; then the job is requeued with its
 //! attempt already counted (the same attempt never starts twice: a node claims
 //! each attempt's ranks once), or failed when its attempts are used up.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use certs::Role;
-use proto::Framed;
+use clients::node::Session;
 use proto::batch::JobState;
-use proto::node::{FromNode, Hello, JobId, ToNode};
+use proto::node::{JobId, Signal};
 use tokio::time::Instant;
 
 use super::Sched;
 use crate::Shared;
+use crate::rank::AGENT;
 
 /// How long to wait for a node that cannot be asked to have killed the ranks.
 pub const RECOVER_WAIT: Duration = Duration::from_secs(12);
+/// How long asking one node for its list may take.
+const ASK_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Jobs running when the queue last stopped, and when each may be given up on.
 #[derive(Debug, Default)]
@@ -88,47 +92,37 @@ fn dedup(mut v: Vec<String>) -> Vec<String> {
     v
 }
 
-/// How many ranks of job `id` node `name` lists; `None` when it cannot be asked.
+/// How many ranks of job `id` node `name` lists; `None` when it cannot be asked
+/// (unreachable, or a rexecd that does not let this queue list its ranks).
 async fn ranks_on(shared: &Shared, name: &str, id: u64) -> Option<usize> {
     let addr = {
         let m = shared.lock_market();
         m.nodes.iter().find(|n| n.name == name).map(|n| n.addr)?
     };
     let ask = async {
-        let (stream, _) = clients::dial::dial(
-            &addr.to_string(),
-            &shared.connector,
-            Role::Node,
-            name,
-            Duration::from_secs(2),
-        )
-        .await
-        .ok()?;
-        let mut f = Framed::new(stream, proto::DEFAULT_MAX_FRAME);
-        f.send(&ToNode::Hello(Hello::new(concat!(
-            "batchd ",
-            env!("CARGO_PKG_VERSION")
-        ))))
-        .await
-        .ok()?;
-        let Ok(Some(FromNode::Welcome(_))) = f.recv::<FromNode>().await else {
-            return None;
-        };
-        f.send(&ToNode::ListJobs).await.ok()?;
-        loop {
-            match f.recv::<FromNode>().await.ok()?? {
-                FromNode::Jobs(list) => {
-                    return Some(list.jobs.iter().filter(|j| j.job == JobId(id)).count());
+        let addr = addr.to_string();
+        let mut session = Session::open(&AGENT, &shared.connector, name, &addr, ASK_TIMEOUT).await;
+        let list = session.as_mut().ok()?.list_jobs().await;
+        match list {
+            Ok(list) => {
+                let left = list.jobs.iter().filter(|j| j.job == JobId(id)).count();
+                if left > 0 {
+                    // Ranks of the last run the node has not yet ended itself: end
+                    // them now (a queue may kill the ranks it started, and only those).
+                    let session = session.as_mut().ok()?;
+                    if let Err(e) = session.kill(JobId(id), Signal::Kill).await {
+                        tracing::info!(node = name, "cannot kill the last run's ranks: {e}");
+                    }
                 }
-                FromNode::Heartbeat(_) | FromNode::Notice(_) => continue,
-                _ => return None,
+                Some(left)
+            }
+            Err(e) => {
+                tracing::info!(node = name, "cannot list the queue's ranks: {e}");
+                None
             }
         }
     };
-    tokio::time::timeout(Duration::from_secs(3), ask)
-        .await
-        .ok()
-        .flatten()
+    tokio::time::timeout(ASK_TIMEOUT, ask).await.ok().flatten()
 }
 
 impl Sched {

@@ -84,6 +84,26 @@ code_enum! {
     }
 }
 
+impl ErrorCode {
+    /// Whether a launch refused with this code was refused for a reason that
+    /// belongs to the job, not to the node: the program is missing or not
+    /// executable ([`ErrorCode::SpawnFailed`]), or the job's Unix user is unknown
+    /// there ([`ErrorCode::UnknownUser`]). The node is in order and serves other
+    /// jobs; the same launch would only be refused again. A batch queue fails such
+    /// a job at once, with the node's message as its reason, and keeps the node.
+    ///
+    /// ```
+    /// use proto::node::ErrorCode;
+    /// assert!(ErrorCode::SpawnFailed.belongs_to_the_job());
+    /// assert!(ErrorCode::UnknownUser.belongs_to_the_job());
+    /// assert!(!ErrorCode::Busy.belongs_to_the_job());
+    /// assert!(!ErrorCode::Internal.belongs_to_the_job());
+    /// ```
+    pub fn belongs_to_the_job(self) -> bool {
+        matches!(self, ErrorCode::SpawnFailed | ErrorCode::UnknownUser)
+    }
+}
+
 /// A request was refused or failed.
 ///
 /// ```

@@ -1,5 +1,6 @@
 //! The node the benchmark drives: a real `rexecd` process started with a test PKI
-//! ([`Rexecd`]), raw node-protocol sessions to it over mutual TLS ([`Session`]),
+//! ([`Rexecd`]), node-protocol sessions to it over mutual TLS ([`Session`], over
+//! `clients::node`),
 //! and the unprivileged user its jobs run as.
 
 use std::path::PathBuf;
@@ -8,11 +9,8 @@ use std::time::{Duration, Instant};
 
 use certs::Role;
 use certs::testing::TestPki;
-use proto::Framed;
-use proto::node::{FromNode, Hello, Launch, Signal, ToNode};
+use proto::node::{FromNode, Launch, Signal, ToNode};
 use rexecd::cgroup::{JobCgroups, ParentName};
-use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
 
 use crate::{NODE, USER};
 
@@ -120,43 +118,25 @@ impl Drop for Rexecd {
     }
 }
 
-/// A raw node-protocol session over mutual TLS, as user [`USER`].
+/// The benchmark as a node sees it.
+static AGENT: clients::node::Agent = clients::node::Agent {
+    name: "market-bench",
+    on_notice: |_, _| {},
+};
+
+/// A node-protocol session over mutual TLS, as user [`USER`] (`clients::node`).
 pub(crate) struct Session {
-    framed: Framed<TlsStream<TcpStream>>,
+    session: clients::node::Session,
 }
 
 impl Session {
     pub(crate) async fn open(addr: &str, pki: &TestPki) -> Session {
         let connector = certs::connector(&pki.tls_paths(Role::User, USER)).unwrap();
-        let tcp = TcpStream::connect(addr).await.unwrap();
-        tcp.set_nodelay(true).unwrap();
-        let (stream, _) = certs::connect(&connector, tcp, Role::Node, NODE)
-            .await
-            .unwrap();
-        let mut s = Session {
-            framed: Framed::new(stream, proto::DEFAULT_MAX_FRAME),
-        };
-        s.framed
-            .send(&ToNode::Hello(Hello::new("market-bench")))
-            .await
-            .unwrap();
-        match s.recv().await {
-            Some(FromNode::Welcome(_)) => s,
-            other => panic!("expected Welcome, got {other:?}"),
-        }
-    }
-
-    pub(crate) async fn recv(&mut self) -> Option<FromNode> {
-        loop {
-            let got = tokio::time::timeout(Duration::from_secs(30), self.framed.recv::<FromNode>())
+        let session =
+            clients::node::Session::open(&AGENT, &connector, NODE, addr, Duration::from_secs(30))
                 .await
-                .expect("rexecd answered nothing in 30 s");
-            match got {
-                Ok(Some(FromNode::Heartbeat(_))) => continue,
-                Ok(other) => return other,
-                Err(_) => return None,
-            }
-        }
+                .unwrap_or_else(|e| panic!("no session with rexecd: {e}"));
+        Session { session }
     }
 
     /// Launches `argv` bidding `bid` micro-credits a minute; returns the first pid.
@@ -171,25 +151,20 @@ impl Session {
             cwd: None,
             terminal: None,
         };
-        self.framed.send(&ToNode::Launch(request)).await.unwrap();
-        match self.recv().await {
-            Some(FromNode::Started(s)) => s.pid as i32,
-            other => panic!("expected Started, got {other:?}"),
+        match self.session.launch(&request, false).await {
+            Ok(started) => started.pid as i32,
+            Err(e) => panic!("expected Started: {e}"),
         }
     }
 
     /// Kills the rank and waits for its end.
     pub(crate) async fn kill(&mut self) {
-        if self
-            .framed
-            .send(&ToNode::Signal(Signal::Kill))
-            .await
-            .is_err()
-        {
+        let kill = ToNode::Signal(Signal::Kill);
+        if self.session.framed.send(&kill).await.is_err() {
             return;
         }
-        while let Some(m) = self.recv().await {
-            if matches!(m, FromNode::Exit(_) | FromNode::Error(_)) {
+        while let Ok(m) = self.session.next().await {
+            if matches!(m, FromNode::Exit(_)) {
                 return;
             }
         }

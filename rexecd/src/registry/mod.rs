@@ -83,8 +83,9 @@ pub struct RankInfo {
     pub cgroup: u64,
     /// Milliseconds since it started.
     pub age_millis: u64,
-    /// A rank of a signed batch job (started by a queue, charged by it, not here).
-    pub batch: bool,
+    /// The queue that started it, for a rank of a signed batch job (charged by the
+    /// queue, not here); `None` for a user's own launch.
+    pub queue: Option<String>,
 }
 
 #[derive(Debug)]
@@ -165,8 +166,9 @@ impl Registry {
         owner: &str,
         bid: money::Bid,
         control: mpsc::Sender<Control>,
-        batch: bool,
+        queue: Option<&str>,
     ) -> Result<Slot, RegistryError> {
+        let batch = queue.is_some();
         let mut inner = self.lock();
         let key = (launch.job, launch.rank);
         if inner.ranks.contains_key(&key) {
@@ -203,7 +205,7 @@ impl Registry {
             program: launch.argv.first().cloned().unwrap_or_default(),
             cgroup,
             age_millis: 0,
-            batch,
+            queue: queue.map(str::to_string),
         };
         let entry = Entry {
             info,
@@ -221,14 +223,15 @@ impl Registry {
         })
     }
 
-    /// Ranks visible to `peer`: all for an admin, the user's own for a user, none for
-    /// other roles.
+    /// Ranks visible to `peer`: all for an admin, the user's own for a user, the
+    /// ranks a queue started for that queue (see [`visible_rank`]), none for other
+    /// roles.
     pub fn list(&self, peer: &PeerIdentity) -> Vec<RankInfo> {
         let inner = self.lock();
         let mut out: Vec<RankInfo> = inner
             .ranks
             .values()
-            .filter(|e| visible(peer, &e.info.owner))
+            .filter(|e| visible_rank(peer, &e.info))
             .map(|e| RankInfo {
                 age_millis: u64::try_from(e.started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 ..e.info.clone()
@@ -244,7 +247,7 @@ impl Registry {
         let inner = self.lock();
         let mut count = 0;
         for ((id, _), entry) in inner.ranks.iter() {
-            if *id != job || !visible(peer, &entry.info.owner) {
+            if *id != job || !visible_rank(peer, &entry.info) {
                 continue;
             }
             match entry.control.try_send(Control::Signal(signal)) {
@@ -271,6 +274,17 @@ impl Registry {
     /// True when no rank runs.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Whether `peer` may see (and signal) `rank`: as [`visible`] by its owner, and a
+/// service certificate also the signed ranks it started itself as a queue (rexecd
+/// let it start them only if it is one of `[batch] queues`). A queue never sees a
+/// user's own launches, nor another queue's ranks.
+pub fn visible_rank(peer: &PeerIdentity, rank: &RankInfo) -> bool {
+    match (&peer.role, &rank.queue) {
+        (Role::Service, Some(queue)) => *queue == peer.name,
+        _ => visible(peer, &rank.owner),
     }
 }
 

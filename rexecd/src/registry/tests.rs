@@ -50,7 +50,7 @@ impl Registry {
         control: mpsc::Sender<Control>,
     ) -> Result<Slot, RegistryError> {
         let bid = money::Bid::new(launch.bid).unwrap();
-        self.register(launch, owner, bid, control, false)
+        self.register(launch, owner, bid, control, None)
     }
 }
 
@@ -150,6 +150,35 @@ async fn users_see_and_signal_only_their_own_ranks() {
         1
     );
     assert_eq!(bob_rx.try_recv(), Ok(Control::Signal(Signal::Term)));
+}
+
+#[tokio::test]
+async fn a_queue_sees_and_signals_only_the_ranks_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Arc::new(registry_at(dir.path()).await);
+    let (own_tx, mut own_rx) = mpsc::channel(CONTROL_QUEUE);
+    let (queued_tx, mut queued_rx) = mpsc::channel(CONTROL_QUEUE);
+    let (other_tx, mut other_rx) = mpsc::channel(CONTROL_QUEUE);
+    let bid = money::Bid::new(0).unwrap();
+    // ann's own launch, a rank batchd started for ann, one another queue started.
+    let _own = registry.reg(&launch(1, 0, 0), "ann", own_tx).unwrap();
+    let _queued = registry
+        .register(&launch(2, 0, 0), "ann", bid, queued_tx, Some("batchd"))
+        .unwrap();
+    let _other = registry
+        .register(&launch(3, 0, 0), "ann", bid, other_tx, Some("q2"))
+        .unwrap();
+
+    let queue = peer(Role::Service, "batchd");
+    let listed: Vec<JobId> = registry.list(&queue).iter().map(|r| r.job).collect();
+    assert_eq!(listed, vec![JobId(2)]);
+    assert_eq!(registry.signal(&queue, JobId(1), Signal::Kill), 0);
+    assert_eq!(registry.signal(&queue, JobId(3), Signal::Kill), 0);
+    assert!(own_rx.try_recv().is_err() && other_rx.try_recv().is_err());
+    assert_eq!(registry.signal(&queue, JobId(2), Signal::Kill), 1);
+    assert_eq!(queued_rx.try_recv(), Ok(Control::Signal(Signal::Kill)));
+    // The owner still sees every rank of theirs, whoever started it.
+    assert_eq!(registry.list(&peer(Role::User, "ann")).len(), 3);
 }
 
 #[tokio::test]

@@ -1,7 +1,9 @@
 //! Admin requests on a session: `ListJobs` (a user sees their own ranks, an admin all,
 //! each with its market state), `Kill` (signal every rank of a job the caller may see;
 //! `KILL` destroys the ranks' cgroups) and `Rebid` (change the bid of a job's ranks,
-//! checked as a launch is). Node and service certificates are refused.
+//! checked as a launch is). A queue (a service certificate named in `[batch] queues`)
+//! may list and kill the signed ranks it started, nothing else; other node and
+//! service certificates are refused.
 
 use certs::{PeerIdentity, Role};
 use proto::limits::MAX_JOBS;
@@ -14,29 +16,44 @@ use super::Shared;
 /// Longest program name shown in a job list.
 const MAX_PROGRAM: usize = 256;
 
-fn check_role(shared: &Shared, peer: &PeerIdentity) -> Result<(), FromNode> {
-    if matches!(peer.role, Role::User | Role::Admin) {
+/// Whether `peer` may ask: users and admins always; a configured queue when
+/// `queue_may` (listing and killing the ranks it started).
+fn check_role(shared: &Shared, peer: &PeerIdentity, queue_may: bool) -> Result<(), FromNode> {
+    if matches!(peer.role, Role::User | Role::Admin) || (queue_may && is_queue(shared, peer)) {
         return Ok(());
     }
+    let what = match queue_may {
+        true => "list or kill jobs",
+        false => "change a job's bid",
+    };
     Err(FromNode::Error(ErrorReply::new(
         ErrorCode::NotAuthorized,
         format!(
-            "only user and admin certificates may list or kill jobs on node {}; this is a {} certificate",
+            "only user and admin certificates (and, for its own ranks, a queue of [batch] queues) \
+             may {what} on node {}; this is a {} certificate",
             shared.config.name, peer.role
         ),
     )))
 }
 
+/// Whether `peer` is a queue this node takes signed launches from.
+fn is_queue(shared: &Shared, peer: &PeerIdentity) -> bool {
+    peer.role == Role::Service && shared.config.batch.queues.contains(&peer.name)
+}
+
 /// Answers `ListJobs`.
 pub(super) fn list(shared: &Shared, peer: &PeerIdentity) -> FromNode {
-    if let Err(refusal) = check_role(shared, peer) {
+    if let Err(refusal) = check_role(shared, peer, true) {
         return refusal;
     }
     let ranks = shared.registry.list(peer);
+    // A queue's ranks are known by who started them, which only the registry
+    // holds: the join below keeps the market's entries of the ranks listed.
+    let queue = is_queue(shared, peer);
     let (market, node) = shared
         .registry
         .market()
-        .list(|owner| crate::registry::visible(peer, owner));
+        .list(|owner| queue || crate::registry::visible(peer, owner));
     let market: std::collections::HashMap<_, _> = market.into_iter().collect();
     let mut jobs: Vec<JobInfo> = ranks
         .into_iter()
@@ -83,7 +100,7 @@ pub(super) fn list(shared: &Shared, peer: &PeerIdentity) -> FromNode {
 /// Answers `Rebid`: the new bid for every rank of the job the caller may see, after
 /// the checks a launch gets (`max_rate`, the owner's balance).
 pub(super) async fn rebid(shared: &Shared, peer: &PeerIdentity, rebid: &Rebid) -> FromNode {
-    if let Err(refusal) = check_role(shared, peer) {
+    if let Err(refusal) = check_role(shared, peer, false) {
         return refusal;
     }
     let market = shared.registry.market();
@@ -127,7 +144,7 @@ fn no_such_job(shared: &Shared, peer: &PeerIdentity, job: proto::node::JobId) ->
 
 /// Answers `Kill`.
 pub(super) fn kill(shared: &Shared, peer: &PeerIdentity, kill: &Kill) -> FromNode {
-    if let Err(refusal) = check_role(shared, peer) {
+    if let Err(refusal) = check_role(shared, peer, true) {
         return refusal;
     }
     let ranks = shared.registry.signal(peer, kill.job, kill.signal);

@@ -81,10 +81,10 @@ async fn prepare(
         .market()
         .check_bid(user.name(), request.bid)
         .await?;
-    create(shared, request, user, bid, control, false, pmi).await
+    create(shared, request, user, bid, control, None, pmi).await
 }
 
-/// Registers the rank (a `batch` one is not charged by this node), creates its
+/// Registers the rank (one a `queue` started is not charged by this node), creates its
 /// cgroup and spawns the program in it as `user` (with a PMI channel when `pmi`);
 /// on failure nothing is left behind.
 pub(super) async fn create(
@@ -93,12 +93,12 @@ pub(super) async fn create(
     user: JobUser,
     bid: money::Bid,
     control: mpsc::Sender<Control>,
-    batch: bool,
+    queue: Option<&str>,
     pmi: bool,
 ) -> Result<Job, ErrorReply> {
     let slot = shared
         .registry
-        .register(request, user.name(), bid, control, batch)
+        .register(request, user.name(), bid, control, queue)
         .map_err(|e| {
             let code = match e {
                 RegistryError::UserLimit { .. } => ErrorCode::Busy,

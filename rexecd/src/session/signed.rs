@@ -59,7 +59,7 @@ async fn prepare(
             .and_then(|r| r)
             .map_err(|reply| (unverified, reply))?;
     let launch = admitted.launch.clone();
-    match checked_start(shared, &admitted, control).await {
+    match checked_start(shared, &peer.name, &admitted, control).await {
         Ok(job) => {
             tracing::info!(queue = %peer, user = %admitted.job.user, job = %launch.job,
                 attempt = admitted.attempt, rank = launch.rank, "signed batch rank started");
@@ -86,6 +86,7 @@ fn unverified_launch(request: &SignedLaunch) -> Launch {
 /// The checks after the signature: user, bid, replay, claim, marker; then the rank.
 async fn checked_start(
     shared: &Arc<Shared>,
+    queue: &str,
     admitted: &Admitted,
     control: mpsc::Sender<Control>,
 ) -> Result<Job, ErrorReply> {
@@ -122,7 +123,16 @@ async fn checked_start(
     if !recorded {
         return Err(replayed());
     }
-    create(shared, &admitted.launch, user, bid, control, true, false).await
+    create(
+        shared,
+        &admitted.launch,
+        user,
+        bid,
+        control,
+        Some(queue),
+        false,
+    )
+    .await
 }
 
 /// Runs file work off the async threads.

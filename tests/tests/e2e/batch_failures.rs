@@ -140,3 +140,42 @@ fn a_debit_accountd_missed_is_delivered_after_kill_9_of_the_queue() {
     let audit = m.market.accountd.admin(&["audit"]);
     assert!(audit.ok().contains("audit passed"), "{}", audit.ok());
 }
+
+/// `kill -9` of the queue while a job runs: the restarted queue asks the job's
+/// nodes for the ranks it started (rexecd lets a configured queue list and kill its
+/// own ranks), finds them gone and requeues the job within two ticks of being
+/// back, instead of waiting out the 12 s kept for a node it cannot ask.
+#[test]
+fn a_restarted_queue_requeues_its_last_run_within_two_ticks() {
+    if !rexec_tests::can_run("a_restarted_queue_requeues_its_last_run_within_two_ticks") {
+        return;
+    }
+    let mut m = BatchMarket::start(BatchOptions::default());
+    let spec = m.spec(0xa1, &["sleep", "3"], 2, 10, Worth::Rate(0));
+    assert!(matches!(m.submit(&spec), Ok(BatchReply::Submitted(_))));
+    m.wait_for(0xa1, LIMIT, |e| e.state == JobState::Running);
+    let ranks = rexec_tests::wait_until(LIMIT, || m.market.marked(&[]).len() >= 2);
+    assert!(ranks.is_some(), "the ranks never started");
+    m.batchd.kill9();
+    m.batchd.restart();
+    let back = std::time::Instant::now();
+    let requeued = m.wait_for(0xa1, LIMIT, |e| {
+        e.attempts >= 2 || e.state == JobState::Queued
+    });
+    let took = back.elapsed();
+    eprintln!("requeued {took:?} after the queue was back");
+    // Two 500 ms ticks, and the time to learn the market again on a loaded machine.
+    assert!(
+        took < Duration::from_secs(5),
+        "requeued {took:?} after the restart: {requeued:?}\n{}",
+        m.batchd.log()
+    );
+    assert!(
+        m.batchd.log().contains("ranks of the last run are gone"),
+        "{}",
+        m.batchd.log()
+    );
+    let done = m.wait_for(0xa1, LIMIT, |e| e.state == JobState::Finished);
+    assert_eq!(done.attempts, 2, "{done:?}");
+    assert_eq!(done.exit, Some(ExitStatus::Code(0)), "{done:?}");
+}

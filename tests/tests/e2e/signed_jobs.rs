@@ -15,7 +15,7 @@ use clients::account::{AccountClient, ClientError};
 use money::MICROS_PER_CREDIT as C;
 use proto::account::{Claim, ErrorCode as AccountCode};
 use proto::batch::{JobSpec, SignedJob, SignedLaunch, Worth};
-use proto::node::{ErrorCode, ExitStatus, FromNode, JobId, ToNode};
+use proto::node::{ErrorCode, ExitStatus, FromNode, JobId, Kill, Rebid, Signal, ToNode};
 use rexec_tests::cluster::{ClusterOptions, TEST_USER};
 use rexec_tests::market::{MarketCluster, MarketOptions, RawSession};
 use rexec_tests::procs::MARK_VAR;
@@ -406,4 +406,88 @@ fn forged_altered_expired_spent_unclaimable_or_misdelivered_signed_jobs_start_no
         &s,
         &j,
     );
+}
+
+/// A queue (a `service` certificate of `[batch] queues`) may list and kill the
+/// signed ranks it started there, and nothing else: a user's own job is neither
+/// listed nor killed, its bid not changed, and a service certificate that is not a
+/// queue may not list at all. (A restarted batchd settles its last run this way.)
+#[test]
+fn a_queue_lists_and_kills_only_the_ranks_it_started() {
+    if !rexec_tests::can_run("a_queue_lists_and_kills_only_the_ranks_it_started") {
+        return;
+    }
+    let m = MarketCluster::start(MarketOptions {
+        cluster: ClusterOptions {
+            nodes: 1,
+            ..ClusterOptions::default()
+        },
+        ..MarketOptions::paper_with_one_second_ticks()
+    });
+    let mut plain = RawSession::open(&m, "n1", TEST_USER);
+    let answer = plain.launch(&m, 0xd1, 2 * C, &["sleep", "60"]);
+    assert!(matches!(answer, FromNode::Started(_)), "{answer:?}");
+    let job = signed(&m, &spec(&m, 0xd2, &["sleep", "60"]));
+    let (mut q, answer) = send(&m, "n1", (Role::Service, "batchd"), &job, 0, 2 * C);
+    assert!(
+        matches!(answer, FromNode::Started(_)),
+        "{answer:?}\n{}",
+        m.logs()
+    );
+
+    let mut queue = RawSession::open_as(&m, "n1", Role::Service, "batchd");
+    let listed = match queue.send(ToNode::ListJobs) {
+        FromNode::Jobs(list) => list.jobs.iter().map(|j| j.job).collect::<Vec<_>>(),
+        other => panic!("the queue may list its ranks: {other:?}\n{}", m.logs()),
+    };
+    assert_eq!(listed, [JobId(0xd2)], "only the queue's own rank");
+    let kill = |job| {
+        ToNode::Kill(Kill {
+            job: JobId(job),
+            signal: Signal::Kill,
+        })
+    };
+    match queue.send(kill(0xd1)) {
+        FromNode::Error(e) => assert_eq!(e.code, ErrorCode::NoSuchJob, "{e}"),
+        other => panic!("a queue killed a user's own job: {other:?}"),
+    }
+    match queue.send(ToNode::Rebid(Rebid {
+        job: JobId(0xd2),
+        bid: C,
+    })) {
+        FromNode::Error(e) => assert_eq!(e.code, ErrorCode::NotAuthorized, "{e}"),
+        other => panic!("a queue changed a bid: {other:?}"),
+    }
+    let mut other = RawSession::open_as(&m, "n1", Role::Service, "vexecd");
+    match other.send(ToNode::ListJobs) {
+        FromNode::Error(e) => assert_eq!(e.code, ErrorCode::NotAuthorized, "{e}"),
+        other => panic!("a service that is no queue listed jobs: {other:?}"),
+    }
+    match other.send(kill(0xd2)) {
+        FromNode::Error(e) => assert_eq!(e.code, ErrorCode::NotAuthorized, "{e}"),
+        other => panic!("a service that is no queue killed a rank: {other:?}"),
+    }
+
+    match queue.send(kill(0xd2)) {
+        FromNode::Killed(k) => assert_eq!(k.ranks, 1),
+        other => panic!("the queue may kill its own rank: {other:?}"),
+    }
+    let frames = q.until_exit();
+    assert!(
+        matches!(
+            frames.last(),
+            Some(FromNode::Exit(e)) if matches!(e.status, ExitStatus::Signaled { signal: Signal::Kill, .. })
+        ),
+        "{frames:?}"
+    );
+    // The user's own job runs on.
+    let mut own = RawSession::open(&m, "n1", TEST_USER);
+    match own.send(ToNode::ListJobs) {
+        FromNode::Jobs(list) => {
+            let ids: Vec<_> = list.jobs.iter().map(|j| j.job).collect();
+            assert_eq!(ids, [JobId(0xd1)]);
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(plain);
 }

@@ -380,3 +380,60 @@ fn an_unknown_option_before_the_program_queues_and_runs_nothing() {
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(out.out(), "--bogus -l\n", "{out:?}");
 }
+
+/// A job whose program the nodes do not have fails at once, the node's reason in
+/// `rexec wait` and `rexec queue --ended`, and takes no node out of service: a job
+/// as wide as the whole market, submitted right after, starts at the next tick
+/// (before, each refusal counted as a lost node, kept out for 10 s).
+#[test]
+fn a_missing_program_fails_only_its_own_job_and_stalls_no_one() {
+    let Some((m, config)) = start(
+        "a_missing_program_fails_only_its_own_job_and_stalls_no_one",
+        BatchOptions {
+            nodes: 3,
+            ..BatchOptions::default()
+        },
+    ) else {
+        return;
+    };
+    let bad = job_id(&batch(
+        &m,
+        &config,
+        &["submit", "--length", "30s", "./no-such-program"],
+    ));
+    let out = batch(&m, &config, &["wait", &bad]);
+    assert_ne!(out.code, Some(0), "{out:?}");
+    one_line_in(&out.stderr, "program ./no-such-program not found on node n");
+    assert!(out.stderr.contains("failed"), "{out:?}");
+    let listing = batch(&m, &config, &["queue", "--ended"]).out();
+    let r = row(&listing, &bad).unwrap_or_else(|| panic!("{bad} in {listing}"));
+    assert_eq!(r[2], "FAILED", "{listing}");
+    assert!(listing.contains("not found on node n"), "{listing}");
+    let entry = m.status(u64::from_str_radix(&bad, 16).unwrap());
+    assert_eq!(entry.attempts, 1, "failed at its first refusal: {entry:?}");
+
+    // Every processor of the market (3 nodes of 2), at once.
+    let asked = std::time::Instant::now();
+    let wide = job_id(&batch(
+        &m,
+        &config,
+        &["submit", "-n", "6", "--length", "30s", "sleep", "1"],
+    ));
+    let wide = u64::from_str_radix(&wide, 16).unwrap();
+    m.wait_for(wide, LIMIT, |e| e.state != proto::batch::JobState::Queued);
+    let waited = asked.elapsed();
+    eprintln!("the whole-market job left the queue {waited:?} after its submission");
+    // The next 500 ms tick, with room for a loaded machine; a node kept out of
+    // service would hold it 10 s.
+    assert!(
+        waited < Duration::from_secs(4),
+        "the whole-market job waited {waited:?}\n{}",
+        m.batchd.log()
+    );
+    let done = m.wait_for(wide, LIMIT, |e| e.state == proto::batch::JobState::Finished);
+    assert_eq!(
+        done.exit,
+        Some(proto::node::ExitStatus::Code(0)),
+        "{done:?}"
+    );
+}

@@ -1,0 +1,35 @@
+//! The admin requests of a session, each with its typed answer: list the jobs on
+//! a node (`ListJobs` → `Jobs`), signal a job's ranks (`Kill` → `Killed`) and
+//! change a job's bid (`Rebid` → `Rebidded`). A node refuses with an `Error`
+//! ([`SessionError::Refused`]), such as `NoSuchJob` or `NotAuthorized`.
+
+use proto::node::{FromNode, JobId, JobList, Kill, Killed, Rebid, Rebidded, Signal, ToNode};
+
+use super::{Session, SessionError};
+
+impl Session {
+    /// The jobs on the node the caller may see (a user's own, an admin's all, a
+    /// queue's the ranks it started).
+    pub async fn list_jobs(&mut self) -> Result<JobList, SessionError> {
+        match self.request(&ToNode::ListJobs).await? {
+            FromNode::Jobs(list) => Ok(list),
+            other => Err(SessionError::unexpected("Jobs", &other)),
+        }
+    }
+
+    /// Sends `signal` to every rank of `job` on the node the caller may see.
+    pub async fn kill(&mut self, job: JobId, signal: Signal) -> Result<Killed, SessionError> {
+        match self.request(&ToNode::Kill(Kill { job, signal })).await? {
+            FromNode::Killed(k) => Ok(k),
+            other => Err(SessionError::unexpected("Killed", &other)),
+        }
+    }
+
+    /// Changes the bid of every rank of `job` on the node the caller owns.
+    pub async fn rebid(&mut self, job: JobId, bid: i64) -> Result<Rebidded, SessionError> {
+        match self.request(&ToNode::Rebid(Rebid { job, bid })).await? {
+            FromNode::Rebidded(r) => Ok(r),
+            other => Err(SessionError::unexpected("Rebidded", &other)),
+        }
+    }
+}
