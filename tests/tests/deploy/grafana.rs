@@ -21,7 +21,7 @@ const MODULES: [&str; 4] = [
 ];
 
 /// The series names the daemons export.
-fn exported() -> BTreeSet<String> {
+pub(crate) fn exported() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for m in MODULES {
         let text = fs::read_to_string(workspace().join(m)).expect("a metrics module");
@@ -36,7 +36,7 @@ fn exported() -> BTreeSet<String> {
 }
 
 /// The `rexec_*` names in a PromQL expression.
-fn names_in(expr: &str) -> Vec<String> {
+pub(crate) fn names_in(expr: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = expr;
     while let Some(at) = rest.find("rexec_") {
@@ -51,7 +51,7 @@ fn names_in(expr: &str) -> Vec<String> {
 }
 
 /// The exported metric `series` belongs to (a histogram's `_bucket`, `_count`, `_sum`).
-fn metric_of<'a>(series: &'a str, exported: &BTreeSet<String>) -> Option<&'a str> {
+pub(crate) fn metric_of<'a>(series: &'a str, exported: &BTreeSet<String>) -> Option<&'a str> {
     if exported.contains(series) {
         return Some(series);
     }
