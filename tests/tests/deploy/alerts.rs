@@ -9,7 +9,8 @@ use std::process::Command;
 use crate::grafana::{exported, metric_of, names_in};
 use crate::workspace;
 
-fn promtool(args: &[&str]) {
+/// Run `promtool` in `deploy/etc` with `args`, failing the test unless it succeeds.
+pub(crate) fn promtool(args: &[&str]) {
     assert!(
         std::path::Path::new("/usr/bin/promtool").exists(),
         "promtool is not installed: run deploy/setup-host"
