@@ -39,6 +39,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::encoding::prometheus_text;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
 pub use prometheus_client::registry::Registry;
 use serde::Deserialize;
 use tokio::net::{TcpListener, TcpStream};
@@ -127,6 +128,19 @@ where
         None,
         prometheus_client::metrics::MetricType::Counter,
     )?)
+}
+
+/// Creates the series of `family` for each label set in `labels`, at zero, so that
+/// a scrape lists them before their first event (a dashboard then shows 0 rather
+/// than no data). For labels whose values are known at start.
+pub fn at_zero<S, M, C>(family: &Family<S, M, C>, labels: impl IntoIterator<Item = S>)
+where
+    S: Clone + std::hash::Hash + Eq,
+    C: MetricConstructor<M>,
+{
+    for set in labels {
+        drop(family.get_or_create(&set));
+    }
 }
 
 /// The text a scrape returns for `registry`.
