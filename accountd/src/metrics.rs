@@ -33,17 +33,50 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use proto::account::ErrorCode;
+use proto::account::{AccountOp, ErrorCode};
 
 type Requests = Family<[(&'static str, &'static str); 2], Counter>;
 type Refusals = Family<[(&'static str, String); 1], Counter>;
 
 /// What the connections count.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ServerMeters {
     requests: Requests,
     refusals: Refusals,
     cut_offs: Counter,
+}
+
+impl Default for ServerMeters {
+    /// Every operation this build knows, by each result, and every refusal code,
+    /// each at 0: a fresh ledger shows them before the first request.
+    fn default() -> Self {
+        let meters = ServerMeters {
+            requests: Requests::default(),
+            refusals: Refusals::default(),
+            cut_offs: Counter::default(),
+        };
+        let ops = AccountOp::KNOWN_NAMES
+            .iter()
+            .flat_map(|op| ["ok", "refused"].map(|result| [("op", *op), ("result", result)]));
+        exposition::at_zero(&meters.requests, ops);
+        let codes = ErrorCode::ALL
+            .iter()
+            .copied()
+            .chain([ErrorCode::Unknown(0)]);
+        let codes = codes.map(|c| [("code", code_label(c))]);
+        exposition::at_zero(&meters.refusals, codes);
+        meters
+    }
+}
+
+/// The `code` label of a refusal: the code's name (`Unknown` for one this build
+/// does not know, so at most one series per code a peer can send: bounded by what
+/// the wire carries).
+fn code_label(code: ErrorCode) -> String {
+    match code {
+        ErrorCode::Unknown(_) => "Unknown".to_string(),
+        known => format!("{known:?}"),
+    }
 }
 
 impl ServerMeters {
@@ -57,13 +90,9 @@ impl ServerMeters {
 
     /// A request was refused before it reached the ledger (role, version, malformed).
     pub fn refused(&self, code: ErrorCode) {
-        // The code's name (`Unknown(n)` for one this build does not know, so at most
-        // one series per code a peer can send: bounded by what the wire carries).
-        let code = match code {
-            ErrorCode::Unknown(_) => "Unknown".to_string(),
-            known => format!("{known:?}"),
-        };
-        self.refusals.get_or_create(&[("code", code)]).inc();
+        self.refusals
+            .get_or_create(&[("code", code_label(code))])
+            .inc();
     }
 
     /// A peer was cut off after too many refusals.
@@ -197,6 +226,28 @@ mod tests {
             "rexec_accountd_commit_batch_size_sum 3.0\n",
             "rexec_accountd_commit_seconds_count 1\n",
             "rexec_accountd_balances_credits 12.5\n",
+        ] {
+            assert!(text.contains(want), "no {want:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_fresh_ledger_shows_every_operation_and_refusal_code_at_zero() {
+        let text = exposition::render(&registry(
+            &ServerMeters::default(),
+            Arc::new(StoreMeters::default()),
+        ));
+        for op in AccountOp::KNOWN_NAMES {
+            for result in ["ok", "refused"] {
+                let want =
+                    format!("rexec_accountd_requests_total{{op=\"{op}\",result=\"{result}\"}} 0\n");
+                assert!(text.contains(&want), "no {want:?} in\n{text}");
+            }
+        }
+        for want in [
+            "rexec_accountd_refusals_total{code=\"Forbidden\"} 0\n",
+            "rexec_accountd_refusals_total{code=\"Unknown\"} 0\n",
+            "rexec_accountd_cut_offs_total 0\n",
         ] {
             assert!(text.contains(want), "no {want:?} in\n{text}");
         }

@@ -47,8 +47,11 @@ pub struct Recorder {
 
 impl Default for Recorder {
     fn default() -> Self {
+        // Both results at 0, so a fresh queue shows them before the first submission.
+        let submissions = Submissions::default();
+        exposition::at_zero(&submissions, ["ok", "refused"].map(|r| [("result", r)]));
         Recorder {
-            submissions: Submissions::default(),
+            submissions,
             decisions: Counter::default(),
             // 100 µs to about 100 s: a GA over a long queue is slow.
             decision_seconds: Histogram::new(exponential_buckets(1e-4, 4.0, 11)),
@@ -191,5 +194,17 @@ mod tests {
             text.contains("rexec_batch_decision_seconds_count 1\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_fresh_queue_shows_both_submission_results_at_zero() {
+        let r = Recorder::default();
+        let mut reg = Registry::default();
+        reg.register("rexec_batch_submissions", "s", r.submissions.clone());
+        let text = exposition::render(&reg);
+        for result in ["ok", "refused"] {
+            let want = format!("rexec_batch_submissions_total{{result=\"{result}\"}} 0\n");
+            assert!(text.contains(&want), "no {want:?} in\n{text}");
+        }
     }
 }

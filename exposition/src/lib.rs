@@ -6,14 +6,19 @@
 //!
 //! The endpoint is plain HTTP on its own address, off unless `listen` is set, and
 //! meant for loopback or a monitoring network: it carries counts and prices, never a
-//! user's job or data, and answers nothing but `GET /metrics`, the read-only extra
-//! [`Route`]s a daemon adds (vexecd's market page), and `GET /` with a list of
-//! them. A request head larger than [`MAX_REQUEST`] or slower than
-//! [`REQUEST_TIMEOUT`] is dropped, and at most [`MAX_CONNECTIONS`] are served at once.
+//! user's job or data, and answers nothing but `GET` (and `HEAD`) of `/metrics`, the
+//! read-only extra [`Route`]s a daemon adds (vexecd's market page), and `/` with a
+//! list of them (module `answer`).
+//!
+//! HTTP/1.1 is hyper's: a request head larger than [`MAX_REQUEST`] gets 431, one not
+//! complete within [`REQUEST_TIMEOUT`] of the connection's opening ends it, and a
+//! connection lives at most [`CONNECTION_TIMEOUT`]. At most [`MAX_CONNECTIONS`] are
+//! open at once, and a new one at the limit sheds the oldest still waiting for its
+//! request head (module `admit`), so clients that trickle or send nothing
+//! cannot keep a scraper out: they go first, and the scraper's head arrives at once.
 //!
 //! `prometheus-client` is the Prometheus project's own Rust client (OpenMetrics data
-//! model, no global registry, collectors for values read at scrape time); the HTTP
-//! side is a few lines here rather than a web framework, since one path is served.
+//! model, no global registry, collectors for values read at scrape time).
 //!
 //! ```
 //! use exposition::MetricsFile;
@@ -30,19 +35,30 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::encoding::prometheus_text;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
 pub use prometheus_client::registry::Registry;
 use serde::Deserialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 
-/// Largest request head read.
+mod admit;
+mod answer;
+
+use admit::{Admission, Ticket};
+use answer::Served;
+
+/// Largest request head read (hyper's smallest read buffer).
 pub const MAX_REQUEST: usize = 8 * 1024;
-/// Longest wait for a request head.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
-/// Most requests served at once; more wait in the listen queue.
-pub const MAX_CONNECTIONS: usize = 16;
+/// Longest wait, from a connection's opening, for its whole request head.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest a connection stays open, its answer included (one request each).
+pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most connections open at once; at the limit the oldest still waiting for its
+/// request head is closed to make room for a new one.
+pub const MAX_CONNECTIONS: usize = 256;
 
 /// The `[metrics]` table of a daemon's config file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -114,6 +130,19 @@ where
     )?)
 }
 
+/// Creates the series of `family` for each label set in `labels`, at zero, so that
+/// a scrape lists them before their first event (a dashboard then shows 0 rather
+/// than no data). For labels whose values are known at start.
+pub fn at_zero<S, M, C>(family: &Family<S, M, C>, labels: impl IntoIterator<Item = S>)
+where
+    S: Clone + std::hash::Hash + Eq,
+    C: MetricConstructor<M>,
+{
+    for set in labels {
+        drop(family.get_or_create(&set));
+    }
+}
+
 /// The text a scrape returns for `registry`.
 pub fn render(registry: &Registry) -> String {
     let mut text = String::new();
@@ -160,32 +189,58 @@ impl Endpoint {
         shutdown: impl Future,
     ) {
         let served = Arc::new(Served { registry, routes });
-        let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        let admission = Admission::new(MAX_CONNECTIONS);
+        let mut http = http1::Builder::new();
+        http.timer(TokioTimer::new())
+            .header_read_timeout(REQUEST_TIMEOUT)
+            .max_buf_size(MAX_REQUEST)
+            // `Content-Type`, as the endpoint always wrote it.
+            .title_case_headers(true)
+            .keep_alive(false);
         tokio::pin!(shutdown);
         loop {
-            let permit = tokio::select! {
-                _ = &mut shutdown => return,
-                p = permits.clone().acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => return,
-                },
-            };
             let (stream, _) = tokio::select! {
                 _ = &mut shutdown => return,
                 accepted = self.listener.accept() => match accepted {
                     Ok(a) => a,
                     Err(e) => {
+                        // Out of descriptors, most likely: wait for some to close.
                         tracing::debug!("metrics endpoint: accept failed: {e}");
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
                 },
             };
-            let served = served.clone();
-            tokio::spawn(async move {
-                let _permit = permit;
-                let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(stream, &served)).await;
-            });
+            let Some(ticket) = admission.admit() else {
+                tracing::debug!("metrics endpoint: every connection is being answered");
+                continue;
+            };
+            tokio::spawn(connection(
+                http.clone(),
+                stream,
+                Arc::clone(&served),
+                ticket,
+            ));
+        }
+    }
+}
+
+/// Serve one connection until it is answered, fails, times out or is shed.
+async fn connection(http: http1::Builder, stream: TcpStream, served: Arc<Served>, ticket: Ticket) {
+    let state = Arc::clone(&ticket.state);
+    let service = service_fn(move |request| {
+        state.answering();
+        let response = answer::answer(&served, &request);
+        std::future::ready(Ok::<_, std::convert::Infallible>(response))
+    });
+    let conn = http.serve_connection(TokioIo::new(stream), service);
+    tokio::select! {
+        done = conn => if let Err(e) = done {
+            tracing::debug!("metrics endpoint: connection ended: {e}");
+        },
+        () = ticket.state.shed() => tracing::debug!("metrics endpoint: shed a waiting connection"),
+        () = tokio::time::sleep(CONNECTION_TIMEOUT) => {
+            tracing::debug!("metrics endpoint: connection timed out");
         }
     }
 }
@@ -209,174 +264,5 @@ impl std::fmt::Debug for Route {
             .field("path", &self.path)
             .field("content_type", &self.content_type)
             .finish_non_exhaustive()
-    }
-}
-
-/// What the endpoint answers with.
-struct Served {
-    registry: Arc<Registry>,
-    routes: Vec<Route>,
-}
-
-/// What a request head asks for.
-#[derive(Debug, PartialEq, Eq)]
-enum Asked<'a> {
-    Metrics,
-    Index,
-    Other(&'a [u8]),
-    NotGet,
-}
-
-fn parse(head: &[u8]) -> Asked<'_> {
-    let line = head
-        .split(|&b| b == b'\r' || b == b'\n')
-        .next()
-        .unwrap_or(&[]);
-    let mut parts = line.split(|&b| b == b' ');
-    let (method, target) = (parts.next(), parts.next());
-    if method != Some(b"GET".as_slice()) && method != Some(b"HEAD".as_slice()) {
-        return Asked::NotGet;
-    }
-    let path = target
-        .map(|t| t.split(|&b| b == b'?').next().unwrap_or(t))
-        .unwrap_or(b"");
-    match path {
-        b"/metrics" => Asked::Metrics,
-        b"/" => Asked::Index,
-        other => Asked::Other(other),
-    }
-}
-
-async fn answer(mut stream: TcpStream, served: &Served) -> std::io::Result<()> {
-    let mut head = Vec::with_capacity(1024);
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        head.extend_from_slice(&buf[..n]);
-        if head.len() > MAX_REQUEST {
-            return respond(
-                &mut stream,
-                "431 Request Header Fields Too Large",
-                "text/plain",
-                "",
-            )
-            .await;
-        }
-    }
-    match parse(&head) {
-        Asked::Metrics => {
-            let body = render(&served.registry);
-            respond(&mut stream, "200 OK", prometheus_text::CONTENT_TYPE, &body).await
-        }
-        Asked::Index => {
-            let mut body = String::from("rexec market metrics: GET /metrics\n");
-            for r in &served.routes {
-                body.push_str(&format!("also: GET {}\n", r.path));
-            }
-            respond(&mut stream, "200 OK", "text/plain; charset=utf-8", &body).await
-        }
-        Asked::Other(path) => match served.routes.iter().find(|r| r.path.as_bytes() == path) {
-            Some(r) => {
-                let body = (r.render)();
-                respond(&mut stream, "200 OK", r.content_type, &body).await
-            }
-            None => {
-                respond(
-                    &mut stream,
-                    "404 Not Found",
-                    "text/plain",
-                    "only /metrics is served (and what GET / lists)\n",
-                )
-                .await
-            }
-        },
-        Asked::NotGet => respond(&mut stream, "405 Method Not Allowed", "text/plain", "").await,
-    }
-}
-
-async fn respond(
-    stream: &mut TcpStream,
-    status: &str,
-    kind: &str,
-    body: &str,
-) -> std::io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body.as_bytes()).await?;
-    stream.shutdown().await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use prometheus_client::metrics::counter::Counter;
-
-    #[test]
-    fn requests_are_told_apart() {
-        assert_eq!(
-            parse(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"),
-            Asked::Metrics
-        );
-        assert_eq!(parse(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n"), Asked::Metrics);
-        assert_eq!(parse(b"GET / HTTP/1.1\r\n\r\n"), Asked::Index);
-        assert_eq!(
-            parse(b"GET /etc/passwd HTTP/1.1\r\n\r\n"),
-            Asked::Other(b"/etc/passwd")
-        );
-        assert_eq!(parse(b"POST /metrics HTTP/1.1\r\n\r\n"), Asked::NotGet);
-        assert_eq!(parse(b"\x00\xff"), Asked::NotGet);
-        assert_eq!(parse(b""), Asked::NotGet);
-    }
-
-    async fn get(addr: SocketAddr, request: &[u8]) -> String {
-        let mut s = TcpStream::connect(addr).await.unwrap();
-        s.write_all(request).await.unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).await.unwrap();
-        out
-    }
-
-    #[tokio::test]
-    async fn a_scrape_returns_the_registry_and_bad_requests_get_nothing_else() {
-        let mut registry = Registry::default();
-        let c: Counter = Counter::default();
-        registry.register("rexec_test_things", "Things counted", c.clone());
-        c.inc_by(3);
-        let endpoint = Endpoint::bind("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let addr = endpoint.addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let page = Route {
-            path: "/page",
-            content_type: "text/html; charset=utf-8",
-            render: Arc::new(|| "<p>hello</p>".to_string()),
-        };
-        let served = tokio::spawn(endpoint.serve_routes(Arc::new(registry), vec![page], stopped));
-        let out = get(addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await;
-        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
-        assert!(out.contains("version=0.0.4"), "{out}");
-        assert!(out.contains("\nrexec_test_things_total 3\n"), "{out}");
-        let out = get(addr, b"GET /page?refresh=1 HTTP/1.1\r\n\r\n").await;
-        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
-        assert!(out.contains("Content-Type: text/html"), "{out}");
-        assert!(out.ends_with("\r\n\r\n<p>hello</p>"), "{out}");
-        let out = get(addr, b"GET / HTTP/1.1\r\n\r\n").await;
-        assert!(out.contains("also: GET /page\n"), "{out}");
-        let out = get(addr, b"GET /secret HTTP/1.1\r\n\r\n").await;
-        assert!(out.starts_with("HTTP/1.1 404"), "{out}");
-        let out = get(addr, b"DELETE /metrics HTTP/1.1\r\n\r\n").await;
-        assert!(out.starts_with("HTTP/1.1 405"), "{out}");
-        let huge = vec![b'a'; MAX_REQUEST * 2];
-        let out = get(addr, &huge).await;
-        assert!(out.starts_with("HTTP/1.1 431"), "{out}");
-        stop.send(()).unwrap();
-        served.await.unwrap();
     }
 }

@@ -71,6 +71,10 @@ macro_rules! tagged_enum {
             /// Every tag this build knows, in declaration order.
             pub const KNOWN_TAGS: &'static [u16] = &[$($tag),+];
 
+            /// The name ([`Self::name`]) of every message this build knows, in
+            /// declaration order.
+            pub const KNOWN_NAMES: &'static [&'static str] = &[$(stringify!($var)),+];
+
             /// The wire tag of this message.
             pub fn tag(&self) -> u16 {
                 match self {

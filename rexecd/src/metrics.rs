@@ -12,6 +12,8 @@
 //! | `rexec_node_contended` | gauge (0/1) | |
 //! | `rexec_node_share_error_max_cpus` | gauge | |
 //! | `rexec_node_share_error_mean_cpus` | gauge | |
+//! | `rexec_node_cpu_seconds_total` | counter | |
+//! | `rexec_node_user_cpu_seconds_total` | counter | `user` |
 //! | `rexec_node_charged_credits_total` | counter | |
 //! | `rexec_node_debits_journaled_total` | counter | |
 //! | `rexec_node_debits_delivered_total` | counter | |
@@ -21,20 +23,25 @@
 //! | `rexec_node_launch_seconds` | histogram | |
 //! | `rexec_node_refusals_total` | counter | `reason` (an `ErrorCode`, snake case) |
 //!
-//! Nothing is labelled by job, rank or user: a node with any number of ranks exports
-//! the same series, and per-rank shares are summarised as the largest and the mean
+//! Nothing is labelled by job or rank: a node with any number of ranks exports the
+//! same series, and per-rank shares are summarised as the largest and the mean
 //! absolute difference between each rank's measured CPUs and the model's allocation
-//! over the last metering tick. Money is counted in micro-credits (`i64`) and shown in
+//! over the last metering tick. CPU time is the one figure by user (a series per
+//! user who has run here since rexecd started, bounded by the cluster's accounts):
+//! the CPU seconds the ranks' cgroups used, the same measure a rank's `Exit` and its
+//! ledger debits carry, counted for ended ranks at their end and for running ranks
+//! as of their last metering sample. Money is counted in micro-credits (`i64`) and shown in
 //! credits only when encoded.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use proto::node::ErrorCode;
@@ -52,6 +59,8 @@ tokio::task_local! {
 #[derive(Debug)]
 pub struct MarketMeters {
     charged: AtomicI64,
+    /// CPU used by ranks that have ended, nanoseconds, by owner.
+    ended_cpu_ns: Mutex<BTreeMap<String, u64>>,
     journaled: Counter,
     delivered: Counter,
     weight_writes: Counter,
@@ -62,6 +71,7 @@ impl Default for MarketMeters {
     fn default() -> Self {
         MarketMeters {
             charged: AtomicI64::new(0),
+            ended_cpu_ns: Mutex::default(),
             journaled: Counter::default(),
             delivered: Counter::default(),
             weight_writes: Counter::default(),
@@ -75,6 +85,35 @@ impl MarketMeters {
     /// A debit of `micros` micro-credits became due (sent to accountd or not).
     pub fn charged(&self, micros: i64) {
         self.charged.fetch_add(micros.max(0), Ordering::Relaxed);
+    }
+
+    /// A rank of `owner` ended having used `cpu_ns` nanoseconds of CPU in all (the
+    /// caller holds the book's lock, in which the rank no longer is).
+    pub fn rank_ended(&self, owner: &str, cpu_ns: u64) {
+        let mut ended = self.ended_cpu();
+        let total = ended.entry(owner.to_string()).or_default();
+        *total = total.saturating_add(cpu_ns);
+    }
+
+    fn ended_cpu(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, u64>> {
+        // Each update is one addition: a panic cannot leave it half done.
+        self.ended_cpu_ns
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// CPU seconds used on this node by each user: ended ranks' and the live ranks'
+    /// in `book` as of their last sample (read under the book's lock, see
+    /// [`MarketMeters::rank_ended`]).
+    fn cpu_seconds_by_user(&self, book: &Book) -> BTreeMap<String, f64> {
+        let mut ns: BTreeMap<String, u64> = self.ended_cpu().clone();
+        for (_, r) in book.ranks() {
+            let total = ns.entry(r.owner.clone()).or_default();
+            *total = total.saturating_add(r.usage_ns);
+        }
+        ns.into_iter()
+            .map(|(user, ns)| (user, ns as f64 / 1e9))
+            .collect()
     }
 
     /// A debit was written to the journal.
@@ -107,10 +146,17 @@ pub struct SessionMeters {
 
 impl Default for SessionMeters {
     fn default() -> Self {
+        // Every reason at 0, so a fresh node shows them before its first refusal.
+        let refusals = Refusals::default();
+        let codes = ErrorCode::ALL
+            .iter()
+            .copied()
+            .chain([ErrorCode::Unknown(0)]);
+        exposition::at_zero(&refusals, codes.map(|c| [("reason", reason(c))]));
         SessionMeters {
             // 1 ms to about 16 s.
             launch_seconds: Histogram::new(exponential_buckets(1e-3, 2.0, 15)),
-            refusals: Refusals::default(),
+            refusals,
         }
     }
 }
@@ -207,8 +253,11 @@ struct NodeState(Arc<Market>);
 impl Collector for NodeState {
     fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let market = &self.0;
-        let f = BookFigures::of(&market.book());
         let m = market.meters();
+        let (f, cpu) = {
+            let book = market.book();
+            (BookFigures::of(&book), m.cpu_seconds_by_user(&book))
+        };
         let e = &mut e;
         gauge(
             e,
@@ -247,6 +296,21 @@ impl Collector for NodeState {
             "Mean difference between the ranks' measured CPUs and the model's, last tick",
             f.share_error_mean,
         )?;
+        counter(
+            e,
+            "rexec_node_cpu_seconds",
+            "CPU seconds used by jobs' ranks here (ended, and running as of the last tick)",
+            cpu.values().sum::<f64>(),
+        )?;
+        let mut by_user = e.encode_descriptor(
+            "rexec_node_user_cpu_seconds",
+            "CPU seconds used by jobs' ranks here, by the user who owns them",
+            None,
+            MetricType::Counter,
+        )?;
+        for (user, secs) in &cpu {
+            ConstCounter::new(*secs).encode(by_user.encode_family(&[("user", user.as_str())])?)?;
+        }
         counter(
             e,
             "rexec_node_charged_credits",

@@ -367,7 +367,20 @@ impl Market {
     /// all. `None` when the rank had already left.
     pub async fn leave(&self, key: Key, usage: Option<Duration>) -> Option<i64> {
         let usage_ns = usage.map(|u| u64::try_from(u.as_nanos()).unwrap_or(u64::MAX));
-        let departure = self.book().leave(&key, usage_ns, Instant::now());
+        let departure = {
+            let mut book = self.book();
+            let used = book.get(&key).map(|r| {
+                let ns = usage_ns.map_or(r.usage_ns, |u| r.usage_ns.max(u));
+                (r.owner.clone(), ns)
+            });
+            let departure = book.leave(&key, usage_ns, Instant::now());
+            // Counted under the book's lock, so a scrape sees the rank's CPU either
+            // live in the book or among the ended ranks', never both or neither.
+            if let (Some(_), Some((owner, ns))) = (&departure, used) {
+                self.meters.rank_ended(&owner, ns);
+            }
+            departure
+        };
         let departure = departure?;
         self.changed.notify_one();
         self.rebalance_soon();

@@ -171,3 +171,60 @@ async fn the_exposition_of_100_ranks_is_small_and_valid() {
     );
     market.shutdown(Duration::ZERO).await;
 }
+
+/// The value of the one series whose line starts with `series` (name and labels).
+fn value(text: &str, series: &str) -> f64 {
+    line(text, series)
+        .rsplit(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{series} has no number in\n{text}"))
+}
+
+#[tokio::test]
+async fn a_fresh_node_shows_every_refusal_reason_and_its_cpu_at_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let market = busy_market(dir.path(), 0, 0.0).await;
+    let text = scrape(&market, &SessionMeters::default());
+    for code in ErrorCode::ALL {
+        let series = format!("rexec_node_refusals_total{{reason=\"{}\"}}", reason(*code));
+        assert_eq!(value(&text, &series), 0.0, "{series}");
+    }
+    assert_eq!(
+        value(&text, "rexec_node_refusals_total{reason=\"other\"}"),
+        0.0
+    );
+    assert_eq!(value(&text, "rexec_node_cpu_seconds_total"), 0.0);
+    // No user has run anything yet: no series by user.
+    assert!(
+        !text.contains("rexec_node_user_cpu_seconds_total{"),
+        "{text}"
+    );
+    market.shutdown(Duration::ZERO).await;
+}
+
+#[tokio::test]
+async fn cpu_seconds_count_running_ranks_as_sampled_and_ended_ranks_in_full() {
+    let dir = tempfile::tempdir().unwrap();
+    // 4 ranks of ann's, each sampled at 0.2 s of CPU.
+    let market = busy_market(dir.path(), 2, 0.2).await;
+    let sessions = SessionMeters::default();
+    let text = scrape(&market, &sessions);
+    assert!((value(&text, "rexec_node_cpu_seconds_total") - 0.8).abs() < 1e-9);
+    let ann = "rexec_node_user_cpu_seconds_total{user=\"ann\"}";
+    assert!((value(&text, ann) - 0.8).abs() < 1e-9, "{text}");
+    // One ends having used 0.5 s in all: counted in full, never twice.
+    let charged = market
+        .leave((JobId(1), 0), Some(Duration::from_millis(500)))
+        .await;
+    assert!(charged.is_some());
+    let text = scrape(&market, &sessions);
+    assert_eq!(line(&text, "rexec_node_ranks"), "rexec_node_ranks 3");
+    assert!((value(&text, "rexec_node_cpu_seconds_total") - 1.1).abs() < 1e-9);
+    assert!((value(&text, ann) - 1.1).abs() < 1e-9, "{text}");
+    // Leaving again counts nothing.
+    assert!(market.leave((JobId(1), 0), None).await.is_none());
+    let text = scrape(&market, &sessions);
+    assert!((value(&text, ann) - 1.1).abs() < 1e-9, "{text}");
+    market.shutdown(Duration::ZERO).await;
+}

@@ -21,7 +21,7 @@ const MODULES: [&str; 4] = [
 ];
 
 /// The series names the daemons export.
-fn exported() -> BTreeSet<String> {
+pub(crate) fn exported() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for m in MODULES {
         let text = fs::read_to_string(workspace().join(m)).expect("a metrics module");
@@ -36,7 +36,7 @@ fn exported() -> BTreeSet<String> {
 }
 
 /// The `rexec_*` names in a PromQL expression.
-fn names_in(expr: &str) -> Vec<String> {
+pub(crate) fn names_in(expr: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = expr;
     while let Some(at) = rest.find("rexec_") {
@@ -51,7 +51,7 @@ fn names_in(expr: &str) -> Vec<String> {
 }
 
 /// The exported metric `series` belongs to (a histogram's `_bucket`, `_count`, `_sum`).
-fn metric_of<'a>(series: &'a str, exported: &BTreeSet<String>) -> Option<&'a str> {
+pub(crate) fn metric_of<'a>(series: &'a str, exported: &BTreeSet<String>) -> Option<&'a str> {
     if exported.contains(series) {
         return Some(series);
     }
@@ -101,22 +101,8 @@ fn the_grafana_dashboard_imports_and_queries_only_what_the_daemons_export() {
     assert!(unused.is_empty(), "exported but on no panel: {unused:?}");
 
     // Every query parses as PromQL.
-    assert!(
-        std::path::Path::new("/usr/bin/promtool").exists(),
-        "promtool is not installed: run deploy/setup-host"
-    );
     let dir = tempfile::tempdir().expect("a temporary directory");
     let file = dir.path().join("dashboard-rules.yml");
     fs::write(&file, &rules).expect("the rules file");
-    let out = std::process::Command::new("promtool")
-        .args(["check", "rules"])
-        .arg(&file)
-        .output()
-        .expect("cannot run promtool");
-    assert!(
-        out.status.success(),
-        "promtool check rules:\n{}{}\n{rules}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::alerts::promtool(&["check", "rules", file.to_str().expect("a UTF-8 path")]);
 }

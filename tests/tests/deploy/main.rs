@@ -7,11 +7,14 @@
 //!   own ([`hosts`], [`sandbox`]), or is listed with the demo step or test that covers it;
 //!   [`steps`] reads the guide's blocks.
 //!
+//! - [`alerts`]: the alerting rules in `deploy/etc/` pass their `promtool test rules`
+//!   unit tests and ask only for exported series.
 //! - [`grafana`]: the Grafana dashboard in `deploy/grafana/` imports as it is, its
 //!   queries parse, and it covers exactly the metrics the daemons export.
 //!
 //! Shared here: where the workspace and its binaries are, and the skip rule.
 
+mod alerts;
 mod grafana;
 mod guide;
 mod hosts;

@@ -2,7 +2,9 @@
 //! and counters as PromQL series, the dropped-datagram counter rising after bad
 //! datagrams are sent; a charging market's node price above 0 while a job bids,
 //! and accountd's applied debits rising; and every exposition accepted by
-//! `promtool check metrics`.
+//! `promtool check metrics`. Each fresh daemon lists its labelled counters at 0
+//! before their first event, and a node's CPU-seconds counters rise by the CPU a
+//! job measured itself using.
 //!
 //! Needs Debian's `prometheus` package (`deploy/setup-host` installs it) and the
 //! `vexecd`, `rexecd` and `accountd` binaries.
@@ -33,6 +35,18 @@ fn a_selector_is_scraped_by_prometheus_and_its_output_passes_promtool() {
         &channel,
         &format!("[metrics]\nlisten = \"{metrics}\"\n"),
     );
+    // Fresh: every policy's selects listed at 0 before the first.
+    let (code, text) = get(metrics, "/metrics").unwrap();
+    assert_eq!(code, 200);
+    for want in [
+        "rexec_selector_selects_total{policy=\"lowest-price\",result=\"ok\"} 0\n",
+        "rexec_selector_selects_total{policy=\"history\",result=\"refused\"} 0\n",
+    ] {
+        assert!(
+            text.contains(want),
+            "a fresh selector lacks {want:?}:\n{text}"
+        );
+    }
     let prom = Prometheus::start(cluster.dir.path(), &[("vexecd", metrics)]);
 
     // Both nodes, as the table knows them.
@@ -120,6 +134,19 @@ fn promtool_accepts(metrics: SocketAddr) {
     );
 }
 
+/// A `paper` market of one-second ticks whose node n1 and accountd serve metrics:
+/// the cluster, n1's metrics address and accountd's.
+fn market_with_metrics() -> (MarketCluster, SocketAddr, SocketAddr) {
+    let node = SocketAddr::from(([127, 0, 0, 1], testhost::net::port()));
+    let ledger = SocketAddr::from(([127, 0, 0, 1], testhost::net::port()));
+    let table = |addr: SocketAddr| format!("\n[metrics]\nlisten = \"{addr}\"\n");
+    let mut options = MarketOptions::paper_with_one_second_ticks();
+    options.extra_accountd_config = table(ledger);
+    options.extra_node_config.insert("n1".into(), table(node));
+    let m = MarketCluster::start(options);
+    (m, node, ledger)
+}
+
 #[test]
 fn a_charging_market_is_scraped_price_and_debits_rise_and_promtool_passes() {
     if !rexec_tests::can_run(
@@ -131,13 +158,7 @@ fn a_charging_market_is_scraped_price_and_debits_rise_and_promtool_passes() {
         Prometheus::installed(),
         "prometheus is not installed: run deploy/setup-host"
     );
-    let node = SocketAddr::from(([127, 0, 0, 1], testhost::net::port()));
-    let ledger = SocketAddr::from(([127, 0, 0, 1], testhost::net::port()));
-    let table = |addr: SocketAddr| format!("\n[metrics]\nlisten = \"{addr}\"\n");
-    let mut options = MarketOptions::paper_with_one_second_ticks();
-    options.extra_accountd_config = table(ledger);
-    options.extra_node_config.insert("n1".into(), table(node));
-    let m = MarketCluster::start(options);
+    let (m, node, ledger) = market_with_metrics();
     let prom = Prometheus::start(m.dir.path(), &[("rexecd", node), ("accountd", ledger)]);
 
     // Idle: no rank, no price.
@@ -238,6 +259,16 @@ fn a_batch_queue_is_scraped_its_jobs_counted_and_promtool_passes() {
         extra_config: format!("\n[metrics]\nlisten = \"{queue}\"\n"),
         ..BatchOptions::default()
     });
+    // Fresh: both submission results listed at 0 before the first.
+    let (code, text) = get(queue, "/metrics").unwrap();
+    assert_eq!(code, 200);
+    for result in ["ok", "refused"] {
+        let want = format!("rexec_batch_submissions_total{{result=\"{result}\"}} 0\n");
+        assert!(
+            text.contains(&want),
+            "a fresh queue lacks {want:?}:\n{text}"
+        );
+    }
     let prom = Prometheus::start(m.market.dir.path(), &[("batchd", queue)]);
     prom.wait_for(
         "rexec_batch_jobs{state=\"queued\"}",
@@ -273,4 +304,80 @@ fn a_batch_queue_is_scraped_its_jobs_counted_and_promtool_passes() {
         prom.wait_for(query, Duration::from_secs(20), |v| v >= at_least);
     }
     promtool_accepts(queue);
+}
+
+/// The value of the one series `series` (name and labels) in an exposition.
+fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn a_fresh_node_lists_its_counters_at_zero_and_counts_the_cpu_a_job_measured() {
+    if !rexec_tests::can_run(
+        "a_fresh_node_lists_its_counters_at_zero_and_counts_the_cpu_a_job_measured",
+    ) {
+        return;
+    }
+    let (m, node, ledger) = market_with_metrics();
+
+    // Fresh: refusals by every reason, requests by every operation, at 0.
+    let (code, text) = get(node, "/metrics").unwrap();
+    assert_eq!(code, 200);
+    for series in [
+        "rexec_node_refusals_total{reason=\"no_credit\"}",
+        "rexec_node_refusals_total{reason=\"bad_bid\"}",
+        "rexec_node_refusals_total{reason=\"not_authorized\"}",
+        "rexec_node_cpu_seconds_total",
+    ] {
+        assert_eq!(value(&text, series), Some(0.0), "{series} in\n{text}");
+    }
+    let (code, text) = get(ledger, "/metrics").unwrap();
+    assert_eq!(code, 200);
+    for series in [
+        "rexec_accountd_refusals_total{code=\"Forbidden\"}",
+        "rexec_accountd_requests_total{op=\"Grant\",result=\"refused\"}",
+    ] {
+        assert_eq!(value(&text, series), Some(0.0), "{series} in\n{text}");
+    }
+
+    // A job that spins for about 1.5 s and prints the CPU it used (perl's `times`:
+    // user and system time of the process, which is all the rank runs).
+    let spin = "$e=time+1.5; 1 while time<$e; @t=times; printf(\"%.3f\\n\", $t[0]+$t[1])";
+    let out = m
+        .rexec()
+        .args([
+            "-r",
+            "1",
+            "--nodes",
+            "n1",
+            "perl",
+            "-MTime::HiRes=time",
+            "-e",
+            spin,
+        ])
+        .run();
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let measured: f64 = out.out().trim().parse().expect("the job's CPU seconds");
+    assert!(measured > 0.2, "the job hardly ran: {out:?}");
+    // The rank has left the book when its `Exit` is sent: the counter holds it all.
+    let (_, text) = get(node, "/metrics").unwrap();
+    let counted = value(&text, "rexec_node_cpu_seconds_total").expect("the CPU counter");
+    let users: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("rexec_node_user_cpu_seconds_total{"))
+        .collect();
+    assert_eq!(users.len(), 1, "one user ran: {users:?}");
+    let by_user: f64 = users[0].rsplit(' ').next().unwrap().parse().unwrap();
+    eprintln!("job measured {measured:.3} s of CPU; the node counted {counted:.3} s");
+    // The cgroup also holds perl's start (and its exec), which `times` does not see.
+    assert!(
+        counted >= measured - 0.02 && counted <= measured * 1.1 + 0.1,
+        "the node counted {counted} s, the job measured {measured} s"
+    );
+    assert!(
+        (by_user - counted).abs() < 1e-6,
+        "{users:?} against {counted}"
+    );
 }

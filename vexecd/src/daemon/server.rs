@@ -199,7 +199,9 @@ pub fn answer(
                 q.policy
                     .parse()
                     .map_err(|e: crate::policy::UnknownPolicy| {
-                        shared.recorder().select("unknown", false, started);
+                        shared
+                            .recorder()
+                            .select(super::metrics::UNKNOWN_POLICY, false, started);
                         SelectorError::new(SelectorErrorCode::UnknownPolicy, e.to_string())
                     })?;
             let request = SelectRequest {
