@@ -258,9 +258,17 @@ pub struct Entry {
     pub rank: Option<u32>,
     /// CPU microseconds (debits).
     pub cpu_us: Option<u64>,
+    /// The span a debit covers, microseconds since the Unix epoch (start, end).
+    pub interval_us: Option<(u64, u64)>,
 }
 
 impl Entry {
+    /// Seconds of the span a debit covers (0 when it names none).
+    pub fn interval_secs(&self) -> f64 {
+        self.interval_us
+            .map_or(0.0, |(start, end)| end.saturating_sub(start) as f64 / 1e6)
+    }
+
     /// The idempotency key.
     pub fn key(&self) -> (String, String, Option<u64>) {
         (self.node.clone(), self.job.clone(), self.seq)
@@ -276,7 +284,7 @@ fn parse_history(csv: &str) -> Vec<Entry> {
             .position(|h| *h == name)
             .unwrap_or_else(|| panic!("history has no column {name}: {csv}"))
     };
-    let (kind, amount, node, job, seq, rank, cpu) = (
+    let (kind, amount, node, job, seq, rank, cpu, from, to) = (
         col("kind"),
         col("amount"),
         col("node"),
@@ -284,6 +292,8 @@ fn parse_history(csv: &str) -> Vec<Entry> {
         col("seq"),
         col("rank"),
         col("cpu_us"),
+        col("interval_start_us"),
+        col("interval_end_us"),
     );
     lines
         .map(|line| {
@@ -297,6 +307,7 @@ fn parse_history(csv: &str) -> Vec<Entry> {
                 seq: f[seq].parse().ok(),
                 rank: f[rank].parse().ok(),
                 cpu_us: f[cpu].parse().ok(),
+                interval_us: f[from].parse().ok().zip(f[to].parse().ok()),
             }
         })
         .collect()

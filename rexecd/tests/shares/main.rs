@@ -48,6 +48,60 @@ const MAX_SECOND_POINTS: f64 = 12.0;
 /// closed loop and weights alone alike (docs/BENCHMARKS.md).
 const MAX_OUTSIDE: f64 = 1.0;
 
+/// Other work, CPUs, above which an uncontended Figure 4 interval is not judged (see
+/// the test: then how the jobs fare is how other work falls on the two CPUs).
+const MAX_OUTSIDE_UNCONTENDED: f64 = 0.1;
+
+/// Contended Figure 4 intervals (three jobs, four, three again: the market's part)
+/// that must be judged for the test to pass. A burst of other work through one of
+/// them is excused; a run that judged fewer has not shown Figure 4, and fails rather
+/// than passes having judged next to nothing.
+const MIN_JUDGED_CONTENDED: usize = 2;
+
+/// Whether a Figure 4 interval is judged, given whether it was contended and the
+/// other work (CPUs) beside it: see [`MAX_OUTSIDE`] and [`MAX_OUTSIDE_UNCONTENDED`].
+fn judged(contended: bool, outside: f64) -> bool {
+    if contended {
+        outside <= MAX_OUTSIDE
+    } else {
+        outside <= MAX_OUTSIDE_UNCONTENDED
+    }
+}
+
+/// Why a Figure 4 run judged too few of its contended intervals, given each
+/// contended interval's other work (CPUs); `None` when it judged enough.
+fn too_few_judged(contended_outside: &[f64]) -> Option<String> {
+    let n = contended_outside
+        .iter()
+        .filter(|o| judged(true, **o))
+        .count();
+    (n < MIN_JUDGED_CONTENDED).then(|| {
+        format!(
+            "judged {n} of {} contended intervals (at least {MIN_JUDGED_CONTENDED}): other \
+             work took {contended_outside:.2?} CPU beside them (at most {MAX_OUTSIDE} judged)",
+            contended_outside.len()
+        )
+    })
+}
+
+#[test]
+fn figure_4_fails_when_too_few_contended_intervals_were_judged() {
+    assert!(judged(true, MAX_OUTSIDE) && !judged(true, MAX_OUTSIDE + 0.01));
+    assert!(judged(false, 0.05) && !judged(false, 0.2));
+    assert_eq!(too_few_judged(&[0.2, 0.5, 0.9]), None);
+    assert_eq!(too_few_judged(&[1.4, 0.5, 0.9]), None);
+    let loaded = too_few_judged(&[1.4, 0.5, 1.2]).expect("one of three judged fails");
+    assert!(
+        loaded.starts_with("judged 1 of 3 contended intervals"),
+        "{loaded}"
+    );
+    assert!(too_few_judged(&[1.4, 1.5, 1.2]).is_some());
+    assert!(
+        too_few_judged(&[]).is_some(),
+        "nothing measured is nothing judged"
+    );
+}
+
 /// Share tests measure CPU: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -181,6 +235,8 @@ async fn figure_4_live_with_closed_loop_control() {
     let mut arrived = [None::<Instant>; 4];
     let mut left = [None::<Instant>; 4];
     let mut charged = [0i64; 4];
+    // Other work beside each contended interval, judged or not.
+    let mut contended_outside = Vec::new();
     // A1..D1: arrivals; then A2..D2: departures in the same order.
     for step in 0..8 {
         if step < 4 {
@@ -218,7 +274,10 @@ async fn figure_4_live_with_closed_loop_control() {
         // contention, an interval is judged unless other work took more than
         // MAX_OUTSIDE (see there).
         let contended = live.len() > 2;
-        if (!contended && outside > 0.1) || outside > MAX_OUTSIDE {
+        if contended {
+            contended_outside.push(outside);
+        }
+        if !judged(contended, outside) {
             eprintln!("interval {step}: not judged, other work took {outside:.2} CPU");
             continue;
         }
@@ -268,6 +327,7 @@ async fn figure_4_live_with_closed_loop_control() {
             charged[j]
         );
     }
+    failures.extend(too_few_judged(&contended_outside));
     if let Ok(path) = std::env::var("REXEC_SHARES_KEEP_LOG") {
         std::fs::write(path, daemon.log()).unwrap();
     }

@@ -6,6 +6,11 @@
 //! still turned, the bid-40 and bid-10 jobs sharing one CPU and the others the other,
 //! and every job is capped. Once two leave, every job may run on every CPU again. The thread that moves them
 //! runs under `SCHED_FIFO` (the test runs rexecd as root, who may).
+//!
+//! The node owns two CPUs: on a machine of exactly two (as the test process may use
+//! them), all of it, unpinned; on a larger one, the first two, pinned by the node's
+//! `cpus` (its cpuset). With fewer it cannot run, and fails under `testhost`'s rule
+//! unless skips are allowed.
 
 use std::time::{Duration, Instant};
 
@@ -48,18 +53,43 @@ fn samples(jobs: &[Busy], within: Duration) -> Vec<Vec<String>> {
     out
 }
 
+/// The CPUs in a kernel CPU list (`0-3,8,10-11`), in order; `None` if it is not one.
+fn cpu_list(list: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        let (from, to) = part.split_once('-').unwrap_or((part, part));
+        let (from, to): (u32, u32) = (from.parse().ok()?, to.parse().ok()?);
+        cpus.extend(from..=to);
+    }
+    Some(cpus)
+}
+
+/// The node's two CPUs as the kernel lists them: each alone (`[a, b]`), and both
+/// (`a-b` when they are neighbours, else `a,b`).
+fn listed(pair: [u32; 2]) -> ([String; 2], String) {
+    let [a, b] = pair;
+    let both = if b == a + 1 {
+        format!("{a}-{b}")
+    } else {
+        format!("{a},{b}")
+    };
+    ([a.to_string(), b.to_string()], both)
+}
+
 /// Samples the jobs' CPUs for a second (see [`samples`]) and checks that each job, named
-/// by its bid, is confined to one CPU at a time and visits both (the layout turns).
-fn turned(jobs: &[Busy], bids: &[u32]) -> Vec<Vec<String>> {
+/// by its bid, is confined to one CPU at a time and visits both of the node's `cpus`
+/// (the layout turns).
+fn turned(jobs: &[Busy], bids: &[u32], cpus: &[String; 2]) -> Vec<Vec<String>> {
     let seen = tokio::task::block_in_place(|| samples(jobs, Duration::from_millis(1000)));
     assert!(seen.len() > 100, "too few samples: {}", seen.len());
+    let node_cpus = cpus;
     for (j, bid) in bids.iter().enumerate() {
         let mut cpus: Vec<&str> = seen.iter().map(|s| s[j].as_str()).collect();
         cpus.sort();
         cpus.dedup();
         assert_eq!(
             cpus,
-            vec!["0", "1"],
+            vec![node_cpus[0].as_str(), node_cpus[1].as_str()],
             "the bid-{bid} job is confined to one CPU at a time and visits both"
         );
     }
@@ -98,27 +128,51 @@ fn thread_policy(pid: i32, name: &str) -> Option<u32> {
     None
 }
 
+#[test]
+fn cpu_lists_are_read_and_written_as_the_kernel_does() {
+    assert_eq!(cpu_list("0-1"), Some(vec![0, 1]));
+    assert_eq!(cpu_list("0-2,8,10-11"), Some(vec![0, 1, 2, 8, 10, 11]));
+    assert_eq!(cpu_list("x"), None);
+    assert_eq!(listed([0, 1]), (["0".into(), "1".into()], "0-1".into()));
+    assert_eq!(listed([2, 5]), (["2".into(), "5".into()], "2,5".into()));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn single_threaded_jobs_are_placed_while_contended_and_freed_after() {
     if !can_run("shares") {
         return;
     }
-    let all = own_allowed();
-    if all != "0-1" {
-        // The node sells 2 CPUs; placement needs them to be every CPU rexecd may use.
-        eprintln!("skipped: this test needs a machine of exactly two CPUs (here {all})");
-        return;
-    }
+    // The node sells 2 CPUs; placement needs them to be every CPU its jobs may use:
+    // the machine's two, or two of a larger machine pinned as the node's cpuset.
+    let own = own_allowed();
+    let mine = cpu_list(&own).unwrap_or_default();
+    let (pair, pin) = match mine.as_slice() {
+        [a, b] => ([*a, *b], None),
+        [a, b, ..] => ([*a, *b], Some(format!("cpus = \"{a},{b}\"\n"))),
+        _ => {
+            testhost::cannot_run(
+                "single_threaded_jobs_are_placed_while_contended_and_freed_after",
+                &format!("the node needs two CPUs; this process may use {own}"),
+            );
+            return;
+        }
+    };
+    let (cpus, all) = listed(pair);
     let _serial = SERIAL.lock().await;
     let parent = format!("rexecd-test-{}-placed", std::process::id());
-    let daemon = Daemon::start_with_config(parent.clone(), &node_config(&parent, "closed"));
+    let config = format!(
+        "{}{}",
+        pin.unwrap_or_default(),
+        node_config(&parent, "closed")
+    );
+    let daemon = Daemon::start_with_config(parent.clone(), &config);
     let mut jobs = Vec::new();
     for bid in [40, 30, 20] {
         jobs.push(start_busy(&daemon, bid, 1).await);
     }
     // A tick or two for the market to see three runnable threads.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let seen = turned(&jobs, &[40, 30, 20]);
+    let seen = turned(&jobs, &[40, 30, 20], &cpus);
     // SCHED_FIFO is policy 1.
     assert_eq!(
         thread_policy(daemon.pid(), "placer"),
@@ -141,7 +195,7 @@ async fn single_threaded_jobs_are_placed_while_contended_and_freed_after() {
     // The bid-10 job joins: 0.8 + 0.2 on one CPU, 0.6 + 0.4 on the other.
     jobs.push(start_busy(&daemon, 10, 1).await);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let seen = turned(&jobs, &[40, 30, 20, 10]);
+    let seen = turned(&jobs, &[40, 30, 20, 10], &cpus);
     let pairs = (
         together(&seen, 0, 3),
         together(&seen, 1, 2),

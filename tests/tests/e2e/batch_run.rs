@@ -52,8 +52,23 @@ fn a_job_runs_keeps_its_output_exits_and_is_charged_its_bid() {
         }
         other => panic!("{other:?}"),
     }
-    // The ledger holds what the queue charged, under its name and the job id (the
-    // queue records a charge before it delivers it: wait for the delivery).
+    // The ledger holds what the queue charged, under its name and the job id.
+    let debits = delivered_queue_debits(&m, "0000000000000051", done.charged);
+    let charged: i64 = debits.iter().map(|e| -e.amount).sum();
+    // Rate × width × the time it ran, the spans its debits name (2 processors at 6
+    // credits per CPU-minute: 0.2 credits a second of them); it slept 2 s.
+    charged_rate_width_time(&debits, charged, (rate, 2), Duration::from_secs(2), &done);
+    let audit = m.market.accountd.admin(&["audit"]);
+    assert!(audit.ok().contains("audit passed"), "{}", audit.ok());
+}
+
+/// The queue's debits of `job` (16 hex digits) in the ledger, once they add up to
+/// `charged` (the queue records a charge before it delivers it).
+fn delivered_queue_debits(
+    m: &BatchMarket,
+    job: &str,
+    charged: i64,
+) -> Vec<rexec_tests::market::Entry> {
     let queue_debits = || -> Vec<_> {
         m.market
             .accountd
@@ -62,32 +77,52 @@ fn a_job_runs_keeps_its_output_exits_and_is_charged_its_bid() {
             .filter(|e| e.kind == "debit" && e.node == "batchd")
             .collect()
     };
-    let delivered = rexec_tests::wait_until(std::time::Duration::from_secs(20), || {
-        queue_debits().iter().map(|e| -e.amount).sum::<i64>() == done.charged
+    let delivered = rexec_tests::wait_until(LIMIT, || {
+        queue_debits().iter().map(|e| -e.amount).sum::<i64>() == charged
     });
     let debits = queue_debits();
     assert!(
         delivered.is_some(),
-        "the queue's debits {debits:?} never reached {}",
-        done.charged
+        "the queue's debits {debits:?} never reached {charged}"
     );
     assert!(!debits.is_empty(), "no debit from the queue");
+    assert!(debits.iter().all(|e| e.job == job), "{debits:?}");
+    debits
+}
+
+/// Asserts the queue charged `rate` (micro-credits per CPU-minute) × `width` × the
+/// time the job ran: the seconds its `debits` cover in the ledger (each debit names
+/// its span), which in turn lie within the queue's own start and end of the job and
+/// last at least `at_least` (what the test saw it run).
+fn charged_rate_width_time(
+    debits: &[rexec_tests::market::Entry],
+    charged: i64,
+    (rate, width): (i64, i64),
+    at_least: Duration,
+    done: &proto::batch::QueueEntry,
+) {
+    let spans: f64 = debits.iter().map(|e| e.interval_secs()).sum();
+    let per_second = (rate * width) as f64 / 60.0;
+    let model = per_second * spans;
+    // The charge is accrued up to the end and the final debit's span closed a moment
+    // later, when it is written: at most 50 ms of the span go unpaid. Whole
+    // micro-credits are debited (the remainder, under one, is dropped at the end).
     assert!(
-        debits.iter().all(|e| e.job == "0000000000000051"),
-        "{debits:?}"
+        charged as f64 <= model + 1.0 && charged as f64 >= model - per_second * 0.05 - 1.0,
+        "charged {charged} micro-credits; rate × width × {spans:.3} s = {model:.0} ({debits:?})"
     );
-    let charged: i64 = debits.iter().map(|e| -e.amount).sum();
-    assert_eq!(charged, done.charged, "{debits:?}");
-    // Ran about 2 s on 2 processors at 6 credits per CPU-minute: 0.4 credits
-    // (whole seconds of start and end: between 1 and 4 s).
+    // The spans run from the queue's start of the job to its end (both whole seconds
+    // in the queue's answer, so up to a second each way), and a job runs at least
+    // as long as it sleeps.
     let ran = done.ended_at.unwrap() - done.started_at.unwrap();
-    let per_second = rate * 2 / 60;
     assert!(
-        charged >= per_second && charged <= per_second * 4,
-        "charged {charged} for {ran} s at {per_second}/s"
+        spans <= ran as f64 + 1.0,
+        "debits cover {spans:.3} s of a job the queue ran {ran} s: {debits:?}"
     );
-    let audit = m.market.accountd.admin(&["audit"]);
-    assert!(audit.ok().contains("audit passed"), "{}", audit.ok());
+    assert!(
+        spans >= at_least.as_secs_f64(),
+        "debits cover {spans:.3} s of a job that ran at least {at_least:?}: {debits:?}"
+    );
 }
 
 #[test]
@@ -167,6 +202,14 @@ fn a_jobs_end_is_shown_only_once_it_is_committed() {
     assert_eq!(done.exit, Some(ExitStatus::Code(0)), "{done:?}");
 }
 
+/// The kernel weight of a job cgroup (v1 `cpu.shares`, v2 `cpu.weight`).
+fn weight(dir: &std::path::Path) -> Option<u64> {
+    ["cpu.shares", "cpu.weight"]
+        .iter()
+        .find_map(|f| std::fs::read_to_string(dir.join(f)).ok())
+        .and_then(|t| t.trim().parse().ok())
+}
+
 #[test]
 fn a_job_bidding_above_a_nodes_max_rate_runs_weighted_at_the_cap() {
     if !rexec_tests::can_run("a_job_bidding_above_a_nodes_max_rate_runs_weighted_at_the_cap") {
@@ -175,8 +218,58 @@ fn a_job_bidding_above_a_nodes_max_rate_runs_weighted_at_the_cap() {
     let m = BatchMarket::start(BatchOptions::default());
     // 150 credits per CPU-minute, above the nodes' max_rate of 100: the node
     // weights the rank at 100 instead of refusing it (the queue charges it).
-    let spec = m.spec(0x61, &["sleep", "1"], 1, 5, Worth::Rate(150_000_000));
+    let stop = rexec_tests::stop::StopFile::new();
+    let rate = 150_000_000;
+    let spec = m.spec(
+        0x61,
+        &["sh", "-c", &stop.sh_idle(60)],
+        1,
+        90,
+        Worth::Rate(rate),
+    );
     assert!(matches!(m.submit(&spec), Ok(BatchReply::Submitted(_))));
+    let running = m.wait_for(0x61, LIMIT, |e| e.state == JobState::Running);
+    let seen_running = std::time::Instant::now();
+    let node = running.nodes[0].clone();
+    // Beside it on its node, a job bidding exactly the max_rate.
+    let beside = m
+        .market
+        .rexec()
+        .args(["-r", "100", "--nodes", &node, "sh", "-c", &stop.sh_idle(60)])
+        .spawn();
+    // The node's view: both ranks bid 100, the batch rank's 150 capped.
+    let mut rows = Vec::new();
+    let listed = rexec_tests::wait_until(LIMIT, || {
+        rows = m.market.jobs().0;
+        rows.iter().filter(|r| r.node == node).count() == 2
+    });
+    assert!(listed.is_some(), "{node} never listed both ranks: {rows:?}");
+    let batch_row = rows
+        .iter()
+        .find(|r| r.job == "0000000000000061")
+        .unwrap_or_else(|| panic!("the batch rank is not listed: {rows:?}"));
+    assert_eq!(
+        batch_row.bid, "100",
+        "the node's bid for the rank: {rows:?}"
+    );
+    // The kernel's view: the two job cgroups weigh the same.
+    let parent = m.market.node(&node).cgroup_parent.clone();
+    let mut weights = Vec::new();
+    let same = rexec_tests::wait_until(LIMIT, || {
+        weights = rexec_tests::procs::job_cgroups(&parent)
+            .iter()
+            .filter_map(|d| weight(d))
+            .collect();
+        weights.len() == 2 && weights[0] == weights[1]
+    });
+    assert!(
+        same.is_some(),
+        "a rank bidding 150 capped at 100 and one bidding 100 weigh {weights:?}"
+    );
+    let ran_at_least = seen_running.elapsed();
+    stop.stop();
+    let out = beside.wait(LIMIT);
+    assert_eq!(out.code, Some(0), "{out:?}");
     let done = m.wait_for(0x61, LIMIT, |e| {
         matches!(
             e.state,
@@ -188,4 +281,7 @@ fn a_job_bidding_above_a_nodes_max_rate_runs_weighted_at_the_cap() {
         (JobState::Finished, Some(ExitStatus::Code(0)), 1),
         "{done:?}"
     );
+    // The queue charges its own bid, uncapped.
+    let debits = delivered_queue_debits(&m, "0000000000000061", done.charged);
+    charged_rate_width_time(&debits, done.charged, (rate, 1), ran_at_least, &done);
 }

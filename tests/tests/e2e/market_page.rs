@@ -146,12 +146,21 @@ fn the_market_page_in_chromium_names_every_node_and_charts_the_price() {
         .nth(1)
         .and_then(|s| s.split('"').next())
         .unwrap_or_else(|| panic!("n1 has no price line:\n{n1}"));
-    // It steps up from the idle price.
-    let heights: std::collections::BTreeSet<&str> = line
+    // It steps up from the idle price and never down (the jobs bid until the end):
+    // the heights (SVG y, growing downwards) never grow, and the last is below the
+    // first.
+    let heights: Vec<f64> = line
         .split(' ')
-        .filter_map(|xy| xy.split(',').nth(1))
+        .filter_map(|xy| xy.split(',').nth(1)?.parse().ok())
         .collect();
-    assert!(heights.len() >= 2, "{line}");
+    assert!(
+        heights.windows(2).all(|w| w[1] <= w[0]),
+        "the price line steps down: {line}"
+    );
+    assert!(
+        heights.len() >= 2 && heights[heights.len() - 1] < heights[0],
+        "the price line never steps up: {line}"
+    );
     assert_ne!(price_of(n1).as_deref(), Some("0"), "{n1}");
 
     let png = m.dir.path().join("market-page.png");

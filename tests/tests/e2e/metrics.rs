@@ -181,10 +181,11 @@ fn a_charging_market_is_scraped_price_and_debits_rise_and_promtool_passes() {
     };
     let (a, b) = (spin("20"), spin("10"));
     prom.wait_for("rexec_node_ranks", Duration::from_secs(30), |v| v == 2.0);
+    // The price is the sum of the runnable jobs' bids: 20 + 10.
     let price = prom.wait_for(
         "rexec_node_price_credits_per_minute",
         Duration::from_secs(30),
-        |v| v > 0.0,
+        |v| v == 30.0,
     );
     assert_eq!(price[0].labels["job"], "rexecd");
     assert!(price.iter().all(|s| s.value <= 30.0), "{price:?}");

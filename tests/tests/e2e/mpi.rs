@@ -398,16 +398,33 @@ fn two_mpi_jobs_bidding_3_and_1_get_cpu_and_pay_in_that_ratio() {
     eprintln!(
         "bids 3:1 -> cpu {cpu_high:.2}:{cpu_low:.2} s, paid {paid_high}:{paid_low} micro-credits"
     );
-    // The node's CPUs are the machine's, shared with whatever else runs on it (the
-    // charges are exact; the CPU split was 2.1 with the load average at 5-15).
+    // CPU: the node's CPUs are the machine's, shared with whatever else runs on it,
+    // which takes from the two jobs unevenly (the kernel weighs other work against
+    // rexecd's whole parent group, per CPU). Measured at a load average of 14 to 16 on
+    // the 2 shared CPUs: 2.87, 2.76, 2.78 and 1.95 (and 2.1 at 5 to 15 earlier); the
+    // window stays where those fall until the caps hold the shares beside other work
+    // (issue 41). It still fails jobs weighted alike (1) or the bids inverted (1/3).
     let cpu_ratio = cpu_high / cpu_low;
-    let paid_ratio = paid_high / paid_low;
     assert!(
         (1.8..=4.5).contains(&cpu_ratio),
         "CPU {cpu_high:.2} s against {cpu_low:.2} s (ratio {cpu_ratio:.2}, model 3)"
     );
+    // Paid: exact. Each job pays its bid for each of its ranks for as long as the node
+    // is contended (three or four ranks on its two CPUs), so both jobs pay for the same
+    // rank-seconds but for the moments their ranks join and leave apart: a job whose
+    // second rank joins δ after its first pays δ less of 2 × 8 rank-seconds. Measured
+    // at a load average of 14 to 16: ratios 2.999, 2.998, 2.993 and 3.089 (there the
+    // jobs' paid rank-seconds were 17.22 and 16.72: δ = 0.5 s). 5% is δ up to 0.8 s.
+    let per_rank_second = |bid: f64| bid * 1e6 / 60.0;
+    let (secs_high, secs_low) = (
+        paid_high / per_rank_second(3.0),
+        paid_low / per_rank_second(1.0),
+    );
+    let paid_ratio = paid_high / paid_low;
+    eprintln!("paid for {secs_high:.3} and {secs_low:.3} rank-seconds of contention");
     assert!(
-        (2.4..=3.6).contains(&paid_ratio),
-        "paid {paid_high} against {paid_low} (ratio {paid_ratio:.2}, bids 3:1)"
+        (paid_ratio / 3.0 - 1.0).abs() <= 0.05,
+        "paid {paid_high} against {paid_low} (ratio {paid_ratio:.3}, bids 3:1; \
+         {secs_high:.3} against {secs_low:.3} rank-seconds)"
     );
 }
