@@ -281,22 +281,25 @@ mod tests {
             assert!(authorize(who, AccountOp::Audit).is_err());
         }
         assert!(matches!(authorize(&admin, grant), Ok(Route::Write(_))));
-        let claim = AccountOp::Claim(Claim {
+        let key = Claim {
             user: "alice".into(),
             job: proto::node::JobId(1),
             attempt: 0,
             rank: 0,
             digest: [0; 32],
+        };
+        let end = AccountOp::RankEnd(proto::account::RankEnd {
+            claim: key.clone(),
+            width: 1,
         });
-        assert!(matches!(
-            authorize(&node, claim.clone()),
-            Ok(Route::Write(_))
-        ));
-        for who in [&alice, &admin, &svc] {
-            assert_eq!(
-                authorize(who, claim.clone()).unwrap_err().code,
-                ErrorCode::Forbidden
-            );
+        for op in [AccountOp::Claim(key), end] {
+            assert!(matches!(authorize(&node, op.clone()), Ok(Route::Write(_))));
+            for who in [&alice, &admin, &svc] {
+                assert_eq!(
+                    authorize(who, op.clone()).unwrap_err().code,
+                    ErrorCode::Forbidden
+                );
+            }
         }
         // A Debits frame: the role is checked for the frame, the key per debit.
         let one = |n: &str| match debit(n) {
