@@ -3,7 +3,7 @@
 //!
 //! | role | may |
 //! |---|---|
-//! | node | debit and refund, with its own name in the key (in a `Debits` frame, each debit on its own: one with another node's name is refused alone); read any user's balance (to refuse a paid job whose owner has no credit); claim a signed batch rank (recorded under its own name) |
+//! | node | debit and refund, with its own name in the key (in a `Debits` frame, each debit on its own: one with another node's name is refused alone); read any user's balance (to refuse a paid job whose owner has no credit); claim a signed batch rank and record its end (both under its own name) |
 //! | user | read its own balance and history |
 //! | admin | create accounts, grant, adjust, read every balance and history, report, audit |
 //! | service | nothing but `WhoAmI`; except a batch queue ([`is_batch_queue`]: named `batchd` or `batchd-*`), which charges its jobs as a node charges its ranks: debit with its own name in the key, and read any user's balance |
@@ -76,11 +76,11 @@ pub fn authorize(peer: &PeerIdentity, op: AccountOp) -> Result<Route, AccountErr
             own_key(peer, &r.key.node, "refund")?;
             Ok(Route::Write(op))
         }
-        AccountOp::Claim(_) => {
+        AccountOp::Claim(_) | AccountOp::RankEnd(_) => {
             if role != Role::Node {
                 return Err(forbidden(
                     peer,
-                    "claim batch ranks: only node certificates are accepted",
+                    "claim batch ranks or record their ends: only node certificates are accepted",
                 ));
             }
             Ok(Route::Write(op))
@@ -281,22 +281,25 @@ mod tests {
             assert!(authorize(who, AccountOp::Audit).is_err());
         }
         assert!(matches!(authorize(&admin, grant), Ok(Route::Write(_))));
-        let claim = AccountOp::Claim(Claim {
+        let key = Claim {
             user: "alice".into(),
             job: proto::node::JobId(1),
             attempt: 0,
             rank: 0,
             digest: [0; 32],
+        };
+        let end = AccountOp::RankEnd(proto::account::RankEnd {
+            claim: key.clone(),
+            width: 1,
         });
-        assert!(matches!(
-            authorize(&node, claim.clone()),
-            Ok(Route::Write(_))
-        ));
-        for who in [&alice, &admin, &svc] {
-            assert_eq!(
-                authorize(who, claim.clone()).unwrap_err().code,
-                ErrorCode::Forbidden
-            );
+        for op in [AccountOp::Claim(key), end] {
+            assert!(matches!(authorize(&node, op.clone()), Ok(Route::Write(_))));
+            for who in [&alice, &admin, &svc] {
+                assert_eq!(
+                    authorize(who, op.clone()).unwrap_err().code,
+                    ErrorCode::Forbidden
+                );
+            }
         }
         // A Debits frame: the role is checked for the frame, the key per debit.
         let one = |n: &str| match debit(n) {

@@ -229,6 +229,12 @@ crate::tagged::tagged_enum! {
         /// order. An accountd older than this answers `Unsupported`: send
         /// single `Debit`s to it.
         13 => Debits(Vec<Debit>),
+        /// Node: the rank it claimed ended (its program exited and the node sent
+        /// the rank's `Exit`); answered `Ended`, idempotent. Once every rank of
+        /// an attempt has ended, accountd refuses every later claim of the job
+        /// ([`ErrorCode::JobEnded`]). An accountd older than this answers
+        /// `Unsupported`: the node keeps the record and sends it again later.
+        14 => RankEnd(RankEnd),
     }
 }
 
@@ -248,6 +254,17 @@ pub struct Claim {
     /// SHA-256 of the signed spec bytes: a claim of the same key for a different
     /// spec is refused as a conflict.
     pub digest: [u8; 32],
+}
+
+/// A node's record that a rank it claimed ([`Claim`], same key and digest)
+/// ended: its program exited and the node reported the exit to the queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankEnd {
+    /// The rank's claim, exactly as the node sent it.
+    pub claim: Claim,
+    /// The job's signed width (ranks per attempt): an attempt has ended when
+    /// this many of its ranks have.
+    pub width: u32,
 }
 
 /// The caller's identity as the server sees it.
@@ -285,6 +302,8 @@ crate::tagged::tagged_enum! {
         10 => Head(Option<SignedHead>),
         /// Answer to `Debits`: one outcome per debit, in the order sent.
         11 => Charges(Vec<ChargeOutcome>),
+        /// Answer to `RankEnd`: the end is recorded (now or before).
+        12 => Ended,
     }
 }
 
@@ -507,6 +526,9 @@ crate::tagged::code_enum! {
         12 => TooLarge,
         /// The batch rank was claimed before (by this node or another).
         13 => AlreadyClaimed,
+        /// A claim of a job one of whose attempts has already ended on every
+        /// rank: a finished job never starts again.
+        14 => JobEnded,
     }
 }
 

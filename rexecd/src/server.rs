@@ -270,6 +270,11 @@ impl Server {
                 let _ = stop.wait_for(|s| *s).await;
             }))
         });
+        let ends = tokio::spawn(crate::signed::ends::deliver(
+            shared.started.clone(),
+            Arc::clone(&self.market),
+            shared.stop.clone(),
+        ));
         let mut sessions = JoinSet::new();
         let gate = Gate::new(AcceptLimits {
             max_connections: shared.config.max_connections,
@@ -303,6 +308,8 @@ impl Server {
         if !daemon::serve::drain(&mut sessions, STOP_GRACE).await {
             tracing::warn!("sessions did not end in time; cutting them off");
         }
+        let _ = ends.await;
+        crate::signed::ends::flush(&shared.started, &self.market, SETTLE_GRACE).await;
         let cgroups = self.cgroups;
         let swept = tokio::task::spawn_blocking(move || {
             let swept = cgroups.sweep_stale();

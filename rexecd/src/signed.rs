@@ -15,6 +15,9 @@
 //! reply must not strand the rank), so it cannot tell a replay to the same node from
 //! a retry; the marker can, even after the rank ended or rexecd restarted. Markers
 //! of jobs whose signature expired over an hour ago are removed at start-up.
+//!
+//! [`ends`]: when a claimed rank exits, its end is kept beside its marker and sent
+//! to accountd, so that a job that ran to its end is never claimed again.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -44,6 +47,14 @@ pub struct Admitted {
 }
 
 impl Admitted {
+    /// The record of this rank's end, for accountd ([`ends`]).
+    pub fn end(&self) -> proto::account::RankEnd {
+        proto::account::RankEnd {
+            claim: self.claim(),
+            width: self.job.spec.width,
+        }
+    }
+
     /// The claim that makes this rank run once in the cluster.
     pub fn claim(&self) -> proto::account::Claim {
         proto::account::Claim {
@@ -177,6 +188,8 @@ pub struct MarkerError {
 #[derive(Debug, Clone)]
 pub struct StartedRanks {
     dir: PathBuf,
+    /// Wakes [`ends::deliver`] when an end is recorded.
+    wake: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl StartedRanks {
@@ -189,6 +202,7 @@ impl StartedRanks {
         };
         let started = StartedRanks {
             dir: dir.to_path_buf(),
+            wake: Default::default(),
         };
         if !dir.exists() {
             return Ok((started, 0));
@@ -223,7 +237,13 @@ impl StartedRanks {
     /// Records the rank as started; `Ok(false)` when it was already (a replay).
     /// The marker and its directory entry are on disk when this returns `Ok(true)`.
     pub fn record(&self, a: &Admitted) -> Result<bool, MarkerError> {
-        let path = self.path(a);
+        self.write_once(&self.path(a), &format!("{}\n", a.job.spec.expires_at))
+    }
+
+    /// Creates `path` in the marker directory with `text`, synced with its directory
+    /// entry; `Ok(false)` when it exists (nothing written). A write that fails part
+    /// way leaves no file.
+    fn write_once(&self, path: &Path, text: &str) -> Result<bool, MarkerError> {
         let err = |p: &Path| {
             let p = p.to_path_buf();
             move |source| MarkerError { path: p, source }
@@ -237,15 +257,19 @@ impl StartedRanks {
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(&path)
+            .open(path)
         {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
-            Err(e) => return Err(err(&path)(e)),
+            Err(e) => return Err(err(path)(e)),
         };
-        writeln!(file, "{}", a.job.spec.expires_at)
+        if let Err(e) = file
+            .write_all(text.as_bytes())
             .and_then(|()| file.sync_all())
-            .map_err(err(&path))?;
+        {
+            let _ = fs::remove_file(path);
+            return Err(err(path)(e));
+        }
         fs::File::open(&self.dir)
             .and_then(|d| d.sync_all())
             .map_err(err(&self.dir))?;
@@ -253,6 +277,7 @@ impl StartedRanks {
     }
 }
 
+pub mod ends;
 #[cfg(test)]
 mod tests;
 

@@ -64,6 +64,12 @@ impl Accountd {
         d
     }
 
+    /// The SQLite ledger file (when no PostgreSQL is configured), for reading
+    /// what accountd recorded behind its back.
+    pub fn ledger(&self) -> PathBuf {
+        self.dir.path().join("ledger.db")
+    }
+
     /// accountd's log.
     pub fn log(&self) -> PathBuf {
         self.dir.path().join("accountd.log")

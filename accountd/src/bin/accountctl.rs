@@ -463,8 +463,8 @@ fn main() -> ExitCode {
         return match accountd::ctl::migrate::run(from, to) {
             Ok(m) => {
                 println!(
-                    "migrated {} accounts, {} entries, {} claims; every balance, the entry count and the chain head match, and the copy audits clean",
-                    m.accounts, m.entries, m.claims
+                    "migrated {} accounts, {} entries, {} claims, {} rank ends; every balance, the entry count and the chain head match, and the copy audits clean",
+                    m.accounts, m.entries, m.claims, m.ends
                 );
                 ExitCode::SUCCESS
             }

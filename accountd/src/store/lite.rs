@@ -3,14 +3,14 @@
 //! opens. Write transactions are `BEGIN IMMEDIATE`, so one writer at a time
 //! holds the file; savepoints keep a failed job's writes out of the batch.
 
-use proto::account::{AccountError, Claim, LedgerEntry, ReportBy, ReportRow};
+use proto::account::{AccountError, Claim, LedgerEntry, RankEnd, ReportBy, ReportRow};
 use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
 
 use super::Refusal;
 use super::query::{ENTRY_COLUMNS, EntryColumns, unknown_grouping};
 use super::rows::{
-    AccountRow, ChainedFn, ChargeContent, ClaimRecord, EntryRow, Keep, Reader, Rows, StoredCharge,
-    Tx, Writer, claim_from_row, storage,
+    AccountRow, ChainedFn, ChargeContent, ClaimRecord, EndRecord, EntryRow, Keep, Reader, Rows,
+    StoredCharge, Tx, Writer, claim_from_row, end_with_width, storage,
 };
 
 /// [`Rows`] on a SQLite connection, transaction or savepoint.
@@ -224,6 +224,60 @@ impl<C: AsConn> Rows for Lite<C> {
             .map_err(storage)
     }
 
+    fn end_of(&mut self, c: &Claim) -> Result<Option<EndRecord>, AccountError> {
+        self.c()
+            .prepare_cached(
+                "SELECT node, at_us FROM rank_ends
+                 WHERE user = ?1 AND job = ?2 AND attempt = ?3 AND rank = ?4",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![c.user, c.job.to_string(), c.attempt, c.rank], |r| {
+                    Ok(EndRecord {
+                        node: r.get(0)?,
+                        at_us: r.get(1)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(storage)
+    }
+
+    fn insert_end(&mut self, e: &RankEnd, node: &str, now: i64) -> Result<(), AccountError> {
+        let c = &e.claim;
+        self.c()
+            .prepare_cached(
+                "INSERT INTO rank_ends(user, job, attempt, rank, node, digest, width, at_us)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    c.user,
+                    c.job.to_string(),
+                    c.attempt,
+                    c.rank,
+                    node,
+                    &c.digest[..],
+                    e.width,
+                    now
+                ])
+            })
+            .map(|_| ())
+            .map_err(storage)
+    }
+
+    fn ended_attempt(&mut self, user: &str, job: &str) -> Result<Option<(u32, u32)>, AccountError> {
+        self.c()
+            .prepare_cached(
+                "SELECT attempt, MAX(width) FROM rank_ends WHERE user = ?1 AND job = ?2
+                 GROUP BY attempt HAVING COUNT(*) >= MAX(width) ORDER BY attempt LIMIT 1",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![user, job], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
+            .map_err(storage)
+    }
+
     fn insert_refusal(&mut self, now: i64, r: &Refusal) -> Result<(), AccountError> {
         self.c()
             .prepare_cached(
@@ -323,22 +377,33 @@ impl<C: AsConn> Rows for Lite<C> {
         let mut rows = s.query([]).map_err(storage)?;
         let mut out = Vec::new();
         while let Some(r) = rows.next().map_err(storage)? {
-            let job: String = r.get(1).map_err(storage)?;
-            let digest: Vec<u8> = r.get(5).map_err(storage)?;
-            let claim = claim_from_row(
-                r.get(0).map_err(storage)?,
-                &job,
-                r.get(2).map_err(storage)?,
-                r.get(3).map_err(storage)?,
-                &digest,
-            )
-            .ok_or_else(|| storage(format!("claim of job {job} is not a valid claim")))?;
-            let record = ClaimRecord {
-                node: r.get(4).map_err(storage)?,
-                digest,
-                at_us: r.get(6).map_err(storage)?,
-            };
-            out.push((claim, record));
+            let (claim, node, digest) = claim_columns(r)?;
+            let at_us = r.get(6).map_err(storage)?;
+            out.push((
+                claim,
+                ClaimRecord {
+                    node,
+                    digest,
+                    at_us,
+                },
+            ));
+        }
+        Ok(out)
+    }
+
+    fn ends(&mut self) -> Result<Vec<(RankEnd, EndRecord)>, AccountError> {
+        let mut s = self
+            .c()
+            .prepare("SELECT user, job, attempt, rank, node, digest, width, at_us FROM rank_ends")
+            .map_err(storage)?;
+        let mut rows = s.query([]).map_err(storage)?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(storage)? {
+            let (claim, node, _) = claim_columns(r)?;
+            let width: i64 = r.get(6).map_err(storage)?;
+            let end = end_with_width(claim, width)?;
+            let at_us = r.get(7).map_err(storage)?;
+            out.push((end, EndRecord { node, at_us }));
         }
         Ok(out)
     }
@@ -489,4 +554,20 @@ impl Reader for LiteReader {
         work(&mut Lite(&self.0));
         Ok(())
     }
+}
+
+/// The claim in columns `user, job, attempt, rank, node, digest` (the first six)
+/// of a `claims` or `rank_ends` row, with its node and digest.
+fn claim_columns(r: &Row) -> Result<(Claim, String, Vec<u8>), AccountError> {
+    let job: String = r.get(1).map_err(storage)?;
+    let digest: Vec<u8> = r.get(5).map_err(storage)?;
+    let claim = claim_from_row(
+        r.get(0).map_err(storage)?,
+        &job,
+        r.get(2).map_err(storage)?,
+        r.get(3).map_err(storage)?,
+        &digest,
+    )
+    .ok_or_else(|| storage(format!("a batch rank of job {job} is not a valid claim")))?;
+    Ok((claim, r.get(4).map_err(storage)?, digest))
 }

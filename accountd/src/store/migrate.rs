@@ -1,5 +1,5 @@
 //! Moving a ledger between backends (`accountctl migrate`): every account,
-//! entry (with its id and chain hash, unchanged) and batch claim is copied
+//! entry (with its id and chain hash, unchanged), batch claim and rank end is copied
 //! from the source into an empty target in one transaction, then the target
 //! is checked: as many entries, every balance equal, the same chain head, and
 //! its own audit (sums, keys, chain) clean. A target that holds anything is
@@ -36,6 +36,8 @@ pub struct Migrated {
     pub entries: usize,
     /// Claims copied.
     pub claims: usize,
+    /// Ends of claimed ranks copied.
+    pub ends: usize,
 }
 
 type Entry = (EntryColumns, Option<String>, Option<Vec<u8>>);
@@ -56,6 +58,7 @@ pub fn migrate(
     let accounts = source.accounts()?;
     let entries = entries_of(source)?;
     let claims = source.claims()?;
+    let ends = source.ends()?;
     let mut failed: Option<MigrateError> = None;
     let kept = target.transaction(&mut |tx| {
         let mut copy = || -> Result<(), MigrateError> {
@@ -104,6 +107,9 @@ pub fn migrate(
             for (c, r) in &claims {
                 rows.insert_claim(c, &r.node, r.at_us)?;
             }
+            for (e, r) in &ends {
+                rows.insert_end(e, &r.node, r.at_us)?;
+            }
             Ok(())
         };
         match copy() {
@@ -121,12 +127,14 @@ pub fn migrate(
         return Err(MigrateError::Mismatch("the copy was rolled back".into()));
     }
     let mut verdict: Result<(), MigrateError> = Ok(());
-    check.read(&mut |rows| verdict = verify(rows, &accounts, &entries))?;
+    check
+        .read(&mut |rows| verdict = verify(rows, &accounts, &entries, claims.len(), ends.len()))?;
     verdict?;
     Ok(Migrated {
         accounts: accounts.len(),
         entries: entries.len(),
         claims: claims.len(),
+        ends: ends.len(),
     })
 }
 
@@ -135,7 +143,15 @@ fn verify(
     rows: &mut dyn Rows,
     accounts: &[super::rows::AccountRow],
     entries: &[Entry],
+    claims: usize,
+    ends: usize,
 ) -> Result<(), MigrateError> {
+    let (got_claims, got_ends) = (rows.claims()?.len(), rows.ends()?.len());
+    if (got_claims, got_ends) != (claims, ends) {
+        return Err(MigrateError::Mismatch(format!(
+            "{got_claims} claims and {got_ends} rank ends copied of {claims} and {ends}"
+        )));
+    }
     let copied = rows.accounts()?;
     if copied != accounts {
         return Err(MigrateError::Mismatch(

@@ -11,8 +11,8 @@
 //! the group commit ([`super::threads`]) drives without knowing the backend.
 
 use proto::account::{
-    AccountError, Claim, DebitKey, EntryKind, ErrorCode, LedgerEntry, MeterInterval, ReportBy,
-    ReportRow,
+    AccountError, Claim, DebitKey, EntryKind, ErrorCode, LedgerEntry, MeterInterval, RankEnd,
+    ReportBy, ReportRow,
 };
 
 use super::Refusal;
@@ -199,6 +199,13 @@ pub fn claim_from_row(
     })
 }
 
+/// A rank's end as stored: its claim and the width stored beside it.
+pub fn end_with_width(claim: Claim, width: i64) -> Result<RankEnd, AccountError> {
+    let width = u32::try_from(width)
+        .map_err(|_| storage(format!("a rank end of job {} has width {width}", claim.job)))?;
+    Ok(RankEnd { claim, width })
+}
+
 /// Who first claimed a batch rank, as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimRecord {
@@ -206,6 +213,15 @@ pub struct ClaimRecord {
     pub node: String,
     /// SHA-256 of the signed spec it claimed.
     pub digest: Vec<u8>,
+    /// When, UTC microseconds.
+    pub at_us: i64,
+}
+
+/// Which node recorded a claimed rank's end, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndRecord {
+    /// The node that recorded it (the one that claimed the rank).
+    pub node: String,
     /// When, UTC microseconds.
     pub at_us: i64,
 }
@@ -235,6 +251,13 @@ pub trait Rows {
     fn claim_of(&mut self, c: &Claim) -> Result<Option<ClaimRecord>, AccountError>;
     /// Records the first claim of `c`'s key.
     fn insert_claim(&mut self, c: &Claim, node: &str, now: i64) -> Result<(), AccountError>;
+    /// The recorded end of the rank of `c`'s key.
+    fn end_of(&mut self, c: &Claim) -> Result<Option<EndRecord>, AccountError>;
+    /// Records the end of a claimed rank.
+    fn insert_end(&mut self, e: &RankEnd, node: &str, now: i64) -> Result<(), AccountError>;
+    /// The first attempt of `user`'s job `job` whose every rank has ended (as
+    /// many ends as the widest width recorded for it), with that width.
+    fn ended_attempt(&mut self, user: &str, job: &str) -> Result<Option<(u32, u32)>, AccountError>;
     /// Records a refused request.
     fn insert_refusal(&mut self, now: i64, r: &Refusal) -> Result<(), AccountError>;
     /// Up to `limit` entries of `user` with id above `after`, time in `[since, until)`, by id.
@@ -257,6 +280,8 @@ pub trait Rows {
     fn accounts(&mut self) -> Result<Vec<AccountRow>, AccountError>;
     /// Every claim of a batch rank, with who claimed it and when.
     fn claims(&mut self) -> Result<Vec<(Claim, ClaimRecord)>, AccountError>;
+    /// Every recorded end of a claimed rank.
+    fn ends(&mut self) -> Result<Vec<(RankEnd, EndRecord)>, AccountError>;
     /// Calls `f` on every entry with its stored key text and chain hash, in id order.
     fn each_chained(&mut self, f: &mut ChainedFn<'_>) -> Result<(), AccountError>;
     /// Every run of absent entry ids `(first, last)`: between entries, and after

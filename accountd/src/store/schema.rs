@@ -4,16 +4,17 @@
 //! running balance updated in the same transaction as each entry, a unique
 //! index on idempotency keys, and a `refusals` table, the audit trail of
 //! refused requests (one row per request up to a budget per peer, then one
-//! summary row with a `count`; see [`crate::refusals`]), and an append-only
-//! `claims` table, one row per started rank of a signed batch job (see
+//! summary row with a `count`; see [`crate::refusals`]), an append-only
+//! `claims` table, one row per started rank of a signed batch job, and an
+//! append-only `rank_ends`, one row per claimed rank that ended (see
 //! [`super::claims`]).
 //!
 //! Additive changes keep [`SCHEMA_VERSION`]: `refusals.count` is added to an
-//! older file by `add_refusal_count`, and the `claims` table (with its
-//! triggers) by the `CREATE ... IF NOT EXISTS` of the schema itself, on the
-//! first start of a newer accountd. An older accountd can still open such a
-//! file: it ignores the table and answers `Claim` with `Unsupported`, so no rank
-//! starts through it unclaimed.
+//! older file by `add_refusal_count`, and the `claims` and `rank_ends` tables
+//! (with their triggers) by the `CREATE ... IF NOT EXISTS` of the schema
+//! itself, on the first start of a newer accountd. An older accountd can still
+//! open such a file: it ignores the tables and answers `Claim` (or `RankEnd`)
+//! with `Unsupported`, so no rank starts through it unclaimed.
 //!
 //! Indexes are few on purpose: each one adds scattered page writes to every
 //! group commit. `entries_idem` (unique keys, and per-job sums through the
@@ -92,6 +93,21 @@ CREATE TRIGGER IF NOT EXISTS claims_no_update BEFORE UPDATE ON claims
     BEGIN SELECT RAISE(ABORT, 'batch claims are append-only'); END;
 CREATE TRIGGER IF NOT EXISTS claims_no_delete BEFORE DELETE ON claims
     BEGIN SELECT RAISE(ABORT, 'batch claims are append-only'); END;
+CREATE TABLE IF NOT EXISTS rank_ends(
+    user TEXT NOT NULL,
+    job TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    rank INTEGER NOT NULL,
+    node TEXT NOT NULL,
+    digest BLOB NOT NULL,
+    width INTEGER NOT NULL,
+    at_us INTEGER NOT NULL,
+    PRIMARY KEY (user, job, attempt, rank)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS rank_ends_no_update BEFORE UPDATE ON rank_ends
+    BEGIN SELECT RAISE(ABORT, 'batch rank ends are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS rank_ends_no_delete BEFORE DELETE ON rank_ends
+    BEGIN SELECT RAISE(ABORT, 'batch rank ends are append-only'); END;
 ";
 
 /// Brings a ledger written before `refusals.count` existed up to date: the

@@ -443,6 +443,7 @@ fn apply(
         AccountOp::Adjust(a) => ledger::adjust(conn, &a.user, a.amount, &a.reason, actor, now, max)
             .map(AccountReply::Entry),
         AccountOp::Claim(c) => claims::claim(conn, c, actor, now).map(|()| AccountReply::Claimed),
+        AccountOp::RankEnd(e) => claims::end(conn, e, actor, now).map(|()| AccountReply::Ended),
         other => Err(AccountError::new(
             ErrorCode::Malformed,
             format!("{} is not a write", other.name()),

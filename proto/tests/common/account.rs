@@ -116,6 +116,26 @@ pub fn account_op() -> impl Strategy<Value = AccountOp> {
                 })
             ),
         Just(AccountOp::Head),
+        (
+            text(),
+            super::job_id(),
+            any::<u32>(),
+            any::<u32>(),
+            any::<[u8; 32]>(),
+            any::<u32>()
+        )
+            .prop_map(|(user, job, attempt, rank, digest, width)| {
+                AccountOp::RankEnd(RankEnd {
+                    claim: Claim {
+                        user,
+                        job,
+                        attempt,
+                        rank,
+                        digest,
+                    },
+                    width,
+                })
+            }),
     ]
 }
 
@@ -245,6 +265,7 @@ pub fn account_reply() -> impl Strategy<Value = AccountReply> {
         ),
         (text(), text()).prop_map(|(role, name)| AccountReply::WhoAmI(Identity { role, name })),
         Just(AccountReply::Claimed),
+        Just(AccountReply::Ended),
         option::of(
             (
                 any::<i64>(),

@@ -26,7 +26,10 @@ What the job is worth, one of:
                                values in credits, e.g. 0:50,2h:50,6h:0; a FILE holds the same,
                                one breakpoint per line allowed, # starting a comment
 The job is signed with your key (the configuration's cert and key): the queue can delay or
-cancel it, never change it or run it twice. It takes the environment and working directory
+cancel it but never change it, start it more than 3 times (once with --no-requeue; each
+rank once per start, across the cluster), or start it again once one start has ended on
+every rank (each node records a rank's end with the ledger, which then refuses any new
+start of the job). It takes the environment and working directory
 of this shell, as rexec does. The job id (16 hex digits) is printed alone on stdout:
   JOB=$(rexec submit -n 4 --length 2h --value 50 --deadline 6h ./prog args)
 The queue: the configuration's [batch] table (address = \"host:port\", server_name), else the

@@ -1,6 +1,7 @@
 //! Credit checks: whether a user may bid a positive rate on this node, asked of
 //! accountd and cached for a short while; and, over the same connection path, claims
-//! of signed batch ranks ([`Credit::claim`]).
+//! of signed batch ranks ([`Credit::claim`]) and the records of their ends
+//! ([`Credit::record_end`]).
 //!
 //! A positive balance read from accountd (or from a debit's receipt) is trusted for
 //! `balance_cache`; a balance at or below zero is never trusted from the cache (it is
@@ -13,7 +14,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use clients::account::{AccountClient, ClientError, LearntAddress, no_address};
-use proto::account::{AccountOp, AccountReply, BalanceQuery, Claim, ErrorCode as AccountCode};
+use proto::account::{
+    AccountOp, AccountReply, BalanceQuery, Claim, ErrorCode as AccountCode, RankEnd,
+};
 use proto::node::{ErrorCode, ErrorReply};
 use tokio_rustls::TlsConnector;
 
@@ -184,7 +187,9 @@ impl Credit {
                 Err(ClientError::Server(e))
                     if matches!(
                         e.code,
-                        AccountCode::AlreadyClaimed | AccountCode::KeyConflict
+                        AccountCode::AlreadyClaimed
+                            | AccountCode::KeyConflict
+                            | AccountCode::JobEnded
                     ) =>
                 {
                     return Err(ErrorReply::new(
@@ -197,6 +202,54 @@ impl Credit {
             }
         }
         Err(unavailable(last))
+    }
+}
+
+/// Why accountd did not record a rank's end.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EndNotRecorded {
+    /// accountd refused it for good (the words are its own); sending it again
+    /// would be refused again.
+    #[error("accountd refused it: {0}")]
+    Refused(String),
+    /// accountd could not be asked, or could not answer now (also an accountd
+    /// too old to know `RankEnd`); the end is to be sent again later.
+    #[error("{0}")]
+    Later(String),
+}
+
+impl Credit {
+    /// Records at accountd that a rank this node claimed ended (once: a repeat
+    /// is answered as the first). One attempt; the caller keeps the record and
+    /// retries on [`EndNotRecorded::Later`].
+    pub async fn record_end(&self, end: RankEnd) -> Result<(), EndNotRecorded> {
+        let Some((ledger, connector)) = &self.ledger else {
+            return Err(EndNotRecorded::Later(
+                "no accountd is configured on this node".into(),
+            ));
+        };
+        let address = ledger
+            .address
+            .clone()
+            .or_else(|| self.learnt.as_ref().and_then(LearntAddress::get));
+        let mut client = connect(ledger, address, connector)
+            .await
+            .map_err(EndNotRecorded::Later)?;
+        let reply = client.call(AccountOp::RankEnd(end)).await;
+        client.close().await;
+        match reply {
+            Ok(AccountReply::Ended) => Ok(()),
+            Ok(other) => Err(EndNotRecorded::Later(format!(
+                "accountd answered a rank's end with {}",
+                other.name()
+            ))),
+            Err(ClientError::Server(e))
+                if !e.code.is_retryable() && e.code != AccountCode::Unsupported =>
+            {
+                Err(EndNotRecorded::Refused(e.message))
+            }
+            Err(e) => Err(EndNotRecorded::Later(e.to_string())),
+        }
     }
 }
 

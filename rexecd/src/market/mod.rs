@@ -320,6 +320,14 @@ impl Market {
         self.credit.claim(claim).await
     }
 
+    /// Records a claimed rank's end at accountd (see [`credit::Credit::record_end`]).
+    pub async fn record_end(
+        &self,
+        end: proto::account::RankEnd,
+    ) -> Result<(), credit::EndNotRecorded> {
+        self.credit.record_end(end).await
+    }
+
     /// Adds a rank to the market; a `batch` rank is not charged here (its queue
     /// charges it; see [`book::RankState::batch`]).
     pub fn join(

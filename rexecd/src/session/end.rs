@@ -1,6 +1,7 @@
 //! How a rank ends, on every path, and what is left afterwards (nothing):
 //! - its first process exits: the CPU usage is read, everything else in the cgroup is
-//!   killed and the cgroup removed, the output is drained to EOF, and `Exit` is sent;
+//!   killed and the cgroup removed, the output is drained to EOF, a signed batch
+//!   rank's end is recorded for accountd, and `Exit` is sent;
 //! - `Signal(Kill)` from the client, `Kill` from an admin, or rexecd shutting down (which
 //!   first sends a `ShuttingDown` notice): the cgroup is destroyed, which ends the first
 //!   process by SIGKILL, and the rank then ends as above, with `Exit` reporting SIGKILL;
@@ -83,6 +84,24 @@ async fn usage_then_destroy(shared: &Shared, id: u64, read_usage: bool) -> Optio
 }
 
 impl Running<'_> {
+    /// A signed batch rank's end, kept on disk for accountd before the queue is told
+    /// the exit (see [`crate::signed::ends`]). Not recording it cannot undo the run:
+    /// it is logged, and the exit is reported all the same.
+    async fn record_signed_end(&mut self) {
+        let Some(end) = self.job.signed_end.take() else {
+            return;
+        };
+        let started = self.shared.started.clone();
+        let recorded = tokio::task::spawn_blocking(move || started.record_end(&end)).await;
+        let failed = match recorded {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => e.to_string(),
+        };
+        tracing::error!(job = %self.job.job, rank = self.job.rank, error = %failed,
+            "cannot record the end of a signed batch rank: accountd will not know it ended");
+    }
+
     /// Destroys the rank's cgroup now (the first process dies by SIGKILL).
     pub(super) async fn kill(&mut self) {
         if self.killed {
@@ -127,6 +146,7 @@ impl Running<'_> {
         let client_ok = matches!(end, End::Exited(_));
         let (last, exit_text) = match end {
             End::Exited(Ok(status)) => {
+                self.record_signed_end().await;
                 let status = crate::signals::exit_status(status);
                 let exit = Exit {
                     status,

@@ -57,6 +57,8 @@ pub(super) struct Job {
     pub(super) notice: Option<String>,
     /// rexecd's end of the rank's PMI channel (`LaunchPmi`), until its relay starts.
     pub(super) pmi: Option<std::os::unix::net::UnixStream>,
+    /// A signed batch rank's end, recorded for accountd when its program exits.
+    pub(super) signed_end: Option<proto::account::RankEnd>,
 }
 
 impl Job {
@@ -80,6 +82,7 @@ impl Job {
             pty,
             notice: None,
             pmi: None,
+            signed_end: None,
         }
     }
 }

@@ -6,6 +6,8 @@
 //! accountd and the node's own marker. Then the rank runs exactly as a `Launch` of
 //! the spec's user would, without a terminal, metered and weighted at the queue's
 //! bid capped at `max_rate`, but not charged by this node (the queue charges it).
+//! When its program exits, its end is recorded for accountd before the queue hears
+//! the `Exit` ([`crate::signed::ends`]).
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -123,7 +125,7 @@ async fn checked_start(
     if !recorded {
         return Err(replayed());
     }
-    create(
+    let mut job = create(
         shared,
         &admitted.launch,
         user,
@@ -132,7 +134,9 @@ async fn checked_start(
         Some(queue),
         false,
     )
-    .await
+    .await?;
+    job.signed_end = Some(admitted.end());
+    Ok(job)
 }
 
 /// Runs file work off the async threads.

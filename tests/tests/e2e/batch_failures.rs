@@ -1,7 +1,8 @@
 //! The batch queue when things go wrong or a policy preempts: a node lost
 //! under a running job (the job is requeued, charged only for the time it
 //! ran, and runs again elsewhere), and FIRSTPRICE with preemption suspending a
-//! real job for a more urgent one and resuming it after.
+//! real job for a more urgent one and resuming it after; a finished job
+//! replayed from an edited store is refused at the claim and never runs again.
 
 use std::time::Duration;
 
@@ -178,4 +179,90 @@ fn a_restarted_queue_requeues_its_last_run_within_two_ticks() {
     let done = m.wait_for(0xa1, LIMIT, |e| e.state == JobState::Finished);
     assert_eq!(done.attempts, 2, "{done:?}");
     assert_eq!(done.exit, Some(ExitStatus::Code(0)), "{done:?}");
+}
+
+/// The queue's store is edited behind its back: a finished job is set back to
+/// waiting with its attempts reset. Its rank's end reached accountd (after an
+/// accountd outage at the moment it ended), so every attempt the queue then makes
+/// is refused at the claim, on every node: the job's side effect (a line appended
+/// to a file) happens once, and the queue gives up after the signed max_attempts.
+#[test]
+fn a_finished_job_replayed_from_an_edited_store_is_refused_and_runs_once() {
+    if !rexec_tests::can_run(
+        "a_finished_job_replayed_from_an_edited_store_is_refused_and_runs_once",
+    ) {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let mut m = BatchMarket::start(BatchOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let file = dir.path().join("ran");
+    let script = format!("echo ran >> {}; sleep 2", file.display());
+    let mut spec = m.spec(0x97, &["sh", "-c", &script], 1, 10, Worth::Rate(0));
+    spec.max_attempts = 3;
+    assert!(matches!(m.submit(&spec), Ok(BatchReply::Submitted(_))));
+    m.wait_for(0x97, LIMIT, |e| e.state == JobState::Running);
+    let started = rexec_tests::wait_until(LIMIT, || !m.market.marked(&[]).is_empty());
+    assert!(started.is_some(), "the job's rank never started");
+    // accountd is away when the rank ends: the node keeps the end and sends it later.
+    m.market.accountd.kill9();
+    let done = m.wait_for(0x97, LIMIT, |e| e.state == JobState::Finished);
+    assert_eq!((done.exit, done.attempts), (Some(ExitStatus::Code(0)), 1));
+    let lines = || {
+        std::fs::read_to_string(&file)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert_eq!(lines(), 1);
+    m.market.accountd.restart();
+    let ledger = m.market.accountd.ledger();
+    let count = |sql: &str| -> Option<i64> {
+        let conn = rusqlite::Connection::open(&ledger).ok()?;
+        conn.query_row(sql, ["0000000000000097"], |r| r.get(0)).ok()
+    };
+    let ends = "SELECT COUNT(*) FROM rank_ends WHERE job = ?1";
+    // Not asserted here: on a build without rank ends the replay below shows the harm.
+    let delivered = rexec_tests::wait_until(Duration::from_secs(20), || count(ends) == Some(1));
+    // The store edited: the finished job waits again, as if it had never started.
+    m.batchd.kill9();
+    let store = rusqlite::Connection::open(m.batchd.store()).unwrap();
+    let edited = store
+        .execute(
+            "UPDATE jobs SET state = 1, attempts = 0, nodes = '', started_ms = NULL, \
+             ended_ms = NULL, exit = NULL, reason = NULL, done_ms = 0 WHERE id = ?1",
+            [0x97_i64],
+        )
+        .unwrap();
+    assert_eq!(edited, 1);
+    drop(store);
+    m.batchd.restart();
+    let gave_up = m.wait_for(0x97, Duration::from_secs(120), |e| {
+        matches!(
+            e.state,
+            JobState::Finished | JobState::Failed | JobState::Cancelled
+        )
+    });
+    assert_eq!(
+        lines(),
+        1,
+        "the finished job ran again: {gave_up:?}\n{}",
+        m.batchd.log()
+    );
+    assert!(delivered.is_some(), "the rank's end never reached accountd");
+    assert_eq!(gave_up.state, JobState::Failed, "{gave_up:?}");
+    assert_eq!(
+        gave_up.attempts, 3,
+        "at most max_attempts starts: {gave_up:?}"
+    );
+    // Every attempt after the first was refused at the claim and wrote nothing: the
+    // ledger holds the first attempt's claim and end only.
+    assert_eq!(count("SELECT COUNT(*) FROM claims WHERE job = ?1"), Some(1));
+    assert_eq!(count(ends), Some(1));
+    let log = m.batchd.log();
+    assert!(
+        log.contains("already ran to its end"),
+        "no node said why it refused:\n{log}"
+    );
 }

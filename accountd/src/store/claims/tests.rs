@@ -2,7 +2,7 @@
 //! again, another node or another digest is refused, and nothing is ever
 //! rewritten.
 
-use proto::account::{AccountOp, AccountReply, Claim, ErrorCode};
+use proto::account::{AccountOp, AccountReply, Claim, ErrorCode, RankEnd};
 use proto::node::JobId;
 
 use super::*;
@@ -21,6 +21,17 @@ fn key(attempt: u32, rank: u32, digest: u8) -> Claim {
 
 fn rows(db: &TestDb) -> i64 {
     db.scalar("SELECT COUNT(*) FROM claims")
+}
+
+fn ends(db: &TestDb) -> i64 {
+    db.scalar("SELECT COUNT(*) FROM rank_ends")
+}
+
+fn end_of(attempt: u32, rank: u32, width: u32) -> RankEnd {
+    RankEnd {
+        claim: key(attempt, rank, 1),
+        width,
+    }
 }
 
 both! {
@@ -83,6 +94,128 @@ both! {
         assert!(upd.contains("append-only"), "{upd}");
         let del = db.exec_err("DELETE FROM claims", "DELETE FROM claims");
         assert!(del.contains("append-only"), "{del}");
+    }
+}
+
+both! {
+    #[test]
+    fn a_job_whose_attempt_ended_on_every_rank_is_never_claimed_again(kind: Kind) {
+        let db = TestDb::new(kind);
+        let mut c = db.rows();
+        claim(&mut *c, &key(0, 0, 1), "node:n1", 10).unwrap();
+        claim(&mut *c, &key(0, 1, 1), "node:n2", 11).unwrap();
+        end(&mut *c, &end_of(0, 0, 2), "node:n1", 20).unwrap();
+        // One rank of two ended: the job has not run to its end, the next
+        // attempt may still start.
+        claim(&mut *c, &key(1, 0, 1), "node:n3", 21).unwrap();
+        end(&mut *c, &end_of(0, 1, 2), "node:n2", 30).unwrap();
+        end(&mut *c, &end_of(0, 1, 2), "node:n2", 31).unwrap();
+        assert_eq!(ends(&db), 2, "a repeated end is recorded once");
+        assert_eq!(
+            c.end_of(&key(0, 1, 1)).unwrap(),
+            Some(EndRecord {
+                node: "n2".into(),
+                at_us: 30
+            })
+        );
+        // Every rank of attempt 0 ended: no new claim of any attempt of the job,
+        // on any node, the one that ran it included.
+        for (attempt, rank, node) in [(1, 1, "node:n3"), (2, 0, "node:n1"), (7, 1, "node:n4")] {
+            let err = claim(&mut *c, &key(attempt, rank, 1), node, 40).unwrap_err();
+            assert_eq!(err.code, ErrorCode::JobEnded, "{err}");
+            assert!(err.message.contains("attempt 0 ended on all 2 ranks"), "{err}");
+        }
+        // A rank already claimed is still answered as before (a lost reply's retry).
+        claim(&mut *c, &key(1, 0, 1), "node:n3", 41).unwrap();
+        assert_eq!(rows(&db), 3, "refusals write nothing");
+        // Another job of the same user, and the same job id of another user, are
+        // their own.
+        let mut other = key(0, 0, 1);
+        other.job = JobId(0xabd);
+        claim(&mut *c, &other, "node:n1", 50).unwrap();
+        let mut bob = key(3, 0, 1);
+        bob.user = "bob".into();
+        claim(&mut *c, &bob, "node:n1", 51).unwrap();
+    }
+
+    #[test]
+    fn only_the_claiming_node_records_an_end_and_only_of_a_rank_in_range(kind: Kind) {
+        let db = TestDb::new(kind);
+        let mut c = db.rows();
+        claim(&mut *c, &key(0, 0, 1), "node:n1", 10).unwrap();
+        let code = |r: Result<(), proto::account::AccountError>| r.unwrap_err().code;
+        // Unclaimed, claimed by another node, another digest, not a node.
+        assert_eq!(code(end(&mut *c, &end_of(0, 1, 2), "node:n1", 20)), ErrorCode::Forbidden);
+        assert_eq!(code(end(&mut *c, &end_of(0, 0, 1), "node:n2", 20)), ErrorCode::Forbidden);
+        let mut other = end_of(0, 0, 1);
+        other.claim.digest = [2; 32];
+        assert_eq!(code(end(&mut *c, &other, "node:n1", 20)), ErrorCode::Forbidden);
+        assert_eq!(
+            code(end(&mut *c, &end_of(0, 0, 1), "service:batchd", 20)),
+            ErrorCode::Forbidden
+        );
+        // A width that does not hold the rank.
+        assert_eq!(code(end(&mut *c, &end_of(0, 0, 0), "node:n1", 20)), ErrorCode::Malformed);
+        claim(&mut *c, &key(0, 3, 1), "node:n1", 10).unwrap();
+        assert_eq!(code(end(&mut *c, &end_of(0, 3, 2), "node:n1", 20)), ErrorCode::Malformed);
+        assert_eq!(ends(&db), 0, "refusals write nothing");
+        end(&mut *c, &end_of(0, 0, 1), "node:n1", 30).unwrap();
+        assert_eq!(ends(&db), 1);
+    }
+
+    #[test]
+    fn rank_ends_are_append_only(kind: Kind) {
+        let db = TestDb::new(kind);
+        let mut c = db.rows();
+        claim(&mut *c, &key(0, 0, 1), "node:n1", 10).unwrap();
+        end(&mut *c, &end_of(0, 0, 1), "node:n1", 20).unwrap();
+        let upd = db.exec_err("UPDATE rank_ends SET width = 9", "UPDATE rank_ends SET width = 9");
+        assert!(upd.contains("append-only"), "{upd}");
+        let del = db.exec_err("DELETE FROM rank_ends", "DELETE FROM rank_ends");
+        assert!(del.contains("append-only"), "{del}");
+    }
+
+    #[test]
+    fn a_ledger_from_before_rank_ends_gets_the_table_and_keeps_its_claims(kind: Kind) {
+        let db = TestDb::new(kind);
+        claim(&mut *db.rows(), &key(0, 0, 1), "node:n1", 10).unwrap();
+        // As an accountd from before rank ends left it.
+        db.exec(
+            "DROP TRIGGER rank_ends_no_update; DROP TRIGGER rank_ends_no_delete; \
+             DROP TABLE rank_ends;",
+            "DROP TABLE rank_ends;",
+        );
+        // Opening it again (as a newer accountd starts) adds the table.
+        let mut c = db.rows();
+        claim(&mut *c, &key(0, 0, 1), "node:n1", 11).unwrap();
+        end(&mut *c, &end_of(0, 0, 1), "node:n1", 20).unwrap();
+        assert_eq!(
+            claim(&mut *c, &key(1, 0, 1), "node:n2", 30).unwrap_err().code,
+            ErrorCode::JobEnded
+        );
+        assert_eq!((rows(&db), ends(&db)), (1, 1));
+    }
+}
+
+both_async! {
+    #[test]
+    async fn rank_ends_go_through_the_group_committing_writer(kind: Kind) {
+        let db = TestDb::new(kind);
+        let store = Store::open(db.store_config(16, 1_000_000)).unwrap();
+        let claimed = store.write("node:n1".into(), AccountOp::Claim(key(0, 0, 1))).await;
+        assert_eq!(claimed, Ok(AccountReply::Claimed));
+        let ended = store
+            .write("node:n1".into(), AccountOp::RankEnd(end_of(0, 0, 1)))
+            .await;
+        assert_eq!(ended, Ok(AccountReply::Ended));
+        let again = store
+            .write("node:n2".into(), AccountOp::Claim(key(1, 0, 1)))
+            .await
+            .unwrap_err();
+        assert_eq!(again.code, ErrorCode::JobEnded, "{again}");
+        tokio::task::spawn_blocking(move || store.close())
+            .await
+            .unwrap();
     }
 }
 

@@ -7,7 +7,7 @@
 
 use postgres::types::ToSql;
 use postgres::{GenericClient, Row, Statement};
-use proto::account::{AccountError, Claim, LedgerEntry, ReportBy, ReportRow};
+use proto::account::{AccountError, Claim, LedgerEntry, RankEnd, ReportBy, ReportRow};
 
 use super::batch::Pending;
 use super::{Cache, pg_storage};
@@ -15,8 +15,8 @@ use crate::store::Refusal;
 use crate::store::lite::report_row;
 use crate::store::query::unknown_grouping;
 use crate::store::rows::{
-    AccountRow, ChainedFn, ChargeContent, ClaimRecord, EntryColumns, EntryRow, Rows, StoredCharge,
-    claim_from_row, storage,
+    AccountRow, ChainedFn, ChargeContent, ClaimRecord, EndRecord, EntryColumns, EntryRow, Rows,
+    StoredCharge, claim_from_row, end_with_width, storage,
 };
 
 /// [`Rows`] on a PostgreSQL client or transaction.
@@ -77,6 +77,16 @@ pub(super) fn get<'a, T: postgres::types::FromSql<'a>>(
     i: usize,
 ) -> Result<T, AccountError> {
     r.try_get(i).map_err(pg_storage)
+}
+
+/// The claim in columns `user, job, attempt, rank, node, digest` (the first six)
+/// of a `claims` or `rank_ends` row, with its node and digest.
+fn claim_columns(r: &Row) -> Result<(Claim, String, Vec<u8>), AccountError> {
+    let job: String = get(r, 1)?;
+    let digest: Vec<u8> = get(r, 5)?;
+    let claim = claim_from_row(get(r, 0)?, &job, get(r, 2)?, get(r, 3)?, &digest)
+        .ok_or_else(|| storage(format!("a batch rank of job {job} is not a valid claim")))?;
+    Ok((claim, get(r, 4)?, digest))
 }
 
 fn entry_columns(r: &Row) -> Result<EntryColumns, AccountError> {
@@ -271,6 +281,56 @@ impl<C: GenericClient> Rows for Pg<C> {
         .map(|_| ())
     }
 
+    fn end_of(&mut self, c: &Claim) -> Result<Option<EndRecord>, AccountError> {
+        let row = self.opt(
+            r#"SELECT node, at_us FROM rank_ends
+               WHERE "user" = $1 AND job = $2 AND attempt = $3 AND rank = $4"#,
+            &[
+                &c.user,
+                &c.job.to_string(),
+                &i64::from(c.attempt),
+                &i64::from(c.rank),
+            ],
+        )?;
+        let Some(r) = row else { return Ok(None) };
+        Ok(Some(EndRecord {
+            node: get(&r, 0)?,
+            at_us: get(&r, 1)?,
+        }))
+    }
+
+    fn insert_end(&mut self, e: &RankEnd, node: &str, now: i64) -> Result<(), AccountError> {
+        let c = &e.claim;
+        self.execute(
+            r#"INSERT INTO rank_ends("user", job, attempt, rank, node, digest, width, at_us)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"#,
+            &[
+                &c.user,
+                &c.job.to_string(),
+                &i64::from(c.attempt),
+                &i64::from(c.rank),
+                &node,
+                &&c.digest[..],
+                &i64::from(e.width),
+                &now,
+            ],
+        )
+        .map(|_| ())
+    }
+
+    fn ended_attempt(&mut self, user: &str, job: &str) -> Result<Option<(u32, u32)>, AccountError> {
+        let row = self.opt(
+            r#"SELECT attempt, MAX(width) FROM rank_ends WHERE "user" = $1 AND job = $2
+               GROUP BY attempt HAVING COUNT(*) >= MAX(width) ORDER BY attempt LIMIT 1"#,
+            &[&user, &job],
+        )?;
+        let Some(r) = row else { return Ok(None) };
+        let (attempt, width): (i64, i64) = (get(&r, 0)?, get(&r, 1)?);
+        let fit =
+            |v: i64| u32::try_from(v).map_err(|_| storage(format!("rank end {v} out of range")));
+        Ok(Some((fit(attempt)?, fit(width)?)))
+    }
+
     fn insert_refusal(&mut self, now: i64, r: &Refusal) -> Result<(), AccountError> {
         let count = i64::try_from(r.count).unwrap_or(i64::MAX);
         self.execute(
@@ -371,16 +431,31 @@ impl<C: GenericClient> Rows for Pg<C> {
         )?;
         let mut out = Vec::new();
         for r in &rows {
-            let job: String = get(r, 1)?;
-            let digest: Vec<u8> = get(r, 5)?;
-            let claim = claim_from_row(get(r, 0)?, &job, get(r, 2)?, get(r, 3)?, &digest)
-                .ok_or_else(|| storage(format!("claim of job {job} is not a valid claim")))?;
-            let record = ClaimRecord {
-                node: get(r, 4)?,
-                digest,
-                at_us: get(r, 6)?,
-            };
-            out.push((claim, record));
+            let (claim, node, digest) = claim_columns(r)?;
+            let at_us = get(r, 6)?;
+            out.push((
+                claim,
+                ClaimRecord {
+                    node,
+                    digest,
+                    at_us,
+                },
+            ));
+        }
+        Ok(out)
+    }
+
+    fn ends(&mut self) -> Result<Vec<(RankEnd, EndRecord)>, AccountError> {
+        let rows = self.query(
+            r#"SELECT "user", job, attempt, rank, node, digest, width, at_us FROM rank_ends"#,
+            &[],
+        )?;
+        let mut out = Vec::new();
+        for r in &rows {
+            let (claim, node, _) = claim_columns(r)?;
+            let end = end_with_width(claim, get(r, 6)?)?;
+            let at_us = get(r, 7)?;
+            out.push((end, EndRecord { node, at_us }));
         }
         Ok(out)
     }

@@ -1,12 +1,16 @@
 //! The PostgreSQL schema of the ledger, the same tables and rules as
 //! SQLite's ([`crate::store::schema`]): `accounts` with running balances, the
 //! append-only `entries` (a trigger refuses updates and deletes) with a
-//! `UNIQUE` debit key, `refusals`, the append-only `claims`, `meta` with the
-//! schema version, and `head`, the one row every write transaction locks
+//! `UNIQUE` debit key, `refusals`, the append-only `claims` and `rank_ends`,
+//! `meta` with the schema version, and `head`, the one row every write transaction locks
 //! first (it holds the last entry id; see [`super`]).
 //!
 //! Created or migrated on start inside one transaction under an advisory
-//! lock, so several accountd starting together do not race. A database
+//! lock, so several accountd starting together do not race. Additive tables
+//! (`rank_ends`, added after version 1 was released) come with the
+//! `CREATE ... IF NOT EXISTS` on the first start of a newer accountd and keep
+//! the version: an older accountd still opens the database, ignores the table
+//! and answers `RankEnd` with `Unsupported`. A database
 //! whose version is newer than this accountd's is refused in one line.
 
 use postgres::Client;
@@ -81,6 +85,19 @@ CREATE TABLE IF NOT EXISTS claims(
 );
 CREATE OR REPLACE TRIGGER claims_append_only BEFORE UPDATE OR DELETE ON claims
     FOR EACH ROW EXECUTE FUNCTION ledger_append_only('batch claims');
+CREATE TABLE IF NOT EXISTS rank_ends(
+    "user" TEXT NOT NULL,
+    job TEXT NOT NULL,
+    attempt BIGINT NOT NULL,
+    rank BIGINT NOT NULL,
+    node TEXT NOT NULL,
+    digest BYTEA NOT NULL,
+    width BIGINT NOT NULL,
+    at_us BIGINT NOT NULL,
+    PRIMARY KEY ("user", job, attempt, rank)
+);
+CREATE OR REPLACE TRIGGER rank_ends_append_only BEFORE UPDATE OR DELETE ON rank_ends
+    FOR EACH ROW EXECUTE FUNCTION ledger_append_only('batch rank ends');
 "#;
 
 fn sql(e: postgres::Error) -> StoreError {

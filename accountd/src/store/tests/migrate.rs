@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use money::MICROS_PER_CREDIT;
-use proto::account::Claim;
+use proto::account::{Claim, RankEnd};
 use proto::node::JobId;
 
 use super::debit;
@@ -66,6 +66,8 @@ fn a_ledger_moves_to_postgres_and_back_with_every_check_passing() {
             digest: [9; 32],
         };
         claims::claim(&mut rows, &claim, "node:n1", 5).unwrap();
+        let end = RankEnd { claim, width: 4 };
+        claims::end(&mut rows, &end, "node:n1", 6).unwrap();
         tx.commit().unwrap();
     }
     let pgdb = TestDb::new(Kind::Pg);
@@ -79,7 +81,10 @@ fn a_ledger_moves_to_postgres_and_back_with_every_check_passing() {
     )
     .unwrap();
     println!("SQLite to PostgreSQL: {m:?} in {:?}", started.elapsed());
-    assert_eq!((m.accounts, m.entries, m.claims), (16, n as usize, 1));
+    assert_eq!(
+        (m.accounts, m.entries, m.claims, m.ends),
+        (16, n as usize, 1, 1)
+    );
     // Into a target that holds a ledger: refused, nothing written.
     let again = migrate(
         &mut Lite(schema::open_reader(&src).unwrap()),
