@@ -7,11 +7,15 @@
 //!   own ([`hosts`], [`sandbox`]), or is listed with the demo step or test that covers it;
 //!   [`steps`] reads the guide's blocks.
 //!
+//! - [`examples`]: every daemon's example config in `deploy/etc` shows every key its
+//!   settings struct accepts, and loads.
+//!
 //! - [`grafana`]: the Grafana dashboard in `deploy/grafana/` imports as it is, its
 //!   queries parse, and it covers exactly the metrics the daemons export.
 //!
 //! Shared here: where the workspace and its binaries are, and the skip rule.
 
+mod examples;
 mod grafana;
 mod guide;
 mod hosts;
