@@ -150,30 +150,23 @@ pub async fn serve(
     hangups: Option<tokio::signal::unix::Signal>,
     shutdown: impl Future,
 ) -> Result<(), StartError> {
-    let Opened {
-        shared,
-        acceptor,
-        name,
-        endpoint,
-        pending_debits,
-        commands_rx,
-        journal_rx,
-    } = opened;
+    let shared = opened.shared;
+    let acceptor = opened.acceptor;
     if let Some(h) = hangups {
         certs::reload_on_sighup(acceptor.clone(), h);
     }
     let refresher = tokio::spawn(refresh_market(shared.clone()));
     let deliverer = tokio::spawn(crate::journal::deliver(
         shared.clone(),
-        pending_debits,
-        journal_rx,
+        opened.pending_debits,
+        opened.journal_rx,
     ));
     let bound = listener
         .local_addr()
         .map_err(|e| StartError::Announce(e.to_string()))?;
     let announcer = match &shared.cfg.discovery {
         Some(d) => Some(
-            crate::announce::spawn(d, name, shared.cfg.advertise.unwrap_or(bound))
+            crate::announce::spawn(d, opened.name, shared.cfg.advertise.unwrap_or(bound))
                 .map_err(|e| StartError::Announce(e.to_string()))?,
         ),
         None => None,
@@ -182,12 +175,12 @@ pub async fn serve(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let metrics = endpoint.map(|e| {
+    let metrics = opened.endpoint.map(|e| {
         let registry = Arc::new(crate::metrics::registry(shared.clone()));
         tokio::spawn(e.serve(registry, stopped(stop_rx.clone())))
     });
     let server = crate::server::serve(shared.clone(), acceptor, listener, stopped(stop_rx.clone()));
-    let sched = crate::sched::run(shared.clone(), commands_rx, stopped(stop_rx));
+    let sched = crate::sched::run(shared.clone(), opened.commands_rx, stopped(stop_rx));
     let stop = async move {
         shutdown.await;
         let _ = stop_tx.send(true);
