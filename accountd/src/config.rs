@@ -199,7 +199,15 @@ pub struct Limits {
 // config file's key it is serialized as (`limits.*` for the `[limits]` table), laid
 // over the file by `daemon::config::layer`.
 #[derive(clap::Parser, Serialize, Debug, Clone, Default)]
-#[command(name = "accountd", version)]
+#[command(
+    name = "accountd",
+    version,
+    after_help = "The ledger is a SQLite file (--database, or `database` in the config file) or a \
+PostgreSQL database shared by any number of accountd: the config file's [store] table, \
+`postgres = \"host=... dbname=... user=...\"` (no password in it), `password_file`, `ca` (the \
+database server's CA, for TLS) and `anchors`, `anchor_entries`, `anchor_secs` (signed chain \
+heads); see deploy/etc/accountd.toml. Give --init once to create the ledger in either."
+)]
 pub struct Flags {
     /// TOML config file (flags override its values).
     #[arg(long, env = "ACCOUNTD_CONFIG")]
@@ -208,10 +216,11 @@ pub struct Flags {
     /// Address to listen on [default: 0.0.0.0:7071]; port 0 picks a free port.
     #[arg(long)]
     pub listen: Option<String>,
-    /// The SQLite ledger file.
+    /// The SQLite ledger file (or the config file's `[store] postgres`: see below).
     #[arg(long)]
     pub database: Option<PathBuf>,
-    /// Create the ledger if it does not exist (otherwise a missing file is an error).
+    /// Create the ledger if it does not exist, in SQLite or PostgreSQL (otherwise a
+    /// missing ledger is an error).
     #[arg(long)]
     #[serde(skip)]
     pub init: bool,

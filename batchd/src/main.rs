@@ -1,6 +1,8 @@
-//! `batchd`: the batch queue daemon. Parses flags and the config file, binds,
-//! writes the bound address to the ready file, and serves until SIGTERM or
-//! SIGINT; SIGHUP reloads the TLS files. See [`batchd::config`] for the keys.
+//! `batchd`: the batch queue daemon. Parses flags and the config file, reads
+//! its TLS files and opens its store (a key it cannot read stops it here,
+//! before it says anything about listening), binds, writes the bound address
+//! to the ready file, and serves until SIGTERM or SIGINT; SIGHUP reloads the
+//! TLS files. See [`batchd::config`] for the keys.
 
 use std::process::ExitCode;
 
@@ -12,17 +14,19 @@ use daemon::Signals;
 async fn real_main(flags: Flags) -> anyhow::Result<()> {
     let signals = Signals::install()?;
     let cfg = Config::load(&flags)?;
-    let listener = tokio::net::TcpListener::bind(&cfg.listen)
+    let (listen, ready_file) = (cfg.listen.clone(), cfg.ready_file.clone());
+    let opened = batchd::start::open(cfg).await?;
+    let listener = tokio::net::TcpListener::bind(&listen)
         .await
-        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+        .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener
         .local_addr()
         .context("cannot read the bound address")?;
     tracing::info!(%addr, "batchd listening");
-    if let Some(path) = &cfg.ready_file {
+    if let Some(path) = &ready_file {
         daemon::write_ready_file(path, addr)?;
     }
-    batchd::start::run(cfg, listener, Some(signals.hangups), signals.stop.recv()).await?;
+    batchd::start::serve(opened, listener, Some(signals.hangups), signals.stop.recv()).await?;
     Ok(())
 }
 

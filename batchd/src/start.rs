@@ -1,7 +1,9 @@
 //! Putting the queue together: the TLS material, the store read back into the
 //! live queue, accountd, the market refresher, the announcer, the server and
-//! the decision loop. [`run`] takes a bound listener and a shutdown future, so
-//! the binary and the tests drive the same code.
+//! the decision loop. [`open`] reads and opens everything that can fail
+//! before the daemon listens; [`serve`] then takes a bound listener and a
+//! shutdown future, so the binary and the tests drive the same code ([`run`]
+//! is both at once).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -43,6 +45,20 @@ pub enum StartError {
     },
 }
 
+/// Everything the queue reads and opens before it serves: the TLS material,
+/// its identity, the store read back, the metrics address bound. Made by
+/// [`open`] before the daemon listens, so that a key it cannot read or a
+/// store it cannot open stops it before it ever says it is listening.
+pub struct Opened {
+    shared: Arc<Shared>,
+    acceptor: Arc<certs::ReloadableAcceptor>,
+    name: String,
+    endpoint: Option<exposition::Endpoint>,
+    pending_debits: Vec<crate::store::PendingDebit>,
+    commands_rx: tokio::sync::mpsc::UnboundedReceiver<crate::sched::Command>,
+    journal_rx: tokio::sync::mpsc::UnboundedReceiver<crate::store::PendingDebit>,
+}
+
 /// Opens everything and serves `listener` until `shutdown` completes; SIGHUPs
 /// from `hangups` (when given) reload the TLS files.
 pub async fn run(
@@ -51,10 +67,13 @@ pub async fn run(
     hangups: Option<tokio::signal::unix::Signal>,
     shutdown: impl Future,
 ) -> Result<(), StartError> {
+    serve(open(cfg).await?, listener, hangups, shutdown).await
+}
+
+/// Reads the TLS files, the identity and the store, and binds the metrics
+/// address: everything that can fail before the queue serves.
+pub async fn open(cfg: Config) -> Result<Opened, StartError> {
     let acceptor = Arc::new(certs::ReloadableAcceptor::load(cfg.tls.clone())?);
-    if let Some(h) = hangups {
-        daemon::reload_on_sighup(acceptor.clone(), h);
-    }
     let connector = certs::connector(&cfg.tls)?;
     let verifier = crate::verify::Verifier::load(&cfg.tls)?;
     let name = certs::CertInfo::load(&cfg.tls.cert)?
@@ -112,18 +131,42 @@ pub async fn run(
         ),
         None => None,
     };
+    Ok(Opened {
+        shared,
+        acceptor,
+        name,
+        endpoint,
+        pending_debits,
+        commands_rx,
+        journal_rx,
+    })
+}
+
+/// Serves `listener` with what [`open`] opened until `shutdown` completes;
+/// SIGHUPs from `hangups` (when given) reload the TLS files.
+pub async fn serve(
+    opened: Opened,
+    listener: TcpListener,
+    hangups: Option<tokio::signal::unix::Signal>,
+    shutdown: impl Future,
+) -> Result<(), StartError> {
+    let shared = opened.shared;
+    let acceptor = opened.acceptor;
+    if let Some(h) = hangups {
+        daemon::reload_on_sighup(acceptor.clone(), h);
+    }
     let refresher = tokio::spawn(refresh_market(shared.clone()));
     let deliverer = tokio::spawn(crate::journal::deliver(
         shared.clone(),
-        pending_debits,
-        journal_rx,
+        opened.pending_debits,
+        opened.journal_rx,
     ));
     let bound = listener
         .local_addr()
         .map_err(|e| StartError::Announce(e.to_string()))?;
     let announcer = match &shared.cfg.discovery {
         Some(d) => Some(
-            crate::announce::spawn(d, name, shared.cfg.advertise.unwrap_or(bound))
+            crate::announce::spawn(d, opened.name, shared.cfg.advertise.unwrap_or(bound))
                 .map_err(|e| StartError::Announce(e.to_string()))?,
         ),
         None => None,
@@ -132,12 +175,12 @@ pub async fn run(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let metrics = endpoint.map(|e| {
+    let metrics = opened.endpoint.map(|e| {
         let registry = Arc::new(crate::metrics::registry(shared.clone()));
         tokio::spawn(e.serve(registry, stopped(stop_rx.clone())))
     });
     let server = crate::server::serve(shared.clone(), acceptor, listener, stopped(stop_rx.clone()));
-    let sched = crate::sched::run(shared.clone(), commands_rx, stopped(stop_rx));
+    let sched = crate::sched::run(shared.clone(), opened.commands_rx, stopped(stop_rx));
     let stop = async move {
         shutdown.await;
         let _ = stop_tx.send(true);

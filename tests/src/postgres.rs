@@ -238,6 +238,41 @@ impl Postgres {
         self.pg_ctl_start();
     }
 
+    /// Creates login role `user` with `password` and makes the server ask
+    /// it for that password (SCRAM) on the socket; every other role stays
+    /// trusted.
+    pub fn require_password(&self, user: &str, password: &str) {
+        self.psql(
+            "postgres",
+            &format!("CREATE ROLE \"{user}\" LOGIN PASSWORD '{password}'"),
+        );
+        let hba = self.dir.path().join("data/pg_hba.conf");
+        let old = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+        std::fs::write(&hba, format!("local all {user} scram-sha-256\n{old}"))
+            .expect("write pg_hba.conf");
+        self.run("pg_ctl", &["-D", &self.data(), "reload"]);
+        // The server rereads the file when it handles the signal: wait until
+        // it asks `user` for a password.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let out = Command::new(Path::new(PG_BIN).join("psql"))
+                .arg("-h")
+                .arg(self.socket_dir())
+                .args(["-p", &self.port.to_string(), "-U", user, "-d", "postgres"])
+                .args(["-w", "-qAt", "-c", "SELECT 1"])
+                .output()
+                .expect("run psql");
+            if String::from_utf8_lossy(&out.stderr).contains("password") {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server did not start asking {user} for a password"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()

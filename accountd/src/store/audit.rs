@@ -13,6 +13,12 @@
 //! first entry whose stored hash does not follow from its content and the
 //! hash before it is named, which catches a changed, deleted or inserted
 //! entry even when balances and ids were made to agree.
+//!
+//! Memory stays bounded whatever the ledger's length: the entries are
+//! streamed once in id order and what is kept grows only with the number of
+//! accounts (a running sum each) and of problems (at most [`MAX_PROBLEMS`]).
+//! Keys used twice are found by the database ([`Rows::duplicate_keys`]), not
+//! by holding every key here.
 
 use std::collections::HashMap;
 
@@ -57,7 +63,6 @@ pub fn audit(db: &mut dyn Rows) -> Result<AuditReport, AccountError> {
         .map(|a| (a.user, a.balance))
         .collect();
     let mut sums: HashMap<String, (i64, bool)> = HashMap::new();
-    let mut keys: HashMap<String, Vec<i64>> = HashMap::new();
     let mut entries = 0u64;
     let mut chain = Verifier::default();
     db.each_chained(&mut |cols, idem, hash| {
@@ -117,7 +122,6 @@ pub fn audit(db: &mut dyn Rows) -> Result<AuditReport, AccountError> {
                         vec![id],
                     );
                 }
-                keys.entry(k.clone()).or_default().push(id);
             }
             (true, None, _) => p.push(
                 format!("entry {id} is a charge without an idempotency key"),
@@ -168,9 +172,7 @@ pub fn audit(db: &mut dyn Rows) -> Result<AuditReport, AccountError> {
             );
         }
     }
-    let mut dups: Vec<_> = keys.into_iter().filter(|(_, ids)| ids.len() > 1).collect();
-    dups.sort();
-    for (k, ids) in dups {
+    for (k, ids) in db.duplicate_keys(MAX_PROBLEMS)? {
         p.push(
             format!("idempotency key {k:?} is used by {} entries", ids.len()),
             None,

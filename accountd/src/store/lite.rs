@@ -424,6 +424,32 @@ impl<C: AsConn> Rows for Lite<C> {
         Ok(())
     }
 
+    fn duplicate_keys(&mut self, limit: usize) -> Result<Vec<(String, Vec<i64>)>, AccountError> {
+        let mut s = self
+            .c()
+            .prepare(
+                "SELECT idem_key, group_concat(id) FROM entries WHERE idem_key IS NOT NULL
+                 GROUP BY idem_key HAVING count(*) > 1 ORDER BY idem_key LIMIT ?1",
+            )
+            .map_err(storage)?;
+        let rows = s
+            .query_map([limit as i64], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(storage)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (key, ids) = row.map_err(storage)?;
+            let mut ids = ids
+                .split(',')
+                .map(|id| id.parse::<i64>().map_err(storage))
+                .collect::<Result<Vec<i64>, _>>()?;
+            ids.sort_unstable();
+            out.push((key, ids));
+        }
+        Ok(out)
+    }
+
     fn missing_ids(&mut self) -> Result<Vec<(i64, i64)>, AccountError> {
         let c = self.c();
         let mut s = c

@@ -287,6 +287,11 @@ pub trait Rows {
     /// Every run of absent entry ids `(first, last)`: between entries, and after
     /// the last one up to the last id the backend gave out.
     fn missing_ids(&mut self) -> Result<Vec<(i64, i64)>, AccountError>;
+    /// The first `limit` idempotency keys (in byte order) that more than one
+    /// entry carries, each with those entries' ids in order: found by the
+    /// database (its unique index, or a grouping that spills to disk), so
+    /// the caller holds no key in memory.
+    fn duplicate_keys(&mut self, limit: usize) -> Result<Vec<(String, Vec<i64>)>, AccountError>;
     /// The database's own consistency check: `Some(what failed)` or `None`.
     fn integrity(&mut self) -> Result<Option<String>, AccountError>;
 }

@@ -1,8 +1,7 @@
 //! Configuration files: accountd from its TOML file alone, accountctl from
 //! `~/.config/rexec/config.toml` alone, and one-line errors for bad files.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use certs::Role;
 use certs::testing::TestPki;
@@ -25,25 +24,7 @@ fn both_programs_run_from_their_config_files_alone() {
     );
     let conf = dir.path().join("accountd.toml");
     std::fs::write(&conf, toml).unwrap();
-    let mut child = Command::new(ACCOUNTD)
-        .arg("--config")
-        .arg(&conf)
-        .arg("--init")
-        .env("RUST_LOG", "warn")
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let addr = loop {
-        if let Ok(t) = std::fs::read_to_string(&ready)
-            && t.ends_with('\n')
-        {
-            break t.trim().to_string();
-        }
-        assert!(child.try_wait().unwrap().is_none(), "accountd exited");
-        assert!(Instant::now() < deadline, "no ready file");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (mut child, addr) = start_from_config(&conf, &ready);
 
     let admin = pki.tls_paths(Role::Admin, "ops");
     let home = dir.path().join("home");

@@ -3,6 +3,7 @@
 //! library client, the node's debit client, and the real `accountctl`.
 
 mod anchors_cli;
+mod audit_memory;
 mod config;
 mod conflict;
 mod crash;
@@ -14,6 +15,7 @@ mod ledger;
 mod limits;
 mod migrate_cli;
 mod peers;
+mod pg_errors;
 mod reload;
 mod roles;
 mod support;

@@ -376,12 +376,43 @@ pub fn unused_port() -> tokio::net::TcpSocket {
 
 /// Resident memory of process `pid`, in KiB (`VmRSS` of `/proc/PID/status`).
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
+}
+
+/// A memory figure of process `pid` in KiB: `field` (`VmRSS`, `VmHWM`) of
+/// `/proc/PID/status`.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status"))
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// Starts accountd from the config file `conf` alone (with `--init`) and
+/// waits for the ready file `ready` the config names: the process and the
+/// address it wrote.
+pub fn start_from_config(conf: &Path, ready: &Path) -> (Child, String) {
+    let mut child = Command::new(ACCOUNTD)
+        .arg("--config")
+        .arg(conf)
+        .arg("--init")
+        .env("RUST_LOG", "warn")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = testhost::wait::until(Duration::from_secs(20), || {
+        if let Ok(t) = std::fs::read_to_string(ready)
+            && t.ends_with('\n')
+        {
+            return Some(t.trim().to_string());
+        }
+        assert!(child.try_wait().unwrap().is_none(), "accountd exited");
+        None
+    })
+    .expect("no ready file");
+    (child, addr)
 }
 
 impl Accountd {

@@ -44,7 +44,7 @@ const NOT_RUN: &[(&str, &str)] = &[
     ),
     (
         "rexec jobs                         # one row per rank, then one per node; every node in [nodes]",
-        "needs a running job and [nodes] in the admin's config: e2e admin::jobs_lists_a_running_job_and_kill_ends_it",
+        "needs a running job: e2e admin::jobs_lists_a_running_job_and_kill_ends_it",
     ),
     (
         "rexec kill 73ac5ab0222d7f27        # SIGKILL to every rank of the job; -s TERM for another signal",
@@ -278,6 +278,14 @@ fn the_guide_runs_in_order_on_its_hosts() {
         ledger.exists(),
         "no restored ledger at {}",
         ledger.display()
+    );
+    // Section 15: the queue started from the installed unit as its own user, with
+    // the key the guide gave it, and made its queue file.
+    let queue = hosts.root("ledger").join("var/lib/rexec-batch/queue.db");
+    assert!(
+        queue.exists(),
+        "batchd made no queue at {}: section 15 did not run",
+        queue.display()
     );
     assert!(
         ran >= 60,

@@ -9,12 +9,17 @@
 //!
 //! - [`alerts`]: the alerting rules in `deploy/etc/` pass their `promtool test rules`
 //!   unit tests and ask only for exported series.
+//!
+//! - [`examples`]: every daemon's example config in `deploy/etc` shows every key its
+//!   settings struct accepts, and loads.
+//!
 //! - [`grafana`]: the Grafana dashboard in `deploy/grafana/` imports as it is, its
 //!   queries parse, and it covers exactly the metrics the daemons export.
 //!
 //! Shared here: where the workspace and its binaries are, and the skip rule.
 
 mod alerts;
+mod examples;
 mod grafana;
 mod guide;
 mod hosts;

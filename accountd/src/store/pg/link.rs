@@ -33,12 +33,43 @@ pub struct PgConfig {
 /// Prepared statements of one connection, by SQL text.
 pub type Cache = Arc<Mutex<HashMap<&'static str, Statement>>>;
 
-/// A PostgreSQL error as a retryable storage error, with the server's message.
+/// A PostgreSQL error as a retryable storage error, with its cause.
 pub fn pg_storage(e: postgres::Error) -> AccountError {
-    match e.as_db_error() {
-        Some(db) => storage(db),
-        None => storage(e),
+    storage(describe(&e))
+}
+
+/// A PostgreSQL error on one line with its cause: the server's own message
+/// for an error the server sent (`FATAL: password authentication failed for
+/// user "accountd"`), otherwise the client's error followed by each error in
+/// its source chain (`error connecting to server: Connection refused (os
+/// error 111)`), never only "db error".
+pub fn describe(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut text = format!(
+            "{}: {} (SQLSTATE {})",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        );
+        if let Some(detail) = db.detail() {
+            text.push_str(&format!("; {detail}"));
+        }
+        if let Some(hint) = db.hint() {
+            text.push_str(&format!("; hint: {hint}"));
+        }
+        return text;
     }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// Whether `e` says the connection itself is gone (closed, broken, or ended
@@ -99,7 +130,7 @@ pub fn connect(cfg: &PgConfig) -> Result<Client, StoreError> {
         None => pc.connect(postgres::NoTls),
         Some(ca) => pc.connect(tls(ca)?),
     };
-    client.map_err(|e| pg_error("cannot connect to PostgreSQL", e))
+    client.map_err(|e| pg_error("cannot connect to PostgreSQL", describe(&e)))
 }
 
 fn tls(ca: &std::path::Path) -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {

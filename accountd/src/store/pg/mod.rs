@@ -28,7 +28,7 @@ use proto::account::AccountError;
 
 use super::StoreError;
 use super::rows::{Keep, Reader, Rows, Tx, Writer, storage};
-pub use link::{Cache, Link, PgConfig, connect, pg_storage};
+pub use link::{Cache, Link, PgConfig, connect, describe, pg_storage};
 pub use rows::Pg;
 
 /// Opens the writer's and the reader's connections, creating or migrating
@@ -123,6 +123,7 @@ impl Writer for PgWriter {
         match outcome {
             Ok(true) => {
                 self.link.end(tx.c, "COMMIT").map_err(|e| {
+                    let e = link::describe(&e);
                     tracing::error!(error = %e, "group commit failed; nothing in the batch was acknowledged");
                     storage(e)
                 })?;

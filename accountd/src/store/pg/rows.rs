@@ -479,6 +479,16 @@ impl<C: GenericClient> Rows for Pg<C> {
         Ok(())
     }
 
+    fn duplicate_keys(&mut self, limit: usize) -> Result<Vec<(String, Vec<i64>)>, AccountError> {
+        self.flush()?;
+        let rows = self.query(
+            r#"SELECT idem_key, array_agg(id ORDER BY id) FROM entries WHERE idem_key IS NOT NULL
+               GROUP BY idem_key HAVING count(*) > 1 ORDER BY idem_key COLLATE "C" LIMIT $1"#,
+            &[&(limit as i64)],
+        )?;
+        rows.iter().map(|r| Ok((get(r, 0)?, get(r, 1)?))).collect()
+    }
+
     fn missing_ids(&mut self) -> Result<Vec<(i64, i64)>, AccountError> {
         self.flush()?;
         let rows = self.query(

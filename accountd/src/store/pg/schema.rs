@@ -101,7 +101,10 @@ CREATE OR REPLACE TRIGGER rank_ends_append_only BEFORE UPDATE OR DELETE ON rank_
 "#;
 
 fn sql(e: postgres::Error) -> StoreError {
-    StoreError::Postgres(format!("preparing the ledger schema: {e}"))
+    StoreError::Postgres(format!(
+        "preparing the ledger schema: {}",
+        super::link::describe(&e)
+    ))
 }
 
 /// Checks the database's ledger schema, creating it when there is none and
