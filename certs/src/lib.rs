@@ -62,5 +62,5 @@ pub use names::{MAX_NAME_LEN, check_name, check_plain_name};
 pub use reload::{ReloadableAcceptor, reload_on_sighup};
 pub use stream::{
     HANDSHAKE_TIMEOUT, LazyBufReader, PeerAddr, accept, acceptor, connect, connector, explain,
-    explain_certificate_error, explain_error, explain_io, handshake_error,
+    explain_certificate_error, explain_error, explain_io, explain_tls_error, handshake_error,
 };
