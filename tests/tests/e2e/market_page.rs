@@ -390,14 +390,21 @@ fn one_price_everywhere_for_a_node_alone_contended_and_idle() {
         last = views();
         agrees(&last).then_some(())
     });
-    assert!(
-        agreed.is_some(),
-        "the views never agreed on {expected:?}; last seen:\n{}",
-        last.iter()
-            .map(|(n, v, s)| format!("  {n} {v}: {s:?}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    if agreed.is_none() {
+        stop.stop();
+        let outcomes: Vec<String> = jobs
+            .into_iter()
+            .map(|j| format!("  {:?}", j.wait(Duration::from_secs(60))))
+            .collect();
+        panic!(
+            "the views never agreed on {expected:?}; last seen:\n{}\nthe jobs:\n{}",
+            last.iter()
+                .map(|(n, v, s)| format!("  {n} {v}: {s:?}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            outcomes.join("\n")
+        );
+    }
     // The lone job runs free.
     let (ranks, _) = m.jobs();
     let alone: Vec<_> = ranks.iter().filter(|r| r.node == "n1").collect();
