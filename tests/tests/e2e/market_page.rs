@@ -276,19 +276,28 @@ fn one_price_everywhere_for_a_node_alone_contended_and_idle() {
     let node_metrics: Vec<SocketAddr> = (0..3)
         .map(|_| SocketAddr::from(([127, 0, 0, 1], testhost::net::port())))
         .collect();
+    // The nodes announce themselves to the selector and are told accountd's address
+    // (so that no job is launched before a node has heard where accountd is).
+    let histories = tempfile::tempdir().unwrap();
     let mut options = MarketOptions {
         cluster: ClusterOptions {
             nodes: 3,
             ..ClusterOptions::default()
         },
         policy: "contention",
-        discovery: Some(channel.table()),
         ..MarketOptions::default()
     };
     for (i, addr) in node_metrics.iter().enumerate() {
+        let name = format!("n{}", i + 1);
+        let history = rexec_tests::selectors::history(histories.path(), &name);
         options.extra_node_config.insert(
-            format!("n{}", i + 1),
-            format!("\n[metrics]\nlisten = \"{addr}\"\n"),
+            name,
+            format!(
+                "\n[metrics]\nlisten = \"{addr}\"\n{}[announce]\nhistory_file = {:?}\n\
+                 find_accountd = false\n",
+                channel.table(),
+                history.display().to_string()
+            ),
         );
     }
     let m = MarketCluster::start(options);
