@@ -33,21 +33,27 @@ pub fn explain_io(e: &io::Error) -> String {
 /// wrapping the I/O error of a connection the peer refused); other errors print as
 /// they are.
 pub fn explain_error(e: &(dyn std::error::Error + 'static)) -> String {
+    explain_tls_error(e).unwrap_or_else(|| e.to_string())
+}
+
+/// The explanation of the TLS failure in `e`'s chain, if it holds one (a refused
+/// certificate, a handshake alert); `None` for any other error.
+pub fn explain_tls_error(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut next = Some(e);
     while let Some(err) = next {
         if let Some(tls) = err.downcast_ref::<rustls::Error>() {
-            return explain(tls);
+            return Some(explain(tls));
         }
         if let Some(tls) = err
             .downcast_ref::<io::Error>()
             .and_then(|io| io.get_ref())
             .and_then(|inner| inner.downcast_ref::<rustls::Error>())
         {
-            return explain(tls);
+            return Some(explain(tls));
         }
         next = err.source();
     }
-    e.to_string()
+    None
 }
 
 /// Explains a rustls error in the terms of this cluster.

@@ -60,7 +60,10 @@ pub use ca::{BACKDATE, CA_CERT_FILE, CA_DAYS, CA_KEY_FILE, CRL_FILE, Ca, Issued,
 pub use config::{TlsPaths, client_config, crypto_provider, peer_identity, server_config};
 pub use crl::{CRL_DAYS, CRL_STATE_FILE, CrlState, RevokedEntry};
 pub use error::CertError;
-pub use explain::{explain, explain_certificate_error, explain_error, explain_io, handshake_error};
+pub use explain::{
+    explain, explain_certificate_error, explain_error, explain_io, explain_tls_error,
+    handshake_error,
+};
 pub use files::check_key_mode;
 pub use identity::{AuthError, PeerIdentity, URI_PREFIX};
 pub use inspect::{CertInfo, CrlInfo, fingerprint};

@@ -104,6 +104,8 @@ fn main() {
         kind: Kind::Node(NodeStatus {
             cpus: 32,
             price: 7_500_000,
+            charging: 0,
+            contended: false,
             running_jobs: 5,
             runnable: 40,
             load_milli: 38_250,

@@ -21,7 +21,9 @@
 //! (`summary`, at most [`MAX_SUMMARY`] bytes, laid out by vexecd's
 //! `profile::summary`); this crate carries it as opaque bytes.
 //!
-//! Version history: 1 had no cluster, idle CPUs, free memory or summary.
+//! Version history: 1 had no cluster, idle CPUs, free memory or summary; 2 had
+//! no charging rate or contention flag (a receiver could not tell what a node
+//! charges from its price).
 //!
 //! ```
 //! use proto::announce::*;
@@ -33,8 +35,8 @@
 //!     seq: 42,
 //!     period_ms: 1000,
 //!     kind: Kind::Node(NodeStatus {
-//!         cpus: 8, price: 3_000_000, running_jobs: 2, runnable: 9, load_milli: 8_700,
-//!         idle_milli: 0, free_mem_mib: 30_000,
+//!         cpus: 8, price: 3_000_000, charging: 3_000_000, contended: true,
+//!         running_jobs: 2, runnable: 9, load_milli: 8_700, idle_milli: 0, free_mem_mib: 30_000,
 //!     }),
 //!     summary: None,
 //! };
@@ -53,7 +55,7 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: [u8; 4] = *b"RXMA";
 
 /// Layout version this build writes and reads.
-pub const ANNOUNCE_VERSION: u8 = 2;
+pub const ANNOUNCE_VERSION: u8 = 3;
 
 /// Largest datagram sent or accepted, in bytes.
 pub const MAX_DATAGRAM: usize = 1200;
@@ -121,8 +123,15 @@ pub enum Kind {
 pub struct NodeStatus {
     /// CPUs jobs may use (at least 1).
     pub cpus: u32,
-    /// Sum of the bids competing on the node, micro-credits per minute.
+    /// The node's price: the sum of the bids competing on it (its runnable
+    /// ranks' bids in force), micro-credits per minute, whether or not they pay.
     pub price: i64,
+    /// What its ranks pay together right now, micro-credits per minute: 0
+    /// while charging does not apply (a rank alone, or idle CPUs under the
+    /// `contention` policy). Not a price: see `stride::node_market`.
+    pub charging: i64,
+    /// Whether the node is contended (its runnable demand exceeds its CPUs).
+    pub contended: bool,
     /// Jobs (ranks) running.
     pub running_jobs: u32,
     /// Runnable threads of those jobs (their CPU demand).
@@ -225,6 +234,9 @@ impl Announcement {
             }
             if node.price < 0 {
                 return Err(bad("price", format!("{} is negative", node.price)));
+            }
+            if node.charging < 0 {
+                return Err(bad("charging", format!("{} is negative", node.charging)));
             }
             if node.idle_milli > node.cpus.saturating_mul(1000) {
                 return Err(bad(

@@ -30,8 +30,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::announce::{MAX_NAME, NodeStatus};
 
-/// Version of the selector protocol spoken by this build.
-pub const SELECTOR_PROTOCOL_VERSION: u16 = 1;
+/// Version of the selector protocol spoken by this build. Version 2's
+/// [`NodeView`] carries the node's charging rate and contention with its price.
+pub const SELECTOR_PROTOCOL_VERSION: u16 = 2;
 
 /// Most nodes one select may ask for.
 pub const MAX_SELECT: u32 = 4096;

@@ -21,6 +21,8 @@ fn node(name: &str) -> Announcement {
         kind: Kind::Node(NodeStatus {
             cpus: 4,
             price: 0,
+            charging: 0,
+            contended: false,
             running_jobs: 0,
             runnable: 0,
             load_milli: 0,
@@ -35,7 +37,7 @@ proptest! {
     fn valid_announcements_round_trip(a in announcement()) {
         let d = a.encode().unwrap();
         prop_assert!(d.len() <= MAX_DATAGRAM);
-        prop_assert_eq!(&d[..5], b"RXMA\x02");
+        prop_assert_eq!(&d[..5], b"RXMA\x03");
         prop_assert_eq!(Announcement::decode(&d).unwrap(), a);
     }
 
@@ -63,6 +65,8 @@ fn the_largest_announcement_fits_the_limit() {
     a.kind = Kind::Node(NodeStatus {
         cpus: u32::MAX,
         price: i64::MAX,
+        charging: 0,
+        contended: false,
         running_jobs: u32::MAX,
         runnable: u32::MAX,
         load_milli: u32::MAX,
@@ -95,22 +99,42 @@ fn wrong_magic_and_wrong_version_are_named() {
     assert_eq!(Announcement::decode(&wrong), Err(AnnounceError::WrongMagic));
     assert_eq!(Announcement::decode(b"X"), Err(AnnounceError::WrongMagic));
     let mut newer = d.clone();
-    newer[4] = 3;
+    newer[4] = 4;
     assert_eq!(
         Announcement::decode(&newer),
-        Err(AnnounceError::WrongVersion { got: 3 })
+        Err(AnnounceError::WrongVersion { got: 4 })
     );
-    let mut older = d.clone();
-    older[4] = 1;
-    assert_eq!(
-        Announcement::decode(&older),
-        Err(AnnounceError::WrongVersion { got: 1 })
-    );
+    for version in [1, 2] {
+        let mut older = d.clone();
+        older[4] = version;
+        assert_eq!(
+            Announcement::decode(&older),
+            Err(AnnounceError::WrongVersion { got: version })
+        );
+    }
     assert!(
         AnnounceError::WrongVersion { got: 2 }
             .to_string()
             .contains("upgrade")
     );
+}
+
+/// Node "a" announcing `cpus` CPUs, `price`, `charging` and `idle_milli`, nothing else.
+fn with_status(cpus: u32, price: i64, charging: i64, idle_milli: u32) -> Announcement {
+    Announcement {
+        kind: Kind::Node(NodeStatus {
+            cpus,
+            price,
+            charging,
+            contended: false,
+            running_jobs: 0,
+            runnable: 0,
+            load_milli: 0,
+            idle_milli,
+            free_mem_mib: 0,
+        }),
+        ..node("a")
+    }
 }
 
 #[test]
@@ -134,51 +158,10 @@ fn fields_out_of_range_are_refused_on_both_sides() {
             },
             "period_ms",
         ),
-        (
-            Announcement {
-                kind: Kind::Node(NodeStatus {
-                    cpus: 0,
-                    price: 0,
-                    running_jobs: 0,
-                    runnable: 0,
-                    load_milli: 0,
-                    idle_milli: 0,
-                    free_mem_mib: 0,
-                }),
-                ..node("a")
-            },
-            "cpus",
-        ),
-        (
-            Announcement {
-                kind: Kind::Node(NodeStatus {
-                    cpus: 1,
-                    price: -1,
-                    running_jobs: 0,
-                    runnable: 0,
-                    load_milli: 0,
-                    idle_milli: 0,
-                    free_mem_mib: 0,
-                }),
-                ..node("a")
-            },
-            "price",
-        ),
-        (
-            Announcement {
-                kind: Kind::Node(NodeStatus {
-                    cpus: 2,
-                    price: 0,
-                    running_jobs: 0,
-                    runnable: 0,
-                    load_milli: 0,
-                    idle_milli: 2001,
-                    free_mem_mib: 0,
-                }),
-                ..node("a")
-            },
-            "idle_milli",
-        ),
+        (with_status(0, 0, 0, 0), "cpus"),
+        (with_status(1, -1, 0, 0), "price"),
+        (with_status(1, 0, -1, 0), "charging"),
+        (with_status(2, 0, 0, 2001), "idle_milli"),
         (
             Announcement {
                 cluster: String::new(),

@@ -93,6 +93,8 @@ async fn an_announcement_crosses_a_udp_socket() {
         kind: Kind::Node(NodeStatus {
             cpus: 2,
             price: 5,
+            charging: 0,
+            contended: false,
             running_jobs: 1,
             runnable: 3,
             load_milli: 1500,

@@ -15,7 +15,9 @@
 //! `rexec jobs` prints one row per rank (node, job, rank, user, bid, the
 //! market model's CPU share and the share measured over the last metering
 //! window, CPU seconds, credits charged, age, program) and then one row per
-//! node (CPUs sold, price, whether it is contended). A bid not in force, as
+//! node (CPUs sold, price: the sum of the bids competing there, whether they
+//! pay or not, as every other view of the node shows it; and whether it is
+//! contended, [`state_column`]). A bid not in force, as
 //! while the owner is out of credit, shows as `ASKED->IN-FORCE` (`2->0`).
 //!
 //! `rexec bid` prints one line per node asked: the ranks that took the new
@@ -286,39 +288,30 @@ fn print_jobs(nodes: &[NodeEntry], answers: Vec<Result<FromNode, SessionError>>)
         println!();
         println!("{:<12} {:>5} {:>12}  STATE", "NODE", "CPUS", "PRICE");
         for (node, list) in lists {
-            let state = if list.contended {
-                "contended"
-            } else {
-                "idle-cpu"
-            };
             println!(
-                "{:<12} {:>5} {:>12}  {state}",
+                "{:<12} {:>5} {:>12}  {}",
                 node,
                 list.cpus,
-                price_column(&list)
+                money::format_credits(list.price),
+                state_column(list.contended)
             );
         }
     }
     code
 }
 
-/// A node's price as `rexec jobs` shows it: what a newcomer competes
-/// against, so 0 while the node has idle CPUs (nobody pays then, however
-/// much a lone job bids).
+/// A node's state column, the same in `rexec jobs`, `rexec stats` and
+/// `rexec nodes`: `contended` while its runnable demand exceeds its CPUs,
+/// else `idle-cpu`. It is not part of the price: a node's price is the sum
+/// of the bids competing there whatever its state (a lone job bidding 2
+/// makes the price 2, and runs free).
 ///
 /// ```
-/// let mut list = proto::node::JobList::default();
-/// list.price = 2_000_000;
-/// assert_eq!(rexec::admin::price_column(&list), "0");
-/// list.contended = true;
-/// assert_eq!(rexec::admin::price_column(&list), "2");
+/// assert_eq!(rexec::admin::state_column(true), "contended");
+/// assert_eq!(rexec::admin::state_column(false), "idle-cpu");
 /// ```
-pub fn price_column(list: &JobList) -> String {
-    if list.contended {
-        money::format_credits(list.price)
-    } else {
-        "0".to_string()
-    }
+pub fn state_column(contended: bool) -> &'static str {
+    if contended { "contended" } else { "idle-cpu" }
 }
 
 /// The bid asked for, and the bid in force after an arrow when it differs.

@@ -212,36 +212,32 @@ fn request_refusal(code: SelectorErrorCode) -> bool {
 }
 
 /// What to print for a selectors' failure: one line when every selector
-/// said the same (the selectors named only when `verbose`), else one line
-/// per selector.
+/// refused alike ([`AskAnyError::common_refusal`]: the same refusal of the
+/// request, or of our certificate), the selectors named only when
+/// `verbose`; else one line per selector.
 pub fn selector_lines(e: &AskAnyError, verbose: bool) -> Vec<String> {
     let all = || e.to_string().lines().map(str::to_string).collect();
     if verbose {
         return all();
     }
-    match e {
-        AskAnyError::NoneAnswered(attempts) => {
-            let refusals: Vec<String> = attempts
-                .iter()
-                .filter_map(|a| match &a.error {
-                    AskError::Server(r) => Some(r.to_string()),
-                    _ => None,
-                })
-                .collect();
-            let agree = refusals.len() == attempts.len()
-                && refusals
-                    .first()
-                    .is_some_and(|f| refusals.iter().all(|r| r == f));
-            match refusals.first() {
-                Some(first) if agree && attempts.len() == 1 => vec![first.clone()],
-                Some(first) if agree => vec![format!(
-                    "{first} (all {} selectors said so)",
-                    attempts.len()
-                )],
-                _ => all(),
-            }
+    match (e, e.common_refusal()) {
+        (AskAnyError::NoneAnswered(attempts), Some(refusal)) => {
+            let names: Vec<&str> = attempts.iter().map(|a| a.name.as_str()).collect();
+            let request = matches!(attempts[0].error, AskError::Server(_));
+            vec![match (request, attempts.len()) {
+                (true, 1) => refusal,
+                (true, n) => format!("{refusal} (all {n} selectors said so)"),
+                (false, 1) => format!(
+                    "no selector could answer: selector {} at {}: {refusal}",
+                    attempts[0].name, attempts[0].addr
+                ),
+                (false, n) => format!(
+                    "no selector could answer: {refusal} (all {n} selectors: {})",
+                    names.join(", ")
+                ),
+            }]
         }
-        AskAnyError::Refused { error, .. } => vec![error.to_string()],
+        (AskAnyError::Refused { error, .. }, _) => vec![error.to_string()],
         _ => all(),
     }
 }

@@ -1,7 +1,8 @@
 //! `rexec nodes [--length DURATION] [--policy P] [-v]`: the nodes one
 //! selector knows, as an aligned table: name, address, price (credits per
-//! minute), CPUs, idle CPUs, jobs, load, predicted completion of a job of
-//! `--length` CPU time, and the age of the node's last announcement. `-`
+//! minute: the sum of the bids competing there, paid or not), CPUs, idle
+//! CPUs, jobs, load, predicted completion of a job of `--length` CPU time,
+//! and the age of the node's last announcement. `-`
 //! marks what is unknown. Rows come by name, or in the order `--policy`
 //! would choose them (the selector ranks every node it knows).
 //!
@@ -99,8 +100,9 @@ pub async fn listing(
 /// let v = |name: &str, port: u16| NodeView {
 ///     name: name.into(),
 ///     addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
-///     status: NodeStatus { cpus: 1, price: 0, running_jobs: 0, runnable: 0,
-///                          load_milli: 0, idle_milli: 1000, free_mem_mib: 1 },
+///     status: NodeStatus { cpus: 1, price: 0, charging: 0, contended: false,
+///                          running_jobs: 0, runnable: 0, load_milli: 0, idle_milli: 1000,
+///                          free_mem_mib: 1 },
 ///     idle_milli: 1000, speed_milli: None, predicted_ms: None, age_ms: 0,
 /// };
 /// let (nodes, bad) = rexec::nodes::entries(&[v("n2", 2), v("n1", 1), v("Bad Name", 3)]);
@@ -188,8 +190,9 @@ pub async fn run(args: &NodesArgs, config: Option<&std::path::Path>) -> Result<(
 /// let v = NodeView {
 ///     name: "n1".into(),
 ///     addr: "127.0.0.1:7001".parse().unwrap(),
-///     status: NodeStatus { cpus: 4, price: 1_500_000, running_jobs: 2, runnable: 3,
-///                          load_milli: 2_250, idle_milli: 1_500, free_mem_mib: 1 },
+///     status: NodeStatus { cpus: 4, price: 1_500_000, charging: 0, contended: true,
+///                          running_jobs: 2, runnable: 3, load_milli: 2_250,
+///                          idle_milli: 1_500, free_mem_mib: 1 },
 ///     idle_milli: 1_500,
 ///     speed_milli: None,
 ///     predicted_ms: None,
@@ -266,6 +269,8 @@ pub(crate) fn idle_node_status() -> proto::announce::NodeStatus {
     proto::announce::NodeStatus {
         cpus: 1,
         price: 0,
+        charging: 0,
+        contended: false,
         running_jobs: 0,
         runnable: 0,
         load_milli: 0,

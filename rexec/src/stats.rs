@@ -6,7 +6,8 @@
 //!   nodes and services, selects answered, announcements accepted, datagrams
 //!   dropped by reason, senders forgotten;
 //! - every node asked (`--nodes`, `[nodes]`, or a selector's listing, as for
-//!   `rexec jobs`) for its market state: CPUs sold, price, contended or not, and,
+//!   `rexec jobs`) for its market state: CPUs sold, price (the sum of the bids
+//!   competing there, paid or not, as everywhere else), contended or not, and,
 //!   over the ranks it shows you (every rank with an admin certificate), how many,
 //!   their bids in force, the CPUs the model gives them and the CPUs they used,
 //!   the largest gap between the two for one rank, and the credits charged.
@@ -18,7 +19,7 @@ use proto::node::{FromNode, JobList, ToNode};
 use proto::select::SelectorStats;
 use tokio::task::JoinSet;
 
-use crate::admin::{configured_nodes, listed_nodes, milli_cpus, price_column};
+use crate::admin::{configured_nodes, listed_nodes, milli_cpus, state_column};
 use crate::cli::StatsArgs;
 use crate::exit::Error;
 use crate::say;
@@ -93,6 +94,12 @@ pub fn selector_table(rows: &[(String, String, SelectorStats)]) -> String {
 /// assert_eq!(rows[0], ["NODE", "CPUS", "PRICE/MIN", "STATE", "RANKS", "BIDS/MIN",
 ///     "MODEL-CPU", "USED-CPU", "MAX-GAP", "CHARGED"]);
 /// assert_eq!(rows[1], ["n1", "2", "30", "contended", "2", "30", "2.000", "2.000", "0.133", "3"]);
+/// // A rank bidding 2 alone: the price is 2 (it pays nothing, the node is not contended).
+/// let alone = JobList { jobs: vec![rank(2_000_000, 1000, 1000)], truncated: false, cpus: 2,
+///                       price: 2_000_000, contended: false };
+/// let t = rexec::stats::node_table(&[("n2".into(), alone)]);
+/// let row: Vec<&str> = t.lines().nth(1).unwrap().split_whitespace().collect();
+/// assert_eq!(&row[..4], ["n2", "2", "2", "idle-cpu"]);
 /// ```
 pub fn node_table(rows: &[(String, JobList)]) -> String {
     let header = [
@@ -122,13 +129,8 @@ pub fn node_table(rows: &[(String, JobList)]) -> String {
             vec![
                 name.clone(),
                 list.cpus.to_string(),
-                price_column(list),
-                if list.contended {
-                    "contended"
-                } else {
-                    "idle-cpu"
-                }
-                .to_string(),
+                money::format_credits(list.price),
+                state_column(list.contended).to_string(),
                 list.jobs.len().to_string(),
                 money::format_credits(sum(|j| j.effective_bid)),
                 cpus(|j| j.model_milli_cpus),

@@ -9,6 +9,7 @@
 //! | `rexec_node_ranks` | gauge | |
 //! | `rexec_node_cpus` | gauge | |
 //! | `rexec_node_price_credits_per_minute` | gauge | |
+//! | `rexec_node_charging_credits_per_minute` | gauge | |
 //! | `rexec_node_contended` | gauge (0/1) | |
 //! | `rexec_node_share_error_max_cpus` | gauge | |
 //! | `rexec_node_share_error_mean_cpus` | gauge | |
@@ -205,6 +206,7 @@ struct BookFigures {
     ranks: usize,
     cpus: u32,
     price_micros: i64,
+    charging_micros: i64,
     contended: bool,
     share_error_max: f64,
     share_error_mean: f64,
@@ -232,6 +234,7 @@ impl BookFigures {
             ranks: book.len(),
             cpus: node.cpus,
             price_micros: node.price.micros_per_minute(),
+            charging_micros: node.charging.micros_per_minute(),
             contended: node.contended,
             share_error_max: max,
             share_error_mean: mean,
@@ -280,8 +283,14 @@ impl Collector for NodeState {
         )?;
         gauge(
             e,
+            "rexec_node_charging_credits_per_minute",
+            "What the node's ranks pay together now, credits per minute (0 while they run free)",
+            credits(f.charging_micros),
+        )?;
+        gauge(
+            e,
             "rexec_node_contended",
-            "1 while runnable demand exceeds the CPUs (bids are charged), else 0",
+            "1 while runnable demand exceeds the CPUs, else 0",
             i64::from(f.contended),
         )?;
         gauge(

@@ -8,7 +8,8 @@
 //! - [`alloc`]: the expected allocation of a node's CPUs by water filling ([`water_fill`]).
 //! - [`charge`]: the contention predicate, the two charging [`Policy`]s, and the exact
 //!   per-job [`Meter`].
-//! - [`price`]: the node price and a newcomer's [`Quote`].
+//! - [`price`]: the node price, its charging rate and contention ([`node_market`]), and a
+//!   newcomer's [`Quote`].
 //! - [`sched`]: the stride [`Scheduler`] on k CPUs with join, leave and re-bid.
 //! - [`scenario`]: scripted timelines, starting with the paper's Figure 4.
 //!
@@ -39,7 +40,7 @@ pub use charge::{
     Job, Meter, Overflow, Policy, UnknownPolicy, charge_for, charge_rates, charging_applies,
     interval_charges, is_contended,
 };
-pub use price::{Quote, node_price, quote};
+pub use price::{NodeMarket, Quote, node_market, node_price, quote};
 pub use sched::{
     ClientId, ClientView, Departed, MAX_CLIENT_TICKETS, MAX_CLIENTS, STRIDE1, SchedError, Scheduler,
 };

@@ -1,13 +1,18 @@
 //! Node price and quotes: what a node announces, and what a newcomer can expect there.
 //!
-//! A node's price is the sum of the bids of the jobs competing on it (its runnable jobs).
+//! A node's price is the sum of the bids of the jobs competing on it (its runnable jobs),
+//! whether or not they pay: a job alone on a node has the node's price, and pays nothing.
+//! What the node's jobs pay right now is a separate figure, its charging rate, and whether
+//! it is contended a third; [`node_market`] computes all three at once, and every place that
+//! shows a node (its announcement and metrics, `rexec nodes`, `rexec stats`, the market
+//! page) shows these, never a second "price".
 //! A newcomer bidding r on a node of C CPUs at price P expects C * r / (P + r) CPUs, capped by
 //! its demand (the paper's simple rule, used to rank nodes), and runs free when its arrival
 //! leaves the node uncontended. The quote also carries the exact water-filled expectation,
 //! which counts CPUs the others leave idle.
 
 use crate::alloc::{Claim, MILLI, water_fill};
-use crate::charge::{Job, Overflow, Policy, charging_applies};
+use crate::charge::{Job, Overflow, Policy, charge_rates, charging_applies, is_contended};
 use crate::tickets::tickets_for_bids;
 use money::Bid;
 
@@ -26,6 +31,52 @@ pub fn node_price(jobs: &[Job]) -> Result<Bid, Overflow> {
         sum = sum.checked_add(j.bid.micros_per_minute()).ok_or(Overflow)?;
     }
     Bid::new(sum).map_err(|_| Overflow)
+}
+
+/// A node's market at one instant: its price, what it charges, whether it is contended.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct NodeMarket {
+    /// The sum of the bids of the runnable jobs ([`node_price`]).
+    pub price: Bid,
+    /// What the jobs pay together right now, per minute: the sum of [`NodeMarket::rates`].
+    /// Zero while charging does not apply (a job alone, or idle CPUs under
+    /// [`Policy::Contention`]).
+    pub charging: Bid,
+    /// The runnable demand exceeds the CPUs ([`is_contended`]).
+    pub contended: bool,
+    /// What each job pays right now, in the order given ([`charge_rates`]).
+    pub rates: Vec<Bid>,
+}
+
+/// The market of a node of `cpus` CPUs charging under `policy` and running `jobs`.
+///
+/// ```
+/// use money::Bid;
+/// use stride::{node_market, Job, Policy};
+/// // One job bidding 2 alone on two CPUs: the node's price is 2, it charges nothing.
+/// let alone = [Job { bid: Bid::from_credits(2), demand: 1 }];
+/// let m = node_market(Policy::Contention, 2, &alone)?;
+/// assert_eq!((m.price, m.charging, m.contended), (Bid::from_credits(2), Bid::ZERO, false));
+/// // Three single-threaded jobs on two CPUs compete: each pays its bid.
+/// let three = [4, 2, 1].map(|c| Job { bid: Bid::from_credits(c), demand: 1 });
+/// let m = node_market(Policy::Contention, 2, &three)?;
+/// assert_eq!((m.price, m.charging, m.contended), (Bid::from_credits(7), Bid::from_credits(7), true));
+/// # Ok::<(), stride::Overflow>(())
+/// ```
+pub fn node_market(policy: Policy, cpus: u32, jobs: &[Job]) -> Result<NodeMarket, Overflow> {
+    let rates = charge_rates(policy, cpus, jobs);
+    let mut charging: i64 = 0;
+    for r in &rates {
+        charging = charging
+            .checked_add(r.micros_per_minute())
+            .ok_or(Overflow)?;
+    }
+    Ok(NodeMarket {
+        price: node_price(jobs)?,
+        charging: Bid::new(charging).map_err(|_| Overflow)?,
+        contended: is_contended(cpus, jobs.iter().map(|j| j.demand)),
+        rates,
+    })
 }
 
 /// What a newcomer can expect on a node.
@@ -124,6 +175,33 @@ mod tests {
         // Equal tickets: the newcomer's single thread is below its fair share of two CPUs.
         assert_eq!(q.water_filled_milli_cpus, 1000);
         assert!(!q.runs_free);
+    }
+
+    #[test]
+    fn the_price_counts_every_runnable_bid_and_charging_only_what_is_paid() {
+        let job = |c, demand| Job {
+            bid: Bid::from_credits(c),
+            demand,
+        };
+        // Idle: nothing.
+        let m = node_market(Policy::Contention, 2, &[]).unwrap();
+        assert_eq!(
+            (m.price, m.charging, m.contended),
+            (Bid::ZERO, Bid::ZERO, false)
+        );
+        // A lone job with more threads than CPUs contends, and still runs free.
+        let m = node_market(Policy::Contention, 2, &[job(2, 3)]).unwrap();
+        assert_eq!(
+            (m.price, m.charging, m.contended),
+            (Bid::from_credits(2), Bid::ZERO, true)
+        );
+        // Under the paper's rule a blocked job pays without competing.
+        let m = node_market(Policy::Paper, 2, &[job(4, 1), job(2, 0)]).unwrap();
+        assert_eq!(
+            (m.price, m.charging, m.contended),
+            (Bid::from_credits(4), Bid::from_credits(6), false)
+        );
+        assert_eq!(m.rates, [Bid::from_credits(4), Bid::from_credits(2)]);
     }
 
     #[test]

@@ -343,6 +343,8 @@ pub fn fake_node(
         kind: Kind::Node(NodeStatus {
             cpus: 64,
             price: 0,
+            charging: 0,
+            contended: false,
             running_jobs: 0,
             runnable: 0,
             load_milli: 0,

@@ -118,6 +118,8 @@ fn sender(target: SocketAddr) {
                     kind: Kind::Node(NodeStatus {
                         cpus: n.cpus,
                         price: rng.below(20) as i64 * 250_000,
+                        charging: 0,
+                        contended: false,
                         running_jobs: rng.below(4) as u32,
                         runnable: rng.below(n.cpus as usize + 2) as u32,
                         load_milli: load,

@@ -49,6 +49,8 @@ fn main() {
                     kind: Kind::Node(NodeStatus {
                         cpus: 8,
                         price: ((i * 7919 + round as usize * 13) % 10_000) as i64 * 1000,
+                        charging: 0,
+                        contended: false,
                         running_jobs: (i % 4) as u32,
                         runnable: (i % 4) as u32,
                         load_milli: (i % 8000) as u32,

@@ -34,7 +34,7 @@
 //!         name: format!("node{i}"),
 //!         addr: format!("10.0.0.{i}:7400").parse().unwrap(),
 //!         incarnation: 1, seq: 0, period_ms: 2000,
-//!         kind: Kind::Node(NodeStatus { cpus: 4, price, running_jobs: 1, runnable: 1, load_milli: 1000 , idle_milli: 4000, free_mem_mib: 8192 }),
+//!         kind: Kind::Node(NodeStatus { cpus: 4, price, charging: 0, contended: false, running_jobs: 1, runnable: 1, load_milli: 1000 , idle_milli: 4000, free_mem_mib: 8192 }),
 //!     };
 //!     table.ingest(&a.encode().unwrap(), None, now.instant);
 //! }

@@ -168,6 +168,54 @@ impl fmt::Display for NoneAnswered<'_> {
     }
 }
 
+impl AskAnyError {
+    /// When every selector refused alike, the refusal in words that name no
+    /// selector and no address, said once: the same refusal of the request, or
+    /// the same refusal of the connection (a peer that does not trust our
+    /// certificate, as every selector of another cluster says). `None` when they
+    /// failed differently, or in ways that concern each one (unreachable, silent,
+    /// an impostor), which are told selector by selector.
+    ///
+    /// ```
+    /// use clients::selector::{AskAnyError, Attempt};
+    /// use proto::select::{SelectorError, SelectorErrorCode};
+    /// let refused = |name: &str| Attempt {
+    ///     name: name.into(),
+    ///     addr: "127.0.0.1:1".into(),
+    ///     error: clients::rpc::RpcError::Server(SelectorError::new(
+    ///         SelectorErrorCode::NotEnoughNodes, "2 nodes asked for, 1 qualify")),
+    /// };
+    /// let e = AskAnyError::NoneAnswered(vec![refused("v1"), refused("v2")]);
+    /// assert_eq!(e.common_refusal().as_deref(), Some("2 nodes asked for, 1 qualify"));
+    /// assert_eq!(AskAnyError::NoSelectors.common_refusal(), None);
+    /// ```
+    pub fn common_refusal(&self) -> Option<String> {
+        let AskAnyError::NoneAnswered(attempts) = self else {
+            return None;
+        };
+        let first = refusal(&attempts.first()?.error)?;
+        attempts[1..]
+            .iter()
+            .all(|a| refusal(&a.error).as_ref() == Some(&first))
+            .then_some(first)
+    }
+}
+
+/// A refusal by the selector, in words without its name or address: of the
+/// request, or of the TLS connection (during the handshake, or at the first read
+/// when the peer rejects our certificate after TLS 1.3 let us finish ours).
+fn refusal(e: &ClientError) -> Option<String> {
+    match e {
+        RpcError::Server(r) => Some(r.to_string()),
+        RpcError::Tls { cause, .. } => match &**cause {
+            CertError::Handshake { detail, .. } => Some(detail.clone()),
+            _ => None,
+        },
+        RpcError::Frame { cause, .. } => certs::explain_tls_error(&**cause),
+        _ => None,
+    }
+}
+
 /// Why one selector failed, for a line that already names it and its address.
 fn why(e: &ClientError) -> String {
     match e {

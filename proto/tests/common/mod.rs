@@ -203,6 +203,8 @@ pub fn announcement() -> impl Strategy<Value = Announcement> {
             Kind::Node(NodeStatus {
                 cpus,
                 price,
+                charging: 0,
+                contended: false,
                 running_jobs,
                 runnable,
                 load_milli,

@@ -516,3 +516,50 @@ async fn a_config_with_no_way_to_find_nodes_says_what_to_add() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_every_selector_refuses_is_said_once_in_one_line() {
+    let pki = TestPki::new();
+    let foreign = TestPki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = vec![view("n1", "127.0.0.1:7001".parse().unwrap(), 0)];
+    let mut selectors = Vec::new();
+    for name in ["v1", "v2", "v3"] {
+        let peer = selector_peer(&pki, name, listing(nodes.clone())).await;
+        selectors.push(peer.entry(name));
+    }
+    // alice's certificate and key from another cluster, trusting both CAs: every
+    // selector refuses her certificate.
+    let config = client_config(&foreign, dir.path(), &selectors);
+    let both = dir.path().join("both-cas.pem");
+    let ca = |p: &TestPki| std::fs::read_to_string(p.tls_paths(Role::User, "alice").ca).unwrap();
+    std::fs::write(&both, ca(&foreign) + &ca(&pki)).unwrap();
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        &format!("{:?}", foreign.tls_paths(Role::User, "alice").ca),
+        &format!("{both:?}"),
+    );
+    std::fs::write(&config, text).unwrap();
+    let out = rexec(&config, &["nodes"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line:\n{stderr}");
+    assert_eq!(
+        stderr.matches("our certificate").count(),
+        1,
+        "said once:\n{stderr}"
+    );
+    assert!(stderr.contains("v1, v2, v3"), "{stderr}");
+
+    // alice's whole configuration from another cluster: she refuses every selector's
+    // certificate, and says so once.
+    let config = client_config(&foreign, dir.path(), &selectors);
+    let out = rexec(&config, &["nodes"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line:\n{stderr}");
+    assert_eq!(
+        stderr.matches("not issued by our cluster CA").count(),
+        1,
+        "said once:\n{stderr}"
+    );
+}

@@ -152,6 +152,8 @@ pub(crate) fn view(name: &str, addr: SocketAddr, price: i64) -> NodeView {
         status: NodeStatus {
             cpus: 4,
             price,
+            charging: 0,
+            contended: false,
             running_jobs: 1,
             runnable: 1,
             load_milli: 1_000,

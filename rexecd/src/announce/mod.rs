@@ -77,6 +77,8 @@ pub fn node_announcement(
         kind: Kind::Node(NodeStatus {
             cpus: status.cpus,
             price: status.price.micros_per_minute(),
+            charging: status.charging.micros_per_minute(),
+            contended: status.contended,
             running_jobs: status.ranks,
             runnable: status.runnable,
             load_milli: measured.load_milli,

@@ -39,6 +39,9 @@ pub struct RankState {
     pub dry: bool,
     /// Runnable threads at the last sample (1 until the first sample; 0 once stopped).
     pub demand: u32,
+    /// A sample has measured its demand (it used CPU or had a runnable thread): until
+    /// then `demand` is only assumed, and it does not count in the node's price.
+    pub measured: bool,
     /// Its first process has exited: it competes no more, whatever its cgroup still
     /// shows, while its session tears it down (see [`Book::stop`]).
     pub stopped: bool,
@@ -149,6 +152,7 @@ pub struct Book {
     ranks: BTreeMap<Key, RankState>,
     contended: bool,
     price: Bid,
+    charging: Bid,
     /// Bumped on every arrival, departure, re-bid and credit change (gains reset).
     generation: u64,
     /// The generation the gains were last reset at.
@@ -157,13 +161,15 @@ pub struct Book {
     reach: f64,
 }
 
-/// The node as `ListJobs` and announcements show it.
+/// The node as `ListJobs` and the metrics show it (see [`stride::node_market`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NodeView {
     /// CPUs sold.
     pub cpus: u32,
     /// Sum of the competing bids.
     pub price: Bid,
+    /// What the ranks pay together now, per minute.
+    pub charging: Bid,
     /// Runnable demand above the CPUs.
     pub contended: bool,
 }
@@ -175,6 +181,10 @@ pub struct MarketStatus {
     pub cpus: u32,
     /// Sum of the competing bids.
     pub price: Bid,
+    /// What the ranks pay together now, per minute.
+    pub charging: Bid,
+    /// Runnable demand above the CPUs.
+    pub contended: bool,
     /// Ranks running.
     pub ranks: u32,
     /// Their runnable threads at the last sample (their CPU demand).
@@ -182,11 +192,14 @@ pub struct MarketStatus {
 }
 
 impl Book {
-    /// CPUs, price, ranks and runnable demand, for announcements.
+    /// CPUs, price, charging rate, contention, ranks and runnable demand, for
+    /// announcements.
     pub fn status(&self) -> MarketStatus {
         MarketStatus {
             cpus: self.cpus,
             price: self.price,
+            charging: self.charging,
+            contended: self.contended,
             ranks: u32::try_from(self.ranks.len()).unwrap_or(u32::MAX),
             runnable: self
                 .ranks
@@ -203,17 +216,19 @@ impl Book {
             ranks: BTreeMap::new(),
             contended: false,
             price: Bid::ZERO,
+            charging: Bid::ZERO,
             generation: 0,
             gains_at: 0,
             reach: 1.0,
         }
     }
 
-    /// The node's CPUs, price and contention.
+    /// The node's CPUs, price, charging rate and contention.
     pub fn node(&self) -> NodeView {
         NodeView {
             cpus: self.cpus,
             price: self.price,
+            charging: self.charging,
             contended: self.contended,
         }
     }
@@ -260,6 +275,7 @@ impl Book {
             bid,
             dry: false,
             demand: 1,
+            measured: false,
             stopped: false,
             usage_ns: 0,
             sampled_at: now,
@@ -421,6 +437,7 @@ impl Book {
             let not_started = r.window.is_empty() && s.usage_ns == 0 && s.runnable == 0;
             if !not_started && !r.stopped {
                 r.demand = s.runnable.max(busy);
+                r.measured = true;
             }
             r.usage_ns = r.usage_ns.max(s.usage_ns);
             if r.window.len() == WINDOW {
@@ -515,13 +532,39 @@ impl Book {
             })
             .collect();
         let alloc = stride::water_fill(self.cpus, &claims);
-        let rates = stride::charge_rates(self.policy, self.cpus, &jobs);
-        for ((r, milli), rate) in self.ranks.values_mut().zip(alloc.milli_cpus()).zip(rates) {
+        let market = stride::node_market(self.policy, self.cpus, &jobs).unwrap_or_else(|_| {
+            // Sums beyond 64 bits of micro-credits: each rank still pays its own rate.
+            stride::NodeMarket {
+                price: Bid::ZERO,
+                charging: Bid::ZERO,
+                contended: stride::is_contended(self.cpus, jobs.iter().map(|j| j.demand)),
+                rates: stride::charge_rates(self.policy, self.cpus, &jobs),
+            }
+        });
+        for ((r, milli), rate) in self
+            .ranks
+            .values_mut()
+            .zip(alloc.milli_cpus())
+            .zip(&market.rates)
+        {
             r.model_milli = *milli;
-            r.rate = rate;
+            r.rate = *rate;
         }
-        self.contended = stride::is_contended(self.cpus, jobs.iter().map(|j| j.demand));
-        self.price = stride::node_price(&jobs).unwrap_or(Bid::ZERO);
+        self.contended = market.contended;
+        self.charging = market.charging;
+        // A rank competes from its first measurement: until then its demand is only
+        // assumed (for its weight), and a rank that turns out to sleep never made
+        // the price.
+        let measured: Vec<Job> = self
+            .ranks
+            .values()
+            .zip(&jobs)
+            .map(|(r, j)| Job {
+                demand: if r.measured { j.demand } else { 0 },
+                ..*j
+            })
+            .collect();
+        self.price = stride::node_price(&measured).unwrap_or(Bid::ZERO);
     }
 
     /// Debits due at the metering tick at `now` (ticks every `tick`): every rank whose

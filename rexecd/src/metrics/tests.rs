@@ -76,6 +76,11 @@ async fn a_busy_node_shows_its_ranks_price_contention_and_share_error() {
         line(&text, "rexec_node_price_credits_per_minute"),
         "rexec_node_price_credits_per_minute 4.0"
     );
+    // Four runnable ranks on two CPUs compete: each pays its bid.
+    assert_eq!(
+        line(&text, "rexec_node_charging_credits_per_minute"),
+        "rexec_node_charging_credits_per_minute 4.0"
+    );
     assert_eq!(
         line(&text, "rexec_node_contended"),
         "rexec_node_contended 1"

@@ -3,8 +3,11 @@
 //! `/market` on its metrics address, jobs bidding on the nodes; headless
 //! Chromium loads the page, lets it refresh itself, and the rendered DOM names
 //! every node and draws the bidding node's price chart with data points (stepping up from the idle price). A
-//! screenshot is taken too (set `REXEC_MARKET_PAGE_PNG` to keep it: that is how
-//! `docs/market-page.png` was made).
+//! screenshot is taken too (set `REXEC_MARKET_PAGE_PNG` to keep it). A second test
+//! runs a node alone, one contended and one idle, and checks that the price metric,
+//! `rexec nodes`, `rexec stats` and the page show one price for each, the page what
+//! each charges and whether it is contended, and the charts one scale with clock
+//! times; `docs/market-page.png` is its screenshot.
 //!
 //! Needs Debian's `chromium` package (`deploy/setup-host` installs it).
 
@@ -163,12 +166,24 @@ fn the_market_page_in_chromium_names_every_node_and_charts_the_price() {
     );
     assert_ne!(price_of(n1).as_deref(), Some("0"), "{n1}");
 
+    screenshot_then_stop(&m, &url, (1200, 400), stop, jobs);
+}
+
+/// A screenshot of the page at `url` (kept where `REXEC_MARKET_PAGE_PNG` says: that
+/// is how `docs/market-page.png` is made), then the jobs stopped and waited for.
+fn screenshot_then_stop(
+    m: &MarketCluster,
+    url: &str,
+    size: (u32, u32),
+    stop: rexec_tests::stop::StopFile,
+    jobs: impl IntoIterator<Item = rexec_tests::rexec::Running>,
+) {
     let png = m.dir.path().join("market-page.png");
     chromium::screenshot(
         &m.dir.path().join("chromium"),
-        &url,
+        url,
         Duration::from_secs(1),
-        (1200, 400),
+        size,
         &png,
     );
     if let Some(keep) = std::env::var_os("REXEC_MARKET_PAGE_PNG") {
@@ -179,4 +194,285 @@ fn the_market_page_in_chromium_names_every_node_and_charts_the_price() {
         let out = j.wait(Duration::from_secs(120));
         assert!(out.code.is_some(), "{out:?}");
     }
+}
+
+/// One node's price, charging rate and state as one view shows it.
+#[derive(Debug, Clone, PartialEq)]
+struct Shown {
+    price: String,
+    charging: Option<String>,
+    state: Option<String>,
+}
+
+/// The text of `<td class="{class}">` (or a class starting so) in `row`.
+fn cell(row: &str, class: &str) -> Option<String> {
+    let at = row.find(&format!("<td class=\"{class}"))?;
+    let rest = &row[at..];
+    let rest = &rest[rest.find('>')? + 1..];
+    Some(rest.split('<').next()?.to_string())
+}
+
+/// The value of the sample `name` (no labels) in a Prometheus exposition, as
+/// credits the way the tables print them (`2`, `0`, `1.5`).
+fn sample(text: &str, name: &str) -> Option<String> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))?;
+    let value: f64 = line.rsplit(' ').next()?.parse().ok()?;
+    Some(money::format_credits((value * 1e6).round() as i64))
+}
+
+/// The whitespace-split row of `table` starting with `first`.
+fn table_row<'a>(table: &'a str, first: &str) -> Option<Vec<&'a str>> {
+    table
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|cells| cells.first() == Some(&first))
+}
+
+/// The last y of the price line in `row`'s chart, and the chart's zero line.
+fn last_height(row: &str) -> Option<(f64, f64)> {
+    let line = row
+        .split("<polyline class=\"price\" points=\"")
+        .nth(1)?
+        .split('"')
+        .next()?;
+    let y: f64 = line.rsplit(' ').next()?.split(',').nth(1)?.parse().ok()?;
+    let zero = row.split("class=\"zero\"").nth(1)?;
+    let zero: f64 = zero
+        .split("y1=\"")
+        .nth(1)?
+        .split('"')
+        .next()?
+        .parse()
+        .ok()?;
+    Some((y, zero))
+}
+
+/// The clock-time labels (`HH:MM`, the right one `HH:MM UTC`) of `row`'s chart.
+fn time_labels(row: &str) -> Vec<String> {
+    row.split("class=\"axis time\"")
+        .skip(1)
+        .filter_map(|s| s.split('>').nth(1)?.split('<').next().map(str::to_string))
+        .collect()
+}
+
+fn is_clock(label: &str) -> bool {
+    let hm = label.strip_suffix(" UTC").unwrap_or(label);
+    let b = hm.as_bytes();
+    b.len() == 5
+        && b[2] == b':'
+        && hm[..2].parse::<u32>().is_ok_and(|h| h < 24)
+        && hm[3..].parse::<u32>().is_ok_and(|m| m < 60)
+}
+
+/// One node alone, one contended and one idle: the node's `price` metric, `rexec
+/// nodes`, `rexec stats` and the market page all show the same price (the sum of
+/// the bids competing there), and what the node charges now and whether it is
+/// contended each in a column of its own. In Chromium, the charts of the nodes at 4
+/// and 2 credits share one scale (the line of 2 is half as high above the zero
+/// line as the line of 4) and are labelled with clock times.
+#[test]
+fn one_price_everywhere_for_a_node_alone_contended_and_idle() {
+    if !rexec_tests::can_run("one_price_everywhere_for_a_node_alone_contended_and_idle") {
+        return;
+    }
+    assert!(
+        chromium::installed(),
+        "chromium is not installed: run deploy/setup-host"
+    );
+    let channel = Channel::loopback();
+    let node_metrics: Vec<SocketAddr> = (0..3)
+        .map(|_| SocketAddr::from(([127, 0, 0, 1], testhost::net::port())))
+        .collect();
+    // The nodes announce themselves to the selector and are told accountd's address
+    // (so that no job is launched before a node has heard where accountd is).
+    let histories = tempfile::tempdir().unwrap();
+    let mut options = MarketOptions {
+        cluster: ClusterOptions {
+            nodes: 3,
+            ..ClusterOptions::default()
+        },
+        policy: "contention",
+        ..MarketOptions::default()
+    };
+    for (i, addr) in node_metrics.iter().enumerate() {
+        let name = format!("n{}", i + 1);
+        let history = rexec_tests::selectors::history(histories.path(), &name);
+        options.extra_node_config.insert(
+            name,
+            format!(
+                "\n[metrics]\nlisten = \"{addr}\"\n{}[announce]\nhistory_file = {:?}\n\
+                 find_accountd = false\n",
+                channel.table(),
+                history.display().to_string()
+            ),
+        );
+    }
+    let m = MarketCluster::start(options);
+    let metrics = SocketAddr::from(([127, 0, 0, 1], testhost::net::port()));
+    let v1 = Vexecd::start_with(
+        &m.pki,
+        m.dir.path(),
+        "v1",
+        &channel,
+        &format!("[metrics]\nlisten = \"{metrics}\"\n"),
+    );
+    let config = rexec_tests::selectors::client_config(
+        &m,
+        "one-price.toml",
+        &rexec_tests::selectors::selectors_table(&[&v1]),
+    );
+
+    // n1: one job bidding 2, alone on its 2 CPUs. n2: three single-threaded jobs
+    // bidding 2, 1 and 1 on 2 CPUs, contended. n3: idle.
+    let stop = rexec_tests::stop::StopFile::new();
+    let spin = stop.perl_spin(300);
+    let job = |rate: &str, node: &str| {
+        m.rexec()
+            .args(["-r", rate, "--nodes", node, "perl", "-e", &spin])
+            .spawn()
+    };
+    let jobs = [
+        job("2", "n1"),
+        job("2", "n2"),
+        job("1", "n2"),
+        job("1", "n2"),
+    ];
+    let expected = [
+        ("n1", "2", "0", "idle-cpu"),
+        ("n2", "4", "4", "contended"),
+        ("n3", "0", "0", "idle-cpu"),
+    ];
+
+    // Every view of every node, read again until they all show the expected figures
+    // (the jobs take a moment to start and be measured).
+    let views = || -> Vec<(&'static str, &'static str, Option<Shown>)> {
+        let nodes_out = m.rexec().config(&config).args(["nodes"]).run().out();
+        let stats_out = m.rexec().config(&config).args(["stats"]).run().out();
+        let page = get(metrics, "/market")
+            .map(|(_, body)| body)
+            .unwrap_or_default();
+        let mut seen = Vec::new();
+        for (i, (node, ..)) in expected.iter().enumerate() {
+            let text = get(node_metrics[i], "/metrics")
+                .map(|(_, body)| body)
+                .unwrap_or_default();
+            let metric = sample(&text, "rexec_node_price_credits_per_minute").map(|price| Shown {
+                price,
+                charging: sample(&text, "rexec_node_charging_credits_per_minute"),
+                state: sample(&text, "rexec_node_contended")
+                    .map(|c| if c == "0" { "idle-cpu" } else { "contended" }.to_string()),
+            });
+            seen.push((*node, "metrics", metric));
+            let listed = table_row(&nodes_out, node).map(|r| Shown {
+                price: r.get(2).unwrap_or(&"").to_string(),
+                charging: None,
+                state: None,
+            });
+            seen.push((*node, "rexec nodes", listed));
+            let stats = table_row(&stats_out, node).map(|r| Shown {
+                price: r.get(2).unwrap_or(&"").to_string(),
+                charging: None,
+                state: r.get(3).map(|s| s.to_string()),
+            });
+            seen.push((*node, "rexec stats", stats));
+            let on_page = row(&page, node).and_then(|r| {
+                Some(Shown {
+                    price: price_of(r)?,
+                    charging: cell(r, "charging"),
+                    state: cell(r, "state"),
+                })
+            });
+            seen.push((*node, "page", on_page));
+        }
+        seen
+    };
+    let agrees = |seen: &[(&str, &str, Option<Shown>)]| {
+        seen.iter().all(|(node, view, shown)| {
+            let (_, price, charging, state) = expected.iter().find(|e| e.0 == *node).unwrap();
+            let Some(s) = shown else { return false };
+            let charging_ok = match *view {
+                "metrics" | "page" => s.charging.as_deref() == Some(*charging),
+                _ => true,
+            };
+            let state_ok = match *view {
+                "rexec nodes" => true,
+                _ => s.state.as_deref() == Some(*state),
+            };
+            s.price == *price && charging_ok && state_ok
+        })
+    };
+    let mut last = Vec::new();
+    let agreed = testhost::wait::until(Duration::from_secs(120), || {
+        last = views();
+        agrees(&last).then_some(())
+    });
+    if agreed.is_none() {
+        stop.stop();
+        let outcomes: Vec<String> = jobs
+            .into_iter()
+            .map(|j| format!("  {:?}", j.wait(Duration::from_secs(60))))
+            .collect();
+        panic!(
+            "the views never agreed on {expected:?}; last seen:\n{}\nthe jobs:\n{}",
+            last.iter()
+                .map(|(n, v, s)| format!("  {n} {v}: {s:?}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            outcomes.join("\n")
+        );
+    }
+    // The lone job runs free.
+    let (ranks, _) = m.jobs();
+    let alone: Vec<_> = ranks.iter().filter(|r| r.node == "n1").collect();
+    assert_eq!(alone.len(), 1, "{ranks:?}");
+    assert_eq!(alone[0].charged, 0, "{ranks:?}");
+
+    // The charts, once the page has sampled the prices of n1 and n2 as they are now.
+    let mut page = String::new();
+    let settled = testhost::wait::until(Duration::from_secs(60), || {
+        page = get(metrics, "/market")
+            .map(|(_, body)| body)
+            .unwrap_or_default();
+        let (y1, zero) = last_height(row(&page, "n1")?)?;
+        let (y2, _) = last_height(row(&page, "n2")?)?;
+        ((zero - y1) > 0.0 && ((zero - y1) * 2.0 - (zero - y2)).abs() < 0.5).then_some(())
+    });
+    assert!(
+        settled.is_some(),
+        "the charts of n1 (2) and n2 (4) never drew 2 at half the height of 4:\n{page}"
+    );
+    let url = format!("http://{metrics}/market");
+    let dom = chromium::dump_dom(&m.dir.path().join("chromium"), &url, Duration::from_secs(2));
+    let (n1, n2, n3) = (
+        row(&dom, "n1").unwrap_or_else(|| panic!("no n1:\n{dom}")),
+        row(&dom, "n2").unwrap_or_else(|| panic!("no n2:\n{dom}")),
+        row(&dom, "n3").unwrap_or_else(|| panic!("no n3:\n{dom}")),
+    );
+    let (y1, zero1) = last_height(n1).unwrap_or_else(|| panic!("n1's chart:\n{n1}"));
+    let (y2, zero2) = last_height(n2).unwrap_or_else(|| panic!("n2's chart:\n{n2}"));
+    assert_eq!(zero1, zero2, "one zero line");
+    assert!(
+        ((zero1 - y1) * 2.0 - (zero2 - y2)).abs() < 0.5,
+        "2 is not drawn half as high as 4 ({y1} and {y2} above {zero1}):\n{n1}\n{n2}"
+    );
+    let top = |r: &str| {
+        r.split("data-top=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .map(str::to_string)
+    };
+    assert_eq!(top(n1), top(n2), "one scale");
+    assert_eq!(top(n1), top(n3), "one scale");
+    for r in [n1, n2, n3] {
+        let labels = time_labels(r);
+        assert_eq!(labels.len(), 2, "{r}");
+        assert!(labels.iter().all(|l| is_clock(l)), "{labels:?}");
+        assert!(labels[1].ends_with(" UTC"), "{labels:?}");
+    }
+    assert_eq!(cell(n2, "state").as_deref(), Some("contended"), "{n2}");
+
+    screenshot_then_stop(&m, &url, (1400, 520), stop, jobs);
+    drop(v1);
 }

@@ -209,6 +209,8 @@ mod tests {
             kind: Kind::Node(NodeStatus {
                 cpus: 1,
                 price: 0,
+                charging: 0,
+                contended: false,
                 running_jobs: 0,
                 runnable: 0,
                 load_milli: 0,

@@ -109,6 +109,8 @@ pub fn place(cluster: &Cluster, jobs: &[Submission], policy: PolicyName, seed: u
                 kind: Kind::Node(NodeStatus {
                     cpus: 1,
                     price: 0,
+                    charging: 0,
+                    contended: false,
                     running_jobs: running as u32,
                     runnable: running as u32,
                     load_milli: (h.actual[slot] * 1000.0) as u32 + 1000 * running as u32,

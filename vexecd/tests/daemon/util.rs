@@ -254,6 +254,8 @@ pub fn node(name: &str, port: u16, price: i64, period_ms: u32) -> Announcement {
         kind: Kind::Node(NodeStatus {
             cpus: 4,
             price,
+            charging: 0,
+            contended: false,
             running_jobs: 1,
             runnable: 1,
             load_milli: 1000,

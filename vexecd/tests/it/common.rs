@@ -22,6 +22,8 @@ pub fn status(cpus: u32, price: i64, load_milli: u32) -> NodeStatus {
     NodeStatus {
         cpus,
         price,
+        charging: 0,
+        contended: false,
         running_jobs: 0,
         runnable: 0,
         load_milli,

@@ -403,3 +403,21 @@ fn contended_single_threaded_jobs_are_placed_split_or_packed() {
     let caps = packed.book.caps(placed.capped);
     assert!(caps.iter().all(|(_, c)| c.is_some()), "{caps:?}");
 }
+
+#[test]
+fn a_rank_alone_makes_the_price_once_measured_runnable_and_pays_nothing() {
+    let mut sim = Sim::new(2, Policy::Contention, &[2]);
+    // Joined, not yet measured: its demand is only assumed, the price not set by it.
+    assert_eq!(sim.book.node().price, Bid::ZERO);
+    // Spinning alone on two CPUs: the node's price is its bid, the node charges nothing.
+    sim.second(&[1.0], &[1]);
+    let node = sim.book.node();
+    assert_eq!(
+        (node.price, node.charging, node.contended),
+        (Bid::from_credits(2), Bid::ZERO, false)
+    );
+    // Asleep: it competes no more.
+    sim.second(&[0.0], &[0]);
+    assert_eq!(sim.book.node().price, Bid::ZERO);
+    assert_eq!(sim.charged(), vec![0]);
+}

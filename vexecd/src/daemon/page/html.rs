@@ -1,5 +1,6 @@
 //! The market page's HTML: one self-contained document (inline style, inline SVG
-//! charts from [`super::chart`], no external asset) that refreshes itself every
+//! charts from [`super::chart`] on one shared [`chart::Axis`], no external asset)
+//! that refreshes itself every
 //! [`REFRESH_SECONDS`]: a five-line inline script fetches the page again and swaps
 //! the body in (so the view does not flash or lose its scroll position), and
 //! without scripts `<meta http-equiv="refresh">` reloads it. Everything that came
@@ -20,8 +21,12 @@ pub struct Row {
     pub name: String,
     /// Its address, as announced.
     pub addr: String,
-    /// Announced price, micro-credits a minute.
+    /// Announced price (the sum of the bids competing there), micro-credits a minute.
     pub price: i64,
+    /// What its ranks pay together now, micro-credits a minute.
+    pub charging: i64,
+    /// Whether its runnable demand exceeds its CPUs.
+    pub contended: bool,
     /// CPUs it sells.
     pub cpus: u32,
     /// Idle CPUs, thousandths.
@@ -87,8 +92,8 @@ fn milli(v: u32) -> String {
     format!("{}.{:02}", v / 1000, (v % 1000) / 10)
 }
 
-/// `HH:MM:SS` UTC of a Unix time.
-fn clock(unix_seconds: u64) -> String {
+/// `HH:MM:SS UTC` of a Unix time.
+pub(super) fn clock(unix_seconds: u64) -> String {
     let s = unix_seconds % 86_400;
     format!("{:02}:{:02}:{:02} UTC", s / 3600, s % 3600 / 60, s % 60)
 }
@@ -97,7 +102,9 @@ const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222
 table{border-collapse:collapse}th,td{padding:.3em .7em;border-bottom:1px solid #ddd;text-align:right}td{white-space:nowrap}\
 th:first-child,td:first-child{text-align:left}td.chart{padding:.2em}\
 svg .frame{fill:#f6f8fa;stroke:#ccc}svg .price{fill:none;stroke:#c0392b;stroke-width:1.5}\
-svg .axis{font:9px sans-serif;fill:#666}.note{color:#555;max-width:60em}";
+svg line.zero{stroke:#444;stroke-width:1}svg line.top{stroke:#ccc;stroke-dasharray:2 3}\
+svg .axis{font:9px sans-serif;fill:#666}.note{color:#555;max-width:60em}\
+td.contended{color:#c0392b;font-weight:600}";
 
 /// The whole document.
 pub fn render(page: &Page) -> String {
@@ -134,26 +141,35 @@ pub fn render(page: &Page) -> String {
     );
     out.push_str(
         "<table id=\"nodes\"><thead><tr><th>node</th><th>address</th>\
-         <th>price (credits/min)</th><th>CPUs</th><th>idle CPUs</th><th>load</th>\
+         <th>price (credits/min)</th><th>charging now (credits/min)</th><th>state</th>\
+         <th>CPUs</th><th>idle CPUs</th><th>load</th>\
          <th>running ranks</th><th>runnable threads</th><th>heard</th>\
-         <th>price, last hour</th></tr></thead><tbody>",
+         <th>price, last hour (one scale for all nodes)</th></tr></thead><tbody>",
+    );
+    let axis = chart::Axis::over(
+        page.rows.iter().map(|r| r.points.as_slice()),
+        page.rows.iter().map(|r| r.price),
+        page.unix_seconds,
     );
     for r in &page.rows {
         let _ = write!(
             out,
             "<tr class=\"node\" data-node=\"{name}\"><td class=\"name\">{name}</td><td>{addr}</td>\
-             <td class=\"price\">{price}</td><td>{cpus}</td><td>{idle}</td><td>{load}</td>\
+             <td class=\"price\">{price}</td><td class=\"charging\">{charging}</td>\
+             <td class=\"state {state}\">{state}</td><td>{cpus}</td><td>{idle}</td><td>{load}</td>\
              <td>{jobs}</td><td>{runnable}</td><td>{age:.1} s ago</td><td class=\"chart\">{chart}</td></tr>",
             name = escape(&r.name),
             addr = escape(&r.addr),
             price = money::format_credits(r.price),
+            charging = money::format_credits(r.charging),
+            state = if r.contended { "contended" } else { "idle-cpu" },
             cpus = r.cpus,
             idle = milli(r.idle_milli),
             load = milli(r.load_milli),
             jobs = r.running_jobs,
             runnable = r.runnable,
             age = r.age.as_secs_f64(),
-            chart = chart::svg(&r.points),
+            chart = chart::svg(&r.points, &axis),
         );
     }
     out.push_str("</tbody></table>");
@@ -166,10 +182,15 @@ pub fn render(page: &Page) -> String {
     }
     let _ = writeln!(
         out,
-        "<p class=\"note\">A node's price is the sum of the bids competing on it. Its \
-         announcements carry its price and how many ranks it runs, not each job's bid or \
-         share: <code>rexec jobs</code> lists those, asking the nodes. This page is \
-         read-only and changes nothing.</p>\
+        "<p class=\"note\">A node's price is the sum of the bids competing on it, whether \
+         they pay or not; a newcomer bidding r expects C&nbsp;&times;&nbsp;r&nbsp;/&nbsp;(price&nbsp;+&nbsp;r) \
+         of its C CPUs. What its ranks pay together is its <em>charging</em> rate: while it \
+         has idle CPUs (state idle-cpu) they run free, so a job alone is never charged; \
+         while it is contended (runnable threads above its CPUs) each competing rank pays \
+         its bid. Every chart has the same scale, from the zero line to the top label, \
+         and spans the same clock times (UTC). Its announcements carry its price and how \
+         many ranks it runs, not each job's bid or share: <code>rexec jobs</code> lists \
+         those, asking the nodes. This page is read-only and changes nothing.</p>\
          <footer class=\"note\">page <span id=\"served\">{}</span> served by this selector</footer>\
          </body></html>",
         page.served
@@ -186,6 +207,8 @@ mod tests {
             name: name.into(),
             addr: "127.0.0.1:7400".into(),
             price: 30_000_000,
+            charging: 0,
+            contended: false,
             cpus: 2,
             idle_milli: 1_500,
             load_milli: 2_250,
@@ -215,6 +238,13 @@ mod tests {
         assert!(!html.contains("c<1>"), "{html}");
         assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;"));
         assert!(html.contains("<td class=\"price\">30</td>"), "{html}");
+        // A price of 30 charging nothing: its own column, and the state beside it.
+        assert!(
+            html.contains(
+                "<td class=\"charging\">0</td><td class=\"state idle-cpu\">idle-cpu</td>"
+            ),
+            "{html}"
+        );
         assert!(html.contains("<td>1.50</td><td>2.25</td>"), "{html}");
         assert!(html.contains("01:02:03 UTC"), "{html}");
         assert!(html.contains("<span id=\"served\">7</span>"), "{html}");

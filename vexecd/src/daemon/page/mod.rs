@@ -1,7 +1,8 @@
 //! The live market page: vexecd serves it read-only at [`PATH`] on its metrics
 //! address, next to `/metrics` (an [`exposition::Route`]). It shows the nodes the
-//! table holds with price, CPUs, idle CPUs and load, and each node's price over the
-//! last hour as a small chart from the [`history`] the daemon samples once per
+//! table holds with price, what each charges now and whether it is contended, CPUs,
+//! idle CPUs and load, and each node's price over the last hour as a small chart
+//! (every chart on one scale) from the [`history`] the daemon samples once per
 //! announcement period ([`sample`]). [`html`] writes the document, [`chart`] the
 //! charts. It holds nothing a node's announcements do not already tell the whole
 //! group, so whoever may scrape the metrics may read it.
@@ -75,6 +76,8 @@ impl Market {
                         name: e.announcement.name.clone(),
                         addr: e.announcement.addr.to_string(),
                         price: h.price,
+                        charging: s.charging,
+                        contended: s.contended,
                         cpus: h.cpus,
                         idle_milli: h.idle_milli,
                         load_milli: h.load_milli,
@@ -153,6 +156,8 @@ mod tests {
             kind: Kind::Node(NodeStatus {
                 cpus: 2,
                 price,
+                charging: 0,
+                contended: false,
                 running_jobs: 1,
                 runnable: 1,
                 load_milli: 1000,
