@@ -105,7 +105,7 @@ pub struct RunArgs {
     pub rate: String,
     /// Number of ranks (processes) to start.
     #[arg(short = 'n', long = "nranks", value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=crate::plan::MAX_RANKS as i64))]
+          value_parser = clap::value_parser!(u32).range(1..=crate::MAX_RANKS as i64))]
     pub nranks: Option<u32>,
     /// Nodes to run on, in rank order; a node may appear more than once.
     #[arg(long, value_name = "A,B,...", value_delimiter = ',')]

@@ -103,6 +103,10 @@ pub mod stats;
 pub mod sys;
 pub mod tty;
 
+/// Most ranks one job may have (`-n`, of a run or a batch job): the argument parsers
+/// and the placement ([`plan`]) hold a job to it.
+pub const MAX_RANKS: u32 = 4096;
+
 /// Print one line `rexec: MESSAGE` on stderr (with `\r\n` in raw mode).
 pub fn say(message: &str) {
     use std::io::Write;

@@ -53,7 +53,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Error> {
     let output = Output::start(args.label, out_tx);
     let pause = Arc::new(Pause::new());
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
-    let pmi = crate::mpi::config::wanted(&args, &request.config).then(|| {
+    let pmi = crate::mpi::config::wanted(&args, &request.config.mpi).then(|| {
         let nodes: Vec<String> = ranks.iter().map(|r| r.node.name.clone()).collect();
         crate::mpi::start(spec.job, &nodes, ev_tx.clone())
     });
