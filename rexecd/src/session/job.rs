@@ -23,10 +23,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::{Reader, Shared, Writer, frame_error_reply};
+use crate::control::Control;
 use crate::heartbeat::{Clocks, Due, Liveness};
 use crate::pty::PtyMaster;
 use crate::pump::{self, Out, Source, StdinMsg};
-use crate::registry::{Control, Slot};
+use crate::registry::Slot;
 use crate::spawn::{JobChild, JobUser};
 use crate::sys::{self, ProcessId};
 
