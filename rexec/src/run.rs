@@ -26,9 +26,10 @@ use crate::clock::Pause;
 use crate::exit::{BROKEN_PIPE, Error, FAILED, INTERRUPTED};
 use crate::output::{Output, OutputEvent};
 use crate::plan::JobSpec;
-use crate::rank::{RankEvent, RankLink};
+use crate::rank::RankLink;
+use crate::rank_msg::RankEvent;
 use crate::signals::{Caught, DOUBLE_INT};
-use crate::{input, launch, rank, request, say, signals, tty};
+use crate::{input, launch, request, say, signals, tty};
 
 /// How long ranks may take to confirm an abort.
 pub const ABORT_GRACE: Duration = Duration::from_secs(3);
@@ -347,7 +348,7 @@ impl Job {
                 {
                     let _ = self.links[0]
                         .control
-                        .send(rank::Control::Send(ToNode::Resize(size)));
+                        .send(crate::rank_msg::Control::Send(ToNode::Resize(size)));
                 }
             }
         }
