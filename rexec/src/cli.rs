@@ -1,7 +1,7 @@
 //! The command line: the run form `rexec [OPTIONS] [--] PROG [ARGS...]`,
 //! the admin forms `rexec jobs`, `rexec kill JOBID`, `rexec bid JOBID RATE`
 //! `rexec nodes` and `rexec stats`, the batch forms `rexec submit|queue|cancel|output|wait`
-//! (defined in [`crate::batch::args`]), and the rule that tells them apart.
+//! (defined in [`batch`]), and the rule that tells them apart.
 //!
 //! The rule: the first word that is neither an option nor an option's value
 //! decides. If it is exactly `jobs`, `kill`, `bid`, `nodes` or `stats` and no `--` came before it, the
@@ -18,6 +18,8 @@
 //! (`rexec submit --length 1h --bogus prog` queues nothing). Option values that may
 //! be negative (a bid, a price) take a negative number, and nothing else that starts
 //! with `-`.
+
+pub mod batch;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -105,7 +107,7 @@ pub struct RunArgs {
     pub rate: String,
     /// Number of ranks (processes) to start.
     #[arg(short = 'n', long = "nranks", value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=crate::plan::MAX_RANKS as i64))]
+          value_parser = clap::value_parser!(u32).range(1..=crate::MAX_RANKS as i64))]
     pub nranks: Option<u32>,
     /// Nodes to run on, in rank order; a node may appear more than once.
     #[arg(long, value_name = "A,B,...", value_delimiter = ',')]
@@ -256,7 +258,7 @@ pub enum Invocation {
     /// `jobs`, `kill`, `bid`, `nodes` or `stats`.
     Admin(AdminArgs),
     /// `submit`, `queue`, `cancel`, `output` or `wait`.
-    Batch(crate::batch::args::BatchArgs),
+    Batch(batch::BatchArgs),
 }
 
 /// Which form a command line is, by the rule in the module docs.
@@ -382,7 +384,7 @@ pub fn parse(argv: Vec<OsString>) -> Invocation {
 pub fn try_parse(argv: &[OsString]) -> Result<Invocation, clap::Error> {
     Ok(match form(argv.get(1..).unwrap_or(&[])) {
         Form::Admin => Invocation::Admin(AdminArgs::try_parse_from(argv)?),
-        Form::Batch => Invocation::Batch(crate::batch::args::BatchArgs::try_parse_from(argv)?),
+        Form::Batch => Invocation::Batch(batch::BatchArgs::try_parse_from(argv)?),
         Form::Run => Invocation::Run(RunArgs::try_parse_from(argv)?),
     })
 }
@@ -517,7 +519,7 @@ mod tests {
 
     #[test]
     fn batch_words_select_the_batch_forms_unless_after_double_dash() {
-        use crate::batch::args::BatchCommand;
+        use crate::cli::batch::BatchCommand;
         let argv = "rexec --config c.toml submit -n 2 --length 1h ./prog --nodes x"
             .split(' ')
             .map(OsString::from)

@@ -31,7 +31,8 @@ use crate::clock::Pause;
 use crate::exit::{Class, Error};
 use crate::output::Out;
 use crate::plan::{JobSpec, RankTarget};
-use crate::rank::{self, RankEvent, RankLink};
+use crate::rank::{self, RankLink};
+use crate::rank_msg::RankEvent;
 use crate::signals::Caught;
 use clients::node::{Session, SessionError, session::launch_msg};
 

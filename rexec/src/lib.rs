@@ -27,6 +27,7 @@
 //! - [`launch`]: all ranks launched at once; all or nothing.
 //! - [`rank`]: a running rank's writer (control, stdin, heartbeats) and
 //!   reader (output, exit, failure detection).
+//! - [`rank_msg`]: the messages to a rank's writer and of its end.
 //! - [`mpi`]: `--mpi`, the PMI-1 server that lets MPICH-family ranks find each
 //!   other over their sessions.
 //! - [`run`]: the coordinator: failure model, signals, exit status.
@@ -94,6 +95,7 @@ pub mod nodes;
 pub mod output;
 pub mod plan;
 pub mod rank;
+pub mod rank_msg;
 pub mod request;
 pub mod run;
 pub mod select;
@@ -102,6 +104,10 @@ pub mod stats;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod tty;
+
+/// Most ranks one job may have (`-n`, of a run or a batch job): the argument parsers
+/// and the placement ([`plan`]) hold a job to it.
+pub const MAX_RANKS: u32 = 4096;
 
 /// Print one line `rexec: MESSAGE` on stderr (with `\r\n` in raw mode).
 pub fn say(message: &str) {

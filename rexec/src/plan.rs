@@ -10,10 +10,8 @@
 use money::Bid;
 use proto::node::{JobId, Launch, WindowSize};
 
+use crate::MAX_RANKS;
 use crate::config::{Config, NodeEntry};
-
-/// Most ranks one job may have.
-pub const MAX_RANKS: u32 = 4096;
 
 /// Variables the client sets per rank (any inherited value is replaced).
 pub const RANK_VARS: [&str; 4] = ["REXEC_RANK", "REXEC_NRANKS", "REXEC_NODES", "REXEC_JOB"];

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proto::FrameError;
-use proto::node::{CHUNK_SIZE, Exit, FromNode, STDIN_WINDOW, Signal, ToNode};
+use proto::node::{CHUNK_SIZE, FromNode, STDIN_WINDOW, Signal, ToNode};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior, sleep_until};
@@ -38,6 +38,7 @@ use tokio::time::{Instant, MissedTickBehavior, sleep_until};
 use crate::bill::CreditNotices;
 use crate::clock::{HEARTBEAT_INTERVAL, Pause, Silence};
 use crate::output::{Out, Stream};
+use crate::rank_msg::{Control, RankEvent};
 use clients::node::{Session, explain_frame};
 
 /// Stdin chunks queued per rank.
@@ -46,44 +47,6 @@ pub const STDIN_QUEUE: usize = 16;
 /// How long a `Signal(Kill)` may wait behind a write the node does not take
 /// before the connection is reset instead.
 pub const KILL_PATIENCE: Duration = Duration::from_millis(300);
-
-/// A control message for a rank's writer.
-#[derive(Debug)]
-pub enum Control {
-    /// Send this message.
-    Send(ToNode),
-    /// Answer once everything queued before it has been written.
-    Flush(oneshot::Sender<()>),
-}
-
-/// How a rank ended, as told to the coordinator.
-#[derive(Debug)]
-pub enum RankEvent {
-    /// The node reported the exit.
-    Exited {
-        /// The rank.
-        rank: u32,
-        /// The report.
-        exit: Exit,
-    },
-    /// The session failed before an exit was reported.
-    Failed {
-        /// The rank.
-        rank: u32,
-        /// One line: why.
-        why: String,
-    },
-    /// The job must end because of this rank, which may still run: it called
-    /// MPI_Abort, or its PMI channel failed (see [`crate::mpi`]).
-    Aborted {
-        /// The rank.
-        rank: u32,
-        /// One line: why.
-        why: String,
-        /// The job's exit status (MPI_Abort's), or `None` to leave it to the ranks'.
-        code: Option<i32>,
-    },
-}
 
 /// The coordinator's handle on a running rank.
 #[derive(Debug)]

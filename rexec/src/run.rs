@@ -26,9 +26,10 @@ use crate::clock::Pause;
 use crate::exit::{BROKEN_PIPE, Error, FAILED, INTERRUPTED};
 use crate::output::{Output, OutputEvent};
 use crate::plan::JobSpec;
-use crate::rank::{RankEvent, RankLink};
+use crate::rank::RankLink;
+use crate::rank_msg::RankEvent;
 use crate::signals::{Caught, DOUBLE_INT};
-use crate::{input, launch, rank, request, say, signals, tty};
+use crate::{input, launch, request, say, signals, tty};
 
 /// How long ranks may take to confirm an abort.
 pub const ABORT_GRACE: Duration = Duration::from_secs(3);
@@ -53,7 +54,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Error> {
     let output = Output::start(args.label, out_tx);
     let pause = Arc::new(Pause::new());
     let (ev_tx, ev_rx) = mpsc::unbounded_channel();
-    let pmi = crate::mpi::config::wanted(&args, &request.config).then(|| {
+    let pmi = crate::mpi::config::wanted(&args, &request.config.mpi).then(|| {
         let nodes: Vec<String> = ranks.iter().map(|r| r.node.name.clone()).collect();
         crate::mpi::start(spec.job, &nodes, ev_tx.clone())
     });
@@ -347,7 +348,7 @@ impl Job {
                 {
                     let _ = self.links[0]
                         .control
-                        .send(rank::Control::Send(ToNode::Resize(size)));
+                        .send(crate::rank_msg::Control::Send(ToNode::Resize(size)));
                 }
             }
         }

@@ -8,7 +8,8 @@ use tokio::sync::mpsc;
 
 use super::Job;
 use crate::clock::Pause;
-use crate::rank::{Control, RankEvent, RankLink};
+use crate::rank::RankLink;
+use crate::rank_msg::{Control, RankEvent};
 use crate::signals::Caught;
 
 type Queues = Vec<mpsc::UnboundedReceiver<Control>>;

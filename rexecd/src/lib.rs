@@ -12,6 +12,8 @@
 //!   control queue); registering a rank enters it in the market.
 //! - [`signed`]: signed batch launches from a queue: who may send them, the checks
 //!   before the claim at accountd, and the record of ranks started here.
+//! - [`control`]: what another task may ask a running rank's session (a signal, a
+//!   notice for its client).
 //! - [`market`]: the node's market: bids checked against `max_rate` and the owner's
 //!   balance, metering every tick, charges under the node's policy sent to accountd
 //!   through the debit journal, the kernel weights (open or closed loop), running dry.
@@ -99,6 +101,7 @@
 pub mod announce;
 pub mod cgroup;
 pub mod config;
+pub mod control;
 pub mod env;
 pub mod heartbeat;
 pub mod market;

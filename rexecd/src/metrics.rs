@@ -1,7 +1,7 @@
 //! The node's Prometheus metrics (`[metrics] listen`, served by
 //! [`exposition::Endpoint`]): the market's live state read from the book at each
 //! scrape, and the events the market and the sessions count as they happen
-//! ([`MarketMeters`], [`SessionMeters`]).
+//! ([`MarketMeters`](crate::market::meters::MarketMeters), [`SessionMeters`]).
 //!
 //! | metric | type | labels |
 //! |---|---|---|
@@ -34,9 +34,7 @@
 //! as of their last metering sample. Money is counted in micro-credits (`i64`) and shown in
 //! credits only when encoded.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
 
 use prometheus_client::collector::Collector;
@@ -54,85 +52,6 @@ tokio::task_local! {
     /// When the connection a session task serves was accepted (set by the server
     /// around each connection), for the launch latency.
     pub static ACCEPTED: Instant;
-}
-
-/// What the market counts as it works.
-#[derive(Debug)]
-pub struct MarketMeters {
-    charged: AtomicI64,
-    /// CPU used by ranks that have ended, nanoseconds, by owner.
-    ended_cpu_ns: Mutex<BTreeMap<String, u64>>,
-    journaled: Counter,
-    delivered: Counter,
-    weight_writes: Counter,
-    weight_write_seconds: Histogram,
-}
-
-impl Default for MarketMeters {
-    fn default() -> Self {
-        MarketMeters {
-            charged: AtomicI64::new(0),
-            ended_cpu_ns: Mutex::default(),
-            journaled: Counter::default(),
-            delivered: Counter::default(),
-            weight_writes: Counter::default(),
-            // 10 µs to about 0.16 s.
-            weight_write_seconds: Histogram::new(exponential_buckets(1e-5, 4.0, 8)),
-        }
-    }
-}
-
-impl MarketMeters {
-    /// A debit of `micros` micro-credits became due (sent to accountd or not).
-    pub fn charged(&self, micros: i64) {
-        self.charged.fetch_add(micros.max(0), Ordering::Relaxed);
-    }
-
-    /// A rank of `owner` ended having used `cpu_ns` nanoseconds of CPU in all (the
-    /// caller holds the book's lock, in which the rank no longer is).
-    pub fn rank_ended(&self, owner: &str, cpu_ns: u64) {
-        let mut ended = self.ended_cpu();
-        let total = ended.entry(owner.to_string()).or_default();
-        *total = total.saturating_add(cpu_ns);
-    }
-
-    fn ended_cpu(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, u64>> {
-        // Each update is one addition: a panic cannot leave it half done.
-        self.ended_cpu_ns
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// CPU seconds used on this node by each user: ended ranks' and the live ranks'
-    /// in `book` as of their last sample (read under the book's lock, see
-    /// [`MarketMeters::rank_ended`]).
-    fn cpu_seconds_by_user(&self, book: &Book) -> BTreeMap<String, f64> {
-        let mut ns: BTreeMap<String, u64> = self.ended_cpu().clone();
-        for (_, r) in book.ranks() {
-            let total = ns.entry(r.owner.clone()).or_default();
-            *total = total.saturating_add(r.usage_ns);
-        }
-        ns.into_iter()
-            .map(|(user, ns)| (user, ns as f64 / 1e9))
-            .collect()
-    }
-
-    /// A debit was written to the journal.
-    pub fn journaled(&self) {
-        self.journaled.inc();
-    }
-
-    /// accountd applied a debit.
-    pub fn delivered(&self) {
-        self.delivered.inc();
-    }
-
-    /// One weight was written, the write having begun at `started`.
-    pub fn weight_written(&self, started: Instant) {
-        self.weight_writes.inc();
-        self.weight_write_seconds
-            .observe(started.elapsed().as_secs_f64());
-    }
 }
 
 /// Refusals by reason.
@@ -324,19 +243,19 @@ impl Collector for NodeState {
             e,
             "rexec_node_charged_credits",
             "Credits charged to jobs' owners (batch ranks excepted)",
-            credits(m.charged.load(Ordering::Relaxed)),
+            credits(m.charged_micros()),
         )?;
         counter(
             e,
             "rexec_node_debits_journaled",
             "Debits written to the debit journal",
-            m.journaled.get(),
+            m.journaled_count(),
         )?;
         counter(
             e,
             "rexec_node_debits_delivered",
             "Debits accountd applied",
-            m.delivered.get(),
+            m.delivered_count(),
         )?;
         gauge(
             e,
@@ -348,9 +267,9 @@ impl Collector for NodeState {
             e,
             "rexec_node_weight_writes",
             "CPU weights written to job cgroups",
-            m.weight_writes.get(),
+            m.weight_write_count(),
         )?;
-        m.weight_write_seconds.encode(e.encode_descriptor(
+        m.weight_write_seconds().encode(e.encode_descriptor(
             "rexec_node_weight_write_seconds",
             "Time to write one CPU weight",
             None,

@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use proto::batch::{BatchOp, BatchReply, JobState, OutputQuery, QueueEntry};
 
-use super::args::{OutputArgs, WaitArgs};
 use super::link::Queue;
 use super::list::{ended, parse_job, state_name};
+use crate::cli::batch::{OutputArgs, WaitArgs};
 use crate::config::Config;
 use crate::exit::{BROKEN_PIPE, Error};
 use crate::say;

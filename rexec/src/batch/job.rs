@@ -10,8 +10,8 @@ use certs::jobsign::{JobSignError, JobSigner, check_spec};
 use proto::batch::{JobSpec, SignedJob, Worth};
 use proto::duration::parse_span;
 
-use super::args::{DEFAULT_ATTEMPTS, SubmitArgs};
 use super::worth;
+use crate::cli::batch::{DEFAULT_ATTEMPTS, SubmitArgs};
 use crate::config::Config;
 use crate::exit::Error;
 
@@ -108,9 +108,9 @@ mod tests {
 
     fn submit(line: &str) -> SubmitArgs {
         let argv = std::iter::once("rexec").chain(line.split(' '));
-        let a = crate::batch::args::BatchArgs::try_parse_from(argv).unwrap();
+        let a = crate::cli::batch::BatchArgs::try_parse_from(argv).unwrap();
         match a.command {
-            crate::batch::args::BatchCommand::Submit(s) => s,
+            crate::cli::batch::BatchCommand::Submit(s) => s,
             other => panic!("not submit: {other:?}"),
         }
     }
@@ -190,7 +190,7 @@ mod tests {
             "submit -r 1 true",
         ] {
             let argv = std::iter::once("rexec").chain(line.split(' '));
-            let e = crate::batch::args::BatchArgs::try_parse_from(argv).unwrap_err();
+            let e = crate::cli::batch::BatchArgs::try_parse_from(argv).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{line}");
         }
     }

@@ -24,8 +24,8 @@
 use proto::batch::{BatchOp, BatchReply, JobState, QueueEntry, QueueQuery};
 use proto::node::JobId;
 
-use super::args::{CancelArgs, QueueArgs};
 use super::link::{self, Queue};
+use crate::cli::batch::{CancelArgs, QueueArgs};
 use crate::config::Config;
 use crate::exit::Error;
 use crate::say;

@@ -1,8 +1,7 @@
 //! The batch commands: `rexec submit` signs a job and hands it to the cluster's
 //! queue (batchd); `rexec queue`, `cancel`, `output` and `wait` follow it there.
 //!
-//! Module map:
-//! - [`args`]: the command line of the five commands.
+//! Module map (their command line is [`crate::cli::batch`]):
 //! - [`worth`]: what a job is worth: a rate, the batch paper's value and
 //!   deadline, or a utility spec or file.
 //! - [`job`]: the job spec built from the command line and this process, checked
@@ -15,7 +14,6 @@
 //! - [`follow`]: `rexec output` and `rexec wait`, by polling.
 //! - [`when`]: local times and aligned columns for the listings.
 
-pub mod args;
 pub mod follow;
 pub mod job;
 pub mod link;
@@ -25,7 +23,7 @@ pub mod submit;
 pub mod when;
 pub mod worth;
 
-use args::{BatchArgs, BatchCommand};
+use crate::cli::batch::{BatchArgs, BatchCommand};
 
 use crate::exit::Error;
 

@@ -12,9 +12,9 @@ use std::time::Duration;
 use clients::rpc::RpcError;
 use proto::batch::{BatchErrorCode, BatchOp, BatchReply};
 
-use super::args::SubmitArgs;
 use super::job;
 use super::link::{self, Queue};
+use crate::cli::batch::SubmitArgs;
 use crate::config::Config;
 use crate::exit::Error;
 

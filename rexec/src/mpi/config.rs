@@ -12,7 +12,6 @@
 use serde::Deserialize;
 
 use crate::cli::RunArgs;
-use crate::config::Config;
 
 /// The `[mpi]` table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -23,9 +22,10 @@ pub struct MpiEntry {
     pub default: bool,
 }
 
-/// Whether this run is an MPI job: `--mpi`, else the file's default unless `--no-mpi`.
-pub fn wanted(args: &RunArgs, config: &Config) -> bool {
-    args.mpi || (config.mpi.default && !args.no_mpi)
+/// Whether this run is an MPI job: `--mpi`, else the file's `table` default unless
+/// `--no-mpi`.
+pub fn wanted(args: &RunArgs, table: &MpiEntry) -> bool {
+    args.mpi || (table.default && !args.no_mpi)
 }
 
 #[cfg(test)]
@@ -35,6 +35,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+    use crate::config::Config;
 
     const BASE: &str = "ca = \"ca.pem\"\ncert = \"u.pem\"\nkey = \"u.key\"\n";
 
@@ -51,12 +52,12 @@ mod tests {
         let on = config("[mpi]\ndefault = true\n").unwrap();
         let off = config("").unwrap();
         assert_eq!(off.mpi, MpiEntry::default());
-        assert!(wanted(&run("prog"), &on));
-        assert!(!wanted(&run("--no-mpi prog"), &on));
-        assert!(!wanted(&run("prog"), &off));
-        assert!(wanted(&run("--mpi prog"), &off));
-        assert!(!wanted(&run("--no-mpi prog"), &off));
-        assert!(!wanted(&run("prog"), &config("[mpi]\n").unwrap()));
+        assert!(wanted(&run("prog"), &on.mpi));
+        assert!(!wanted(&run("--no-mpi prog"), &on.mpi));
+        assert!(!wanted(&run("prog"), &off.mpi));
+        assert!(wanted(&run("--mpi prog"), &off.mpi));
+        assert!(!wanted(&run("--no-mpi prog"), &off.mpi));
+        assert!(!wanted(&run("prog"), &config("[mpi]\n").unwrap().mpi));
     }
 
     #[test]

@@ -36,7 +36,7 @@ use proto::Chunk;
 use proto::node::{JobId, ToNode};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::rank::{Control, RankEvent};
+use crate::rank_msg::{Control, RankEvent};
 use server::{Action, Server};
 
 /// How long a failed PMI channel waits before it aborts the job (see `serve`).

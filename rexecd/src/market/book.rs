@@ -17,7 +17,7 @@ use stride::{Claim, Job, Meter, Policy};
 use tokio::sync::mpsc;
 
 use super::control;
-use crate::registry::Control;
+use crate::control::Control;
 pub use kernel::Placed;
 
 /// Samples kept per rank for the "measured over the last window" share.

@@ -10,6 +10,7 @@
 //! - [`placer`]: the thread that confines placed jobs to their CPUs on schedule.
 //! - [`credit`]: balance checks against accountd, with a short cache, and claims of
 //!   signed batch ranks.
+//! - [`meters`]: what the market counts as it works, for the metrics.
 //! - `engine`: the engine task and its metering tick.
 //!
 //! [`Market`] is the handle sessions use; one engine task owns the kernel weights
@@ -21,6 +22,7 @@ pub mod control;
 pub mod credit;
 mod engine;
 pub mod idle;
+pub mod meters;
 pub mod placer;
 
 use std::collections::HashMap;
@@ -40,7 +42,7 @@ use tokio_rustls::TlsConnector;
 
 use crate::cgroup::{CpuQuota, JobCgroups, weights_for_tickets};
 use crate::config::{MarketConfig, ShareControl};
-use crate::registry::Control;
+use crate::control::Control;
 use book::{Book, Key, RankSample};
 use credit::Credit;
 
@@ -129,7 +131,7 @@ pub struct Market {
     engine: Mutex<Option<JoinHandle<()>>>,
     changed: Arc<Notify>,
     learnt: Option<LearntAddress>,
-    meters: crate::metrics::MarketMeters,
+    meters: meters::MarketMeters,
     /// Reads the idle time of the node's CPUs.
     idle_clock: idle::IdleClock,
     /// Its reading at the last tick.
@@ -249,7 +251,7 @@ impl Market {
     }
 
     /// What the market has counted, for metrics.
-    pub fn meters(&self) -> &crate::metrics::MarketMeters {
+    pub fn meters(&self) -> &meters::MarketMeters {
         &self.meters
     }
 

@@ -16,6 +16,7 @@ use proto::node::{JobId, Launch, Signal};
 use tokio::sync::mpsc;
 
 use crate::cgroup::JobCgroups;
+use crate::control::Control;
 use crate::market::Market;
 use crate::sys::ProcessId;
 
@@ -25,15 +26,6 @@ use crate::sys::ProcessId;
 /// `Kill` while the rank's loop is busy must not grow rexecd's memory: past this many,
 /// further signals for that rank are dropped and not counted as delivered.
 pub const CONTROL_QUEUE: usize = 32;
-
-/// What another task may ask a running rank's session to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Control {
-    /// Deliver this signal (`Kill`: destroy the rank's cgroup).
-    Signal(Signal),
-    /// Tell the client (out of credit, credit restored).
-    Notice(proto::node::Notice),
-}
 
 /// Why a rank could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

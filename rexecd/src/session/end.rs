@@ -16,7 +16,6 @@
 //! The last frames then wait for the client under the same liveness rules as the rest
 //! of the session, so a client stopped by Ctrl-Z still gets them when it resumes.
 
-use std::io;
 use std::time::Duration;
 
 use proto::FrameReader;
@@ -26,7 +25,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::Shared;
-use super::job::Running;
+use super::job::{End, Running};
 use crate::pump::Out;
 
 /// How long a last `Error` may take to reach a client that broke the protocol.
@@ -44,16 +43,6 @@ const LINGER: Duration = Duration::from_secs(2);
 pub(super) async fn linger<R: AsyncRead + Unpin>(reader: &mut FrameReader<R>) {
     let drain = async { while let Ok(Some(_)) = reader.recv::<ToNode>().await {} };
     let _ = tokio::time::timeout(LINGER, drain).await;
-}
-
-/// Why the loop stopped.
-pub(super) enum End {
-    /// The first process exited.
-    Exited(io::Result<std::process::ExitStatus>),
-    /// The client is gone; nobody to report to.
-    ClientGone(String),
-    /// The client broke the protocol; tell it, then close.
-    Protocol(ErrorReply),
 }
 
 /// Destroys cgroup `id` off the async threads; failures are logged.

@@ -22,12 +22,12 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::end::End;
 use super::{Reader, Shared, Writer, frame_error_reply};
+use crate::control::Control;
 use crate::heartbeat::{Clocks, Due, Liveness};
 use crate::pty::PtyMaster;
 use crate::pump::{self, Out, Source, StdinMsg};
-use crate::registry::{Control, Slot};
+use crate::registry::Slot;
 use crate::spawn::{JobChild, JobUser};
 use crate::sys::{self, ProcessId};
 
@@ -85,6 +85,16 @@ impl Job {
             signed_end: None,
         }
     }
+}
+
+/// Why the loop stopped.
+pub(super) enum End {
+    /// The first process exited.
+    Exited(std::io::Result<std::process::ExitStatus>),
+    /// The client is gone; nobody to report to.
+    ClientGone(String),
+    /// The client broke the protocol; tell it, then close.
+    Protocol(ErrorReply),
 }
 
 /// The per-rank state of the loop.

@@ -15,8 +15,9 @@ use tokio::sync::mpsc;
 
 use super::job::{self, Job};
 use super::{Reader, Shared, Writer};
+use crate::control::Control;
 use crate::pty::{Pty, PtyMaster};
-use crate::registry::{Control, RegistryError, Slot};
+use crate::registry::{RegistryError, Slot};
 use crate::spawn::{
     DirReport, JobChild, JobCommand, JobStdio, JobUser, SessionMode, SpawnError, SpawnPolicy,
 };

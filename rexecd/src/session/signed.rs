@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use super::job::Job;
 use super::launch::{check_allowed, create, internal, resolve_user, run_or_refuse};
 use super::{Reader, Shared, Writer};
-use crate::registry::Control;
+use crate::control::Control;
 use crate::signed::{Admitted, admit};
 
 /// Handles `LaunchSigned` to the end of the session.

@@ -1,7 +1,8 @@
 //! The vexecd daemon around the library: [`config`] (the TOML file and
 //! flags), [`receiver`] (announcements into the node table), [`server`]
 //! (the selector protocol over mutual TLS), [`metrics`] (Prometheus, when
-//! `[metrics] listen` is set), [`page`] (the live market page served beside the
+//! `[metrics] listen` is set), [`recorder`] (what
+//! requests record for the metrics), [`page`] (the live market page served beside the
 //! metrics), [`prove`] (a node's move to a
 //! new address believed only once its certificate answers there), [`stats`] (the shared table,
 //! counters and the periodic summary line). [`Daemon::start`] checks the
@@ -13,6 +14,7 @@ pub mod metrics;
 pub mod page;
 pub mod prove;
 pub mod receiver;
+pub mod recorder;
 pub mod server;
 pub mod stats;
 

@@ -201,7 +201,7 @@ pub fn answer(
                     .map_err(|e: crate::policy::UnknownPolicy| {
                         shared
                             .recorder()
-                            .select(super::metrics::UNKNOWN_POLICY, false, started);
+                            .select(super::recorder::UNKNOWN_POLICY, false, started);
                         SelectorError::new(SelectorErrorCode::UnknownPolicy, e.to_string())
                     })?;
             let request = SelectRequest {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use proto::select::SelectorStats;
 
-use super::metrics::Recorder;
+use super::recorder::Recorder;
 use crate::table::{Counters, NodeTable};
 
 /// Shortest gap between two summary lines.

@@ -74,7 +74,7 @@ pub enum BatchCommand {
 pub struct SubmitArgs {
     /// Ranks, one per processor, all started at once.
     #[arg(short = 'n', long = "nranks", value_name = "WIDTH", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=crate::plan::MAX_RANKS as i64))]
+          value_parser = clap::value_parser!(u32).range(1..=crate::MAX_RANKS as i64))]
     pub width: u32,
     /// How long the job runs (e.g. 90m, 2h, 1d): what the queue plans with.
     #[arg(long, value_name = "DURATION", required = true)]
