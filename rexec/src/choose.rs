@@ -329,24 +329,13 @@ pub fn describe(v: &proto::select::NodeView) -> String {
     let mut text = format!(
         "price {}/min, {} idle CPU{}",
         money::format_credits(v.status.price),
-        milli(u64::from(v.idle_milli)),
+        crate::show::milli(u64::from(v.idle_milli)),
         if v.idle_milli == 1000 { "" } else { "s" }
     );
     if let Some(p) = v.predicted_ms {
-        text.push_str(&format!(", predicted {}", crate::nodes::show_ms(p)));
+        text.push_str(&format!(", predicted {}", crate::show::show_ms(p)));
     }
     text
-}
-
-/// Thousandths as a short decimal: `2`, `1.5`, `0.25`.
-pub fn milli(m: u64) -> String {
-    let whole = m / 1000;
-    let frac = m % 1000;
-    if frac == 0 {
-        whole.to_string()
-    } else {
-        format!("{whole}.{}", format!("{frac:03}").trim_end_matches('0'))
-    }
 }
 
 #[cfg(test)]
@@ -406,12 +395,5 @@ mod tests {
             (q.max_price, q.expected_cpu_ms),
             (Some(500_000), Some(90_000))
         );
-    }
-
-    #[test]
-    fn thousandths_print_short() {
-        assert_eq!(milli(2000), "2");
-        assert_eq!(milli(1500), "1.5");
-        assert_eq!(milli(250), "0.25");
     }
 }

@@ -303,6 +303,22 @@ pub fn rank(seed: u64, name: &str) -> u64 {
     h ^ (h >> 33)
 }
 
+/// A node with one idle CPU and no jobs, as the tests' announcements carry.
+#[cfg(test)]
+pub(crate) fn idle_node_status() -> proto::announce::NodeStatus {
+    proto::announce::NodeStatus {
+        cpus: 1,
+        price: 0,
+        charging: 0,
+        contended: false,
+        running_jobs: 0,
+        runnable: 0,
+        load_milli: 0,
+        idle_milli: 1000,
+        free_mem_mib: 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,7 +357,7 @@ mod tests {
             selector_in(&announcement("a1", "rexec", Kind::Account), "rexec"),
             None
         );
-        let node = Kind::Node(crate::nodes::idle_node_status());
+        let node = Kind::Node(idle_node_status());
         assert_eq!(
             selector_in(&announcement("n1", "rexec", node), "rexec"),
             None

@@ -20,8 +20,9 @@
 //!   selector after another until one answers is `clients::selector`).
 //! - [`choose`]: nodes chosen through a selector, each checked by opening its
 //!   session, and replaced when it fails before anything started.
-//! - [`nodes`]: `rexec nodes`, the table of nodes a selector knows, and the
-//!   listing the admin commands address.
+//! - [`live`]: the live nodes a selector lists, as the entries the admin
+//!   commands and `--nodes` address.
+//! - [`nodes`]: `rexec nodes`, the table of nodes a selector knows.
 //! - [`agent`]: who this client is to a node (the `Hello`, the notices shown);
 //!   the sessions themselves are `clients::node`'s.
 //! - [`launch`]: all ranks launched at once; all or nothing.
@@ -39,7 +40,10 @@
 //! - [`admin`]: `rexec jobs`, `rexec kill` and `rexec bid` (and the dispatch of
 //!   `rexec nodes` and `rexec stats`), on the nodes of `[nodes]` or those a selector lists.
 //! - [`stats`]: `rexec stats`, the selectors' counters and the nodes' market state.
+//! - [`reach`]: the configuration, the TLS connector, the nodes an admin
+//!   command asks and one short session to each of them.
 //! - [`columns`]: the aligned tables the admin commands print.
+//! - [`show`]: how numbers and states are shown in those tables and in `-v`.
 //! - [`bill`]: what the job used and paid, per node (`rexec -v`), and the
 //!   credit notices shown once per job rather than once per rank.
 //! - [`batch`]: `rexec submit`, `queue`, `cancel`, `output` and `wait`: signed
@@ -90,15 +94,18 @@ pub mod exit;
 pub mod find;
 pub mod input;
 pub mod launch;
+pub mod live;
 pub mod mpi;
 pub mod nodes;
 pub mod output;
 pub mod plan;
 pub mod rank;
 pub mod rank_msg;
+pub mod reach;
 pub mod request;
 pub mod run;
 pub mod select;
+pub mod show;
 pub mod signals;
 pub mod stats;
 #[allow(unsafe_code)]

@@ -10,9 +10,10 @@ use money::Bid;
 use tokio_rustls::TlsConnector;
 
 use crate::cli::RunArgs;
-use crate::config::{Config, config_path};
+use crate::config::Config;
 use crate::exit::Error;
 use crate::plan::{JobSpec, RankTarget, place};
+use crate::reach::{listed_nodes, load};
 use clients::node::Session;
 
 /// The request after the local checks.
@@ -36,14 +37,6 @@ pub fn check(args: &RunArgs) -> Result<Request, Error> {
         timeout,
         config,
     })
-}
-
-/// The configuration at `path` (or the default place); a failure is a
-/// usage error.
-pub fn load(path: Option<&std::path::Path>) -> Result<Config, Error> {
-    config_path(path)
-        .and_then(|p| Config::load(&p))
-        .map_err(|e| Error::Usage(e.to_string()))
 }
 
 /// The bid `text` (given as `flag`): malformed is a usage error; negative,
@@ -75,12 +68,6 @@ pub fn bid(text: &str, flag: &str, config: &Config) -> Result<Bid, Error> {
     Ok(bid)
 }
 
-/// The connector every connection of this client uses (certificates that
-/// cannot be used are a failure, 255, as they always were).
-pub fn connector(config: &Config) -> Result<TlsConnector, Error> {
-    config.connector().map_err(|e| Error::Failed(e.to_string()))
-}
-
 /// Where the ranks go, with the sessions already opened to check them
 /// (when a selector chose the nodes).
 pub async fn place_ranks(
@@ -98,7 +85,7 @@ pub async fn place_ranks(
     let listed;
     let pool = if config.nodes.is_empty() && config.selects() {
         listed = Config {
-            nodes: crate::admin::listed_nodes(config, args.nodes.as_deref(), connector).await?,
+            nodes: listed_nodes(config, args.nodes.as_deref(), connector).await?,
             ..config.clone()
         };
         &listed

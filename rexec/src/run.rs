@@ -41,7 +41,7 @@ pub const INTERRUPT_GRACE: Duration = Duration::from_secs(1);
 /// or 130/141), or why it could not run.
 pub async fn run(args: RunArgs) -> Result<i32, Error> {
     let request = request::check(&args)?;
-    let connector = request::connector(&request.config)?;
+    let connector = crate::reach::connector(&request.config)?;
     let (ranks, opened) = request::place_ranks(&args, &request, &connector).await?;
     let terminal = args
         .tty

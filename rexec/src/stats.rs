@@ -19,11 +19,12 @@ use proto::node::{FromNode, JobList, ToNode};
 use proto::select::SelectorStats;
 use tokio::task::JoinSet;
 
-use crate::admin::{configured_nodes, listed_nodes, milli_cpus, state_column};
 use crate::cli::StatsArgs;
 use crate::exit::Error;
+use crate::reach::{ask_all, configured_nodes, connector, listed_nodes, load, unexpected};
 use crate::say;
 use crate::select::ASK_TIMEOUT;
+use crate::show::{milli_cpus, state_column};
 
 /// The selectors' table, one row per selector that answered.
 ///
@@ -149,7 +150,7 @@ pub async fn run(
     names: Option<&[String]>,
     config: Option<&std::path::Path>,
 ) -> Result<(), Error> {
-    let config = crate::request::load(config)?;
+    let config = load(config)?;
     let note = |m: &str| {
         if args.verbose {
             say(m);
@@ -160,7 +161,7 @@ pub async fn run(
     } else {
         Some(configured_nodes(&config, names).map_err(|e| Error::Usage(e.to_string()))?)
     };
-    let connector = crate::request::connector(&config)?;
+    let connector = connector(&config)?;
     let mut complete = true;
     if !config.selectors.is_empty() || config.discovery.is_some() {
         let selectors = crate::find::selectors(&config, &connector, &note)
@@ -207,7 +208,7 @@ pub async fn run(
         None => listed_nodes(&config, names, &connector).await?,
     };
     let timeout = crate::clock::timeout_from_env().unwrap_or(crate::clock::DEFAULT_TIMEOUT);
-    let answers = crate::admin::ask_all(&connector, &nodes, &ToNode::ListJobs, timeout).await;
+    let answers = ask_all(&connector, &nodes, &ToNode::ListJobs, timeout).await;
     let mut rows = Vec::new();
     for (node, answer) in nodes.iter().zip(answers) {
         match answer {
@@ -221,7 +222,7 @@ pub async fn run(
                 rows.push((node.name.clone(), list));
             }
             Ok(_) => {
-                say(&crate::admin::unexpected(&node.name));
+                say(&unexpected(&node.name));
                 complete = false;
             }
             Err(e) => {

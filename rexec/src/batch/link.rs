@@ -74,7 +74,7 @@ pub struct Queue {
 impl Queue {
     /// Finds the queue and connects to it.
     pub async fn open(config: &Config) -> Result<Queue, Error> {
-        let connector = crate::request::connector(config)?;
+        let connector = crate::reach::connector(config)?;
         let (addr, name) = locate(config, &connector).await?;
         let mut q = Queue {
             connector,

@@ -29,7 +29,7 @@ use crate::exit::Error;
 
 /// Run a batch command; `Ok` holds the exit status.
 pub async fn run(args: BatchArgs) -> Result<i32, Error> {
-    let config = crate::request::load(args.config.as_deref())?;
+    let config = crate::reach::load(args.config.as_deref())?;
     match &args.command {
         BatchCommand::Submit(a) => submit::run(a, &config).await.map(|()| 0),
         BatchCommand::Queue(a) => list::queue(a, &config).await.map(|()| 0),
