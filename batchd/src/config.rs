@@ -50,6 +50,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use daemon::config::{CapSettings, NoOtherKeys, TlsFlags, TlsSettings};
+use daemon::flags::{CommonFlags, DaemonFlags};
 use daemon::serve::AcceptLimits;
 use serde::{Deserialize, Serialize};
 
@@ -143,16 +144,10 @@ pub struct Limits {
 #[derive(clap::Parser, Serialize, Debug, Clone, Default)]
 #[command(name = "batchd", version)]
 pub struct Flags {
-    /// TOML config file (flags override its values).
-    #[arg(long, env = "BATCHD_CONFIG")]
-    #[serde(skip)]
-    pub config: Option<PathBuf>,
-    /// Address to listen on [default: 0.0.0.0:7482]; port 0 picks a free port.
-    #[arg(long)]
-    pub listen: Option<String>,
-    /// Write the bound address to this file once listening.
-    #[arg(long)]
-    pub ready_file: Option<PathBuf>,
+    /// `--config` (or `BATCHD_CONFIG`), `--listen`, `--ready-file`.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub common: CommonFlags<Batchd>,
     /// `--ca`, `--cert` (role service, name batchd), `--key`, `--crl`.
     #[command(flatten)]
     #[serde(flatten)]
@@ -181,6 +176,15 @@ pub struct Flags {
     #[arg(long)]
     #[serde(rename = "queue.max_output")]
     pub max_output: Option<u64>,
+}
+
+/// What batchd's common flags say of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Batchd;
+
+impl DaemonFlags for Batchd {
+    const DEFAULT_LISTEN: &'static str = DEFAULT_LISTEN;
+    const CONFIG_ENV: Option<&'static str> = Some("BATCHD_CONFIG");
 }
 
 /// Everything batchd needs, checked.
@@ -254,7 +258,7 @@ fn invalid(what: &'static str, message: impl Into<String>) -> ConfigError {
 impl Config {
     /// The file `flags` name (if any) with the flags over it, checked.
     pub fn load(flags: &Flags) -> Result<Config, ConfigError> {
-        let s: Settings = daemon::config::load(flags.config.as_deref(), flags)?;
+        let s: Settings = flags.common.load(flags)?;
         Config::from_settings(s)
     }
 

@@ -9,6 +9,8 @@
 //!   status ([`run`], each cause of an error printed once), signals ([`Signals`]),
 //!   the ready file ([`write_ready_file`]).
 //! - `reload`: [`reload_on_sighup`], the TLS files read again on each SIGHUP.
+//! - [`flags`]: [`flags::CommonFlags`], the `--config`, `--listen` and `--ready-file`
+//!   flags every daemon's command line flattens in.
 //! - [`config`]: the one configuration loader: a TOML file under the command line's
 //!   flags under the defaults, unknown keys refused by name, and the settings every
 //!   daemon has ([`config::TlsSettings`], [`config::CapSettings`]).
@@ -28,6 +30,7 @@
 
 mod caps;
 pub mod config;
+pub mod flags;
 mod reload;
 pub mod serve;
 mod start;
