@@ -2,6 +2,8 @@
 //! (those are `certs`'s).
 //!
 //! Modules:
+//! - [`admit`]: a TLS connection's start, handshake, framing and per-identity cap,
+//!   a peer over its cap answered in the daemon's own protocol.
 //! - `caps`: [`ConnectionCaps`], per-address and per-identity connection caps.
 //! - [`serve`]: [`serve::Gate`], a daemon's accept loop under its connection limits,
 //!   and [`serve::drain`], the end of it at shutdown.
@@ -28,6 +30,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod admit;
 mod caps;
 pub mod config;
 pub mod flags;
