@@ -308,21 +308,12 @@ impl Config {
                     .map_err(|e| invalid("[discovery]", e.to_string()))?,
             ),
         };
-        let advertise = match &s.advertise {
-            None => None,
-            Some(text) => Some(
-                std::net::ToSocketAddrs::to_socket_addrs(text.as_str())
-                    .ok()
-                    .and_then(|mut a| a.next())
-                    .filter(|a| !a.ip().is_unspecified() && a.port() != 0)
-                    .ok_or_else(|| {
-                        invalid(
-                            "advertise",
-                            format!("{text:?} is not an address clients can dial"),
-                        )
-                    })?,
-            ),
-        };
+        let advertise = s
+            .advertise
+            .as_deref()
+            .map(daemon::announce::parse_advertise)
+            .transpose()
+            .map_err(|e| invalid("advertise", e.described()))?;
         let selectors = s
             .selectors
             .iter()

@@ -2,6 +2,8 @@
 //! (those are `certs`'s).
 //!
 //! Modules:
+//! - [`announce`]: the address a daemon announces ([`announce::advertised`]) and a
+//!   service's announcement of itself ([`announce::announce_service`]).
 //! - [`admit`]: a TLS connection's start, handshake, framing and per-identity cap,
 //!   a peer over its cap answered in the daemon's own protocol.
 //! - `caps`: [`ConnectionCaps`], per-address and per-identity connection caps.
@@ -31,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admit;
+pub mod announce;
 mod caps;
 pub mod config;
 pub mod flags;
