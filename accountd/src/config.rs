@@ -58,6 +58,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use daemon::config::ConfigError;
 use daemon::config::{CapSettings, NoOtherKeys, TlsFlags, TlsSettings};
 use daemon::flags::{CommonFlags, DaemonFlags};
 use daemon::serve::AcceptLimits;
@@ -352,35 +353,6 @@ impl Limits {
                 window: Duration::from_secs(window),
             },
         })
-    }
-}
-
-/// Why the configuration is unusable.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The file could not be read, or is not valid TOML for these settings.
-    #[error(transparent)]
-    File(#[from] daemon::config::FileError),
-    /// A required setting is absent.
-    #[error("no {0} configured: set it in the config file or pass the flag")]
-    Missing(&'static str),
-    /// A value is out of range.
-    #[error("invalid {what}: {message}")]
-    Invalid {
-        /// Which setting.
-        what: &'static str,
-        /// Why.
-        message: String,
-    },
-}
-
-impl From<daemon::config::Invalid> for ConfigError {
-    fn from(e: daemon::config::Invalid) -> ConfigError {
-        ConfigError::Invalid {
-            what: e.key,
-            message: e.reason,
-        }
     }
 }
 

@@ -36,10 +36,7 @@ struct Resolved {
 fn resolve(flags: Flags) -> Result<Resolved, ConfigError> {
     let s = Settings::load(&flags)?;
     let metrics = s.metrics_addr()?;
-    let tls = s
-        .tls
-        .paths()
-        .map_err(|m| ConfigError::Missing(m.described()))?;
+    let tls = s.tls.paths().map_err(ConfigError::from)?;
     let peers = s.limits.peer_limits()?;
     let max_entry_text = s
         .limits

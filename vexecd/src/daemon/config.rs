@@ -181,41 +181,34 @@ pub struct Config {
     pub metrics: Option<SocketAddr>,
 }
 
-/// Why the configuration is unusable.
+/// Why the configuration is unusable: what every daemon's may be
+/// ([`::daemon::config::ConfigError`]), or no `[discovery]` table.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// The file could not be read, or is not valid TOML for these settings.
+    /// The file, a missing setting or an invalid one.
     #[error(transparent)]
-    File(#[from] ::daemon::config::FileError),
-    /// A required setting is absent.
-    #[error("no {0} configured: set it in the config file or pass the flag")]
-    Missing(&'static str),
+    Settings(#[from] ::daemon::config::ConfigError),
     /// No `[discovery]` table.
     #[error(
         "the config file has no [discovery] table: vexecd learns nodes only from announcements, so without one it would hear nothing (see deploy/etc/vexecd.toml)"
     )]
     NoDiscovery,
-    /// A value is out of range or malformed.
-    #[error("invalid {what}: {message}")]
-    Invalid {
-        /// Which setting.
-        what: &'static str,
-        /// Why.
-        message: String,
-    },
 }
 
 fn invalid(what: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        what,
-        message: message.into(),
+    ::daemon::config::ConfigError::invalid(what, message).into()
+}
+
+impl From<::daemon::config::FileError> for ConfigError {
+    fn from(e: ::daemon::config::FileError) -> ConfigError {
+        ConfigError::Settings(e.into())
     }
 }
 
 impl From<::daemon::config::Invalid> for ConfigError {
     fn from(e: ::daemon::config::Invalid) -> ConfigError {
-        invalid(e.key, e.reason)
+        ConfigError::Settings(e.into())
     }
 }
 
@@ -324,10 +317,7 @@ impl Config {
                 "multicast is off ([discovery] multicast = false): set udp_listen so nodes can send announcements to it",
             ));
         }
-        let tls: TlsPaths = s
-            .tls
-            .paths()
-            .map_err(|m| ConfigError::Missing(m.described()))?;
+        let tls: TlsPaths = s.tls.paths().map_err(::daemon::config::ConfigError::from)?;
         let window_periods = s.window_periods.unwrap_or(DEFAULT_WINDOW_PERIODS);
         if !(1..=100).contains(&window_periods) {
             return Err(invalid("window_periods", "must be 1 to 100"));
