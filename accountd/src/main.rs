@@ -176,12 +176,7 @@ async fn real_main(flags: Flags) -> anyhow::Result<()> {
         server = server.with_metrics(endpoint);
     }
     daemon::reload_on_sighup(server.tls(), signals.hangups);
-    let listener = tokio::net::TcpListener::bind(&listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    let addr = listener
-        .local_addr()
-        .context("cannot read the bound address")?;
+    let (listener, addr) = daemon::bind(&listen).await?;
     tracing::info!(%addr, database = %db, "accountd listening");
     if let Some(setup) = announce {
         start_announcing(setup, &cert, addr)?;

@@ -9,9 +9,9 @@
 //! - `caps`: [`ConnectionCaps`], per-address and per-identity connection caps.
 //! - [`serve`]: [`serve::Gate`], a daemon's accept loop under its connection limits,
 //!   and [`serve::drain`], the end of it at shutdown.
-//! - `start`: the start-up shim of the daemons' `main`: logging, runtime and exit
-//!   status ([`run`], each cause of an error printed once), signals ([`Signals`]),
-//!   the ready file ([`write_ready_file`]).
+//! - `start`: the start-up shim of the daemons' `main`: the listener ([`bind`]),
+//!   logging, runtime and exit status ([`run`], each cause of an error printed
+//!   once), signals ([`Signals`]), the ready file ([`write_ready_file`]).
 //! - `reload`: [`reload_on_sighup`], the TLS files read again on each SIGHUP.
 //! - [`flags`]: [`flags::CommonFlags`], the `--config`, `--listen` and `--ready-file`
 //!   flags every daemon's command line flattens in.
@@ -44,6 +44,6 @@ mod start;
 pub use caps::{AddressSlot, CapExceeded, ConnectionCaps, IdentitySlot};
 pub use reload::reload_on_sighup;
 pub use start::{
-    ReadyFileError, SignalError, Signals, StopSignals, error_line, init_tracing, run,
-    write_ready_file,
+    BindError, ReadyFileError, SignalError, Signals, StopSignals, bind, error_line, init_tracing,
+    run, write_ready_file,
 };
