@@ -58,7 +58,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use daemon::config::ConfigError;
 use daemon::config::{CapSettings, NoOtherKeys, TlsFlags, TlsSettings};
+use daemon::flags::{CommonFlags, DaemonFlags};
 use daemon::serve::AcceptLimits;
 use serde::{Deserialize, Serialize};
 
@@ -209,13 +211,10 @@ database server's CA, for TLS) and `anchors`, `anchor_entries`, `anchor_secs` (s
 heads); see deploy/etc/accountd.toml. Give --init once to create the ledger in either."
 )]
 pub struct Flags {
-    /// TOML config file (flags override its values).
-    #[arg(long, env = "ACCOUNTD_CONFIG")]
-    #[serde(skip)]
-    pub config: Option<PathBuf>,
-    /// Address to listen on [default: 0.0.0.0:7071]; port 0 picks a free port.
-    #[arg(long)]
-    pub listen: Option<String>,
+    /// `--config` (or `ACCOUNTD_CONFIG`), `--listen`, `--ready-file`.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub common: CommonFlags<Accountd>,
     /// The SQLite ledger file (or the config file's `[store] postgres`: see below).
     #[arg(long)]
     pub database: Option<PathBuf>,
@@ -224,9 +223,6 @@ pub struct Flags {
     #[arg(long)]
     #[serde(skip)]
     pub init: bool,
-    /// Write the bound address to this file once listening.
-    #[arg(long)]
-    pub ready_file: Option<PathBuf>,
     /// `--ca`, `--cert` (role service, name accountd), `--key`, `--crl`.
     #[command(flatten)]
     #[serde(flatten)]
@@ -271,6 +267,15 @@ pub struct Flags {
     pub refusal_window: Option<u64>,
 }
 
+/// What accountd's common flags say of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Accountd;
+
+impl DaemonFlags for Accountd {
+    const DEFAULT_LISTEN: &'static str = DEFAULT_LISTEN;
+    const CONFIG_ENV: Option<&'static str> = Some("ACCOUNTD_CONFIG");
+}
+
 impl Settings {
     /// Reads a config file and checks it against the settings: its table, for
     /// [`Settings::layered`].
@@ -301,11 +306,7 @@ impl Settings {
 
     /// The file `flags` name (if any) with the flags laid over it.
     pub fn load(flags: &Flags) -> Result<Settings, ConfigError> {
-        let file = match &flags.config {
-            Some(path) => Settings::read(path)?,
-            None => toml::Table::new(),
-        };
-        Settings::layered(file, flags)
+        Ok(flags.common.load(flags)?)
     }
 
     /// How long a silent connection is kept: `--idle-timeout`, else the file's
@@ -352,35 +353,6 @@ impl Limits {
                 window: Duration::from_secs(window),
             },
         })
-    }
-}
-
-/// Why the configuration is unusable.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The file could not be read, or is not valid TOML for these settings.
-    #[error(transparent)]
-    File(#[from] daemon::config::FileError),
-    /// A required setting is absent.
-    #[error("no {0} configured: set it in the config file or pass the flag")]
-    Missing(&'static str),
-    /// A value is out of range.
-    #[error("invalid {what}: {message}")]
-    Invalid {
-        /// Which setting.
-        what: &'static str,
-        /// Why.
-        message: String,
-    },
-}
-
-impl From<daemon::config::Invalid> for ConfigError {
-    fn from(e: daemon::config::Invalid) -> ConfigError {
-        ConfigError::Invalid {
-            what: e.key,
-            message: e.reason,
-        }
     }
 }
 

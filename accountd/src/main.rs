@@ -36,10 +36,7 @@ struct Resolved {
 fn resolve(flags: Flags) -> Result<Resolved, ConfigError> {
     let s = Settings::load(&flags)?;
     let metrics = s.metrics_addr()?;
-    let tls = s
-        .tls
-        .paths()
-        .map_err(|m| ConfigError::Missing(m.described()))?;
+    let tls = s.tls.paths().map_err(ConfigError::from)?;
     let peers = s.limits.peer_limits()?;
     let max_entry_text = s
         .limits
@@ -107,34 +104,16 @@ fn resolve(flags: Flags) -> Result<Resolved, ConfigError> {
                 what: "[discovery]",
                 message: e.to_string(),
             })?;
-            let advertise = match &s.advertise {
-                None => None,
-                Some(text) => Some(
-                    std::net::ToSocketAddrs::to_socket_addrs(text.as_str())
-                        .ok()
-                        .and_then(|mut a| a.next())
-                        .filter(|a| !a.ip().is_unspecified() && a.port() != 0)
-                        .ok_or_else(|| ConfigError::Invalid {
-                            what: "advertise",
-                            message: format!(
-                                "{text:?} is not an address clients can dial (host:port)"
-                            ),
-                        })?,
-                ),
-            };
-            if advertise.is_none()
-                && listen
-                    .parse::<std::net::SocketAddr>()
-                    .is_ok_and(|a| a.ip().is_unspecified())
-            {
-                return Err(ConfigError::Invalid {
-                    what: "advertise",
-                    message: format!(
-                        "accountd listens on {listen}, an address clients cannot dial, so it \
-                         cannot announce it; set `advertise = \"host:port\"` in the config file"
-                    ),
-                });
-            }
+            let advertise = daemon::announce::advertised(
+                s.advertise.as_deref(),
+                &listen,
+                "accountd",
+                "in the config file",
+            )
+            .map_err(|e| ConfigError::Invalid {
+                what: "advertise",
+                message: e.described(),
+            })?;
             Some(AnnounceSetup { net, advertise })
         }
     };
@@ -160,25 +139,11 @@ fn start_announcing(
         .map(|i| i.name)
         .with_context(|| format!("{} carries no rexec identity to announce", cert.display()))?;
     let addr = setup.advertise.unwrap_or(bound);
-    let sender = discovery::net::Sender::new(&setup.net).context("cannot announce accountd")?;
-    let cluster = setup.net.cluster.clone();
-    tracing::info!(%addr, %name, cluster = %cluster, group = %setup.net.group,
-        port = setup.net.port, "announcing accountd");
-    tokio::spawn(discovery::net::announce_loop(
-        sender,
-        setup.net.period,
-        std::sync::Arc::new(tokio::sync::Notify::new()),
-        move || proto::announce::Announcement {
-            cluster: cluster.clone(),
-            name: name.clone(),
-            addr,
-            incarnation: 0,
-            seq: 0,
-            period_ms: 0,
-            kind: proto::announce::Kind::Account,
-            summary: None,
-        },
-    ));
+    let net = &setup.net;
+    tracing::info!(%addr, %name, cluster = %net.cluster, group = %net.group,
+        port = net.port, "announcing accountd");
+    daemon::announce::announce_service(net, proto::announce::Kind::Account, name, addr)
+        .context("cannot announce accountd")?;
     Ok(())
 }
 
@@ -211,12 +176,7 @@ async fn real_main(flags: Flags) -> anyhow::Result<()> {
         server = server.with_metrics(endpoint);
     }
     daemon::reload_on_sighup(server.tls(), signals.hangups);
-    let listener = tokio::net::TcpListener::bind(&listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    let addr = listener
-        .local_addr()
-        .context("cannot read the bound address")?;
+    let (listener, addr) = daemon::bind(&listen).await?;
     tracing::info!(%addr, database = %db, "accountd listening");
     if let Some(setup) = announce {
         start_announcing(setup, &cert, addr)?;

@@ -24,12 +24,13 @@ use std::time::Duration;
 
 use certs::{PeerIdentity, ReloadableAcceptor, TlsPaths};
 use daemon::ConnectionCaps;
+use daemon::admit::{Admitted, FrameLimits, NotAdmitted, admit};
 use daemon::serve::{AcceptLimits, Gate};
+use proto::FrameError;
 use proto::account::{
     ACCOUNT_PROTOCOL_VERSION, AccountError, AccountOp, AccountReply, AccountRequest,
     AccountResponse, ChargeOutcome, Debit, ErrorCode, Identity,
 };
-use proto::{FrameError, Framed};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -254,24 +255,27 @@ fn turned_away(message: String) -> AccountResponse {
 
 impl Connection {
     async fn serve(mut self, tcp: TcpStream, addr: String) {
-        let (stream, peer) = match certs::accept(&self.acceptor, tcp).await {
-            Ok(x) => x,
-            Err(e) => {
+        let limits = FrameLimits {
+            max_request: self.max_request,
+            max_reply: self.max_frame,
+        };
+        let admitted = match admit(&self.acceptor, tcp, &self.caps, limits, turned_away).await {
+            Ok(admitted) => admitted,
+            Err(NotAdmitted::Handshake(e)) => {
                 tracing::warn!(%addr, error = %e, "TLS handshake refused");
                 return;
             }
-        };
-        tracing::debug!(%addr, %peer, "connected");
-        let mut framed = Framed::with_limits(stream, self.max_request, self.max_frame);
-        let _identity_slot = match self.caps.admit_identity(&peer) {
-            Ok(slot) => slot,
-            Err(e) => {
-                tracing::debug!(%addr, %peer, "{e}");
-                let _ = framed.send(&turned_away(e.to_string())).await;
-                let _ = framed.get_mut().shutdown().await;
+            Err(NotAdmitted::OverCap(e)) => {
+                tracing::debug!(%addr, "{e}");
                 return;
             }
         };
+        let Admitted {
+            mut framed,
+            peer,
+            slot: _identity_slot,
+        } = admitted;
+        tracing::debug!(%addr, %peer, "connected");
         loop {
             if let Some(message) = self.cut_off_message(&peer) {
                 let _ = framed.send(&turned_away(message)).await;

@@ -49,7 +49,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use daemon::config::ConfigError;
 use daemon::config::{CapSettings, NoOtherKeys, TlsFlags, TlsSettings};
+use daemon::flags::{CommonFlags, DaemonFlags};
 use daemon::serve::AcceptLimits;
 use serde::{Deserialize, Serialize};
 
@@ -143,16 +145,10 @@ pub struct Limits {
 #[derive(clap::Parser, Serialize, Debug, Clone, Default)]
 #[command(name = "batchd", version)]
 pub struct Flags {
-    /// TOML config file (flags override its values).
-    #[arg(long, env = "BATCHD_CONFIG")]
-    #[serde(skip)]
-    pub config: Option<PathBuf>,
-    /// Address to listen on [default: 0.0.0.0:7482]; port 0 picks a free port.
-    #[arg(long)]
-    pub listen: Option<String>,
-    /// Write the bound address to this file once listening.
-    #[arg(long)]
-    pub ready_file: Option<PathBuf>,
+    /// `--config` (or `BATCHD_CONFIG`), `--listen`, `--ready-file`.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub common: CommonFlags<Batchd>,
     /// `--ca`, `--cert` (role service, name batchd), `--key`, `--crl`.
     #[command(flatten)]
     #[serde(flatten)]
@@ -181,6 +177,15 @@ pub struct Flags {
     #[arg(long)]
     #[serde(rename = "queue.max_output")]
     pub max_output: Option<u64>,
+}
+
+/// What batchd's common flags say of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Batchd;
+
+impl DaemonFlags for Batchd {
+    const DEFAULT_LISTEN: &'static str = DEFAULT_LISTEN;
+    const CONFIG_ENV: Option<&'static str> = Some("BATCHD_CONFIG");
 }
 
 /// Everything batchd needs, checked.
@@ -224,49 +229,19 @@ pub struct Config {
     pub metrics: Option<std::net::SocketAddr>,
 }
 
-/// Why the configuration is unusable.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The file could not be read or does not fit.
-    #[error(transparent)]
-    File(#[from] daemon::config::FileError),
-    /// A required setting is absent.
-    #[error("no {0} configured: set it in the config file or pass the flag")]
-    Missing(&'static str),
-    /// A value is out of range.
-    #[error("invalid {what}: {message}")]
-    Invalid {
-        /// Which setting.
-        what: &'static str,
-        /// Why.
-        message: String,
-    },
-}
-
-fn invalid(what: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        what,
-        message: message.into(),
-    }
-}
-
 impl Config {
     /// The file `flags` name (if any) with the flags over it, checked.
     pub fn load(flags: &Flags) -> Result<Config, ConfigError> {
-        let s: Settings = daemon::config::load(flags.config.as_deref(), flags)?;
+        let s: Settings = flags.common.load(flags)?;
         Config::from_settings(s)
     }
 
     /// Checks settings and fills in the defaults.
     pub fn from_settings(s: Settings) -> Result<Config, ConfigError> {
-        let tls = s
-            .tls
-            .paths()
-            .map_err(|m| ConfigError::Missing(m.described()))?;
+        let tls = s.tls.paths().map_err(ConfigError::from)?;
         let policy = s.queue.policy.clone().unwrap_or_else(|| "fifo".into());
         if !batch::policy::NAMES.contains(&policy.as_str()) {
-            return Err(invalid(
+            return Err(ConfigError::invalid(
                 "policy",
                 format!(
                     "{policy:?} is not a queue policy; use one of {}",
@@ -276,49 +251,35 @@ impl Config {
         }
         let tick = match &s.queue.tick {
             None => DEFAULT_TICK,
-            Some(t) => {
-                proto::duration::parse_duration(t).map_err(|e| invalid("tick", e.to_string()))?
-            }
+            Some(t) => proto::duration::parse_duration(t)
+                .map_err(|e| ConfigError::invalid("tick", e.to_string()))?,
         };
         if tick < Duration::from_millis(10) {
-            return Err(invalid("tick", "must be at least 10ms"));
+            return Err(ConfigError::invalid("tick", "must be at least 10ms"));
         }
         let max_output = s.queue.max_output.unwrap_or(DEFAULT_MAX_OUTPUT);
         let max_batch = s.store.max_batch.unwrap_or(DEFAULT_MAX_BATCH);
         if max_batch == 0 || max_batch > 65_536 {
-            return Err(invalid("max_batch", "must be 1..=65536"));
+            return Err(ConfigError::invalid("max_batch", "must be 1..=65536"));
         }
-        let limits = s
-            .limits
-            .caps
-            .limits(AcceptLimits {
-                max_connections: 1024,
-                per_address: 256,
-                per_identity: 64,
-            })
-            .map_err(|e| invalid(e.key, e.reason))?;
+        let limits = s.limits.caps.limits(AcceptLimits {
+            max_connections: 1024,
+            per_address: 256,
+            per_identity: 64,
+        })?;
         let discovery = match &s.discovery {
             None => None,
             Some(d) => Some(
                 d.resolve()
-                    .map_err(|e| invalid("[discovery]", e.to_string()))?,
+                    .map_err(|e| ConfigError::invalid("[discovery]", e.to_string()))?,
             ),
         };
-        let advertise = match &s.advertise {
-            None => None,
-            Some(text) => Some(
-                std::net::ToSocketAddrs::to_socket_addrs(text.as_str())
-                    .ok()
-                    .and_then(|mut a| a.next())
-                    .filter(|a| !a.ip().is_unspecified() && a.port() != 0)
-                    .ok_or_else(|| {
-                        invalid(
-                            "advertise",
-                            format!("{text:?} is not an address clients can dial"),
-                        )
-                    })?,
-            ),
-        };
+        let advertise = s
+            .advertise
+            .as_deref()
+            .map(daemon::announce::parse_advertise)
+            .transpose()
+            .map_err(|e| ConfigError::invalid("advertise", e.described()))?;
         let selectors = s
             .selectors
             .iter()
@@ -360,7 +321,9 @@ impl Config {
             ),
             discovery,
             metrics: match &s.metrics {
-                Some(m) => m.address().map_err(|e| invalid("metrics", e.to_string()))?,
+                Some(m) => m
+                    .address()
+                    .map_err(|e| ConfigError::invalid("metrics", e.to_string()))?,
                 None => None,
             },
         })

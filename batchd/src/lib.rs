@@ -16,7 +16,6 @@
 //!   charges, failures, recovery after a restart); [`rank`]: one rank's
 //!   session with its node.
 //! - [`ledger`]: balances and debits at accountd.
-//! - [`announce`]: the queue's announcements (kind `Batch`).
 //! - [`metrics`]: Prometheus metrics (`[metrics] listen`).
 //! - [`start`]: putting it together (the binary's `run`).
 //!
@@ -31,7 +30,6 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod announce;
 pub mod config;
 pub mod journal;
 pub mod ledger;

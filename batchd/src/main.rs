@@ -6,7 +6,6 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use batchd::config::{Config, Flags};
 use clap::Parser;
 use daemon::Signals;
@@ -16,12 +15,7 @@ async fn real_main(flags: Flags) -> anyhow::Result<()> {
     let cfg = Config::load(&flags)?;
     let (listen, ready_file) = (cfg.listen.clone(), cfg.ready_file.clone());
     let opened = batchd::start::open(cfg).await?;
-    let listener = tokio::net::TcpListener::bind(&listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
-    let addr = listener
-        .local_addr()
-        .context("cannot read the bound address")?;
+    let (listener, addr) = daemon::bind(&listen).await?;
     tracing::info!(%addr, "batchd listening");
     if let Some(path) = &ready_file {
         daemon::write_ready_file(path, addr)?;

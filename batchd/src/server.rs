@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use certs::ReloadableAcceptor;
 use daemon::ConnectionCaps;
+use daemon::admit::{Admitted, FrameLimits, NotAdmitted, admit};
 use daemon::serve::Gate;
+use proto::FrameError;
 use proto::batch::{BatchError, BatchErrorCode, BatchRequest, BatchResponse};
-use proto::{FrameError, Framed};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -67,25 +68,24 @@ fn refused(id: u64, code: BatchErrorCode, message: String) -> BatchResponse {
 
 impl Connection {
     async fn serve(mut self, tcp: TcpStream, addr: String) {
-        let (stream, peer) = match certs::accept(&self.acceptor, tcp).await {
-            Ok(x) => x,
-            Err(e) => {
+        let limits = FrameLimits {
+            max_request: proto::DEFAULT_MAX_FRAME,
+            max_reply: proto::DEFAULT_MAX_FRAME,
+        };
+        let unavailable = |why| refused(0, BatchErrorCode::Unavailable, why);
+        let admitted = match admit(&self.acceptor, tcp, &self.caps, limits, unavailable).await {
+            Ok(admitted) => admitted,
+            Err(NotAdmitted::Handshake(e)) => {
                 tracing::warn!(%addr, error = %e, "TLS handshake refused");
                 return;
             }
+            Err(NotAdmitted::OverCap(_)) => return,
         };
-        let mut framed =
-            Framed::with_limits(stream, proto::DEFAULT_MAX_FRAME, proto::DEFAULT_MAX_FRAME);
-        let _slot = match self.caps.admit_identity(&peer) {
-            Ok(slot) => slot,
-            Err(e) => {
-                let _ = framed
-                    .send(&refused(0, BatchErrorCode::Unavailable, e.to_string()))
-                    .await;
-                let _ = framed.get_mut().shutdown().await;
-                return;
-            }
-        };
+        let Admitted {
+            mut framed,
+            peer,
+            slot: _slot,
+        } = admitted;
         let idle = self.shared.cfg.idle_timeout;
         loop {
             let next = tokio::select! {

@@ -165,10 +165,17 @@ pub async fn serve(
         .local_addr()
         .map_err(|e| StartError::Announce(e.to_string()))?;
     let announcer = match &shared.cfg.discovery {
-        Some(d) => Some(
-            crate::announce::spawn(d, opened.name, shared.cfg.advertise.unwrap_or(bound))
-                .map_err(|e| StartError::Announce(e.to_string()))?,
-        ),
+        Some(d) => {
+            let addr = shared.cfg.advertise.unwrap_or(bound);
+            let name = opened.name;
+            tracing::info!(%addr, %name, cluster = %d.cluster, group = %d.group,
+                port = d.port, "announcing the queue");
+            let kind = proto::announce::Kind::Batch;
+            Some(
+                daemon::announce::announce_service(d, kind, name, addr)
+                    .map_err(|e| StartError::Announce(e.to_string()))?,
+            )
+        }
         None => None,
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -81,6 +81,50 @@ pub enum FileError {
     Flags(String),
 }
 
+/// Why a daemon's configuration is unusable, each message one line naming the file
+/// or the setting: accountd's, batchd's and (with its own `[discovery]` case)
+/// vexecd's. rexecd's also names the flag and the value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read, or is not valid TOML for these settings.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// A required setting is absent.
+    #[error("no {0} configured: set it in the config file or pass the flag")]
+    Missing(&'static str),
+    /// A value is out of range.
+    #[error("invalid {what}: {message}")]
+    Invalid {
+        /// Which setting.
+        what: &'static str,
+        /// Why.
+        message: String,
+    },
+}
+
+impl ConfigError {
+    /// The setting `what` is invalid: `message` says why.
+    pub fn invalid(what: &'static str, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            what,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Invalid> for ConfigError {
+    fn from(e: Invalid) -> ConfigError {
+        ConfigError::invalid(e.key, e.reason)
+    }
+}
+
+impl From<MissingTls> for ConfigError {
+    fn from(m: MissingTls) -> ConfigError {
+        ConfigError::Missing(m.described())
+    }
+}
+
 /// A setting's value is out of range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid {key} {value:?}: {reason}")]

@@ -12,10 +12,12 @@
 use std::error::Error;
 use std::future::Future;
 use std::io::{IsTerminal, Write};
+use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use tokio::net::TcpListener;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// Sets up logging to standard error (`RUST_LOG` filters, `info` by default),
@@ -97,6 +99,36 @@ pub struct ReadyFileError {
     pub source: std::io::Error,
 }
 
+/// The listening socket could not be bound.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// Binding failed.
+    #[error("cannot listen on {listen}")]
+    Listen {
+        /// The address asked for.
+        listen: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bound address could not be read.
+    #[error("cannot read the bound address")]
+    Address(#[source] std::io::Error),
+}
+
+/// Binds the daemon's TCP listener on `listen` (`host:port`; port 0: any free
+/// port) and reads the address it got, for the log and the ready file.
+pub async fn bind(listen: &str) -> Result<(TcpListener, SocketAddr), BindError> {
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(|source| BindError::Listen {
+            listen: listen.to_string(),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(BindError::Address)?;
+    Ok((listener, addr))
+}
+
 /// The signals a daemon serves by. Install them first thing, so a signal during
 /// start-up is queued (SIGHUP for the reload loop, SIGTERM and SIGINT for a clean
 /// shutdown) rather than fatal.
@@ -172,6 +204,18 @@ pub fn write_ready_file(path: &Path, addr: impl std::fmt::Display) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn bind_names_the_address_it_could_not_listen_on() {
+        let (_listener, addr) = bind("127.0.0.1:0").await.unwrap();
+        assert_ne!(addr.port(), 0);
+        let e = bind(&addr.to_string()).await.unwrap_err();
+        assert!(
+            error_line(&e).starts_with(&format!("cannot listen on {addr}: ")),
+            "{}",
+            error_line(&e)
+        );
+    }
 
     #[test]
     fn the_ready_file_holds_the_address_and_no_temporary_is_left() {

@@ -5,7 +5,6 @@
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Parser;
 use daemon::Signals;
 use rexecd::config::{Config, Flags};
@@ -20,12 +19,7 @@ async fn run(flags: Flags) -> anyhow::Result<()> {
     let config = Config::load(&flags)?;
     let ready_file = config.ready_file.clone();
     let signals = Signals::install()?;
-    let listener = tokio::net::TcpListener::bind(&config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
-    let addr = listener
-        .local_addr()
-        .context("cannot read the bound address")?;
+    let (listener, addr) = daemon::bind(&config.listen).await?;
     let mut server = Server::new(config).await?;
     server.start_announcing(addr).await?;
     daemon::reload_on_sighup(server.tls(), signals.hangups);

@@ -155,3 +155,26 @@ fn a_zero_cap_is_refused_naming_its_key() {
     assert_eq!(e.key, "max_connections_per_identity");
     assert!(e.to_string().contains("at least 1"), "{e}");
 }
+
+#[test]
+fn a_config_error_names_the_setting_and_says_how_to_give_it() {
+    let missing: ConfigError = TlsSettings::default().paths().unwrap_err().into();
+    assert_eq!(
+        missing.to_string(),
+        "no certificate (--cert) configured: set it in the config file or pass the flag"
+    );
+    let caps = CapSettings {
+        max_connections: Some(0),
+        ..CapSettings::default()
+    };
+    let defaults = AcceptLimits {
+        max_connections: 1,
+        per_address: 1,
+        per_identity: 1,
+    };
+    let invalid: ConfigError = caps.limits(defaults).unwrap_err().into();
+    assert_eq!(
+        invalid.to_string(),
+        "invalid max_connections: must be at least 1"
+    );
+}

@@ -25,7 +25,7 @@
 //! (as without discovery). While accountd is to be learnt but none has been heard,
 //! positive bids are refused as when accountd is unreachable; bids of 0 run.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use ::discovery::config::{DiscoveryConfig, DiscoveryFile};
@@ -98,38 +98,9 @@ pub fn resolve(
     };
     let net = discovery.resolve()?;
     let a = announce.unwrap_or_default();
-    let advertise = match &a.advertise {
-        None => None,
-        Some(text) => {
-            let addr = text
-                .to_socket_addrs()
-                .map_err(|e| invalid("announce.advertise", text, format!("{e} (write host:port)")))?
-                .next()
-                .ok_or_else(|| invalid("announce.advertise", text, "resolves to no address"))?;
-            if addr.ip().is_unspecified() || addr.port() == 0 {
-                return Err(invalid(
-                    "announce.advertise",
-                    text,
-                    "give the address and port clients dial, such as 10.0.0.7:7070",
-                ));
-            }
-            Some(addr)
-        }
-    };
-    if advertise.is_none()
-        && let Ok(addr) = listen.parse::<SocketAddr>()
-        && addr.ip().is_unspecified()
-    {
-        return Err(invalid(
-            "announce.advertise",
-            "",
-            format!(
-                "rexecd listens on {listen}, an address clients cannot dial, so it cannot \
-                 announce it; set `advertise = \"host:port\"` in [announce] to the address \
-                 clients should dial"
-            ),
-        ));
-    }
+    let advertise =
+        daemon::announce::advertised(a.advertise.as_deref(), listen, "rexecd", "in [announce]")
+            .map_err(|e| invalid("announce.advertise", e.given.unwrap_or_default(), e.reason))?;
     let speed = a.speed.unwrap_or(1.0);
     if !(speed.is_finite() && (0.001..=65.535).contains(&speed)) {
         return Err(invalid("announce.speed", speed, "must be 0.001 to 65.535"));

@@ -1,4 +1,6 @@
-//! The command line of the `rexecd` binary. Every flag but `--config` overrides the
+//! The command line of the `rexecd` binary: the flags every daemon has
+//! (`daemon::flags::CommonFlags`: `--config`, `--listen`, `--ready-file`) and its own.
+//! Every flag but `--config` overrides the
 //! config-file key of the same name (with `_` for `-`; `--accountd` and `--journal`
 //! those of the `[market]` table): serialized, the flags given are laid over the file
 //! by `daemon::config::layer`.
@@ -7,6 +9,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use daemon::config::TlsFlags;
+use daemon::flags::{CommonFlags, DaemonFlags};
 use serde::Serialize;
 
 /// rexecd: run rexec jobs on this node, as the certificate's Unix user, inside a cgroup
@@ -14,16 +17,13 @@ use serde::Serialize;
 #[derive(Debug, Clone, Default, Parser, Serialize)]
 #[command(name = "rexecd", version, about, after_help = stride::BID_HELP)]
 pub struct Flags {
-    /// Config file (TOML); flags override its keys.
-    #[arg(long, value_name = "PATH")]
-    #[serde(skip)]
-    pub config: Option<PathBuf>,
+    /// `--config`, `--listen` (default [`super::DEFAULT_LISTEN`]), `--ready-file`.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub common: CommonFlags<Rexecd>,
     /// Node name, as in the node certificate.
     #[arg(long)]
     pub name: Option<String>,
-    /// Address to listen on, e.g. 0.0.0.0:7070 (port 0: any free port; see --ready-file).
-    #[arg(long, value_name = "ADDR")]
-    pub listen: Option<String>,
     /// `--ca`, `--cert` (the node certificate), `--key`, `--crl`.
     #[command(flatten)]
     #[serde(flatten)]
@@ -64,9 +64,6 @@ pub struct Flags {
     #[arg(long, value_name = "PATH")]
     #[serde(rename = "market.journal")]
     pub journal: Option<PathBuf>,
-    /// After binding, write the bound address to PATH (atomically), for scripts and tests.
-    #[arg(long, value_name = "PATH")]
-    pub ready_file: Option<PathBuf>,
     /// Most connections open at once from one address, TLS handshakes included
     /// (default 512).
     #[arg(long, value_name = "N")]
@@ -81,4 +78,12 @@ pub struct Flags {
     /// nothing for this long is dropped.
     #[arg(long, value_name = "DURATION")]
     pub tcp_user_timeout: Option<String>,
+}
+
+/// What rexecd's common flags say of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rexecd;
+
+impl DaemonFlags for Rexecd {
+    const DEFAULT_LISTEN: &'static str = super::DEFAULT_LISTEN;
 }

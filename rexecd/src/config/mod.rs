@@ -287,13 +287,9 @@ pub struct Config {
 }
 
 impl Config {
-    /// Loads the file named by `flags.config` (if any) and lays the flags over it.
+    /// Loads the file named by `--config` (if any) and lays the flags over it.
     pub fn load(flags: &Flags) -> Result<Config, ConfigError> {
-        let file = match &flags.config {
-            Some(path) => Settings::read(path)?,
-            None => toml::Table::new(),
-        };
-        Config::resolve(file, flags)
+        Config::from_settings(flags.common.load(flags)?)
     }
 
     /// The file's table with the flags laid over it (flags win), every value checked.

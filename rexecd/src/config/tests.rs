@@ -25,7 +25,10 @@ fn flags_override_the_file_and_defaults_fill_the_rest() {
             cert: Some("/flag/c.pem".into()),
             ..Default::default()
         },
-        listen: Some("127.0.0.1:0".into()),
+        common: daemon::flags::CommonFlags {
+            listen: Some("127.0.0.1:0".into()),
+            ..Default::default()
+        },
         allowed_users: Some(vec!["bob".into(), "eve".into()]),
         heartbeat_timeout: Some("2s".into()),
         allow_root: true,

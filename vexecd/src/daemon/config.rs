@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ::daemon::config::{CapSettings, NoOtherKeys, TlsFlags, TlsSettings};
+use ::daemon::flags::{CommonFlags, DaemonFlags};
 use ::daemon::serve::AcceptLimits;
 use certs::TlsPaths;
 use discovery::config::{DiscoveryConfig, DiscoveryFile};
@@ -106,25 +107,19 @@ pub struct Settings {
 #[derive(clap::Parser, Serialize, Debug, Clone, Default)]
 #[command(name = "vexecd", version)]
 pub struct Flags {
-    /// TOML config file; it must hold a [discovery] table (flags override its values).
-    #[arg(long, env = "VEXECD_CONFIG")]
-    #[serde(skip)]
-    pub config: Option<PathBuf>,
+    /// `--config` (or `VEXECD_CONFIG`), `--listen` (the TLS address), `--ready-file`.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub common: CommonFlags<Vexecd>,
     /// Selector name, as in its service certificate [default: vexecd].
     #[arg(long)]
     pub name: Option<String>,
-    /// TLS address to listen on [default: 0.0.0.0:7478]; port 0 picks a free port.
-    #[arg(long)]
-    pub listen: Option<String>,
     /// Address to announce (required when listening on every interface).
     #[arg(long)]
     pub advertise: Option<String>,
     /// UDP address to hear unicast announcements on (e.g. 0.0.0.0:7478).
     #[arg(long)]
     pub udp_listen: Option<String>,
-    /// Write the bound TLS address to this file once listening.
-    #[arg(long)]
-    pub ready_file: Option<PathBuf>,
     /// `--ca`, `--cert` (role service), `--key`, `--crl`.
     #[command(flatten)]
     #[serde(flatten)]
@@ -142,6 +137,17 @@ pub struct Flags {
     #[arg(long, value_parser = proto::duration::parse_duration)]
     #[serde(serialize_with = "::daemon::config::millis")]
     pub idle_timeout: Option<Duration>,
+}
+
+/// What vexecd's common flags say of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Vexecd;
+
+impl DaemonFlags for Vexecd {
+    const DEFAULT_LISTEN: &'static str = DEFAULT_LISTEN;
+    const CONFIG_ENV: Option<&'static str> = Some("VEXECD_CONFIG");
+    const CONFIG_MUST_HOLD: Option<&'static str> = Some("a [discovery] table");
+    const LISTENS_ON: &'static str = "TLS address";
 }
 
 /// Everything the daemon needs, checked.
@@ -175,41 +181,34 @@ pub struct Config {
     pub metrics: Option<SocketAddr>,
 }
 
-/// Why the configuration is unusable.
+/// Why the configuration is unusable: what every daemon's may be
+/// ([`::daemon::config::ConfigError`]), or no `[discovery]` table.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// The file could not be read, or is not valid TOML for these settings.
+    /// The file, a missing setting or an invalid one.
     #[error(transparent)]
-    File(#[from] ::daemon::config::FileError),
-    /// A required setting is absent.
-    #[error("no {0} configured: set it in the config file or pass the flag")]
-    Missing(&'static str),
+    Settings(#[from] ::daemon::config::ConfigError),
     /// No `[discovery]` table.
     #[error(
         "the config file has no [discovery] table: vexecd learns nodes only from announcements, so without one it would hear nothing (see deploy/etc/vexecd.toml)"
     )]
     NoDiscovery,
-    /// A value is out of range or malformed.
-    #[error("invalid {what}: {message}")]
-    Invalid {
-        /// Which setting.
-        what: &'static str,
-        /// Why.
-        message: String,
-    },
 }
 
 fn invalid(what: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        what,
-        message: message.into(),
+    ::daemon::config::ConfigError::invalid(what, message).into()
+}
+
+impl From<::daemon::config::FileError> for ConfigError {
+    fn from(e: ::daemon::config::FileError) -> ConfigError {
+        ConfigError::Settings(e.into())
     }
 }
 
 impl From<::daemon::config::Invalid> for ConfigError {
     fn from(e: ::daemon::config::Invalid) -> ConfigError {
-        invalid(e.key, e.reason)
+        ConfigError::Settings(e.into())
     }
 }
 
@@ -266,11 +265,7 @@ fn positive(what: &'static str, v: usize) -> Result<usize, ConfigError> {
 impl Config {
     /// Reads the config file `flags` name (if any) and resolves it with them.
     pub fn load(flags: Flags) -> Result<Config, ConfigError> {
-        let file = match &flags.config {
-            Some(p) => Settings::read(p)?,
-            None => toml::Table::new(),
-        };
-        Config::resolve(file, flags)
+        Config::from_settings(flags.common.load(&flags)?)
     }
 
     /// Flags over the file over the defaults, each value checked.
@@ -322,10 +317,7 @@ impl Config {
                 "multicast is off ([discovery] multicast = false): set udp_listen so nodes can send announcements to it",
             ));
         }
-        let tls: TlsPaths = s
-            .tls
-            .paths()
-            .map_err(|m| ConfigError::Missing(m.described()))?;
+        let tls: TlsPaths = s.tls.paths().map_err(::daemon::config::ConfigError::from)?;
         let window_periods = s.window_periods.unwrap_or(DEFAULT_WINDOW_PERIODS);
         if !(1..=100).contains(&window_periods) {
             return Err(invalid("window_periods", "must be 1 to 100"));

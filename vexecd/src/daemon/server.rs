@@ -17,14 +17,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ::daemon::ConnectionCaps;
+use ::daemon::admit::{Admitted, FrameLimits, NotAdmitted, admit};
 use ::daemon::serve::{AcceptLimits, Gate};
 use certs::{PeerIdentity, ReloadableAcceptor};
+use proto::FrameError;
 use proto::select::{
     MAX_LISTED, MAX_SELECTOR_REPLY, MAX_SELECTOR_REQUEST, NodeList, NodeView, SelectorError,
     SelectorErrorCode, SelectorOp, SelectorReply, SelectorRequest, SelectorResponse, ServiceKind,
     ServiceView,
 };
-use proto::{FrameError, Framed};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -109,25 +110,25 @@ impl Connection {
         tcp: TcpStream,
         addr: SocketAddr,
     ) {
-        let (stream, peer) = match certs::accept(&acceptor, tcp).await {
-            Ok(x) => x,
-            Err(e) => {
+        let limits = FrameLimits {
+            max_request: MAX_SELECTOR_REQUEST,
+            max_reply: MAX_SELECTOR_REPLY,
+        };
+        let busy = |why| refusal(0, SelectorErrorCode::Busy, why);
+        let admitted = match admit(&acceptor, tcp, &self.caps, limits, busy).await {
+            Ok(admitted) => admitted,
+            Err(NotAdmitted::Handshake(e)) => {
                 tracing::info!(%addr, "TLS handshake refused: {e}");
                 return;
             }
+            Err(NotAdmitted::OverCap(_)) => return,
         };
+        let Admitted {
+            mut framed,
+            peer,
+            slot: _identity_slot,
+        } = admitted;
         tracing::debug!(%addr, %peer, "connected");
-        let mut framed = Framed::with_limits(stream, MAX_SELECTOR_REQUEST, MAX_SELECTOR_REPLY);
-        let _identity_slot = match self.caps.admit_identity(&peer) {
-            Ok(slot) => slot,
-            Err(e) => {
-                let _ = framed
-                    .send(&refusal(0, SelectorErrorCode::Busy, e.to_string()))
-                    .await;
-                let _ = framed.get_mut().shutdown().await;
-                return;
-            }
-        };
         loop {
             let next = tokio::select! {
                 r = tokio::time::timeout(self.idle, framed.recv::<SelectorRequest>()) => r,
