@@ -104,7 +104,7 @@ pub fn nice_ceiling(micros: i64) -> i64 {
 
 /// `HH:MM` UTC of a Unix time.
 fn hh_mm(unix_seconds: u64) -> String {
-    let mut t = super::html::clock(unix_seconds);
+    let mut t = clock(unix_seconds);
     t.truncate("HH:MM".len());
     t
 }
@@ -158,6 +158,12 @@ pub fn svg(points: &[(Duration, i64)], axis: &Axis) -> String {
         line.trim_end()
     );
     out
+}
+
+/// `HH:MM:SS UTC` of a Unix time.
+pub(super) fn clock(unix_seconds: u64) -> String {
+    let s = unix_seconds % 86_400;
+    format!("{:02}:{:02}:{:02} UTC", s / 3600, s % 3600 / 60, s % 60)
 }
 
 #[cfg(test)]

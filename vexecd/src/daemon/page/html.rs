@@ -92,12 +92,6 @@ fn milli(v: u32) -> String {
     format!("{}.{:02}", v / 1000, (v % 1000) / 10)
 }
 
-/// `HH:MM:SS UTC` of a Unix time.
-pub(super) fn clock(unix_seconds: u64) -> String {
-    let s = unix_seconds % 86_400;
-    format!("{:02}:{:02}:{:02} UTC", s / 3600, s % 3600 / 60, s % 60)
-}
-
 const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}\
 table{border-collapse:collapse}th,td{padding:.3em .7em;border-bottom:1px solid #ddd;text-align:right}td{white-space:nowrap}\
 th:first-child,td:first-child{text-align:left}td.chart{padding:.2em}\
@@ -137,7 +131,7 @@ pub fn render(page: &Page) -> String {
         milli(idle.min(u64::from(u32::MAX)) as u32),
         page.accepted,
         page.dropped,
-        clock(page.unix_seconds)
+        super::chart::clock(page.unix_seconds)
     );
     out.push_str(
         "<table id=\"nodes\"><thead><tr><th>node</th><th>address</th>\
