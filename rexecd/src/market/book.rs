@@ -39,9 +39,6 @@ pub struct RankState {
     pub dry: bool,
     /// Runnable threads at the last sample (1 until the first sample; 0 once stopped).
     pub demand: u32,
-    /// A sample has measured its demand (it used CPU or had a runnable thread): until
-    /// then `demand` is only assumed, and it does not count in the node's price.
-    pub measured: bool,
     /// Its first process has exited: it competes no more, whatever its cgroup still
     /// shows, while its session tears it down (see [`Book::stop`]).
     pub stopped: bool,
@@ -275,7 +272,6 @@ impl Book {
             bid,
             dry: false,
             demand: 1,
-            measured: false,
             stopped: false,
             usage_ns: 0,
             sampled_at: now,
@@ -437,7 +433,6 @@ impl Book {
             let not_started = r.window.is_empty() && s.usage_ns == 0 && s.runnable == 0;
             if !not_started && !r.stopped {
                 r.demand = s.runnable.max(busy);
-                r.measured = true;
             }
             r.usage_ns = r.usage_ns.max(s.usage_ns);
             if r.window.len() == WINDOW {
@@ -550,21 +545,12 @@ impl Book {
             r.model_milli = *milli;
             r.rate = *rate;
         }
+        // A rank competes from its start, with the demand assumed at join (as its
+        // weight does), until a sample says otherwise: a newcomer shows in the price
+        // at once, and one that turns out to sleep leaves it at the next tick.
+        self.price = market.price;
         self.contended = market.contended;
         self.charging = market.charging;
-        // A rank competes from its first measurement: until then its demand is only
-        // assumed (for its weight), and a rank that turns out to sleep never made
-        // the price.
-        let measured: Vec<Job> = self
-            .ranks
-            .values()
-            .zip(&jobs)
-            .map(|(r, j)| Job {
-                demand: if r.measured { j.demand } else { 0 },
-                ..*j
-            })
-            .collect();
-        self.price = stride::node_price(&measured).unwrap_or(Bid::ZERO);
     }
 
     /// Debits due at the metering tick at `now` (ticks every `tick`): every rank whose

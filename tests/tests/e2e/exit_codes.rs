@@ -153,8 +153,9 @@ fn verbose_prints_the_job_id_and_a_lone_job_does_not_set_the_price() {
         assert!(out.stderr.contains(&line), "{line:?} in {}", out.stderr);
     }
 
-    // One job bidding 5 alone on n1's two CPUs: nobody competes, so the
-    // node's price is 0, not the job's bid.
+    // One job bidding 5 alone on n1's two CPUs, asleep: once a sample has seen it
+    // sleep it competes for nothing, so the node's price is 0, not the job's bid
+    // (from its start until that sample it is assumed runnable and counts).
     let lone = m
         .rexec()
         .args(["-r", "5", "--nodes", "n1", "sleep", "60"])
@@ -162,14 +163,15 @@ fn verbose_prints_the_job_id_and_a_lone_job_does_not_set_the_price() {
     let mut seen = None;
     let shown = wait_until(Duration::from_secs(15), || {
         let (rows, nodes) = m.jobs();
-        let ok = rows.len() == 1 && nodes.iter().any(|n| n.node == "n1");
-        if ok {
-            seen = Some((rows, nodes));
-        }
+        let ok = rows.len() == 1 && nodes.iter().any(|n| n.node == "n1" && n.price == 0);
+        seen = Some((rows, nodes));
         ok
     });
-    assert!(shown.is_some(), "the job never showed in rexec jobs");
     let (rows, nodes) = seen.unwrap();
+    assert!(
+        shown.is_some(),
+        "the sleeping job never showed in rexec jobs with n1's price 0: {rows:?} {nodes:?}"
+    );
     assert_eq!(rows[0].bid, "5", "{rows:?}");
     let n1 = nodes.iter().find(|n| n.node == "n1").unwrap();
     assert_eq!((n1.price, n1.state.as_str()), (0, "idle-cpu"), "{nodes:?}");

@@ -405,10 +405,10 @@ fn contended_single_threaded_jobs_are_placed_split_or_packed() {
 }
 
 #[test]
-fn a_rank_alone_makes_the_price_once_measured_runnable_and_pays_nothing() {
+fn a_rank_alone_makes_the_price_from_its_start_and_pays_nothing() {
     let mut sim = Sim::new(2, Policy::Contention, &[2]);
-    // Joined, not yet measured: its demand is only assumed, the price not set by it.
-    assert_eq!(sim.book.node().price, Bid::ZERO);
+    // Joined, not yet measured: assumed runnable, so its bid is the price at once.
+    assert_eq!(sim.book.node().price, Bid::from_credits(2));
     // Spinning alone on two CPUs: the node's price is its bid, the node charges nothing.
     sim.second(&[1.0], &[1]);
     let node = sim.book.node();
