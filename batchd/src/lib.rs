@@ -15,6 +15,8 @@
 //! - [`sched`]: the decision loop (snapshot, policy, starts, suspensions,
 //!   charges, failures, recovery after a restart); [`rank`]: one rank's
 //!   session with its node.
+//! - [`history`]: the record of ended jobs (`rexec history`) and the utility
+//!   each achieved.
 //! - [`ledger`]: balances and debits at accountd.
 //! - [`metrics`]: Prometheus metrics (`[metrics] listen`).
 //! - [`start`]: putting it together (the binary's `run`).
@@ -31,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod history;
 pub mod journal;
 pub mod ledger;
 pub mod market;

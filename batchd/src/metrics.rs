@@ -12,6 +12,11 @@
 //! | `rexec_batch_submissions_total` | counter | `result` (`ok`, `refused`) |
 //! | `rexec_batch_decisions_total` | counter | |
 //! | `rexec_batch_decision_seconds` | histogram | |
+//! | `rexec_batch_utility_achieved_credits` | gauge | |
+//! | `rexec_batch_utility_max_credits` | gauge | |
+//!
+//! The utility gauges are the batch papers' aggregate utility over every ended job
+//! the store holds ([`Utility`]): a gauge, since a utility may be negative.
 //!
 //! Starts and charges are summed over every job the store holds (the queue keeps
 //! ended jobs too), so they count since the store was created, not since the
@@ -95,18 +100,20 @@ impl std::fmt::Debug for QueueState {
 
 impl Collector for QueueState {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let (counts, starts, charged) = {
+        let (counts, starts, charged, utility) = {
             let q = self.0.lock_queue();
             let mut counts = [0i64; STATES.len()];
             let (mut starts, mut charged) = (0u64, 0i64);
+            let mut utility = Utility::default();
             for j in q.jobs.values() {
                 if let Some(i) = STATES.iter().position(|(s, _)| *s == j.rec.state) {
                     counts[i] += 1;
                 }
                 starts += u64::from(j.rec.attempts);
                 charged = charged.saturating_add(j.rec.charged);
+                utility.add(j);
             }
-            (counts, starts, charged)
+            (counts, starts, charged, utility)
         };
         let mut jobs = encoder.encode_descriptor(
             "rexec_batch_jobs",
@@ -134,6 +141,44 @@ impl Collector for QueueState {
             "rexec_batch_charged_credits",
             "Credits charged to the queue's jobs",
             charged.max(0) as f64 / money::MICROS_PER_CREDIT as f64,
+        )?;
+        utility.encode(&mut encoder)
+    }
+}
+
+/// The batch papers' measure over the ended jobs: the aggregate utility they
+/// achieved ([`crate::history::achieved`]) and the most they could have
+/// ([`crate::history::most`]), micro-credits.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Utility {
+    /// Sum of the utility each ended job achieved.
+    pub achieved: i128,
+    /// Sum of each ended job's maximum utility.
+    pub most: i128,
+}
+
+impl Utility {
+    /// Counts job `j` if it ended.
+    pub fn add(&mut self, j: &crate::queue::Job) {
+        if j.ended() {
+            self.achieved += i128::from(crate::history::achieved(j));
+            self.most += i128::from(crate::history::most(j));
+        }
+    }
+
+    fn encode(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let credits = |v: i128| v as f64 / money::MICROS_PER_CREDIT as f64;
+        gauge(
+            encoder,
+            "rexec_batch_utility_achieved_credits",
+            "Aggregate utility the ended jobs achieved: each job's utility at its completion (0 if cancelled or failed)",
+            credits(self.achieved),
+        )?;
+        gauge(
+            encoder,
+            "rexec_batch_utility_max_credits",
+            "Most utility the ended jobs could have achieved: each job's utility had it completed at once",
+            credits(self.most),
         )
     }
 }

@@ -1,5 +1,5 @@
 //! What the queue answers to each [`BatchOp`], and who may ask: `Submit` only a
-//! `user` certificate for its own jobs; `Queue`, `Status`, `Output` and
+//! `user` certificate for its own jobs; `Queue`, `History`, `Status`, `Output` and
 //! `Cancel` a job's owner or an admin. Every refusal is a [`BatchError`] of one
 //! line saying what to do.
 
@@ -66,6 +66,7 @@ pub async fn handle(
             .await
             .map(BatchReply::Cancelled),
         BatchOp::Output(q) => output(shared, peer, q).await,
+        BatchOp::History(q) => crate::history::list(shared, peer, q),
         BatchOp::Unknown { tag } => Err(err(
             Code::Unsupported,
             format!("this batchd does not know operation {tag}; upgrade batchd"),
@@ -181,8 +182,21 @@ async fn submit(
 }
 
 fn queue(shared: &Shared, peer: &PeerIdentity, q: QueueQuery) -> Result<BatchReply, BatchError> {
-    let user = match (peer.role, &q.user) {
-        (Role::Admin, u) => u.clone(),
+    let user = whose(peer, q.user.as_ref())?;
+    let list = shared
+        .lock_queue()
+        .list(user.as_deref(), q.ended, MAX_QUEUE_LIST);
+    Ok(BatchReply::Queue(list))
+}
+
+/// Whose jobs `peer` lists when asking for `asked`'s: a user only her own (`None`
+/// means hers), an admin anyone's (`None`: everyone's).
+pub(crate) fn whose(
+    peer: &PeerIdentity,
+    asked: Option<&String>,
+) -> Result<Option<String>, BatchError> {
+    Ok(match (peer.role, asked) {
+        (Role::Admin, u) => u.cloned(),
         (Role::User, None) => Some(peer.name.clone()),
         (Role::User, Some(u)) if *u == peer.name => Some(u.clone()),
         (Role::User, Some(u)) => {
@@ -200,11 +214,7 @@ fn queue(shared: &Shared, peer: &PeerIdentity, q: QueueQuery) -> Result<BatchRep
                 format!("{} {} may not list the queue", peer.role, peer.name),
             ));
         }
-    };
-    let list = shared
-        .lock_queue()
-        .list(user.as_deref(), q.ended, MAX_QUEUE_LIST);
-    Ok(BatchReply::Queue(list))
+    })
 }
 
 async fn output(

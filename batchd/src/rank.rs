@@ -7,8 +7,9 @@
 //! job's `max_output` (the rest is counted as truncated), and reports how the
 //! rank ended: its `Exit`, a launch the node refused for a reason of the job's own
 //! (its program or its user missing there), or the session lost without an exit
-//! (node gone, launch refused otherwise, silence past the heartbeat timeout). The
-//! session itself is [`clients::node::Session`].
+//! (node gone, launch refused otherwise, silence past the heartbeat timeout). At
+//! an exit it keeps what the rank used (CPU time, peak memory) for the job
+//! history. The session itself is [`clients::node::Session`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +21,7 @@ use tokio::sync::mpsc;
 
 use crate::Shared;
 use crate::market::Node;
-use crate::store::Write;
+use crate::store::{RankUsage, Write};
 
 /// How often the queue tells a node it is alive.
 pub use clients::node::HEARTBEAT_INTERVAL;
@@ -129,6 +130,8 @@ async fn session(
     mut signals: mpsc::UnboundedReceiver<Signal>,
     send: &impl Fn(Event),
 ) -> Result<ExitStatus, End> {
+    let (attempt, rank) = (launch.attempt, launch.rank);
+    let mut peak_memory = None;
     let addr = node.addr.to_string();
     let open = Session::open(
         &AGENT,
@@ -168,7 +171,13 @@ async fn session(
                     None => return Err(End::Lost("the node closed the session without an exit".into())),
                     Some(FromNode::Stdout(c)) => keep(shared, job, 0, c.into_vec()).await,
                     Some(FromNode::Stderr(c)) => keep(shared, job, 1, c.into_vec()).await,
-                    Some(FromNode::Exit(e)) => return Ok(e.status),
+                    Some(FromNode::Usage(u)) => peak_memory = u.peak_memory,
+                    Some(FromNode::Exit(e)) => {
+                        let usage = RankUsage { job, attempt, rank, node: node.name.clone(),
+                            cpu_nanos: e.cpu_nanos, peak_memory, ended_ms: crate::unix_now_ms() };
+                        record_usage(shared, usage).await;
+                        return Ok(e.status);
+                    }
                     Some(FromNode::Error(e)) => return Err(End::Lost(format!("refused: {}", e.message))),
                     Some(_) => {}
                 }
@@ -188,6 +197,15 @@ async fn session(
                 return Err(End::Lost(format!("silent for {} s", SILENCE_TIMEOUT.as_secs())));
             }
         }
+    }
+}
+
+/// Keeps what a rank used for the job history, before its exit is passed on (so
+/// the job's end finds it); a store failure loses only this record (logged).
+async fn record_usage(shared: &Shared, usage: RankUsage) {
+    let job = usage.job;
+    if let Err(e) = shared.store.write(Write::RankUsage(Box::new(usage))).await {
+        tracing::warn!(job = %format_args!("{job:016x}"), error = %e, "rank usage not kept");
     }
 }
 

@@ -162,6 +162,9 @@ crate::tagged::tagged_enum! {
         4 => Output(OutputQuery),
         /// One job's state (its owner or an admin); `rexec wait` polls this.
         5 => Status(JobId),
+        /// Ended jobs with what they used, cost and achieved (`rexec history`): the
+        /// caller's own, or anyone's for an admin.
+        20 => History(crate::history::HistoryQuery),
     }
 }
 
@@ -178,6 +181,9 @@ crate::tagged::tagged_enum! {
         4 => Output(OutputChunk),
         /// One job.
         5 => Status(QueueEntry),
+        /// Ended jobs, most recently ended first (at most
+        /// [`crate::history::MAX_HISTORY_LIST`]).
+        20 => History(Vec<crate::history::HistoryEntry>),
     }
 }
 

@@ -63,6 +63,7 @@ pub mod batch;
 pub mod chunk;
 pub mod duration;
 pub mod frame;
+pub mod history;
 pub mod limits;
 pub mod node;
 pub mod select;

@@ -61,8 +61,9 @@ Batch jobs (through the cluster's queue; `rexec submit --help` and so on for eac
   rexec cancel JOB...                       dequeue jobs, or kill their ranks
   rexec output JOB [--follow] [-o FILE]     a job's stdout and stderr, as the queue kept them
   rexec wait JOB                            wait for a job; exit with its status
+  rexec history [--since T] [-u U] [--format F]  ended jobs: times, CPU, memory, credits, utility
 The first word that is not an option decides: `jobs`, `kill`, `bid`, `nodes`, `stats`, `submit`, `queue`,
-`cancel`, `output` or `wait` there means that form, unless `--` came before it. To run a
+`cancel`, `output`, `wait` or `history` there means that form, unless `--` came before it. To run a
 program called jobs, write `rexec -- jobs`. Options go before the program: one rexec does not
 know is a usage error (exit 2), and a program whose name starts with - comes after --
 (`rexec -- -weird-prog`). Every word after the program is the program's (`rexec ls -l`).
@@ -276,7 +277,7 @@ pub enum Form {
 pub const ADMIN_WORDS: [&str; 5] = ["jobs", "kill", "bid", "nodes", "stats"];
 
 /// The words that make a line a batch command.
-pub const BATCH_WORDS: [&str; 5] = ["submit", "queue", "cancel", "output", "wait"];
+pub const BATCH_WORDS: [&str; 6] = ["submit", "queue", "cancel", "output", "wait", "history"];
 
 /// Long options of the run form that take a value in the next word.
 const LONG_WITH_VALUE: [&str; 8] = [

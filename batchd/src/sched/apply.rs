@@ -265,6 +265,10 @@ impl Sched {
         self.settle(id, true).await;
         self.runs.remove(&id);
         self.update(id, |r| {
+            // An ended job's done time is all the time it ran (the history's elapsed).
+            if r.state == JobState::Running {
+                r.done_ms += (at_ms - r.started_ms.unwrap_or(at_ms)).max(0);
+            }
             r.state = state;
             r.ended_ms = Some(at_ms);
             r.exit = exit;

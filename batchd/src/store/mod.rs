@@ -7,6 +7,7 @@
 
 pub mod debits;
 pub mod schema;
+pub mod usage;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use proto::node::ExitStatus;
 use rusqlite::{Connection, params};
 
 pub use debits::PendingDebit;
+pub use usage::{JobUsage, RankUsage};
 pub use writer::{Store, Write};
 
 /// A job as the store keeps it.
@@ -46,7 +48,8 @@ pub struct JobRecord {
     pub charged: i64,
     /// Debits sent so far (the next debit's sequence number).
     pub charge_seq: u64,
-    /// Run time before the current run, ms (suspended work).
+    /// Run time before the current run, ms (suspended work); once the job ended,
+    /// all the time it ran in its last attempt.
     pub done_ms: i64,
     /// How it ended.
     pub exit: Option<ExitStatus>,

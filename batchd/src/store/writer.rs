@@ -39,6 +39,8 @@ pub enum Write {
         /// accountd's answer.
         why: String,
     },
+    /// What one rank used, as its node reported at its exit.
+    RankUsage(Box<super::RankUsage>),
     /// Output bytes of a job's `stream` (1 stdout, 2 stderr) at `offset`.
     Output {
         /// The job.
@@ -224,6 +226,7 @@ fn one(conn: &Connection, write: &Write) -> rusqlite::Result<()> {
         }
         Write::Delivered { job, seq } => super::debits::delivered(conn, *job, *seq),
         Write::Refused { job, seq, why } => super::debits::refused(conn, *job, *seq, why),
+        Write::RankUsage(u) => super::usage::insert(conn, u),
         Write::Output {
             id,
             stream,

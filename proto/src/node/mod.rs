@@ -42,12 +42,14 @@ pub(crate) mod exit;
 pub(crate) mod launch;
 mod signal;
 mod status;
+mod usage;
 
 pub use admin::{JobInfo, JobList, Kill, Killed, Rebid, Rebidded};
 pub use exit::{Exit, ExitStatus};
 pub use launch::{JobId, Launch, LaunchError, ParseJobIdError, Started, WindowSize};
 pub use signal::{ParseSignalError, Signal};
 pub use status::{ErrorCode, ErrorReply, Heartbeat, Notice, NoticeKind, STDIN_WINDOW, StdinTaken};
+pub use usage::RankUsage;
 
 pub use crate::chunk::{CHUNK_SIZE, Chunk};
 
@@ -132,6 +134,9 @@ crate::tagged::tagged_enum! {
         13 => Pmi(Chunk),
         /// Every process of the rank closed its PMI channel.
         14 => PmiEnd,
+        /// What a signed batch rank used (peak memory), just before its `Exit`; sent
+        /// only to the queue (`LaunchSigned` sessions).
+        20 => Usage(RankUsage),
     }
 }
 

@@ -52,7 +52,7 @@ pub async fn queue(args: &QueueArgs, config: &Config) -> Result<(), Error> {
 }
 
 /// The user the configuration's certificate names, if it can be read.
-fn own_name(config: &Config) -> Option<String> {
+pub(crate) fn own_name(config: &Config) -> Option<String> {
     certs::CertInfo::load(&config.tls.cert)
         .ok()
         .and_then(|c| c.identity)

@@ -12,9 +12,11 @@
 //! - [`submit`]: `rexec submit`.
 //! - [`list`]: `rexec queue` and `rexec cancel`.
 //! - [`follow`]: `rexec output` and `rexec wait`, by polling.
+//! - [`history`]: `rexec history`, the record of ended jobs.
 //! - [`when`]: local times and aligned columns for the listings.
 
 pub mod follow;
+pub mod history;
 pub mod job;
 pub mod link;
 pub mod list;
@@ -36,5 +38,6 @@ pub async fn run(args: BatchArgs) -> Result<i32, Error> {
         BatchCommand::Cancel(a) => list::cancel(a, &config).await.map(|()| 0),
         BatchCommand::Output(a) => follow::output(a, &config).await,
         BatchCommand::Wait(a) => follow::wait(a, &config).await,
+        BatchCommand::History(a) => history::history(a, &config).await.map(|()| 0),
     }
 }

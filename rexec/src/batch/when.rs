@@ -24,6 +24,14 @@ pub fn columns<const N: usize>(
     rows: &[[String; N]],
     right: &[usize],
 ) -> String {
+    let rows: Vec<Vec<String>> = rows.iter().map(|r| r.to_vec()).collect();
+    columns_of(header, &rows, right)
+}
+
+/// [`columns`] for a number of columns known only at run time (`rexec history
+/// --format`): every row has as many cells as `header`.
+pub fn columns_of(header: &[&str], rows: &[Vec<String>], right: &[usize]) -> String {
+    let n = header.len();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -34,7 +42,7 @@ pub fn columns<const N: usize>(
         let parts: Vec<String> = cells
             .iter()
             .enumerate()
-            .map(|(i, c)| match (right.contains(&i), i + 1 == N) {
+            .map(|(i, c)| match (right.contains(&i), i + 1 == n) {
                 (true, _) => format!("{c:>w$}", w = widths[i]),
                 (false, true) => c.to_string(),
                 (false, false) => format!("{c:<w$}", w = widths[i]),

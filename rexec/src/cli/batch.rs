@@ -1,5 +1,5 @@
 //! The batch forms of the command line: `rexec submit`, `queue`, `cancel`,
-//! `output` and `wait`, after Slurm's `sbatch`, `squeue`, `scancel` and
+//! `output`, `wait` and `history`, after Slurm's `sbatch`, `squeue`, `scancel` and
 //! `sacct` where they fit. Which words select these forms is
 //! [`crate::cli`]'s rule.
 
@@ -66,6 +66,8 @@ pub enum BatchCommand {
     Output(OutputArgs),
     /// Wait until a batch job ends, and exit with its status.
     Wait(WaitArgs),
+    /// Ended batch jobs: times, CPU, peak memory, exit, credits charged, utility achieved.
+    History(HistoryArgs),
 }
 
 /// Arguments of `rexec submit`.
@@ -127,6 +129,26 @@ pub struct QueueArgs {
     /// Include jobs that ended (most recent first).
     #[arg(long)]
     pub ended: bool,
+}
+
+/// Arguments of `rexec history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Jobs that ended at or after this local time (YYYY-MM-DD[THH:MM[:SS]]) or this
+    /// long ago (30m, 2h, 7d).
+    #[arg(short = 'S', long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// This user's jobs (an admin may name anyone).
+    #[arg(short = 'u', long, value_name = "USER")]
+    pub user: Option<String>,
+    /// Everyone's jobs (an admin; others see their own).
+    #[arg(short = 'a', long, conflicts_with = "user")]
+    pub all: bool,
+    /// Columns, comma-separated (any of
+    /// jobid,user,name,state,exit,submit,start,end,elapsed,cpu,maxmem,charged,utility,width,nodes,attempts,reason;
+    /// the default is those up to utility).
+    #[arg(short = 'o', long, value_name = "FIELDS")]
+    pub format: Option<String>,
 }
 
 /// Arguments of `rexec cancel`.

@@ -18,6 +18,7 @@ pub mod dynmods;
 pub mod error;
 mod fs;
 mod jobs;
+mod peak;
 pub mod procstat;
 pub mod quota;
 pub mod v1;

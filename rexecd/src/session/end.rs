@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use proto::FrameReader;
-use proto::node::{ErrorCode, ErrorReply, Exit, ExitStatus, FromNode, Signal, ToNode};
+use proto::node::{ErrorCode, ErrorReply, Exit, ExitStatus, FromNode, RankUsage, Signal, ToNode};
 use tokio::io::AsyncRead;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -50,13 +50,18 @@ pub(super) async fn destroy(shared: &Shared, id: u64) {
     usage_then_destroy(shared, id, false).await;
 }
 
-/// Reads the CPU time cgroup `id` used (when `read_usage`; `None` when it cannot be
-/// read), then destroys it: one trip off the async threads for both.
-async fn usage_then_destroy(shared: &Shared, id: u64, read_usage: bool) -> Option<Duration> {
+/// What a cgroup used: CPU time (`None` when it cannot be read) and peak memory
+/// (`None` when the kernel does not count it for the job).
+type Used = (Option<Duration>, Option<u64>);
+
+/// Reads the CPU time and peak memory cgroup `id` used (when `read_usage`), then
+/// destroys it: one trip off the async threads for both.
+async fn usage_then_destroy(shared: &Shared, id: u64, read_usage: bool) -> Used {
     let cgroups = shared.registry.cgroups().clone();
     let done = tokio::task::spawn_blocking(move || {
         let usage = read_usage.then(|| cgroups.usage(id).ok()).flatten();
-        (usage, cgroups.destroy(id))
+        let peak = read_usage.then(|| cgroups.peak_memory(id)).flatten();
+        ((usage, peak), cgroups.destroy(id))
     })
     .await;
     match done {
@@ -67,7 +72,7 @@ async fn usage_then_destroy(shared: &Shared, id: u64, read_usage: bool) -> Optio
         }
         Err(e) => {
             tracing::error!(cgroup = id, error = %e, "cgroup teardown task failed");
-            None
+            (None, None)
         }
     }
 }
@@ -91,15 +96,23 @@ impl Running<'_> {
             "cannot record the end of a signed batch rank: accountd will not know it ended");
     }
 
+    /// Keeps what a read of the cgroup found (a failed read keeps the earlier one).
+    fn keep_usage(&mut self, (cpu, peak): Used) {
+        if let Some(cpu) = cpu {
+            self.cpu = cpu;
+        }
+        if peak.is_some() {
+            self.peak_memory = peak;
+        }
+    }
+
     /// Destroys the rank's cgroup now (the first process dies by SIGKILL).
     pub(super) async fn kill(&mut self) {
         if self.killed {
             return;
         }
         self.killed = true;
-        if let Some(cpu) = usage_then_destroy(self.shared, self.job.cgroup, true).await {
-            self.cpu = cpu;
-        }
+        self.keep_usage(usage_then_destroy(self.shared, self.job.cgroup, true).await);
     }
 
     /// Ends the rank: cgroup destroyed, output drained, `Exit` (or `Error`) sent.
@@ -114,9 +127,8 @@ impl Running<'_> {
         let key = (self.job.job, self.job.rank);
         self.shared.registry.market().stop(key);
         let id = self.job.cgroup;
-        if let Some(cpu) = usage_then_destroy(self.shared, id, !self.killed).await {
-            self.cpu = cpu;
-        }
+        let used = usage_then_destroy(self.shared, id, !self.killed).await;
+        self.keep_usage(used);
         // Settle the market (the last charge is journaled before `Exit` says it), then
         // unregister before reporting, so a listing after `Exit` no longer shows the rank.
         let charged = self
@@ -135,6 +147,13 @@ impl Running<'_> {
         let client_ok = matches!(end, End::Exited(_));
         let (last, exit_text) = match end {
             End::Exited(Ok(status)) => {
+                if self.job.signed_end.is_some() {
+                    // The queue's history: sent to the queue only, which knows the tag.
+                    let usage = RankUsage {
+                        peak_memory: self.peak_memory,
+                    };
+                    let _ = self.out.send(Out::Frame(FromNode::Usage(usage))).await;
+                }
                 self.record_signed_end().await;
                 let status = crate::signals::exit_status(status);
                 let exit = Exit {

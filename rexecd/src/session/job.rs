@@ -114,6 +114,9 @@ pub(super) struct Running<'a> {
     pub(super) stdin_done: bool,
     pub(super) live: Liveness,
     pub(super) cpu: Duration,
+    /// The cgroup's peak memory, bytes, read with `cpu` (unknown without the memory
+    /// controller).
+    pub(super) peak_memory: Option<u64>,
     pub(super) killed: bool,
     /// The relay of the rank's PMI channel, for `LaunchPmi`.
     pub(super) pmi: Option<crate::pmi::Relay>,
@@ -191,6 +194,7 @@ pub(super) async fn run<S>(
         live: Liveness::new(config.heartbeat_timeout, Instant::now())
             .with_stop_limit(config.stopped_client_limit),
         cpu: Duration::ZERO,
+        peak_memory: None,
         killed: false,
         pmi,
     };

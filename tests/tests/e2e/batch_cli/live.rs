@@ -20,7 +20,7 @@ fn batch_config(m: &BatchMarket) -> PathBuf {
 }
 
 /// A copy of the client configuration at `base` with the queue in `[batch]`.
-fn with_queue(m: &BatchMarket, base: &Path) -> PathBuf {
+pub(super) fn with_queue(m: &BatchMarket, base: &Path) -> PathBuf {
     let text = std::fs::read_to_string(base).expect("client config");
     let path = base.with_extension("batch.toml");
     let table = format!("[batch]\naddress = \"{}\"\n", m.batchd.addr);
@@ -30,7 +30,7 @@ fn with_queue(m: &BatchMarket, base: &Path) -> PathBuf {
 
 /// The batch market with `o` and the test user's configuration naming its
 /// queue; `None` where `test` cannot run.
-fn start(test: &str, o: BatchOptions) -> Option<(BatchMarket, PathBuf)> {
+pub(super) fn start(test: &str, o: BatchOptions) -> Option<(BatchMarket, PathBuf)> {
     if !rexec_tests::can_run(test) {
         return None;
     }
@@ -40,12 +40,12 @@ fn start(test: &str, o: BatchOptions) -> Option<(BatchMarket, PathBuf)> {
 }
 
 /// `rexec ARGS` as the test user against `m`'s queue.
-fn batch(m: &BatchMarket, config: &Path, args: &[&str]) -> Outcome {
+pub(super) fn batch(m: &BatchMarket, config: &Path, args: &[&str]) -> Outcome {
     m.market.rexec().config(config).args(args).run()
 }
 
 /// The job id `rexec submit` printed: 16 hex digits alone on stdout.
-fn job_id(out: &Outcome) -> String {
+pub(super) fn job_id(out: &Outcome) -> String {
     assert_eq!(out.code, Some(0), "{out:?}");
     let text = out.out();
     let id = text.trim_end_matches('\n');

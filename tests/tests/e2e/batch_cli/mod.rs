@@ -1,5 +1,5 @@
 //! The batch commands as a user types them: `rexec submit`, `queue`,
-//! `cancel`, `output` and `wait`, and the refusals, each one line with its
+//! `cancel`, `output`, `wait` and `history`, and the refusals, each one line with its
 //! documented exit status.
 //!
 //! [`local`] needs no queue: what the client itself refuses (a bad utility
@@ -8,6 +8,7 @@
 //! reached exits 255. [`live`] runs the batch market of [`rexec_tests::batch`]
 //! (nodes, accountd, vexecd, batchd) and types the commands against it.
 
+mod history;
 mod live;
 mod local;
 

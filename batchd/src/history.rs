@@ -1,0 +1,142 @@
+//! The record of ended jobs (`rexec history`, as Slurm's `sacct`): for each job that
+//! finished, failed or was cancelled, its times, what its ranks used (from
+//! [`crate::store::usage`]), what it was charged, and the utility it achieved, the
+//! batch papers' measure: its utility function's value at its completion, counted
+//! in seconds after its submission, for a job that ran to its end (state
+//! `Finished`, whatever its exit code), and 0 for a cancelled or failed one, which
+//! delivered nothing. A rate bid is the constant utility it stands for
+//! ([`crate::sched::snapshot::utility`]). Users see their own jobs, admins anyone's.
+
+use certs::PeerIdentity;
+use proto::batch::{BatchError, BatchErrorCode, BatchReply, JobState};
+use proto::history::{HistoryEntry, HistoryQuery, MAX_HISTORY_LIST};
+use proto::node::JobId;
+
+use crate::Shared;
+use crate::queue::Job;
+
+/// The utility job `j` achieved, micro-credits (see the module doc); 0 until it ends.
+pub fn achieved(j: &Job) -> i64 {
+    match (j.rec.state, j.rec.ended_ms) {
+        (JobState::Finished, Some(end)) => {
+            let t = (end - j.rec.submitted_ms).div_euclid(1000);
+            crate::sched::snapshot::utility(&j.spec).value_at(t)
+        }
+        _ => 0,
+    }
+}
+
+/// The most utility job `j` could achieve (completing at once), micro-credits.
+pub fn most(j: &Job) -> i64 {
+    crate::sched::snapshot::utility(&j.spec).max_value()
+}
+
+fn entry(j: &Job) -> HistoryEntry {
+    HistoryEntry {
+        job: JobId(j.rec.id),
+        user: j.rec.user.clone(),
+        program: j.spec.argv.first().cloned().unwrap_or_default(),
+        width: j.spec.width,
+        state: j.rec.state,
+        submitted_ms: j.rec.submitted_ms,
+        started_ms: j.rec.started_ms,
+        ended_ms: j.rec.ended_ms.unwrap_or(j.rec.submitted_ms),
+        elapsed_ms: if j.rec.started_ms.is_some() {
+            j.rec.done_ms
+        } else {
+            0
+        },
+        cpu_nanos: None,
+        peak_memory: None,
+        exit: j.rec.exit,
+        reason: j.rec.reason.clone(),
+        charged: j.rec.charged,
+        utility: achieved(j),
+        attempts: j.rec.attempts,
+        nodes: j.rec.nodes.clone(),
+    }
+}
+
+/// Answers `History`: the ended jobs `peer` may see, most recently ended first.
+pub fn list(
+    shared: &Shared,
+    peer: &PeerIdentity,
+    q: HistoryQuery,
+) -> Result<BatchReply, BatchError> {
+    let user = crate::ops::whose(peer, q.user.as_ref())?;
+    let since = q.since_ms.unwrap_or(i64::MIN);
+    let mut list: Vec<HistoryEntry> = {
+        let queue = shared.lock_queue();
+        queue
+            .jobs
+            .values()
+            .filter(|j| j.ended() && j.rec.ended_ms.unwrap_or(i64::MIN) >= since)
+            .filter(|j| user.as_ref().is_none_or(|u| *u == j.rec.user))
+            .map(entry)
+            .collect()
+    };
+    list.sort_by(|a, b| b.ended_ms.cmp(&a.ended_ms).then(b.job.0.cmp(&a.job.0)));
+    list.truncate(MAX_HISTORY_LIST);
+    for e in &mut list {
+        let used = shared.reader.job_usage(e.job.0).map_err(|e| {
+            BatchError::new(
+                BatchErrorCode::Storage,
+                format!("cannot read the jobs' usage: {e}; retry"),
+            )
+        })?;
+        e.cpu_nanos = used.cpu_nanos;
+        e.peak_memory = used.peak_memory;
+    }
+    Ok(BatchReply::History(list))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::batch::{JobSpec, SignedJob, Worth};
+
+    fn job(worth: Worth, state: JobState, submitted_ms: i64, ended_ms: i64) -> Job {
+        let spec = JobSpec {
+            id: JobId(1),
+            user: "alice".into(),
+            argv: vec!["sim".into()],
+            env: vec![],
+            cwd: None,
+            width: 2,
+            length_s: 60,
+            worth,
+            priority: 0,
+            max_attempts: 1,
+            signed_at: 0,
+            expires_at: 1,
+        };
+        let signed = SignedJob {
+            spec: vec![],
+            signature: vec![],
+            cert: vec![],
+        };
+        let mut rec = crate::store::JobRecord::queued(0, 1, "alice".into(), signed, submitted_ms);
+        rec.state = state;
+        rec.ended_ms = Some(ended_ms);
+        Job::new(rec, spec)
+    }
+
+    #[test]
+    fn a_finished_job_achieves_its_utility_at_its_completion_and_others_nothing() {
+        // 10 credits up to 100 s after submission, falling to -2 at 400 s.
+        let decay = || Worth::Utility(vec![(100, 10_000_000), (400, -2_000_000)]);
+        let at = |end_s: i64| achieved(&job(decay(), JobState::Finished, 5_000, 5_000 + end_s));
+        assert_eq!(at(60_000), 10_000_000);
+        // 250 s: half way down the line from 10 to -2.
+        assert_eq!(at(250_999), 4_000_000);
+        assert_eq!(at(900_000), -2_000_000);
+        for state in [JobState::Cancelled, JobState::Failed, JobState::Running] {
+            assert_eq!(achieved(&job(decay(), state, 0, 1_000)), 0, "{state:?}");
+        }
+        assert_eq!(most(&job(decay(), JobState::Failed, 0, 0)), 10_000_000);
+        // A rate is the constant utility it stands for: 3 credits a CPU-minute on 2
+        // CPUs for a minute, whenever it ends.
+        let rate = job(Worth::Rate(3_000_000), JobState::Finished, 0, 3_600_000);
+        assert_eq!(achieved(&rate), 6_000_000);
+    }
+}
