@@ -8,7 +8,8 @@
 //! and end, nodes, charges, exit). `output` holds the kept stdout and stderr in
 //! chunks, at most `max_output` bytes per job. `debits` is the journal of
 //! charges not yet delivered to accountd ([`super::debits`]); it was added
-//! without a version change, since an older file simply gains the empty table.
+//! without a version change, since an older file simply gains the empty table;
+//! `rank_usage` ([`super::usage`]) likewise.
 
 use std::path::Path;
 
