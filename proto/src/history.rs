@@ -61,3 +61,41 @@ pub struct HistoryEntry {
     /// The nodes of its last run, rank order.
     pub nodes: Vec<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::{BatchOp, BatchReply};
+
+    #[test]
+    fn a_history_request_and_its_answer_round_trip() {
+        let op = BatchOp::History(HistoryQuery {
+            user: Some("alice".into()),
+            since_ms: Some(1_764_000_000_000),
+        });
+        let bytes = postcard::to_allocvec(&op).unwrap();
+        assert_eq!(postcard::from_bytes::<BatchOp>(&bytes).unwrap(), op);
+        let entry = HistoryEntry {
+            job: JobId(7),
+            user: "alice".into(),
+            program: "sim".into(),
+            width: 2,
+            state: JobState::Failed,
+            submitted_ms: 1,
+            started_ms: None,
+            ended_ms: 3,
+            elapsed_ms: 0,
+            cpu_nanos: Some(5),
+            peak_memory: None,
+            exit: Some(ExitStatus::Code(1)),
+            reason: Some("why".into()),
+            charged: -1,
+            utility: -2,
+            attempts: 3,
+            nodes: vec!["n1".into()],
+        };
+        let reply = BatchReply::History(vec![entry]);
+        let bytes = postcard::to_allocvec(&reply).unwrap();
+        assert_eq!(postcard::from_bytes::<BatchReply>(&bytes).unwrap(), reply);
+    }
+}

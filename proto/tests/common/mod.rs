@@ -193,6 +193,8 @@ pub fn from_node() -> impl Strategy<Value = FromNode> {
         any::<u64>().prop_map(|bytes| FromNode::StdinTaken(StdinTaken { bytes })),
         chunk().prop_map(FromNode::Pmi),
         Just(FromNode::PmiEnd),
+        proptest::option::of(any::<u64>())
+            .prop_map(|peak_memory| FromNode::Usage(RankUsage { peak_memory })),
     ]
 }
 
