@@ -271,3 +271,61 @@ fn detection_matches_the_hierarchy_in_use() {
     assert!(parent.join(expected_file).exists(), "{}", parent.display());
     assert_eq!(t.jobs.backend().version(), t.jobs.version());
 }
+
+/// The v1 `memory` hierarchy's copy of `t`'s parent, removed on drop (after its
+/// jobs' processes are gone).
+struct MemoryParent(std::path::PathBuf);
+
+impl Drop for MemoryParent {
+    fn drop(&mut self) {
+        let job = self.0.join("job-1");
+        let _ = eventually(Duration::from_secs(10), || {
+            let procs = std::fs::read_to_string(job.join("cgroup.procs")).unwrap_or_default();
+            procs.trim().is_empty().then_some(())
+        });
+        let _ = std::fs::remove_dir(&job);
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn peak_memory_is_what_the_v1_memory_controller_counted() {
+    if !can_run("peak_memory_is_what_the_v1_memory_controller_counted") {
+        return;
+    }
+    let t = TestParent::new("peak");
+    let jobs = &t.jobs;
+    let memory = std::path::Path::new("/sys/fs/cgroup/memory");
+    if jobs.version() != CgroupVersion::V1 || !memory.join("memory.max_usage_in_bytes").exists() {
+        eprintln!("skipped: no v1 memory hierarchy at {}", memory.display());
+        return;
+    }
+    jobs.create_job(1).unwrap();
+    let guard = MemoryParent(memory.join(&t.name));
+    let dir = guard.0.join("job-1");
+    std::fs::create_dir_all(&dir).unwrap();
+    // The job waits for its move into the memory cgroup, then touches a 48 MiB buffer.
+    let mut child = start_in(
+        jobs,
+        1,
+        "sleep 1; dd if=/dev/zero of=/dev/null bs=48M count=1 2>/dev/null; exec sleep 60",
+    );
+    std::fs::write(dir.join("cgroup.procs"), child.id().to_string()).unwrap();
+    let want = 48u64 << 20;
+    let peak = eventually(Duration::from_secs(20), || {
+        jobs.peak_memory(1).filter(|p| *p >= want)
+    });
+    let kernel: u64 = std::fs::read_to_string(dir.join("memory.max_usage_in_bytes"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        peak.is_some_and(|p| p <= kernel && p < 4 * want),
+        "peak {peak:?}, the kernel's {kernel} bytes"
+    );
+    jobs.destroy(1).unwrap();
+    let _ = child.wait();
+    drop(guard);
+    assert!(!dir.exists(), "{} left behind", dir.display());
+}
