@@ -57,6 +57,25 @@ fn entry(j: &Job) -> HistoryEntry {
     }
 }
 
+/// Most bytes of entries in one answer: a frame ([`proto::DEFAULT_MAX_FRAME`]) less
+/// room for the envelope and the usage filled in after [`fit`].
+pub const REPLY_BYTES: usize = proto::DEFAULT_MAX_FRAME - 128 * 1024;
+
+/// Keeps the first entries of `list` (the most recently ended) that encode in
+/// `max` bytes, so that a long history (long reasons, many nodes) still fits one
+/// answer; `--since` reaches further back.
+pub fn fit(list: &mut Vec<HistoryEntry>, max: usize) {
+    let mut used = 0;
+    let keep = list
+        .iter()
+        .take_while(|e| {
+            used += postcard::to_allocvec(e).map_or(max, |b| b.len() + 32);
+            used <= max
+        })
+        .count();
+    list.truncate(keep);
+}
+
 /// Answers `History`: the ended jobs `peer` may see, most recently ended first.
 pub fn list(
     shared: &Shared,
@@ -77,6 +96,7 @@ pub fn list(
     };
     list.sort_by(|a, b| b.ended_ms.cmp(&a.ended_ms).then(b.job.0.cmp(&a.job.0)));
     list.truncate(MAX_HISTORY_LIST);
+    fit(&mut list, REPLY_BYTES);
     for e in &mut list {
         let used = shared.reader.job_usage(e.job.0).map_err(|e| {
             BatchError::new(
@@ -119,6 +139,25 @@ mod tests {
         rec.state = state;
         rec.ended_ms = Some(ended_ms);
         Job::new(rec, spec)
+    }
+
+    #[test]
+    fn a_long_history_is_cut_to_what_fits_one_answer_most_recent_first() {
+        let mut j = job(Worth::Rate(1), JobState::Failed, 0, 0);
+        j.rec.reason = Some("x".repeat(1000));
+        let mut list: Vec<HistoryEntry> = (0..2000)
+            .map(|i| {
+                let mut e = entry(&j);
+                e.ended_ms = 2000 - i;
+                e
+            })
+            .collect();
+        fit(&mut list, REPLY_BYTES);
+        assert!(list.len() > 500 && list.len() < 1000, "{}", list.len());
+        assert_eq!(list[0].ended_ms, 2000);
+        let reply = BatchReply::History(list);
+        let bytes = postcard::to_allocvec(&reply).unwrap();
+        assert!(bytes.len() < proto::DEFAULT_MAX_FRAME, "{}", bytes.len());
     }
 
     #[test]

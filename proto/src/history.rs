@@ -17,7 +17,8 @@ pub struct HistoryQuery {
     pub since_ms: Option<i64>,
 }
 
-/// Most entries one history answer holds (the most recently ended).
+/// Most entries one history answer holds (the most recently ended); fewer when
+/// more would not fit one frame (long reasons): `since_ms` reaches further back.
 pub const MAX_HISTORY_LIST: usize = 10_000;
 
 /// One ended job.
