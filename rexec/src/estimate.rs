@@ -75,12 +75,12 @@ pub fn policy_of(status: &NodeStatus) -> Policy {
 /// ```
 /// use money::Bid;
 /// use proto::announce::NodeStatus;
-/// let busy = NodeStatus { cpus: 1, price: 3_000_000, runnable: 1, running_jobs: 1,
-///     contended: false, ..NodeStatus::default() };
+/// let busy = NodeStatus { cpus: 1, price: 3_000_000, charging: 0, contended: false,
+///     running_jobs: 1, runnable: 1, load_milli: 0, idle_milli: 0, free_mem_mib: 0 };
 /// let e = rexec::estimate::estimate(&[("n1".into(), busy)], Bid::from_credits(6),
 ///     std::time::Duration::from_secs(60)).unwrap();
 /// // A busy competitor bidding 3 on one CPU: the newcomer bidding 6 gets 2/3 and pays 6.
-/// assert_eq!(e.ranks[0].share_milli, 666);
+/// assert_eq!(e.ranks[0].share_milli, 667);
 /// assert_eq!(e.expected, 6_000_000);
 /// assert_eq!(e.worst, 6_000_000);
 /// ```
