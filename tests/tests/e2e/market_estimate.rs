@@ -111,6 +111,28 @@ fn an_estimate_is_within_five_percent_of_what_the_run_then_costs() {
         "{text}"
     );
 
+    // `rexec submit --estimate` quotes the same and queues nothing (no queue is
+    // even configured here).
+    let submit = m
+        .rexec()
+        .config(&selecting)
+        .args([
+            "submit",
+            "--estimate",
+            "-r",
+            "6",
+            "--length",
+            &format!("{length}s"),
+            "true",
+        ])
+        .run();
+    assert_eq!(submit.code, Some(0), "{submit:?}");
+    assert_eq!(
+        credits_after(&submit.out(), "expected: "),
+        Some(expected),
+        "{submit:?}"
+    );
+
     // The run, for that length, spinning.
     let spin = format!("use Time::HiRes 'time'; $e=time+{length}; 1 while time<$e");
     let run = m
