@@ -79,7 +79,7 @@ impl Recorder {
     }
 }
 
-const STATES: [(JobState, &str); 7] = [
+const STATES: [(JobState, &str); 8] = [
     (JobState::Queued, "queued"),
     (JobState::Held, "held"),
     (JobState::Running, "running"),
@@ -87,6 +87,7 @@ const STATES: [(JobState, &str); 7] = [
     (JobState::Finished, "finished"),
     (JobState::Cancelled, "cancelled"),
     (JobState::Failed, "failed"),
+    (JobState::CostLimit, "cost_limit"),
 ];
 
 /// The queue's state, read at each scrape.

@@ -137,6 +137,22 @@ async fn submit(
         return Err(storage(StoreError::Duplicate(spec.id.0)));
     }
     let cost = cost_estimate(&spec);
+    let max_cost = proto::batch::JobTerms::decode(&signed.spec).map_or(None, |(_, t)| t.max_cost);
+    if let Some(max) = max_cost
+        && cost > max
+    {
+        return Err(err(
+            Code::OverCeiling,
+            format!(
+                "the job's worst case, {} credits (its rate x {} rank(s) x its length), is \
+                 above its spending ceiling of {} credits (--max-cost); bid less, run shorter \
+                 or narrower, or raise the ceiling",
+                money::format_credits(cost),
+                spec.width,
+                money::format_credits(max)
+            ),
+        ));
+    }
     if cost > 0 {
         let balance = shared.ledger.balance(&spec.user).await.map_err(|e| {
             err(

@@ -26,12 +26,17 @@ pub struct Job {
     pub estimated_start: Option<u64>,
     /// Suspensions since the queue started (policies preempt a job once).
     pub preempted: u32,
+    /// Its signed spending ceiling, micro-credits (`--max-cost`), if any.
+    pub max_cost: Option<i64>,
 }
 
 impl Job {
     /// A job built from a stored record.
     pub fn new(rec: JobRecord, spec: JobSpec) -> Job {
         let rate = bid_rate(&spec);
+        // The spec decoded from these bytes once already; the terms follow it.
+        let max_cost = proto::batch::JobTerms::decode(&rec.signed.spec)
+            .map_or(None, |(_, terms)| terms.max_cost);
         Job {
             rec,
             spec,
@@ -39,6 +44,7 @@ impl Job {
             rate,
             estimated_start: None,
             preempted: 0,
+            max_cost,
         }
     }
 
@@ -50,11 +56,11 @@ impl Job {
         )
     }
 
-    /// Whether it ended (finished, cancelled, failed).
+    /// Whether it ended (finished, cancelled, failed, stopped at its ceiling).
     pub fn ended(&self) -> bool {
         matches!(
             self.rec.state,
-            JobState::Finished | JobState::Cancelled | JobState::Failed
+            JobState::Finished | JobState::Cancelled | JobState::Failed | JobState::CostLimit
         )
     }
 }

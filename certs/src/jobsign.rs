@@ -127,6 +127,8 @@ pub struct VerifiedJob {
     pub digest: [u8; 32],
     /// The signer (equal to `spec.user`).
     pub user: String,
+    /// The terms signed after the spec (none set for most jobs).
+    pub terms: proto::batch::JobTerms,
 }
 
 /// What a verifier trusts: the cluster CA and, where there is one, its CRL.
@@ -219,12 +221,38 @@ impl JobSigner {
         }
         sign(spec, &self.key, &self.cert)
     }
+
+    /// Signs `spec` under `terms` (see [`proto::batch::JobTerms`]).
+    pub fn sign_with_terms(
+        &self,
+        spec: &JobSpec,
+        terms: &proto::batch::JobTerms,
+    ) -> Result<SignedJob, JobSignError> {
+        if spec.user != self.user {
+            return Err(JobSignError::WrongUser {
+                signer: self.user.clone(),
+                spec_user: spec.user.clone(),
+            });
+        }
+        sign_bytes(
+            terms
+                .encode(spec)
+                .map_err(|e| JobSignError::Sign(e.to_string()))?,
+            &self.key,
+            &self.cert,
+        )
+    }
 }
 
 /// Signs `spec` with `key`, attaching `cert_der` (the key's certificate).
 pub fn sign(spec: &JobSpec, key: &KeyPair, cert_der: &[u8]) -> Result<SignedJob, JobSignError> {
-    check_key(key, cert_der)?;
     let bytes = postcard::to_stdvec(spec).map_err(|e| JobSignError::Sign(e.to_string()))?;
+    sign_bytes(bytes, key, cert_der)
+}
+
+/// Signs the encoded spec `bytes` with `key`, attaching `cert_der`.
+fn sign_bytes(bytes: Vec<u8>, key: &KeyPair, cert_der: &[u8]) -> Result<SignedJob, JobSignError> {
+    check_key(key, cert_der)?;
     let signature = key
         .sign(&signed_message(&bytes))
         .map_err(|e| JobSignError::Sign(e.to_string()))?;
@@ -256,7 +284,7 @@ pub fn verify(
     UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, public_key(&signed.cert)?)
         .verify(&signed_message(&signed.spec), &signed.signature)
         .map_err(|_| JobSignError::BadSignature)?;
-    let spec = decode(&signed.spec)?;
+    let (spec, terms) = decode(&signed.spec)?;
     if spec.user != signer.name {
         return Err(JobSignError::WrongUser {
             signer: signer.name,
@@ -281,6 +309,7 @@ pub fn verify(
         digest: digest(&signed.spec),
         user: signer.name,
         spec,
+        terms,
     })
 }
 
@@ -343,15 +372,8 @@ fn signed_message(spec: &[u8]) -> Vec<u8> {
     [SIGNING_CONTEXT, spec].concat()
 }
 
-fn decode(bytes: &[u8]) -> Result<JobSpec, JobSignError> {
-    match postcard::take_from_bytes::<JobSpec>(bytes) {
-        Ok((spec, [])) => Ok(spec),
-        Ok((_, rest)) => Err(JobSignError::Malformed(format!(
-            "{} bytes after the spec",
-            rest.len()
-        ))),
-        Err(e) => Err(JobSignError::Malformed(e.to_string())),
-    }
+fn decode(bytes: &[u8]) -> Result<(JobSpec, proto::batch::JobTerms), JobSignError> {
+    proto::batch::JobTerms::decode(bytes).map_err(JobSignError::Malformed)
 }
 
 /// The subject public key (the uncompressed EC point) of a DER certificate.

@@ -83,6 +83,64 @@ pub struct JobSpec {
     pub expires_at: u64,
 }
 
+/// Terms a user may sign after the [`JobSpec`]: the signed bytes are the spec's
+/// postcard encoding followed, when any term is set, by this struct's. A job
+/// without terms is signed byte for byte as before terms existed (so a node or a
+/// queue that predates them still takes it); one with terms is refused by them
+/// ("bytes after the spec"), never run without its terms.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobTerms {
+    /// The most the whole job may be charged, micro-credits (`rexec submit
+    /// --max-cost`): the queue refuses the job when its worst case (rate × width ×
+    /// length) is above it, and stops it, in state [`JobState::CostLimit`], when
+    /// its charges reach it.
+    pub max_cost: Option<i64>,
+}
+
+impl JobTerms {
+    /// True when no term is set (nothing follows the spec).
+    pub fn is_empty(&self) -> bool {
+        self.max_cost.is_none()
+    }
+
+    /// The bytes to sign for `spec` under these terms.
+    ///
+    /// ```
+    /// use proto::batch::*;
+    /// use proto::node::JobId;
+    /// let spec = JobSpec { id: JobId(1), user: "ann".into(), argv: vec!["p".into()],
+    ///     env: vec![], cwd: None, width: 2, length_s: 60, worth: Worth::Rate(1),
+    ///     priority: 1, max_attempts: 1, signed_at: 0, expires_at: 9 };
+    /// let none = JobTerms::default();
+    /// assert_eq!(none.encode(&spec).unwrap(), postcard::to_stdvec(&spec).unwrap());
+    /// let capped = JobTerms { max_cost: Some(5) };
+    /// let bytes = capped.encode(&spec).unwrap();
+    /// assert_eq!(JobTerms::decode(&bytes).unwrap(), (spec, capped));
+    /// ```
+    pub fn encode(&self, spec: &JobSpec) -> Result<Vec<u8>, postcard::Error> {
+        let mut bytes = postcard::to_stdvec(spec)?;
+        if !self.is_empty() {
+            bytes.extend(postcard::to_stdvec(self)?);
+        }
+        Ok(bytes)
+    }
+
+    /// The spec and terms of signed bytes: nothing after the spec is no terms;
+    /// anything after the terms is an error.
+    pub fn decode(bytes: &[u8]) -> Result<(JobSpec, JobTerms), String> {
+        let (spec, rest) =
+            postcard::take_from_bytes::<JobSpec>(bytes).map_err(|e| e.to_string())?;
+        if rest.is_empty() {
+            return Ok((spec, JobTerms::default()));
+        }
+        match postcard::take_from_bytes::<JobTerms>(rest) {
+            Ok((terms, [])) => Ok((spec, terms)),
+            Ok((_, after)) => Err(format!("{} bytes after the spec's terms", after.len())),
+            Err(e) => Err(format!("the spec's terms cannot be decoded: {e}")),
+        }
+    }
+}
+
 /// A [`JobSpec`] as the user signed it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignedJob {
@@ -226,6 +284,8 @@ crate::tagged::code_enum! {
         6 => Failed,
         /// Waiting, but its owner's balance cannot pay for it; not started until it can.
         7 => Held,
+        /// Stopped when its charges reached its spending ceiling (`--max-cost`).
+        8 => CostLimit,
     }
 }
 
@@ -344,5 +404,7 @@ crate::tagged::code_enum! {
         10 => Unsupported,
         /// The queue is full or shutting down; retry later.
         11 => Unavailable,
+        /// The job's worst case is above its signed spending ceiling (`--max-cost`).
+        12 => OverCeiling,
     }
 }

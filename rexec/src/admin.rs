@@ -41,14 +41,17 @@ pub async fn run(args: AdminArgs) -> Result<(), Error> {
     if let AdminCommand::Nodes(n) = &args.command {
         return crate::nodes::run(n, args.config.as_deref()).await;
     }
+    if let AdminCommand::Estimate(e) = &args.command {
+        return crate::estimate::run(e, args.nodes.as_deref(), args.config.as_deref()).await;
+    }
     if let AdminCommand::Stats(s) = &args.command {
         return crate::stats::run(s, args.nodes.as_deref(), args.config.as_deref()).await;
     }
     let config = load(args.config.as_deref())?;
     let usage = |e: String| Error::Usage(e);
     let request = match &args.command {
-        AdminCommand::Nodes(_) | AdminCommand::Stats(_) => {
-            unreachable!("`rexec nodes` and `rexec stats` returned above")
+        AdminCommand::Nodes(_) | AdminCommand::Stats(_) | AdminCommand::Estimate(_) => {
+            unreachable!("`rexec nodes`, `rexec stats` and `rexec estimate` returned above")
         }
         AdminCommand::Jobs => ToNode::ListJobs,
         AdminCommand::Kill(k) => {

@@ -6,7 +6,8 @@
 //! A user's credit is one balance in the ledger, so when it runs dry every
 //! node says so to every rank; [`CreditNotices`] lets the first
 //! out-of-credit notice through and drops the rest until credit is restored,
-//! and the same for the restored notice. Other notices pass untouched.
+//! and the same for the restored notice; the spending ceiling's notice
+//! (`--max-cost`) passes once. Other notices pass untouched.
 
 use std::sync::Mutex;
 
@@ -25,6 +26,7 @@ pub fn cpu_seconds(nanos: u64) -> String {
 #[derive(Debug, Default)]
 pub struct CreditNotices {
     dry: Mutex<bool>,
+    capped: std::sync::atomic::AtomicBool,
 }
 
 impl CreditNotices {
@@ -40,8 +42,14 @@ impl CreditNotices {
     /// assert!(!n.admit(NoticeKind::OutOfCredit));
     /// assert!(n.admit(NoticeKind::CreditRestored));
     /// assert!(n.admit(NoticeKind::Info));
+    /// assert!(n.admit(NoticeKind::CostLimit));
+    /// assert!(!n.admit(NoticeKind::CostLimit));
     /// ```
     pub fn admit(&self, kind: NoticeKind) -> bool {
+        if kind == NoticeKind::CostLimit {
+            // Every rank reaches its share of the ceiling in turn: say it once.
+            return !self.capped.swap(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let mut dry = self.dry.lock().unwrap_or_else(|e| e.into_inner());
         match kind {
             NoticeKind::OutOfCredit => !std::mem::replace(&mut *dry, true),

@@ -54,6 +54,7 @@ Other forms:
   rexec bid JOBID RATE [--nodes A,B,...]    change a running job's bid on every node it runs on
   rexec nodes [--length DURATION] [--policy P]  list the nodes a selector knows
   rexec stats [--nodes A,B,...] [-v]        the selectors' counters and the nodes' market state
+  rexec estimate -r RATE -n N --length D    what a run would cost: worst case, expected now, balance
 Batch jobs (through the cluster's queue; `rexec submit --help` and so on for each):
   rexec submit -n W --length D [-r RATE | --value V --deadline D | --utility SPEC] PROG ARGS
                                             queue a signed job; prints its id
@@ -62,8 +63,8 @@ Batch jobs (through the cluster's queue; `rexec submit --help` and so on for eac
   rexec output JOB [--follow] [-o FILE]     a job's stdout and stderr, as the queue kept them
   rexec wait JOB                            wait for a job; exit with its status
   rexec history [--since T] [-u U] [--format F]  ended jobs: times, CPU, memory, credits, utility
-The first word that is not an option decides: `jobs`, `kill`, `bid`, `nodes`, `stats`, `submit`, `queue`,
-`cancel`, `output`, `wait` or `history` there means that form, unless `--` came before it. To run a
+The first word that is not an option decides: `jobs`, `kill`, `bid`, `nodes`, `stats`, `estimate`, `submit`,
+`queue`, `cancel`, `output`, `wait` or `history` there means that form, unless `--` came before it. To run a
 program called jobs, write `rexec -- jobs`. Options go before the program: one rexec does not
 know is a usage error (exit 2), and a program whose name starts with - comes after --
 (`rexec -- -weird-prog`). Every word after the program is the program's (`rexec ls -l`).
@@ -129,6 +130,16 @@ pub struct RunArgs {
     /// completion predictions.
     #[arg(long, value_name = "DURATION")]
     pub length: Option<String>,
+    /// A spending ceiling: the most the whole job may be charged, credits (decimal).
+    /// The nodes enforce it: each rank may be charged its share (CREDITS / ranks), and
+    /// a rank whose charges reach it runs on at bid 0, where it is free; you are told
+    /// once. `rexec estimate` says what a run is likely to cost.
+    #[arg(
+        long = "max-cost",
+        value_name = "CREDITS",
+        allow_negative_numbers = true
+    )]
+    pub max_cost: Option<String>,
     /// Prefix every output line with the rank that wrote it, as `[R] `.
     #[arg(short = 'l', long = "label")]
     pub label: bool,
@@ -204,6 +215,44 @@ pub enum AdminCommand {
     /// dropped by reason) and the nodes' market state (CPUs, price, contention, and
     /// over the ranks a node shows you: bids, model and used CPUs, charges).
     Stats(StatsArgs),
+    /// What a run would cost before it starts: the worst case (bid × ranks × length),
+    /// and the expected cost and share now, from the chosen nodes' competing bids and
+    /// CPUs under the market's rules (stride's, as the nodes charge); beside your balance.
+    Estimate(EstimateArgs),
+}
+
+/// Arguments of `rexec estimate`.
+#[derive(Debug, Args)]
+pub struct EstimateArgs {
+    /// The bid, credits per minute of CPU on each node, as for `rexec -r`.
+    #[arg(
+        short = 'r',
+        long = "rate",
+        value_name = "RATE",
+        default_value = "0",
+        allow_negative_numbers = true
+    )]
+    pub rate: String,
+    /// Number of ranks (default 1, or the length of --nodes).
+    #[arg(short = 'n', long = "nranks", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=crate::MAX_RANKS as i64))]
+    pub nranks: Option<u32>,
+    /// How long the run lasts (e.g. 90s, 20m, 1h).
+    #[arg(long, value_name = "DURATION", required = true)]
+    pub length: String,
+    /// How a selector would choose the nodes (as for a run).
+    #[arg(long, value_name = "POLICY", default_value = crate::select::DEFAULT_POLICY)]
+    pub policy: String,
+    /// Only nodes whose price is at most this many credits per minute (as for a run).
+    #[arg(
+        long = "max-price",
+        value_name = "CREDITS",
+        allow_negative_numbers = true
+    )]
+    pub max_price: Option<String>,
+    /// Say which selector answered.
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
 }
 
 /// Arguments of `rexec stats`.
@@ -274,13 +323,14 @@ pub enum Form {
 }
 
 /// The words that make a line an admin command.
-pub const ADMIN_WORDS: [&str; 5] = ["jobs", "kill", "bid", "nodes", "stats"];
+pub const ADMIN_WORDS: [&str; 6] = ["jobs", "kill", "bid", "nodes", "stats", "estimate"];
 
 /// The words that make a line a batch command.
 pub const BATCH_WORDS: [&str; 6] = ["submit", "queue", "cancel", "output", "wait", "history"];
 
 /// Long options of the run form that take a value in the next word.
-const LONG_WITH_VALUE: [&str; 8] = [
+const LONG_WITH_VALUE: [&str; 9] = [
+    "--max-cost",
     "--rate",
     "--nranks",
     "--nodes",

@@ -34,7 +34,7 @@ use crate::plan::{JobSpec, RankTarget};
 use crate::rank::{self, RankLink};
 use crate::rank_msg::RankEvent;
 use crate::signals::Caught;
-use clients::node::{Session, SessionError, session::launch_msg};
+use clients::node::{Session, SessionError, session::launch_request};
 
 /// What a started rank is connected to.
 #[derive(Debug)]
@@ -49,6 +49,9 @@ pub struct Spawner {
     pub notices: Arc<crate::bill::CreditNotices>,
     /// The job's PMI server, under `--mpi`.
     pub pmi: Option<crate::mpi::Pmi>,
+    /// `--max-cost`: the job's spending ceiling, micro-credits, sent for the nodes to
+    /// enforce.
+    pub max_cost: Option<i64>,
 }
 
 /// How long other launches may still report after the first failure.
@@ -88,6 +91,7 @@ pub async fn launch_all(
     let mut set = JoinSet::new();
     opened.resize_with(ranks.len(), || None);
     let pmi = spawner.pmi.is_some();
+    let max_cost = spawner.max_cost;
     for (target, session) in ranks.iter().zip(opened) {
         let connector = connector.clone();
         let launch = spec.launch(target.rank);
@@ -95,14 +99,17 @@ pub async fn launch_all(
         set.spawn(async move {
             let (name, addr) = (&target.node.name, &target.node.addr);
             let result = match session {
-                Some(mut s) => s.launch(&launch, pmi).await.map(|_| s),
+                Some(mut s) => s
+                    .launch_request(launch_request(&launch, pmi, max_cost))
+                    .await
+                    .map(|_| s),
                 None => Session::open_and_launch(
                     &crate::agent::AGENT,
                     &connector,
                     name,
                     addr,
                     timeout,
-                    launch_msg(&launch, pmi),
+                    launch_request(&launch, pmi, max_cost),
                 )
                 .await
                 .map(|(s, _)| s),

@@ -40,12 +40,15 @@
 //! - [`admin`]: `rexec jobs`, `rexec kill` and `rexec bid` (and the dispatch of
 //!   `rexec nodes` and `rexec stats`), on the nodes of `[nodes]` or those a selector lists.
 //! - [`stats`]: `rexec stats`, the selectors' counters and the nodes' market state.
+//! - [`estimate`]: `rexec estimate` (and `rexec submit --estimate`), what a run would
+//!   cost before it starts, by stride's rules, beside the caller's balance.
 //! - [`reach`]: the configuration, the TLS connector, the nodes an admin
 //!   command asks and one short session to each of them.
 //! - [`columns`]: the aligned tables the admin commands print.
 //! - [`show`]: how numbers and states are shown in those tables and in `-v`.
 //! - [`bill`]: what the job used and paid, per node (`rexec -v`), and the
-//!   credit notices shown once per job rather than once per rank.
+//!   credit and spending-ceiling (`--max-cost`) notices shown once per job rather
+//!   than once per rank.
 //! - [`batch`]: `rexec submit`, `queue`, `cancel`, `output` and `wait`: signed
 //!   batch jobs through the cluster's queue.
 //! - [`sys`]: the unsafe calls (`TIOCGWINSZ`, `localtime_r`).
@@ -90,6 +93,7 @@ pub mod cli;
 pub mod clock;
 pub mod columns;
 pub mod config;
+pub mod estimate;
 pub mod exit;
 pub mod find;
 pub mod input;

@@ -13,6 +13,7 @@ fn main() {
         Invocation::Admin(args) => match &args.command {
             AdminCommand::Nodes(n) => n.verbose,
             AdminCommand::Stats(s) => s.verbose,
+            AdminCommand::Estimate(e) => e.verbose,
             _ => false,
         },
         Invocation::Batch(_) => false,

@@ -65,6 +65,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Error> {
         pause: pause.clone(),
         notices: Arc::new(crate::bill::CreditNotices::default()),
         pmi,
+        max_cost: request.max_cost,
     };
     let launched = launch::launch_all(
         &connector,

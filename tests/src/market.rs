@@ -112,6 +112,24 @@ impl DerefMut for MarketCluster {
 }
 
 impl MarketCluster {
+    /// Waits (up to `limit`) until two readings of `user`'s balance `gap` apart
+    /// agree; returns that balance (charges have stopped), or `None`.
+    pub fn settled_balance(&self, user: &str, gap: Duration, limit: Duration) -> Option<i64> {
+        let mut last = self.accountd.balance(user);
+        let mut found = None;
+        crate::wait_until(limit, || {
+            std::thread::sleep(gap);
+            let now = self.accountd.balance(user);
+            let same = now == last;
+            last = now;
+            if same {
+                found = Some(now);
+            }
+            same
+        });
+        found
+    }
+
     /// Start accountd, then the nodes with a `[market]` table, then open the
     /// test user's account.
     pub fn start(options: MarketOptions) -> MarketCluster {

@@ -95,14 +95,65 @@ impl Sched {
         let _ = self.shared.journal.send(debit);
     }
 
-    /// Accrues every running job and debits those due (all of them with `now`).
+    /// Accrues every running job and debits those due (all of them with `now`);
+    /// a job whose charges reach its spending ceiling is stopped there.
     pub(super) async fn charge_all(&mut self, now: bool) {
         let now_ms = crate::unix_now_ms();
         let ids: Vec<u64> = self.runs.keys().copied().collect();
         for id in ids {
             self.accrue(id, now_ms);
+            if self.at_ceiling(id) {
+                self.stop_at_ceiling(id, now_ms).await;
+                continue;
+            }
             self.settle(id, now).await;
         }
+    }
+
+    /// Whether job `id`'s charges (debited and accrued) reached its ceiling; if so,
+    /// what it accrued past the ceiling is forgiven, so it is charged the ceiling
+    /// at most.
+    fn at_ceiling(&mut self, id: u64) -> bool {
+        let (charged, max) = {
+            let q = self.shared.lock_queue();
+            match q.jobs.get(&id) {
+                Some(j) => (j.rec.charged, j.max_cost),
+                None => return false,
+            }
+        };
+        let (Some(max), Some(run)) = (max, self.runs.get_mut(&id)) else {
+            return false;
+        };
+        let left = i128::from(max.saturating_sub(charged).max(0)) * UNIT;
+        if run.owed < left {
+            return false;
+        }
+        run.owed = left;
+        true
+    }
+
+    /// Stops job `id`, whose charges reached its ceiling: its ranks are killed,
+    /// the last charge (up to the ceiling) debited, state `CostLimit`.
+    async fn stop_at_ceiling(&mut self, id: u64, now_ms: i64) {
+        if let Some(run) = self.runs.get_mut(&id) {
+            if run.suspended {
+                run.signal(proto::node::Signal::Cont);
+            }
+            run.signal(proto::node::Signal::Kill);
+            // Nothing more accrues: it was charged its ceiling.
+            run.rate_ph = 0;
+        }
+        let max = {
+            let q = self.shared.lock_queue();
+            q.jobs.get(&id).and_then(|j| j.max_cost).unwrap_or(0)
+        };
+        tracing::info!(job = %JobId(id), max_cost = max, "spending ceiling reached: stopped");
+        let reason = format!(
+            "stopped at its spending ceiling of {} credits (--max-cost)",
+            money::format_credits(max)
+        );
+        self.end(id, JobState::CostLimit, None, Some(reason), now_ms)
+            .await;
     }
 
     /// Why `user` cannot start a paid job now, if they cannot (balance not

@@ -275,7 +275,9 @@ impl Sched {
                     format!("no job {}", JobId(id)),
                 ));
             }
-            Some(JobState::Finished | JobState::Cancelled | JobState::Failed) => {}
+            Some(
+                JobState::Finished | JobState::Cancelled | JobState::Failed | JobState::CostLimit,
+            ) => {}
             Some(_) => {
                 if let Some(run) = self.runs.get(&id) {
                     if run.suspended {

@@ -200,6 +200,12 @@ impl Session {
         self.started().await
     }
 
+    /// Send a launch request as built by [`launch_request`] and wait for `Started`.
+    pub async fn launch_request(&mut self, request: ToNode) -> Result<Started, SessionError> {
+        self.framed.send(&request).await?;
+        self.started().await
+    }
+
     /// Send a queue's signed launch of one rank and wait for `Started`.
     pub async fn launch_signed(&mut self, launch: SignedLaunch) -> Result<Started, SessionError> {
         self.framed.send(&ToNode::LaunchSigned(launch)).await?;
@@ -224,9 +230,20 @@ impl Session {
 
 /// `launch` as sent: `LaunchPmi` for `rexec --mpi`, else `Launch`.
 pub fn launch_msg(launch: &Launch, pmi: bool) -> ToNode {
-    match pmi {
-        true => ToNode::LaunchPmi(launch.clone()),
-        false => ToNode::Launch(launch.clone()),
+    launch_request(launch, pmi, None)
+}
+
+/// `launch` as sent: under a spending ceiling of `max_cost` micro-credits for
+/// the whole job, `LaunchCapped` (which the node enforces); else as [`launch_msg`].
+pub fn launch_request(launch: &Launch, pmi: bool, max_cost: Option<i64>) -> ToNode {
+    match (max_cost, pmi) {
+        (Some(max_cost), pmi) => ToNode::LaunchCapped(proto::node::CappedLaunch {
+            launch: launch.clone(),
+            pmi,
+            max_cost,
+        }),
+        (None, true) => ToNode::LaunchPmi(launch.clone()),
+        (None, false) => ToNode::Launch(launch.clone()),
     }
 }
 

@@ -74,6 +74,54 @@ pub struct Launch {
     pub terminal: Option<WindowSize>,
 }
 
+/// Start one rank of a job under a spending ceiling (client to node): `launch`
+/// (with a PMI channel when `pmi`, as [`crate::node::ToNode::LaunchPmi`]), and
+/// the most the whole job may be charged, `max_cost` micro-credits. The node
+/// enforces it: each rank may be charged its share, `max_cost / nranks` (rank
+/// `r` below `max_cost % nranks` one micro-credit more), and a rank whose
+/// charges reach its share runs on at bid 0, where it is free, with one
+/// [`crate::node::NoticeKind::CostLimit`] notice (`rexec --max-cost`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CappedLaunch {
+    /// The rank to start.
+    pub launch: Launch,
+    /// Open a PMI channel too (`rexec --mpi`).
+    pub pmi: bool,
+    /// The most the whole job may be charged, micro-credits, not negative.
+    pub max_cost: i64,
+}
+
+impl CappedLaunch {
+    /// What rank `launch.rank` may be charged: its share of `max_cost`.
+    ///
+    /// ```
+    /// use proto::node::*;
+    /// let launch = Launch {
+    ///     job: JobId(1), rank: 0, nranks: 3, bid: 2_000_000, argv: vec!["p".into()],
+    ///     env: vec![], cwd: None, terminal: None,
+    /// };
+    /// let mut c = CappedLaunch { launch, pmi: false, max_cost: 10 };
+    /// assert_eq!(c.rank_ceiling(), 4);
+    /// c.launch.rank = 2;
+    /// assert_eq!(c.rank_ceiling(), 3);
+    /// ```
+    pub fn rank_ceiling(&self) -> i64 {
+        let n = i64::from(self.launch.nranks.max(1));
+        let r = i64::from(self.launch.rank);
+        let max = self.max_cost.max(0);
+        max / n + i64::from(r < max % n)
+    }
+
+    /// Checks the launch ([`Launch::validate`]) and that the ceiling is not negative.
+    pub fn validate(&self) -> Result<(), LaunchError> {
+        self.launch.validate()?;
+        if self.max_cost < 0 {
+            return Err(LaunchError::NegativeCeiling(self.max_cost));
+        }
+        Ok(())
+    }
+}
+
 /// Why a [`Launch`] cannot be carried out as sent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -111,6 +159,9 @@ pub enum LaunchError {
     /// The working directory is not an absolute path.
     #[error("working directory {0:?} is not an absolute path")]
     RelativeCwd(String),
+    /// The spending ceiling is negative.
+    #[error("a spending ceiling of {0} micro-credits is negative; give 0 or more")]
+    NegativeCeiling(i64),
 }
 
 impl Launch {

@@ -46,7 +46,7 @@ mod usage;
 
 pub use admin::{JobInfo, JobList, Kill, Killed, Rebid, Rebidded};
 pub use exit::{Exit, ExitStatus};
-pub use launch::{JobId, Launch, LaunchError, ParseJobIdError, Started, WindowSize};
+pub use launch::{CappedLaunch, JobId, Launch, LaunchError, ParseJobIdError, Started, WindowSize};
 pub use signal::{ParseSignalError, Signal};
 pub use status::{ErrorCode, ErrorReply, Heartbeat, Notice, NoticeKind, STDIN_WINDOW, StdinTaken};
 pub use usage::RankUsage;
@@ -99,6 +99,11 @@ crate::tagged::tagged_enum! {
         12 => LaunchPmi(Launch),
         /// Bytes for the rank's PMI channel: the client's PMI server answering it.
         13 => Pmi(Chunk),
+        /// Start one rank of a job under a spending ceiling (`rexec --max-cost`):
+        /// as `Launch` (or `LaunchPmi`), and the node drops the rank to bid 0 once
+        /// its charges reach its share of the ceiling. Answered like `Launch`; a
+        /// node that predates this tag refuses it as unsupported.
+        14 => LaunchCapped(CappedLaunch),
     }
 }
 

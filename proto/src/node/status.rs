@@ -40,6 +40,9 @@ code_enum! {
         3 => ShuttingDown,
         /// Anything else worth showing the user.
         4 => Info,
+        /// The job's charges reached its spending ceiling (`--max-cost`): the job
+        /// keeps running at bid 0, where it is free.
+        5 => CostLimit,
     }
 }
 

@@ -95,6 +95,13 @@ pub fn to_node() -> impl Strategy<Value = ToNode> {
         (job_id(), any::<i64>()).prop_map(|(job, bid)| ToNode::Rebid(Rebid { job, bid })),
         launch().prop_map(ToNode::LaunchPmi),
         chunk().prop_map(ToNode::Pmi),
+        (launch(), any::<bool>(), any::<i64>()).prop_map(|(launch, pmi, max_cost)| {
+            ToNode::LaunchCapped(CappedLaunch {
+                launch,
+                pmi,
+                max_cost,
+            })
+        }),
     ]
 }
 

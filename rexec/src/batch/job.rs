@@ -94,11 +94,23 @@ pub fn signer(config: &Config) -> Result<JobSigner, Error> {
     })
 }
 
-/// Signs `spec`.
-pub fn sign(signer: &JobSigner, spec: &JobSpec) -> Result<SignedJob, Error> {
-    signer
-        .sign(spec)
-        .map_err(|e| Error::Failed(format!("cannot sign the job: {e}")))
+/// Signs `spec`, under `--max-cost` when given (see [`proto::batch::JobTerms`]).
+pub fn sign(signer: &JobSigner, spec: &JobSpec, args: &SubmitArgs) -> Result<SignedJob, Error> {
+    let max_cost = args
+        .max_cost
+        .as_deref()
+        .map(|text| crate::request::max_cost(text, "--max-cost"))
+        .transpose()?;
+    let signed = match max_cost {
+        None => signer.sign(spec),
+        Some(max_cost) => signer.sign_with_terms(
+            spec,
+            &proto::batch::JobTerms {
+                max_cost: Some(max_cost),
+            },
+        ),
+    };
+    signed.map_err(|e| Error::Failed(format!("cannot sign the job: {e}")))
 }
 
 #[cfg(test)]

@@ -40,7 +40,9 @@ pub fn error(e: ClientError) -> Error {
     use BatchErrorCode as C;
     match e {
         RpcError::Server(b) => match b.code {
-            C::NoCredit | C::TooWide | C::BadSignature => Error::Refused(b.message),
+            C::NoCredit | C::TooWide | C::BadSignature | C::OverCeiling => {
+                Error::Refused(b.message)
+            }
             C::NoSuchJob | C::Forbidden | C::Malformed => Error::Usage(b.message),
             _ => Error::Failed(b.message),
         },

@@ -119,6 +119,7 @@ pub fn state_name(s: JobState) -> &'static str {
         JobState::Cancelled => "CANCELLED",
         JobState::Failed => "FAILED",
         JobState::Held => "HELD",
+        JobState::CostLimit => "COST_LIMIT",
         _ => "UNKNOWN",
     }
 }
@@ -200,7 +201,7 @@ fn where_column(e: &QueueEntry) -> String {
 pub fn ended(s: JobState) -> bool {
     matches!(
         s,
-        JobState::Finished | JobState::Cancelled | JobState::Failed
+        JobState::Finished | JobState::Cancelled | JobState::Failed | JobState::CostLimit
     )
 }
 

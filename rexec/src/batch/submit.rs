@@ -26,7 +26,26 @@ pub const ATTEMPTS: u32 = 10;
 pub async fn run(args: &SubmitArgs, config: &Config) -> Result<(), Error> {
     let signer = job::signer(config)?;
     let spec = job::spec(args, signer.user(), config, job::now_secs())?;
-    let signed = job::sign(&signer, &spec)?;
+    if args.estimate {
+        let proto::batch::Worth::Rate(rate) = spec.worth else {
+            return Err(Error::Usage(
+                "--estimate quotes a bid: give -r RATE (a utility has no rate to quote)".into(),
+            ));
+        };
+        let bid = money::Bid::new(rate).unwrap_or(money::Bid::ZERO);
+        let length = Duration::from_secs(spec.length_s);
+        let ask = crate::estimate::Ask {
+            bid,
+            count: spec.width,
+            length,
+            nodes: None,
+            policy: crate::select::DEFAULT_POLICY,
+            max_price: None,
+            verbose: false,
+        };
+        return crate::estimate::print(config, &ask).await;
+    }
+    let signed = job::sign(&signer, &spec, args)?;
     let mut queue = Queue::open(config).await?;
     let mut attempt = 1;
     loop {

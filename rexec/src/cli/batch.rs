@@ -110,6 +110,19 @@ pub struct SubmitArgs {
     /// How long the signed job stays valid: no node starts it after that.
     #[arg(long, value_name = "DURATION", default_value = DEFAULT_EXPIRES)]
     pub expires: String,
+    /// A spending ceiling, credits, signed with the job: the queue refuses the job when
+    /// its worst case (rate x width x length) is above it, and stops it (state
+    /// COST_LIMIT) when its charges reach it.
+    #[arg(
+        long = "max-cost",
+        value_name = "CREDITS",
+        allow_negative_numbers = true
+    )]
+    pub max_cost: Option<String>,
+    /// Print what the job would cost (as `rexec estimate`: worst case, expected now on
+    /// the nodes a selector would choose, your balance) and submit nothing.
+    #[arg(long)]
+    pub estimate: bool,
     /// The program and its arguments. The options come before it (one not known is a
     /// usage error, and nothing is queued); every word after it is the program's. A
     /// program whose name starts with - comes after --.

@@ -37,6 +37,10 @@ pub struct RankState {
     pub bid: Bid,
     /// True while its owner is out of credit: it runs at bid 0.
     pub dry: bool,
+    /// The most it may be charged (its share of the job's `--max-cost`), if any.
+    pub ceiling: Option<i64>,
+    /// True once its charges reached `ceiling`: it runs at bid 0 for good.
+    pub capped: bool,
     /// Runnable threads at the last sample (1 until the first sample; 0 once stopped).
     pub demand: u32,
     /// Its first process has exited: it competes no more, whatever its cgroup still
@@ -78,9 +82,14 @@ pub struct RankState {
 }
 
 impl RankState {
-    /// The bid in force: zero while the owner is out of credit.
+    /// The bid in force: zero while the owner is out of credit or once the rank
+    /// reached its spending ceiling.
     pub fn effective_bid(&self) -> Bid {
-        if self.dry { Bid::ZERO } else { self.bid }
+        if self.dry || self.capped {
+            Bid::ZERO
+        } else {
+            self.bid
+        }
     }
 
     /// CPU used over the kept window of samples, milli-CPUs.
@@ -271,6 +280,8 @@ impl Book {
             cgroup,
             bid,
             dry: false,
+            ceiling: None,
+            capped: false,
             demand: 1,
             stopped: false,
             usage_ns: 0,
@@ -370,6 +381,34 @@ impl Book {
             self.recompute();
         }
         (count, restored)
+    }
+
+    /// Sets the most rank `key` may be charged, micro-credits (its share of the job's
+    /// spending ceiling); checked at every tick ([`Book::reach_ceilings`]).
+    pub fn set_ceiling(&mut self, key: &Key, ceiling: i64) {
+        if let Some(r) = self.ranks.get_mut(key) {
+            r.ceiling = Some(ceiling);
+        }
+    }
+
+    /// Drops to bid 0, for good, every rank whose charges reached its ceiling; returns
+    /// each such rank newly capped with what it was charged, its ceiling and its
+    /// control queue (each gets one notice).
+    pub fn reach_ceilings(&mut self) -> Vec<(Key, i64, i64, mpsc::Sender<Control>)> {
+        let mut newly = Vec::new();
+        for (key, r) in self.ranks.iter_mut() {
+            let Some(ceiling) = r.ceiling else { continue };
+            if r.capped || r.batch || r.bid.is_zero() || r.meter.total() < ceiling {
+                continue;
+            }
+            r.capped = true;
+            newly.push((*key, r.meter.total(), ceiling, r.control.clone()));
+        }
+        if !newly.is_empty() {
+            self.changed();
+            self.recompute();
+        }
+        newly
     }
 
     /// Marks every rank of `user` out of credit; returns the control queues of the
@@ -621,6 +660,20 @@ pub fn dry_notice(node: &str, user: &str, job: JobId, balance: i64) -> Control {
             "node {node}: {user} is out of credit (balance {}); job {job} keeps running at bid 0 \
              on CPU nobody else wants; after a grant, `rexec bid {job} RATE` restores the bid",
             money::format_credits(balance)
+        ),
+    })
+}
+
+/// The notice a rank gets when its charges reach its share of the job's ceiling.
+pub fn ceiling_notice(node: &str, key: Key, charged: i64, ceiling: i64) -> Control {
+    let (job, rank) = key;
+    Control::Notice(Notice {
+        kind: NoticeKind::CostLimit,
+        text: format!(
+            "node {node}: job {job} reached its spending ceiling (rank {rank} was charged {} of \
+             its {} credits); it keeps running at bid 0, where it is free",
+            money::format_credits(charged),
+            money::format_credits(ceiling)
         ),
     })
 }

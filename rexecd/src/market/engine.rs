@@ -136,10 +136,11 @@ impl Market {
             *last = idle_now;
             idle
         };
-        let (due, moved) = {
+        let (due, moved, capped) = {
             let mut book = self.book();
             let before = book.status();
             book.tick(&samples, closed, idle_cpus);
+            let capped = book.reach_ceilings();
             let moved = book.status() != before;
             (
                 book.due_debits(
@@ -148,10 +149,16 @@ impl Market {
                     self.cfg.meter_interval,
                 ),
                 moved,
+                capped,
             )
         };
-        if moved {
+        if moved || !capped.is_empty() {
             self.changed.notify_one();
+        }
+        for (key, charged, ceiling, control) in capped {
+            tracing::info!(job = %key.0, rank = key.1, charged, ceiling,
+                "spending ceiling reached: the rank now bids 0");
+            let _ = control.try_send(book::ceiling_notice(&self.node, key, charged, ceiling));
         }
         for d in due {
             self.record(d).await;

@@ -350,6 +350,12 @@ impl Market {
         self.changed.notify_one();
     }
 
+    /// Sets the most rank `key` may be charged (its share of its job's `--max-cost`);
+    /// once its charges reach it, the rank runs at bid 0 and is told once.
+    pub fn set_ceiling(&self, key: Key, ceiling: i64) {
+        self.book().set_ceiling(&key, ceiling);
+    }
+
     /// Writes the weights the market says now and waits until they are written.
     pub async fn rebalance(&self) {
         let (tx, rx) = oneshot::channel();

@@ -39,6 +39,50 @@ pub(super) async fn launch<S>(
     run_or_refuse(shared, &peer, &request, started, reader, writer, control_rx).await;
 }
 
+/// Handles `LaunchCapped` to the end of the session: as `launch`, and the rank's
+/// share of the job's spending ceiling is entered in the market before the program
+/// runs a tick (see [`crate::market::Market::set_ceiling`]).
+pub(super) async fn launch_capped<S>(
+    shared: Arc<Shared>,
+    peer: PeerIdentity,
+    request: proto::node::CappedLaunch,
+    reader: Reader<S>,
+    writer: Writer<S>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (control_tx, control_rx) = mpsc::channel(crate::registry::CONTROL_QUEUE);
+    let started = match request.validate() {
+        Err(proto::node::LaunchError::NegativeCeiling(c)) => Err(ErrorReply::new(
+            ErrorCode::BadRequest,
+            format!(
+                "node {}: a spending ceiling of {} credits is negative; give 0 or more",
+                shared.config.name,
+                money::format_credits(c)
+            ),
+        )),
+        _ => {
+            let ceiling = request.rank_ceiling();
+            let key = (request.launch.job, request.launch.rank);
+            let started = prepare(&shared, &peer, &request.launch, control_tx, request.pmi).await;
+            if started.is_ok() {
+                shared.registry.market().set_ceiling(key, ceiling);
+            }
+            started
+        }
+    };
+    run_or_refuse(
+        shared,
+        &peer,
+        &request.launch,
+        started,
+        reader,
+        writer,
+        control_rx,
+    )
+    .await;
+}
+
 /// Runs a prepared rank to the end of the session, or answers why it was refused.
 pub(super) async fn run_or_refuse<S>(
     shared: Arc<Shared>,

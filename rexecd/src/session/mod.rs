@@ -124,6 +124,9 @@ where
             Incoming::Frame(ToNode::LaunchPmi(request)) => {
                 return launch::launch(shared, peer, request, reader, writer, true).await;
             }
+            Incoming::Frame(ToNode::LaunchCapped(request)) => {
+                return launch::launch_capped(shared, peer, request, reader, writer).await;
+            }
             Incoming::Frame(ToNode::LaunchSigned(request)) => {
                 return signed::launch(shared, peer, request, reader, writer).await;
             }

@@ -15,23 +15,6 @@ fn rows_of(m: &MarketCluster, job: &str) -> Vec<JobRow> {
     m.jobs().0.into_iter().filter(|r| r.job == job).collect()
 }
 
-/// Waits until two balance readings `gap` apart agree; returns the balance.
-fn settled_balance(m: &MarketCluster, gap: Duration) -> Option<i64> {
-    let mut last = m.accountd.balance(TEST_USER);
-    let mut found = None;
-    wait_until(LIMIT, || {
-        std::thread::sleep(gap);
-        let now = m.accountd.balance(TEST_USER);
-        let same = now == last;
-        last = now;
-        if same {
-            found = Some(now);
-        }
-        same
-    });
-    found
-}
-
 #[test]
 fn a_user_running_dry_drops_to_bid_zero_until_a_grant_and_a_rebid() {
     if !rexec_tests::can_run("a_user_running_dry_drops_to_bid_zero_until_a_grant_and_a_rebid") {
@@ -74,7 +57,9 @@ fn a_user_running_dry_drops_to_bid_zero_until_a_grant_and_a_rebid() {
     assert_eq!(notices, 1, "{}", client.stderr_now());
 
     // Charges stop: the balance, at or below zero, stays put.
-    let stopped = settled_balance(&m, Duration::from_secs(2)).expect("balance never settled");
+    let stopped = m
+        .settled_balance(TEST_USER, Duration::from_secs(2), LIMIT)
+        .expect("balance never settled");
     assert!(stopped <= 0, "dry with a balance of {stopped}");
     eprintln!("charges stopped at a balance of {stopped} micro-credits");
     std::thread::sleep(Duration::from_secs(3));
@@ -158,7 +143,9 @@ fn a_user_running_dry_overdraws_by_at_most_one_debit_interval_at_the_bid() {
         m.logs()
     );
     let job = m.jobs().0[0].job.clone();
-    let stopped = settled_balance(&m, Duration::from_secs(2)).expect("balance never settled");
+    let stopped = m
+        .settled_balance(TEST_USER, Duration::from_secs(2), LIMIT)
+        .expect("balance never settled");
     eprintln!("ran dry at a balance of {stopped} micro-credits");
     let per_rank_second = 100_000;
     let bound = -(2 * per_rank_second + 2 * per_rank_second / 4);

@@ -421,3 +421,29 @@ fn a_rank_alone_makes_the_price_from_its_start_and_pays_nothing() {
     assert_eq!(sim.book.node().price, Bid::ZERO);
     assert_eq!(sim.charged(), vec![0]);
 }
+
+#[test]
+fn a_rank_at_its_spending_ceiling_drops_to_bid_zero_for_good_and_pays_nothing_more() {
+    // Two ranks bidding 4 a minute on one CPU, both busy: each pays 4/60 credits a
+    // second. Rank 0 may be charged 0.1 credits.
+    let mut sim = Sim::new(1, Policy::Contention, &[4, 4]);
+    sim.book.set_ceiling(&sim.keys[0], 100_000);
+    sim.second(&[0.5, 0.5], &[1, 1]);
+    assert!(sim.book.reach_ceilings().is_empty(), "{:?}", sim.charged());
+    sim.second(&[0.5, 0.5], &[1, 1]);
+    let newly = sim.book.reach_ceilings();
+    assert_eq!(newly.len(), 1);
+    assert_eq!(newly[0].0, sim.keys[0]);
+    assert!(sim.book.reach_ceilings().is_empty(), "one notice per rank");
+    let r = sim.book.get(&sim.keys[0]).unwrap();
+    assert_eq!(r.effective_bid(), Bid::ZERO);
+    let before = sim.charged();
+    sim.second(&[0.0, 1.0], &[1, 1]);
+    assert_eq!(sim.charged()[0], before[0], "a capped rank pays nothing");
+    // A re-bid does not lift the ceiling.
+    sim.book.rebid(JobId(1), Bid::from_credits(8), |_| true);
+    assert_eq!(
+        sim.book.get(&sim.keys[0]).unwrap().effective_bid(),
+        Bid::ZERO
+    );
+}
