@@ -65,6 +65,7 @@ pub mod duration;
 pub mod frame;
 pub mod limits;
 pub mod node;
+pub mod project;
 pub mod select;
 pub mod tagged;
 

@@ -488,6 +488,35 @@ impl<C: AsConn> Rows for Lite<C> {
             .map_err(storage)?;
         Ok((check != "ok").then(|| format!("SQLite quick_check failed: {check}")))
     }
+
+    fn doc(&mut self, key: &str) -> Result<Option<String>, AccountError> {
+        self.c()
+            .prepare_cached("SELECT value FROM project_docs WHERE key = ?1")
+            .and_then(|mut s| s.query_row([key], |r| r.get(0)).optional())
+            .map_err(storage)
+    }
+
+    fn put_doc(&mut self, key: &str, value: &str) -> Result<(), AccountError> {
+        self.c()
+            .prepare_cached(
+                "INSERT INTO project_docs(key, value) VALUES (?1, ?2)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            )
+            .and_then(|mut s| s.execute([key, value]))
+            .map(|_| ())
+            .map_err(storage)
+    }
+
+    fn docs(&mut self) -> Result<Vec<(String, String)>, AccountError> {
+        let mut s = self
+            .c()
+            .prepare_cached("SELECT key, value FROM project_docs ORDER BY key")
+            .map_err(storage)?;
+        let rows = s
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(storage)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(storage)
+    }
 }
 
 /// A report row from the summed columns (net amount, CPU time, job count).

@@ -294,6 +294,12 @@ pub trait Rows {
     fn duplicate_keys(&mut self, limit: usize) -> Result<Vec<(String, Vec<i64>)>, AccountError>;
     /// The database's own consistency check: `Some(what failed)` or `None`.
     fn integrity(&mut self) -> Result<Option<String>, AccountError>;
+    /// The project document stored under `key` (see [`super::projects`]).
+    fn doc(&mut self, key: &str) -> Result<Option<String>, AccountError>;
+    /// Stores (or replaces) the project document under `key`.
+    fn put_doc(&mut self, key: &str, value: &str) -> Result<(), AccountError>;
+    /// Every project document, by key.
+    fn docs(&mut self) -> Result<Vec<(String, String)>, AccountError>;
 }
 
 /// Whether a transaction's work is kept.

@@ -518,4 +518,26 @@ impl<C: GenericClient> Rows for Pg<C> {
     fn integrity(&mut self) -> Result<Option<String>, AccountError> {
         Ok(None)
     }
+
+    fn doc(&mut self, key: &str) -> Result<Option<String>, AccountError> {
+        let row = self.opt("SELECT value FROM project_docs WHERE key = $1", &[&key])?;
+        row.map(|r| get(&r, 0)).transpose()
+    }
+
+    fn put_doc(&mut self, key: &str, value: &str) -> Result<(), AccountError> {
+        self.execute(
+            "INSERT INTO project_docs(key, value) VALUES ($1, $2)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[&key, &value],
+        )
+        .map(|_| ())
+    }
+
+    fn docs(&mut self) -> Result<Vec<(String, String)>, AccountError> {
+        let rows = self.query(
+            r#"SELECT key, value FROM project_docs ORDER BY key COLLATE "C""#,
+            &[],
+        )?;
+        rows.iter().map(|r| Ok((get(r, 0)?, get(r, 1)?))).collect()
+    }
 }
