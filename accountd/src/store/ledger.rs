@@ -355,6 +355,7 @@ pub fn create(
             user,
             initial,
             EntryKind::Grant,
+            None,
             "initial grant",
             actor,
             now_us,
@@ -380,7 +381,16 @@ pub fn grant(
     check_name("user", user)?;
     check_positive(amount, max)?;
     check_reason(reason)?;
-    admin_entry(db, user, amount, EntryKind::Grant, reason, actor, now_us)
+    admin_entry(
+        db,
+        user,
+        amount,
+        EntryKind::Grant,
+        None,
+        reason,
+        actor,
+        now_us,
+    )
 }
 
 /// Corrects a balance up or down.
@@ -396,7 +406,16 @@ pub fn adjust(
     check_name("user", user)?;
     check_nonzero(amount, max)?;
     check_reason(reason)?;
-    admin_entry(db, user, amount, EntryKind::Adjust, reason, actor, now_us)
+    admin_entry(
+        db,
+        user,
+        amount,
+        EntryKind::Adjust,
+        None,
+        reason,
+        actor,
+        now_us,
+    )
 }
 
 /// Adds credits under an idempotency key (a project's income for one
@@ -415,32 +434,26 @@ pub fn keyed_grant(
     if db.charge_by_key(&idem)?.is_some() {
         return Ok(None);
     }
-    let (entry_id, balance_after) = append(
+    admin_entry(
         db,
-        NewEntry {
-            at_us: now_us,
-            user,
-            amount,
-            kind: EntryKind::Grant,
-            key: Some((key, seq, idem)),
-            rank: None,
-            interval: None,
-            cpu_us: None,
-            actor,
-            reason: Some(reason),
-        },
-    )?;
-    Ok(Some(EntryReceipt {
-        entry_id,
-        balance_after,
-    }))
+        user,
+        amount,
+        EntryKind::Grant,
+        Some((key, seq, idem)),
+        reason,
+        actor,
+        now_us,
+    )
+    .map(Some)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn admin_entry(
     db: &mut dyn Rows,
     user: &str,
     amount: i64,
     kind: EntryKind,
+    key: Option<(&DebitKey, i64, String)>,
     reason: &str,
     actor: &str,
     now_us: i64,
@@ -452,7 +465,7 @@ fn admin_entry(
             user,
             amount,
             kind,
-            key: None,
+            key,
             rank: None,
             interval: None,
             cpu_us: None,
