@@ -507,14 +507,29 @@ impl<C: AsConn> Rows for Lite<C> {
             .map_err(storage)
     }
 
-    fn docs(&mut self) -> Result<Vec<(String, String)>, AccountError> {
+    fn docs(&mut self, prefix: &str) -> Result<Vec<(String, String)>, AccountError> {
+        let (lo, hi) = super::rows::prefix_range(prefix);
         let mut s = self
             .c()
-            .prepare_cached("SELECT key, value FROM project_docs ORDER BY key")
+            .prepare_cached(
+                "SELECT key, value FROM project_docs WHERE key >= ?1 AND key < ?2 ORDER BY key",
+            )
             .map_err(storage)?;
         let rows = s
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map([lo, hi], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(storage)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(storage)
+    }
+
+    fn doc_keys(&mut self, prefix: &str) -> Result<Vec<String>, AccountError> {
+        let (lo, hi) = super::rows::prefix_range(prefix);
+        let mut s = self
+            .c()
+            .prepare_cached(
+                "SELECT key FROM project_docs WHERE key >= ?1 AND key < ?2 ORDER BY key",
+            )
+            .map_err(storage)?;
+        let rows = s.query_map([lo, hi], |r| r.get(0)).map_err(storage)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(storage)
     }
 }

@@ -408,7 +408,7 @@ fn tick(
     max: i64,
 ) -> Result<Vec<LedgerEntry>, AccountError> {
     let mut out = Vec::new();
-    for (key, text) in db.docs()? {
+    for (key, text) in db.docs(PROJECT)? {
         let Some(name) = key.strip_prefix(PROJECT) else {
             continue;
         };
@@ -460,7 +460,7 @@ fn tick(
 
 fn list(db: &mut dyn Rows, now_us: i64) -> Result<Vec<ProjectInfo>, AccountError> {
     let mut out = Vec::new();
-    for (key, text) in db.docs()? {
+    for (key, text) in db.docs(PROJECT)? {
         let Some(name) = key.strip_prefix(PROJECT) else {
             continue;
         };
@@ -524,9 +524,9 @@ pub fn names(db: &mut dyn Rows) -> Result<HashSet<String>, AccountError> {
 /// The names of every project.
 fn project_names(db: &mut dyn Rows) -> Result<HashSet<String>, AccountError> {
     Ok(db
-        .docs()?
+        .doc_keys(PROJECT)?
         .into_iter()
-        .filter_map(|(k, _)| k.strip_prefix(PROJECT).map(str::to_string))
+        .filter_map(|k| k.strip_prefix(PROJECT).map(str::to_string))
         .collect())
 }
 
@@ -619,7 +619,7 @@ pub fn audit(
     accounts: &HashMap<String, i64>,
 ) -> Result<Vec<(String, String)>, AccountError> {
     let mut out = Vec::new();
-    for (key, text) in db.docs()? {
+    for (key, text) in db.docs(PROJECT)? {
         let Some(name) = key.strip_prefix(PROJECT) else {
             continue;
         };
@@ -635,5 +635,55 @@ pub fn audit(
 
 /// Every project document, for copying a ledger ([`super::migrate`]).
 pub fn documents(db: &mut dyn Rows) -> Result<Vec<(String, String)>, AccountError> {
-    db.docs()
+    db.docs("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::parse_time;
+
+    fn at(t: &str) -> i64 {
+        parse_time(t).unwrap()
+    }
+
+    #[test]
+    fn limit_periods_are_utc_calendar_days_weeks_from_monday_and_months() {
+        let idx = |p, t| period_index(p, at(t));
+        // 2026-11-22 is a Sunday, 2026-11-23 a Monday.
+        assert_eq!(
+            idx(LimitPeriod::Week, "2026-11-16T00:00Z"),
+            idx(LimitPeriod::Week, "2026-11-22T23:59:59Z")
+        );
+        assert_eq!(
+            idx(LimitPeriod::Week, "2026-11-22T23:59:59Z") + 1,
+            idx(LimitPeriod::Week, "2026-11-23T00:00Z")
+        );
+        assert_eq!(
+            idx(LimitPeriod::Day, "2026-11-22T23:59:59Z") + 1,
+            idx(LimitPeriod::Day, "2026-11-23T00:00Z")
+        );
+        assert_eq!(
+            idx(LimitPeriod::Month, "2026-02-01T00:00Z"),
+            idx(LimitPeriod::Month, "2026-02-28T23:59:59Z")
+        );
+        assert_eq!(
+            idx(LimitPeriod::Month, "2026-12-31T23:59:59Z") + 1,
+            idx(LimitPeriod::Month, "2027-01-01T00:00Z")
+        );
+    }
+
+    #[test]
+    fn prefix_ranges_hold_exactly_the_keys_with_the_prefix() {
+        let (lo, hi) = super::super::rows::prefix_range(PROJECT);
+        for (key, inside) in [
+            ("project/a", true),
+            ("project/zz-9", true),
+            ("project", false),
+            ("project0", false),
+            ("default/alice", false),
+        ] {
+            assert_eq!(key >= lo.as_str() && key < hi.as_str(), inside, "{key}");
+        }
+    }
 }

@@ -533,11 +533,23 @@ impl<C: GenericClient> Rows for Pg<C> {
         .map(|_| ())
     }
 
-    fn docs(&mut self) -> Result<Vec<(String, String)>, AccountError> {
+    fn docs(&mut self, prefix: &str) -> Result<Vec<(String, String)>, AccountError> {
+        let (lo, hi) = crate::store::rows::prefix_range(prefix);
         let rows = self.query(
-            r#"SELECT key, value FROM project_docs ORDER BY key COLLATE "C""#,
-            &[],
+            r#"SELECT key, value FROM project_docs
+               WHERE key COLLATE "C" >= $1 AND key COLLATE "C" < $2 ORDER BY key COLLATE "C""#,
+            &[&lo, &hi],
         )?;
         rows.iter().map(|r| Ok((get(r, 0)?, get(r, 1)?))).collect()
+    }
+
+    fn doc_keys(&mut self, prefix: &str) -> Result<Vec<String>, AccountError> {
+        let (lo, hi) = crate::store::rows::prefix_range(prefix);
+        let rows = self.query(
+            r#"SELECT key FROM project_docs
+               WHERE key COLLATE "C" >= $1 AND key COLLATE "C" < $2 ORDER BY key COLLATE "C""#,
+            &[&lo, &hi],
+        )?;
+        rows.iter().map(|r| get(r, 0)).collect()
     }
 }
