@@ -26,6 +26,9 @@ pub enum ArgError {
     /// A period of income.
     #[error("--every {0}: {1}")]
     Every(String, String),
+    /// A limit at `project create` for a user not in `--members`.
+    #[error("--member-limit names {0}, who is not in --members")]
+    NotAMember(String),
 }
 
 /// `accountctl project ...`.
@@ -157,7 +160,12 @@ pub fn project_op(cmd: &ProjectCmd) -> Result<ProjectOp, ArgError> {
             admin,
             member_limit,
         } => {
-            limits(member_limit)?;
+            // Checked before the project is created, so a bad limit leaves nothing.
+            for (user, _) in limits(member_limit)? {
+                if !members.contains(&user) {
+                    return Err(ArgError::NotAMember(user));
+                }
+            }
             Ok(ProjectOp::Create(CreateProject {
                 name: name.clone(),
                 members: members.clone(),

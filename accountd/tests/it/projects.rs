@@ -220,6 +220,18 @@ async fn member_limits(b: Backend) {
             .contains("member alice limit 15.000000/month spent 15.000000"),
         "{list:?}"
     );
+    // A limit for someone not in --members is refused before anything is created.
+    d.admin(&[
+        "project",
+        "create",
+        "bio",
+        "--members",
+        "alice",
+        "--member-limit",
+        "zed=1/day",
+    ])
+    .fails_with("--member-limit names zed, who is not in --members");
+    assert!(!d.admin(&["project", "list"]).ok().contains("project bio"));
     d.admin(&["project", "limit", "chem", "alice=none"]).ok();
     node.call(spend("n1", "j", 5, "chem", "alice", 6 * C))
         .await
