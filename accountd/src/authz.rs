@@ -5,7 +5,13 @@
 //! |---|---|
 //! | node | debit and refund, with its own name in the key (in a `Debits` frame, each debit on its own: one with another node's name is refused alone); read any user's balance (to refuse a paid job whose owner has no credit); claim a signed batch rank and record its end (both under its own name) |
 //! | user | read its own balance and history |
-//! | admin | create accounts, grant, adjust, read every balance and history, report, audit |
+//! | admin | create accounts, grant, adjust, read every balance and history, report, audit; create projects, set their income, change their members |
+//!
+//! Projects: a node (or batch queue) charges a project for one of its
+//! members (own name in the key; the ledger checks membership and limits);
+//! a user changes the members of a project it is the admin of, and its own
+//! default project; nodes, admins and the user itself ask which account a
+//! user's job is charged to.
 //! | service | nothing but `WhoAmI`; except a batch queue ([`is_batch_queue`]: named `batchd` or `batchd-*`), which charges its jobs as a node charges its ranks: debit with its own name in the key, and read any user's balance |
 //!
 //! Everyone may ask `WhoAmI` and `Head` (the latest signed chain head: it
@@ -14,6 +20,7 @@
 
 use certs::{PeerIdentity, Role};
 use proto::account::{AccountError, AccountOp, Debit, ErrorCode, MAX_DEBITS_PER_FRAME};
+use proto::project::ProjectOp;
 
 /// Where an allowed operation goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,9 +139,52 @@ pub fn authorize(peer: &PeerIdentity, op: AccountOp) -> Result<Route, AccountErr
             admin_only(peer, op, true)
         }
         AccountOp::Report(_) | AccountOp::Audit => admin_only(peer, op, false),
+        AccountOp::Project(p) => project(peer, p),
         AccountOp::Unknown { tag } => Err(AccountError::new(
             ErrorCode::Unsupported,
             format!("this accountd does not know operation {tag}; upgrade accountd"),
+        )),
+        other => Err(AccountError::new(
+            ErrorCode::Unsupported,
+            format!("this accountd does not handle {}", other.name()),
+        )),
+    }
+}
+
+/// Routes an operation on projects. Whether a user may change a project
+/// (its admin) or a default (its own) is decided by the ledger, which knows
+/// the project ([`crate::store::projects`]).
+fn project(peer: &PeerIdentity, p: ProjectOp) -> Result<Route, AccountError> {
+    let op = |p| AccountOp::Project(p);
+    match p {
+        ProjectOp::Create(_) | ProjectOp::Income(_) => admin_only(peer, op(p), true),
+        ProjectOp::List | ProjectOp::Report(_) | ProjectOp::Forecast => {
+            admin_only(peer, op(p), false)
+        }
+        ProjectOp::Members(_) | ProjectOp::Default(_) => match peer.role {
+            Role::Admin | Role::User => Ok(Route::Write(op(p))),
+            _ => Err(forbidden(
+                peer,
+                "change projects: only admin and user certificates are accepted",
+            )),
+        },
+        ProjectOp::Debit(ref d) => {
+            own_key(peer, &d.debit.key.node, "debit")?;
+            Ok(Route::Write(op(p)))
+        }
+        ProjectOp::Resolve(ref w) => match peer.role {
+            Role::Admin | Role::Node => Ok(Route::Read(op(p))),
+            Role::Service if is_batch_queue(peer) => Ok(Route::Read(op(p))),
+            Role::User if w.user == peer.name => Ok(Route::Read(op(p))),
+            _ => Err(forbidden(
+                peer,
+                &format!("ask which account {:?} is charged to", w.user),
+            )),
+        },
+        ProjectOp::Tick => Err(forbidden(peer, "grant income: accountd does that itself")),
+        ProjectOp::Unknown { tag } => Err(AccountError::new(
+            ErrorCode::Unsupported,
+            format!("this accountd does not know project operation {tag}; upgrade accountd"),
         )),
         other => Err(AccountError::new(
             ErrorCode::Unsupported,

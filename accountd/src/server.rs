@@ -175,6 +175,7 @@ impl Server {
             self.store.clone(),
             stop_rx.clone(),
         ));
+        tasks.spawn(grant_income(self.store.clone(), stop_rx.clone()));
         gate.run(&listener, shutdown, &mut tasks, |tcp, addr| {
             let conn = Connection {
                 acceptor: self.tls.current(),
@@ -227,6 +228,36 @@ async fn close_refusal_windows(
             tracing::warn!(peer = %format_args!("{} {}", summary.role, summary.name),
                 count = summary.count, "refused requests summarised: {}", summary.message);
             store.record_refusal(summary).await;
+        }
+    }
+}
+
+/// How often accountd grants the project income that is due.
+pub const INCOME_TICK: Duration = Duration::from_secs(1);
+
+/// The actor of income grants.
+pub const INCOME_ACTOR: &str = "accountd:income";
+
+/// Every [`INCOME_TICK`], grants the income that is due (at most once per
+/// period and project, see [`crate::store::projects`]).
+async fn grant_income(store: Arc<Store>, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(INCOME_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let op = AccountOp::Project(proto::project::ProjectOp::Tick);
+        match store.write(INCOME_ACTOR.into(), op).await {
+            Ok(AccountReply::Project(proto::project::ProjectReply::Granted(granted))) => {
+                for e in granted {
+                    tracing::info!(project = %e.user, entry = e.id,
+                        amount = %money::format_credits(e.amount), "granted income");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "could not grant income; trying again"),
         }
     }
 }

@@ -5,12 +5,35 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Now, in UTC microseconds since the epoch.
+/// The environment variable that sets this process's clock ahead (or back,
+/// negative) by so many seconds: for tests that need a clock jump (income
+/// periods); never set it in production.
+pub const CLOCK_SHIFT_ENV: &str = "ACCOUNTD_TEST_CLOCK_SHIFT_S";
+
+fn shift_us() -> i64 {
+    static SHIFT: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *SHIFT.get_or_init(|| {
+        let secs = std::env::var(CLOCK_SHIFT_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(0);
+        if secs != 0 {
+            tracing::warn!(
+                seconds = secs,
+                "{CLOCK_SHIFT_ENV} shifts this process's ledger clock (a test setting)"
+            );
+        }
+        secs.saturating_mul(1_000_000)
+    })
+}
+
+/// Now, in UTC microseconds since the epoch (shifted by [`CLOCK_SHIFT_ENV`]).
 pub fn now_us() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
         .unwrap_or(0)
+        .saturating_add(shift_us())
 }
 
 /// Why a time could not be read.

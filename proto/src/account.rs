@@ -235,6 +235,8 @@ crate::tagged::tagged_enum! {
         /// ([`ErrorCode::JobEnded`]). An accountd older than this answers
         /// `Unsupported`: the node keeps the record and sends it again later.
         14 => RankEnd(RankEnd),
+        /// Project accounts and income ([`crate::project`]).
+        20 => Project(crate::project::ProjectOp),
     }
 }
 
@@ -304,6 +306,8 @@ crate::tagged::tagged_enum! {
         11 => Charges(Vec<ChargeOutcome>),
         /// Answer to `RankEnd`: the end is recorded (now or before).
         12 => Ended,
+        /// Answer to `Project`.
+        20 => Project(crate::project::ProjectReply),
     }
 }
 

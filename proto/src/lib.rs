@@ -66,6 +66,7 @@ pub mod frame;
 pub mod history;
 pub mod limits;
 pub mod node;
+pub mod project;
 pub mod select;
 pub mod tagged;
 

@@ -16,6 +16,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use proto::account::{AccountOp, AccountReply, AccountRequest, AccountResponse};
 use proto::announce::{Announcement, MAX_DATAGRAM};
 use proto::node::{FromNode, ToNode};
+use proto::project::{ProjectOp, ProjectReply};
 use proto::{FrameError, FrameReader, encode_frame};
 
 /// xorshift64*: tiny, fast, good enough to pick mutations.
@@ -233,12 +234,20 @@ fn account_decoders_survive_mutated_bodies() {
         let mut input = bodies[rng.below(bodies.len())].clone();
         let other = &bodies[rng.below(bodies.len())];
         mutate(&mut rng, &mut input, other);
-        // An unknown op or reply tag decodes but cannot be sent again.
+        // An unknown op or reply tag (also a project one, nested in its
+        // own tagged enum) decodes but cannot be sent again.
         decoded += usize::from(check_body::<AccountRequest>(&input, |m| {
-            matches!(m.op, AccountOp::Unknown { .. })
+            matches!(
+                m.op,
+                AccountOp::Unknown { .. } | AccountOp::Project(ProjectOp::Unknown { .. })
+            )
         }));
         decoded += usize::from(check_body::<AccountResponse>(&input, |m| {
-            matches!(m.result, Ok(AccountReply::Unknown { .. }))
+            matches!(
+                m.result,
+                Ok(AccountReply::Unknown { .. }
+                    | AccountReply::Project(ProjectReply::Unknown { .. }))
+            )
         }));
     }
     eprintln!(

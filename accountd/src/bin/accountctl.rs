@@ -7,6 +7,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use accountd::ctl::format::Format;
+use accountd::ctl::projects::{
+    IncomeCmd, ProjectCmd, create_limits, income_op, project_op, render_forecast, render_income,
+    render_projects,
+};
 use accountd::ctl::render::{render_entries, render_report};
 use accountd::ctl::settings::{default_config_path, load_ctl_file};
 use accountd::time::parse_time;
@@ -15,6 +19,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use clients::account::{AccountClient, DEFAULT_SERVER_NAME};
 use money::{format_credits_fixed as format_credits, parse_credits};
 use proto::account::*;
+use proto::project::{ProjectGrouping, ProjectOp, ProjectReply, ProjectReport};
 
 /// Read and manage rexec credit accounts (amounts in credits, 6 decimals).
 #[derive(Parser, Debug)]
@@ -57,6 +62,9 @@ struct Cli {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum By {
+    /// The account charged: a project, or a user's personal account.
+    Project,
+    /// The user who spent (a project's member, or a personal account's owner).
     User,
     Node,
     Day,
@@ -111,10 +119,15 @@ enum Cmd {
         #[arg(long)]
         reason: String,
     },
-    /// Credits charged, CPU minutes and jobs, by user, node or day (admin).
+    /// Credits charged, CPU minutes and jobs, by project, user, node or day;
+    /// or with --forecast each project's balance, burn rate over the last 7
+    /// days and the day it runs dry (admin).
     Report {
-        #[arg(long, value_enum)]
-        by: By,
+        #[arg(long, value_enum, required_unless_present = "forecast")]
+        by: Option<By>,
+        /// Each project's balance, burn per day and the day it runs dry.
+        #[arg(long, conflicts_with = "by")]
+        forecast: bool,
         #[command(flatten)]
         window: Window,
     },
@@ -130,6 +143,16 @@ enum Cmd {
         /// postgres`) and CA the audit with `--anchors` uses.
         #[arg(long, requires = "anchors")]
         ledger: Option<PathBuf>,
+    },
+    /// Project accounts: create, members, limits, defaults.
+    Project {
+        #[command(subcommand)]
+        cmd: ProjectCmd,
+    },
+    /// Scheduled income of projects.
+    Income {
+        #[command(subcommand)]
+        cmd: IncomeCmd,
     },
     /// Show the identity accountd sees in your certificate.
     Whoami,
@@ -370,12 +393,41 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 format_credits(r.balance_after)
             );
         }
-        Cmd::Report { by, window } => {
+        Cmd::Report {
+            forecast: true,
+            window,
+            ..
+        } => {
+            let ProjectReply::Forecast(rows) = project(&mut c, ProjectOp::Forecast).await? else {
+                bail!("accountd gave an unexpected answer to report --forecast");
+            };
+            print!("{}", render_forecast(&rows, window.format()));
+        }
+        Cmd::Report {
+            by: Some(by @ (By::Project | By::User)),
+            window,
+            ..
+        } => {
             let (since_us, until_us) = window.times()?;
             let (by, name) = match by {
-                By::User => (ReportBy::User, "user"),
-                By::Node => (ReportBy::Node, "node"),
-                By::Day => (ReportBy::Day, "day"),
+                By::Project => (ProjectGrouping::Account, "account"),
+                _ => (ProjectGrouping::User, "user"),
+            };
+            let op = ProjectOp::Report(ProjectReport {
+                by,
+                since_us,
+                until_us,
+            });
+            let ProjectReply::Report(rows) = project(&mut c, op).await? else {
+                bail!("accountd gave an unexpected answer to report");
+            };
+            print!("{}", render_report(&rows, name, window.format()));
+        }
+        Cmd::Report { by, window, .. } => {
+            let (since_us, until_us) = window.times()?;
+            let (by, name) = match by {
+                Some(By::Node) => (ReportBy::Node, "node"),
+                _ => (ReportBy::Day, "day"),
             };
             let AccountReply::Report(rows) = c
                 .call(AccountOp::Report(ReportQuery {
@@ -412,6 +464,34 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             anchor.verify(&ca)?;
             println!("{}", anchor.line());
         }
+        Cmd::Project { cmd } => {
+            let op = project_op(cmd)?;
+            let then = create_limits(cmd)?;
+            let reply = project(&mut c, op).await?;
+            let reply = match then {
+                Some(op) => project(&mut c, op).await?,
+                None => reply,
+            };
+            match (cmd, reply) {
+                (ProjectCmd::List { json: true }, ProjectReply::Projects(ps)) => {
+                    println!("{}", serde_json::to_string(&ps)?);
+                }
+                (_, ProjectReply::Projects(ps)) => print!("{}", render_projects(&ps)),
+                (_, ProjectReply::Project(p)) => print!("{}", render_projects(&[p])),
+                (ProjectCmd::Default { user, project }, ProjectReply::Done) => {
+                    println!("default of {user}: {project}");
+                }
+                _ => bail!("accountd gave an unexpected answer"),
+            }
+        }
+        Cmd::Income { cmd } => match project(&mut c, income_op(cmd)?).await? {
+            ProjectReply::Projects(ps) => print!("{}", render_income(&ps)),
+            ProjectReply::Project(p) => match p.income {
+                Some(_) => print!("{}", render_income(&[p])),
+                None => println!("{} has no income", p.name),
+            },
+            _ => bail!("accountd gave an unexpected answer to income"),
+        },
         Cmd::Whoami => {
             let AccountReply::WhoAmI(i) = c.call(AccountOp::WhoAmI).await? else {
                 bail!("accountd gave an unexpected answer to whoami");
@@ -421,6 +501,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     c.close().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Sends an operation on projects.
+async fn project(c: &mut AccountClient, op: ProjectOp) -> anyhow::Result<ProjectReply> {
+    match c.call(AccountOp::Project(op)).await? {
+        AccountReply::Project(r) => Ok(r),
+        _ => bail!("accountd gave an unexpected answer"),
+    }
 }
 
 /// Prints an audit report; `Some(3)` when it found problems (3, not 2: clap
@@ -463,8 +551,8 @@ fn main() -> ExitCode {
         return match accountd::ctl::migrate::run(from, to) {
             Ok(m) => {
                 println!(
-                    "migrated {} accounts, {} entries, {} claims, {} rank ends; every balance, the entry count and the chain head match, and the copy audits clean",
-                    m.accounts, m.entries, m.claims, m.ends
+                    "migrated {} accounts, {} entries, {} claims, {} rank ends, {} project records; every balance, the entry count and the chain head match, and the copy audits clean",
+                    m.accounts, m.entries, m.claims, m.ends, m.projects
                 );
                 ExitCode::SUCCESS
             }

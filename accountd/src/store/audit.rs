@@ -101,7 +101,11 @@ pub fn audit(db: &mut dyn Rows) -> Result<AuditReport, AccountError> {
                 vec![id],
             );
         }
-        let keyed = matches!(kind, Some(EntryKind::Debit) | Some(EntryKind::Refund));
+        // Charges carry their key; so does a project's income grant (its
+        // period is in the key, see [`super::projects`]).
+        let income =
+            kind == Some(EntryKind::Grant) && node.as_deref() == Some(super::projects::INCOME_NODE);
+        let keyed = income || matches!(kind, Some(EntryKind::Debit) | Some(EntryKind::Refund));
         match (keyed, &idem, kind) {
             (true, Some(k), Some(kind)) => {
                 let expect = match (node, job, seq) {
@@ -157,6 +161,9 @@ pub fn audit(db: &mut dyn Rows) -> Result<AuditReport, AccountError> {
         }
     })?;
     missing_entries(db, &mut p)?;
+    for (what, user) in super::projects::audit(db, &accounts)? {
+        p.push(what, Some(&user), vec![]);
+    }
     if let Some((id, why)) = chain.first_break {
         p.push(why, None, vec![id]);
     }

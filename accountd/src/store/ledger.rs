@@ -197,7 +197,24 @@ pub fn debit(
     now_us: i64,
     max: i64,
 ) -> Result<ChargeReceipt, AccountError> {
+    debit_from(db, d, None, actor, now_us, max)
+}
+
+/// Charges `d` to `account` instead of `d.user`'s own, recording `reason`
+/// (who spent) in the entry; `None` charges `d.user` as [`debit`] does.
+pub fn debit_from(
+    db: &mut dyn Rows,
+    d: &Debit,
+    account: Option<(&str, &str)>,
+    actor: &str,
+    now_us: i64,
+    max: i64,
+) -> Result<ChargeReceipt, AccountError> {
     check_name("user", &d.user)?;
+    let (payer, reason) = match account {
+        Some((a, r)) => (a, Some(r)),
+        None => (d.user.as_str(), None),
+    };
     let seq = check_key(&d.key)?;
     check_positive(d.amount, max)?;
     if d.interval.end_us < d.interval.start_us {
@@ -213,12 +230,12 @@ pub fn debit(
     let cpu = to_i64("cpu time", d.cpu_us)?;
     let idem = key_text(EntryKind::Debit, &d.key);
     let content = ChargeContent {
-        user: d.user.clone(),
+        user: payer.to_string(),
         amount: -d.amount,
         rank: Some(i64::from(d.rank)),
         interval: (Some(interval.0), Some(interval.1)),
         cpu_us: Some(cpu),
-        reason: None,
+        reason: reason.map(str::to_string),
     };
     if let Some(r) = existing_charge(db, &idem, &content)? {
         return Ok(r);
@@ -227,7 +244,7 @@ pub fn debit(
         db,
         NewEntry {
             at_us: now_us,
-            user: &d.user,
+            user: payer,
             amount: -d.amount,
             kind: EntryKind::Debit,
             key: Some((&d.key, seq, idem)),
@@ -235,7 +252,7 @@ pub fn debit(
             interval: Some(interval),
             cpu_us: Some(cpu),
             actor,
-            reason: None,
+            reason,
         },
     )?;
     Ok(ChargeReceipt {
@@ -338,6 +355,7 @@ pub fn create(
             user,
             initial,
             EntryKind::Grant,
+            None,
             "initial grant",
             actor,
             now_us,
@@ -363,7 +381,16 @@ pub fn grant(
     check_name("user", user)?;
     check_positive(amount, max)?;
     check_reason(reason)?;
-    admin_entry(db, user, amount, EntryKind::Grant, reason, actor, now_us)
+    admin_entry(
+        db,
+        user,
+        amount,
+        EntryKind::Grant,
+        None,
+        reason,
+        actor,
+        now_us,
+    )
 }
 
 /// Corrects a balance up or down.
@@ -379,14 +406,54 @@ pub fn adjust(
     check_name("user", user)?;
     check_nonzero(amount, max)?;
     check_reason(reason)?;
-    admin_entry(db, user, amount, EntryKind::Adjust, reason, actor, now_us)
+    admin_entry(
+        db,
+        user,
+        amount,
+        EntryKind::Adjust,
+        None,
+        reason,
+        actor,
+        now_us,
+    )
 }
 
+/// Adds credits under an idempotency key (a project's income for one
+/// period): `None` when the key was used before, and nothing is written.
+pub fn keyed_grant(
+    db: &mut dyn Rows,
+    user: &str,
+    amount: i64,
+    key: &DebitKey,
+    reason: &str,
+    actor: &str,
+    now_us: i64,
+) -> Result<Option<EntryReceipt>, AccountError> {
+    let seq = check_key(key)?;
+    let idem = key_text(EntryKind::Grant, key);
+    if db.charge_by_key(&idem)?.is_some() {
+        return Ok(None);
+    }
+    admin_entry(
+        db,
+        user,
+        amount,
+        EntryKind::Grant,
+        Some((key, seq, idem)),
+        reason,
+        actor,
+        now_us,
+    )
+    .map(Some)
+}
+
+#[allow(clippy::too_many_arguments)]
 fn admin_entry(
     db: &mut dyn Rows,
     user: &str,
     amount: i64,
     kind: EntryKind,
+    key: Option<(&DebitKey, i64, String)>,
     reason: &str,
     actor: &str,
     now_us: i64,
@@ -398,7 +465,7 @@ fn admin_entry(
             user,
             amount,
             kind,
-            key: None,
+            key,
             rank: None,
             interval: None,
             cpu_us: None,

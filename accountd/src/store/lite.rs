@@ -488,6 +488,50 @@ impl<C: AsConn> Rows for Lite<C> {
             .map_err(storage)?;
         Ok((check != "ok").then(|| format!("SQLite quick_check failed: {check}")))
     }
+
+    fn doc(&mut self, key: &str) -> Result<Option<String>, AccountError> {
+        self.c()
+            .prepare_cached("SELECT value FROM project_docs WHERE key = ?1")
+            .and_then(|mut s| s.query_row([key], |r| r.get(0)).optional())
+            .map_err(storage)
+    }
+
+    fn put_doc(&mut self, key: &str, value: &str) -> Result<(), AccountError> {
+        self.c()
+            .prepare_cached(
+                "INSERT INTO project_docs(key, value) VALUES (?1, ?2)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            )
+            .and_then(|mut s| s.execute([key, value]))
+            .map(|_| ())
+            .map_err(storage)
+    }
+
+    fn docs(&mut self, prefix: &str) -> Result<Vec<(String, String)>, AccountError> {
+        let (lo, hi) = super::rows::prefix_range(prefix);
+        let mut s = self
+            .c()
+            .prepare_cached(
+                "SELECT key, value FROM project_docs WHERE key >= ?1 AND key < ?2 ORDER BY key",
+            )
+            .map_err(storage)?;
+        let rows = s
+            .query_map([lo, hi], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(storage)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(storage)
+    }
+
+    fn doc_keys(&mut self, prefix: &str) -> Result<Vec<String>, AccountError> {
+        let (lo, hi) = super::rows::prefix_range(prefix);
+        let mut s = self
+            .c()
+            .prepare_cached(
+                "SELECT key FROM project_docs WHERE key >= ?1 AND key < ?2 ORDER BY key",
+            )
+            .map_err(storage)?;
+        let rows = s.query_map([lo, hi], |r| r.get(0)).map_err(storage)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(storage)
+    }
 }
 
 /// A report row from the summed columns (net amount, CPU time, job count).

@@ -1,5 +1,6 @@
 //! Moving a ledger between backends (`accountctl migrate`): every account,
 //! entry (with its id and chain hash, unchanged), batch claim and rank end is copied
+//! (and project document, see [`super::projects`])
 //! from the source into an empty target in one transaction, then the target
 //! is checked: as many entries, every balance equal, the same chain head, and
 //! its own audit (sums, keys, chain) clean. A target that holds anything is
@@ -38,6 +39,9 @@ pub struct Migrated {
     pub claims: usize,
     /// Ends of claimed ranks copied.
     pub ends: usize,
+    /// Project documents copied (projects, their members and income, and
+    /// users' default projects).
+    pub projects: usize,
 }
 
 type Entry = (EntryColumns, Option<String>, Option<Vec<u8>>);
@@ -59,6 +63,7 @@ pub fn migrate(
     let entries = entries_of(source)?;
     let claims = source.claims()?;
     let ends = source.ends()?;
+    let docs = super::projects::documents(source)?;
     let mut failed: Option<MigrateError> = None;
     let kept = target.transaction(&mut |tx| {
         let mut copy = || -> Result<(), MigrateError> {
@@ -110,6 +115,9 @@ pub fn migrate(
             for (e, r) in &ends {
                 rows.insert_end(e, &r.node, r.at_us)?;
             }
+            for (k, v) in &docs {
+                rows.put_doc(k, v)?;
+            }
             Ok(())
         };
         match copy() {
@@ -127,14 +135,22 @@ pub fn migrate(
         return Err(MigrateError::Mismatch("the copy was rolled back".into()));
     }
     let mut verdict: Result<(), MigrateError> = Ok(());
-    check
-        .read(&mut |rows| verdict = verify(rows, &accounts, &entries, claims.len(), ends.len()))?;
+    check.read(&mut |rows| {
+        verdict = verify(rows, &accounts, &entries, claims.len(), ends.len()).and_then(|()| {
+            if super::projects::documents(rows)? == docs {
+                Ok(())
+            } else {
+                Err(MigrateError::Mismatch("the projects differ".into()))
+            }
+        })
+    })?;
     verdict?;
     Ok(Migrated {
         accounts: accounts.len(),
         entries: entries.len(),
         claims: claims.len(),
         ends: ends.len(),
+        projects: docs.len(),
     })
 }
 

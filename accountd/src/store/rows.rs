@@ -226,6 +226,16 @@ pub struct EndRecord {
     pub at_us: i64,
 }
 
+/// The half-open range of keys that start with `prefix` (which ends in `/`,
+/// and `0` follows `/`): the range is what the key index answers fastest.
+pub fn prefix_range(prefix: &str) -> (String, String) {
+    let hi = match prefix.strip_suffix('/') {
+        Some(p) => format!("{p}0"),
+        None => format!("{prefix}\u{10FFFF}"),
+    };
+    (prefix.to_string(), hi)
+}
+
 /// Row-level access to the ledger inside one transaction or connection.
 pub trait Rows {
     /// Current balance of `user`, `None` without an account.
@@ -294,6 +304,14 @@ pub trait Rows {
     fn duplicate_keys(&mut self, limit: usize) -> Result<Vec<(String, Vec<i64>)>, AccountError>;
     /// The database's own consistency check: `Some(what failed)` or `None`.
     fn integrity(&mut self) -> Result<Option<String>, AccountError>;
+    /// The project document stored under `key` (see [`super::projects`]).
+    fn doc(&mut self, key: &str) -> Result<Option<String>, AccountError>;
+    /// Stores (or replaces) the project document under `key`.
+    fn put_doc(&mut self, key: &str, value: &str) -> Result<(), AccountError>;
+    /// Every project document whose key starts with `prefix`, by key.
+    fn docs(&mut self, prefix: &str) -> Result<Vec<(String, String)>, AccountError>;
+    /// The keys of the project documents that start with `prefix`, in order.
+    fn doc_keys(&mut self, prefix: &str) -> Result<Vec<String>, AccountError>;
 }
 
 /// Whether a transaction's work is kept.

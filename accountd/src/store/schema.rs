@@ -108,6 +108,10 @@ CREATE TRIGGER IF NOT EXISTS rank_ends_no_update BEFORE UPDATE ON rank_ends
     BEGIN SELECT RAISE(ABORT, 'batch rank ends are append-only'); END;
 CREATE TRIGGER IF NOT EXISTS rank_ends_no_delete BEFORE DELETE ON rank_ends
     BEGIN SELECT RAISE(ABORT, 'batch rank ends are append-only'); END;
+CREATE TABLE IF NOT EXISTS project_docs(
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 ";
 
 /// Brings a ledger written before `refusals.count` existed up to date: the

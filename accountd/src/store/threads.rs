@@ -5,6 +5,7 @@
 //! writer commits). Both exit when the [`Store`] is closed, after finishing
 //! what was queued.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -17,7 +18,7 @@ use super::anchors::{AnchorPolicy, AnchorSettings, Anchoring, Latest};
 use super::lite::{LiteReader, LiteWriter};
 use super::rows::{Reader, Rows, Tx, Writer};
 use super::sums::BalanceSums;
-use super::{StoreError, audit, claims, ledger, query, schema};
+use super::{StoreError, audit, claims, ledger, projects, query, schema};
 use crate::metrics::StoreMeters;
 
 /// How the store is opened and run.
@@ -361,9 +362,20 @@ fn apply_batch(
             tracing::warn!(error = %e, "reading ahead for a batch failed");
             return false;
         }
+        // One read per batch: plain charges must not name a project.
+        let projects = match keys.is_empty() {
+            true => Default::default(),
+            false => match projects::names(tx.rows()) {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the projects for a batch failed");
+                    return false;
+                }
+            },
+        };
         for job in batch.iter() {
             if !careful {
-                let r = apply(tx.rows(), job, now, max_entry);
+                let r = apply(tx.rows(), job, &projects, now, max_entry);
                 if matches!(&r, Err(e) if e.code == ErrorCode::Storage) {
                     return false;
                 }
@@ -372,7 +384,7 @@ fn apply_batch(
             }
             let mut out = None;
             let sp = tx.savepoint(&mut |rows: &mut dyn Rows| {
-                let r = apply(rows, job, now, max_entry);
+                let r = apply(rows, job, &projects, now, max_entry);
                 let keep = r.is_ok();
                 out = Some(r);
                 keep
@@ -422,6 +434,7 @@ fn batch_reads(batch: &[WriteJob]) -> (Vec<String>, Vec<String>) {
 fn apply(
     conn: &mut dyn Rows,
     job: &WriteJob,
+    projects: &HashSet<String>,
     now: i64,
     max: i64,
 ) -> Result<AccountReply, AccountError> {
@@ -432,6 +445,12 @@ fn apply(
             return Ok(AccountReply::Report(Vec::new()));
         }
     };
+    if let AccountOp::Debit(proto::account::Debit { user, .. })
+    | AccountOp::Refund(proto::account::Refund { user, .. }) = op
+        && projects.contains(user)
+    {
+        return Err(projects::not_plain(user));
+    }
     match op {
         AccountOp::Debit(d) => ledger::debit(conn, d, actor, now, max).map(AccountReply::Charged),
         AccountOp::Refund(r) => ledger::refund(conn, r, actor, now, max).map(AccountReply::Charged),
@@ -444,6 +463,9 @@ fn apply(
             .map(AccountReply::Entry),
         AccountOp::Claim(c) => claims::claim(conn, c, actor, now).map(|()| AccountReply::Claimed),
         AccountOp::RankEnd(e) => claims::end(conn, e, actor, now).map(|()| AccountReply::Ended),
+        AccountOp::Project(p) => {
+            projects::write(conn, p, actor, now, max).map(AccountReply::Project)
+        }
         other => Err(AccountError::new(
             ErrorCode::Malformed,
             format!("{} is not a write", other.name()),
@@ -485,6 +507,9 @@ fn answer(conn: &mut dyn Rows, op: &AccountOp) -> Result<AccountReply, AccountEr
             query::report(conn, q.by, q.since_us, q.until_us).map(AccountReply::Report)
         }
         AccountOp::Audit => audit::audit(conn).map(AccountReply::Audit),
+        AccountOp::Project(p) => {
+            projects::read(conn, p, crate::time::now_us()).map(AccountReply::Project)
+        }
         other => Err(AccountError::new(
             ErrorCode::Malformed,
             format!("{} is not a query", other.name()),

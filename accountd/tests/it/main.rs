@@ -16,6 +16,7 @@ mod limits;
 mod migrate_cli;
 mod peers;
 mod pg_errors;
+mod projects;
 mod reload;
 mod roles;
 mod support;

@@ -30,6 +30,10 @@ pub struct Accountd {
     listen: String,
     extra: Vec<String>,
     child: Option<Child>,
+    /// The PostgreSQL conninfo of the ledger, `None` for the SQLite file.
+    pub postgres: Option<String>,
+    /// Extra environment of the process (e.g. the test clock shift).
+    pub env: Vec<(String, String)>,
 }
 
 impl Accountd {
@@ -52,6 +56,30 @@ impl Accountd {
             listen: "127.0.0.1:0".into(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             child: None,
+            postgres: None,
+            env: Vec::new(),
+        };
+        d.spawn(true)
+            .await
+            .unwrap_or_else(|e| panic!("accountd did not start: {e}"));
+        d
+    }
+
+    /// Starts on a fresh ledger in the PostgreSQL database `conninfo` (or
+    /// on the ledger already there).
+    pub async fn start_pg(conninfo: &str) -> Accountd {
+        let pki = TestPki::new();
+        let dir = tempfile::tempdir().unwrap();
+        let mut d = Accountd {
+            pki,
+            db: dir.path().join("unused.db"),
+            dir,
+            addr: String::new(),
+            listen: "127.0.0.1:0".into(),
+            extra: Vec::new(),
+            child: None,
+            postgres: Some(conninfo.to_string()),
+            env: Vec::new(),
         };
         d.spawn(true)
             .await
@@ -62,11 +90,17 @@ impl Accountd {
     /// The server's flags (TLS, database, listen, ready file, extras).
     pub fn args(&self, init: bool) -> Vec<String> {
         let tls = self.pki.tls_paths(Role::Service, "accountd");
-        let mut a = vec![
-            "--listen".to_string(),
-            self.listen.clone(),
-            "--database".into(),
-            self.db.display().to_string(),
+        let ledger = match &self.postgres {
+            None => vec!["--database".to_string(), self.db.display().to_string()],
+            Some(pg) => {
+                let conf = self.dir.path().join("pg.toml");
+                std::fs::write(&conf, format!("[store]\npostgres = {pg:?}\n")).unwrap();
+                vec!["--config".to_string(), conf.display().to_string()]
+            }
+        };
+        let mut a = vec!["--listen".to_string(), self.listen.clone()];
+        a.extend(ledger);
+        a.extend([
             "--ready-file".into(),
             self.ready_file().display().to_string(),
             "--ca".into(),
@@ -75,7 +109,7 @@ impl Accountd {
             tls.cert.display().to_string(),
             "--key".into(),
             tls.key.display().to_string(),
-        ];
+        ]);
         if let Some(crl) = tls.crl {
             a.push("--crl".into());
             a.push(crl.display().to_string());
@@ -139,6 +173,7 @@ impl Accountd {
         let earlier = err.metadata().unwrap().len() as usize;
         let mut child = Command::new(ACCOUNTD)
             .args(self.args(init))
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(err)

@@ -116,6 +116,7 @@ pub fn account_op() -> impl Strategy<Value = AccountOp> {
                 })
             ),
         Just(AccountOp::Head),
+        super::project::project_op().prop_map(AccountOp::Project),
         (
             text(),
             super::job_id(),
@@ -266,6 +267,7 @@ pub fn account_reply() -> impl Strategy<Value = AccountReply> {
         (text(), text()).prop_map(|(role, name)| AccountReply::WhoAmI(Identity { role, name })),
         Just(AccountReply::Claimed),
         Just(AccountReply::Ended),
+        super::project::project_reply().prop_map(AccountReply::Project),
         option::of(
             (
                 any::<i64>(),

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 pub mod account;
+pub mod project;
 
 use std::future::Future;
 use std::pin::pin;

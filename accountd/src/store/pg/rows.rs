@@ -518,4 +518,38 @@ impl<C: GenericClient> Rows for Pg<C> {
     fn integrity(&mut self) -> Result<Option<String>, AccountError> {
         Ok(None)
     }
+
+    fn doc(&mut self, key: &str) -> Result<Option<String>, AccountError> {
+        let row = self.opt("SELECT value FROM project_docs WHERE key = $1", &[&key])?;
+        row.map(|r| get(&r, 0)).transpose()
+    }
+
+    fn put_doc(&mut self, key: &str, value: &str) -> Result<(), AccountError> {
+        self.execute(
+            "INSERT INTO project_docs(key, value) VALUES ($1, $2)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[&key, &value],
+        )
+        .map(|_| ())
+    }
+
+    fn docs(&mut self, prefix: &str) -> Result<Vec<(String, String)>, AccountError> {
+        let (lo, hi) = crate::store::rows::prefix_range(prefix);
+        let rows = self.query(
+            r#"SELECT key, value FROM project_docs
+               WHERE key COLLATE "C" >= $1 AND key COLLATE "C" < $2 ORDER BY key COLLATE "C""#,
+            &[&lo, &hi],
+        )?;
+        rows.iter().map(|r| Ok((get(r, 0)?, get(r, 1)?))).collect()
+    }
+
+    fn doc_keys(&mut self, prefix: &str) -> Result<Vec<String>, AccountError> {
+        let (lo, hi) = crate::store::rows::prefix_range(prefix);
+        let rows = self.query(
+            r#"SELECT key FROM project_docs
+               WHERE key COLLATE "C" >= $1 AND key COLLATE "C" < $2 ORDER BY key COLLATE "C""#,
+            &[&lo, &hi],
+        )?;
+        rows.iter().map(|r| get(r, 0)).collect()
+    }
 }

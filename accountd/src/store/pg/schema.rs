@@ -98,6 +98,10 @@ CREATE TABLE IF NOT EXISTS rank_ends(
 );
 CREATE OR REPLACE TRIGGER rank_ends_append_only BEFORE UPDATE OR DELETE ON rank_ends
     FOR EACH ROW EXECUTE FUNCTION ledger_append_only('batch rank ends');
+CREATE TABLE IF NOT EXISTS project_docs(
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 "#;
 
 fn sql(e: postgres::Error) -> StoreError {
