@@ -34,7 +34,7 @@ use crate::plan::{JobSpec, RankTarget};
 use crate::rank::{self, RankLink};
 use crate::rank_msg::RankEvent;
 use crate::signals::Caught;
-use clients::node::{Session, SessionError, session::launch_msg};
+use clients::node::{Dial, Session, SessionError, session::launch_msg};
 
 /// What a started rank is connected to.
 #[derive(Debug)]
@@ -96,14 +96,14 @@ pub async fn launch_all(
             let (name, addr) = (&target.node.name, &target.node.addr);
             let result = match session {
                 Some(mut s) => s.launch(&launch, pmi).await.map(|_| s),
-                None => Session::open_and_launch(
-                    &crate::agent::AGENT,
-                    &connector,
-                    name,
+                None => Dial {
+                    agent: &crate::agent::AGENT,
+                    connector: &connector,
+                    node: name,
                     addr,
                     timeout,
-                    launch_msg(&launch, pmi),
-                )
+                }
+                .open_and_launch(launch_msg(&launch, pmi))
                 .await
                 .map(|(s, _)| s),
             };
