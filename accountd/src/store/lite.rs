@@ -386,12 +386,7 @@ impl<C: AsConn> Rows for Lite<C> {
     fn claims(&mut self) -> Result<Vec<(Claim, ClaimRecord)>, AccountError> {
         self.claim_rows("at_us FROM claims", |r, claim, node, digest| {
             let at_us = r.get(6).map_err(storage)?;
-            let record = ClaimRecord {
-                node,
-                digest,
-                at_us,
-            };
-            Ok((claim, record))
+            Ok((claim, ClaimRecord::of(node, digest, at_us)))
         })
     }
 

@@ -449,12 +449,7 @@ impl<C: GenericClient> Rows for Pg<C> {
             r#"SELECT "user", job, attempt, rank, node, digest, at_us FROM claims"#,
             |r, claim, node, digest| {
                 let at_us = get(r, 6)?;
-                let record = ClaimRecord {
-                    node,
-                    digest,
-                    at_us,
-                };
-                Ok((claim, record))
+                Ok((claim, ClaimRecord::of(node, digest, at_us)))
             },
         )
     }
