@@ -238,13 +238,7 @@ where
     S: AsyncRead + AsyncWrite + Unpin + PeerAddr,
 {
     let peer = io.peer_label();
-    let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(io))
-        .await
-        .map_err(|_| CertError::HandshakeTimeout {
-            peer: peer.clone(),
-            seconds: HANDSHAKE_TIMEOUT.as_secs(),
-        })?
-        .map_err(|e| handshake_error(&peer, &e))?;
+    let stream = within_handshake_time(&peer, acceptor.accept(io)).await?;
     let identity = peer_identity(stream.get_ref().1)?;
     Ok((stream, identity))
 }
@@ -269,13 +263,7 @@ where
         reason,
     })?;
     let connecting = connector.connect(ServerName::DnsName(dns), io);
-    let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, connecting)
-        .await
-        .map_err(|_| CertError::HandshakeTimeout {
-            peer: peer.clone(),
-            seconds: HANDSHAKE_TIMEOUT.as_secs(),
-        })?
-        .map_err(|e| handshake_error(&peer, &e))?;
+    let stream = within_handshake_time(&peer, connecting).await?;
     let identity = peer_identity(stream.get_ref().1)?;
     if identity != expected {
         return Err(CertError::WrongPeer {
@@ -285,6 +273,20 @@ where
         });
     }
     Ok((stream, identity))
+}
+
+/// A handshake with `peer`, given [`HANDSHAKE_TIMEOUT`]; its failure explained.
+async fn within_handshake_time<T>(
+    peer: &str,
+    handshake: impl Future<Output = io::Result<T>>,
+) -> Result<T, CertError> {
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake)
+        .await
+        .map_err(|_| CertError::HandshakeTimeout {
+            peer: peer.to_string(),
+            seconds: HANDSHAKE_TIMEOUT.as_secs(),
+        })?
+        .map_err(|e| handshake_error(peer, &e))
 }
 
 #[cfg(test)]

@@ -100,14 +100,8 @@ pub fn gauge<N>(
 where
     prometheus_client::metrics::gauge::ConstGauge<N>: prometheus_client::encoding::EncodeMetric,
 {
-    use prometheus_client::encoding::EncodeMetric;
     let g = prometheus_client::metrics::gauge::ConstGauge::new(v);
-    g.encode(e.encode_descriptor(
-        name,
-        help,
-        None,
-        prometheus_client::metrics::MetricType::Gauge,
-    )?)
+    read_at_scrape(e, name, help, &g)
 }
 
 /// Writes one counter read at scrape time (for a `Collector`); the name gets `_total`.
@@ -120,14 +114,18 @@ pub fn counter<N>(
 where
     prometheus_client::metrics::counter::ConstCounter<N>: prometheus_client::encoding::EncodeMetric,
 {
-    use prometheus_client::encoding::EncodeMetric;
     let c = prometheus_client::metrics::counter::ConstCounter::new(v);
-    c.encode(e.encode_descriptor(
-        name,
-        help,
-        None,
-        prometheus_client::metrics::MetricType::Counter,
-    )?)
+    read_at_scrape(e, name, help, &c)
+}
+
+/// Writes metric `m` (of its own type) under `name` with `help`.
+fn read_at_scrape(
+    e: &mut prometheus_client::encoding::DescriptorEncoder,
+    name: &str,
+    help: &str,
+    m: &impl prometheus_client::encoding::EncodeMetric,
+) -> Result<(), std::fmt::Error> {
+    m.encode(e.encode_descriptor(name, help, None, m.metric_type())?)
 }
 
 /// Creates the series of `family` for each label set in `labels`, at zero, so that

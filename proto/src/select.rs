@@ -262,6 +262,26 @@ pub struct SelectorStats {
     pub selects: u64,
 }
 
+impl SelectorStats {
+    /// The datagrams dropped, by reason (the values of the selector's
+    /// `reason` metric label), in the one order every view shows them.
+    ///
+    /// ```
+    /// let s = proto::select::SelectorStats { stale: 2, ..Default::default() };
+    /// assert_eq!(s.dropped()[3], ("stale", 2));
+    /// assert_eq!(s.dropped().iter().map(|d| d.1).sum::<u64>(), 2);
+    /// ```
+    pub fn dropped(&self) -> [(&'static str, u64); 5] {
+        [
+            ("malformed", self.malformed),
+            ("oversized", self.oversized),
+            ("foreign_cluster", self.foreign_cluster),
+            ("stale", self.stale),
+            ("table_full", self.table_full),
+        ]
+    }
+}
+
 crate::tagged::code_enum! {
     /// What kind of service a [`ServiceView`] is.
     pub enum ServiceKind {

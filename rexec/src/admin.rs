@@ -26,12 +26,12 @@
 //! failed; 254 when every failure was the market refusing the bid
 //! (negative, over `max_rate`, no credit); 1 otherwise.
 
-use proto::node::{ErrorCode, FromNode, JobId, JobInfo, JobList, Kill, Rebid, Signal, ToNode};
+use proto::node::{ErrorCode, JobId, JobInfo, JobList, Killed, Rebidded, Signal};
 
 use crate::cli::{AdminArgs, AdminCommand};
 use crate::config::NodeEntry;
 use crate::exit::{Class, Error};
-use crate::reach::{ask_all, configured_nodes, connector, listed_nodes, load, unexpected};
+use crate::reach::{ask_all, configured_nodes, connector, listed_nodes, load};
 use crate::say;
 use crate::show::{bid_column, milli_cpus, state_column};
 use clients::node::SessionError;
@@ -49,26 +49,21 @@ pub async fn run(args: AdminArgs) -> Result<(), Error> {
     }
     let config = load(args.config.as_deref())?;
     let usage = |e: String| Error::Usage(e);
+    // The request, checked before any connection.
+    let job = |text: &str| text.parse::<JobId>().map_err(|e| usage(e.to_string()));
     let request = match &args.command {
         AdminCommand::Nodes(_) | AdminCommand::Stats(_) | AdminCommand::Estimate(_) => {
             unreachable!("`rexec nodes`, `rexec stats` and `rexec estimate` returned above")
         }
-        AdminCommand::Jobs => ToNode::ListJobs,
-        AdminCommand::Kill(k) => {
-            let job: JobId = k.job.parse::<JobId>().map_err(|e| usage(e.to_string()))?;
-            let signal: Signal = k
-                .signal
+        AdminCommand::Jobs => Request::Jobs,
+        AdminCommand::Kill(k) => Request::Kill(
+            job(&k.job)?,
+            k.signal
                 .parse::<Signal>()
-                .map_err(|e| usage(e.to_string()))?;
-            ToNode::Kill(Kill { job, signal })
-        }
+                .map_err(|e| usage(e.to_string()))?,
+        ),
         AdminCommand::Bid(b) => {
-            let job: JobId = b.job.parse::<JobId>().map_err(|e| usage(e.to_string()))?;
-            let bid = crate::request::bid(&b.rate, "RATE", &config)?;
-            ToNode::Rebid(Rebid {
-                job,
-                bid: bid.micros_per_minute(),
-            })
+            Request::Bid(job(&b.job)?, crate::request::bid(&b.rate, "RATE", &config)?)
         }
     };
     // Nodes of the file (or the file's fault) are known before any connection.
@@ -83,12 +78,36 @@ pub async fn run(args: AdminArgs) -> Result<(), Error> {
         None => listed_nodes(&config, args.nodes.as_deref(), &connector).await?,
     };
     let timeout = crate::clock::timeout_from_env().unwrap_or(crate::clock::DEFAULT_TIMEOUT);
-    let answers = ask_all(&connector, &nodes, &request, timeout).await;
     match request {
-        ToNode::Kill(k) => complete(print_kills(&nodes, answers, k.job)),
-        ToNode::Rebid(r) => print_rebids(&nodes, answers, r.job),
-        _ => complete(print_jobs(&nodes, answers)),
+        Request::Jobs => {
+            let answers = ask_all(&connector, &nodes, timeout, |mut s| async move {
+                s.list_jobs().await
+            })
+            .await;
+            complete(print_jobs(&nodes, answers))
+        }
+        Request::Kill(job, signal) => {
+            let answers = ask_all(&connector, &nodes, timeout, move |mut s| async move {
+                s.kill(job, signal).await
+            })
+            .await;
+            complete(print_kills(&nodes, answers, job))
+        }
+        Request::Bid(job, bid) => {
+            let answers = ask_all(&connector, &nodes, timeout, move |mut s| async move {
+                s.rebid(job, bid).await
+            })
+            .await;
+            print_rebids(&nodes, answers, job)
+        }
     }
+}
+
+/// What an admin command asks each node.
+enum Request {
+    Jobs,
+    Kill(JobId, Signal),
+    Bid(JobId, money::Bid),
 }
 
 /// `Ok` for status 0; otherwise the lines were printed already.
@@ -99,23 +118,19 @@ fn complete(code: i32) -> Result<(), Error> {
     }
 }
 
-fn print_jobs(nodes: &[NodeEntry], answers: Vec<Result<FromNode, SessionError>>) -> i32 {
+fn print_jobs(nodes: &[NodeEntry], answers: Vec<Result<JobList, SessionError>>) -> i32 {
     let mut rows: Vec<(String, JobInfo)> = Vec::new();
     let mut lists: Vec<(String, JobList)> = Vec::new();
     let mut code = 0;
     for (node, answer) in nodes.iter().zip(answers) {
         match answer {
-            Ok(FromNode::Jobs(mut list)) => {
+            Ok(mut list) => {
                 if list.truncated {
                     say(&format!("node {}: list truncated", node.name));
                 }
                 let jobs = std::mem::take(&mut list.jobs);
                 rows.extend(jobs.into_iter().map(|j| (node.name.clone(), j)));
                 lists.push((node.name.clone(), list));
-            }
-            Ok(_) => {
-                say(&unexpected(&node.name));
-                code = 1;
             }
             Err(e) => {
                 say(&format!("node {}: {e}", node.name));
@@ -159,16 +174,12 @@ fn print_jobs(nodes: &[NodeEntry], answers: Vec<Result<FromNode, SessionError>>)
     code
 }
 
-fn print_kills(
-    nodes: &[NodeEntry],
-    answers: Vec<Result<FromNode, SessionError>>,
-    job: JobId,
-) -> i32 {
+fn print_kills(nodes: &[NodeEntry], answers: Vec<Result<Killed, SessionError>>, job: JobId) -> i32 {
     let mut total = 0u64;
     let mut code = 0;
     for (node, answer) in nodes.iter().zip(answers) {
         match answer {
-            Ok(FromNode::Killed(k)) => {
+            Ok(k) => {
                 total += u64::from(k.ranks);
                 if k.ranks > 0 {
                     println!(
@@ -177,11 +188,7 @@ fn print_kills(
                     );
                 }
             }
-            Err(SessionError::Refused(e)) if e.code == proto::node::ErrorCode::NoSuchJob => {}
-            Ok(_) => {
-                say(&unexpected(&node.name));
-                code = 1;
-            }
+            Err(SessionError::Refused(e)) if e.code == ErrorCode::NoSuchJob => {}
             Err(e) => {
                 say(&format!("node {}: {e}", node.name));
                 code = 1;
@@ -197,7 +204,7 @@ fn print_kills(
 
 fn print_rebids(
     nodes: &[NodeEntry],
-    answers: Vec<Result<FromNode, SessionError>>,
+    answers: Vec<Result<Rebidded, SessionError>>,
     job: JobId,
 ) -> Result<(), Error> {
     let mut took = 0u64;
@@ -206,7 +213,7 @@ fn print_rebids(
     let mut refused = true;
     for (node, answer) in nodes.iter().zip(answers) {
         match answer {
-            Ok(FromNode::Rebidded(r)) if r.ranks > 0 => {
+            Ok(r) if r.ranks > 0 => {
                 took += u64::from(r.ranks);
                 println!(
                     "node {}: {} rank(s) of job {job} now bid {} credits per minute",
@@ -215,7 +222,7 @@ fn print_rebids(
                     money::format_credits(r.bid)
                 );
             }
-            Ok(FromNode::Rebidded(_)) => {
+            Ok(_) => {
                 println!("node {}: job {job} does not run here", node.name);
             }
             Err(SessionError::Refused(e)) if e.code == ErrorCode::NoSuchJob => {
@@ -230,11 +237,6 @@ fn print_rebids(
                     say(&format!("{prefix} {}", e.message));
                 }
                 refused &= crate::agent::class(&SessionError::Refused(e)) == Class::Refused;
-                failed = true;
-            }
-            Ok(_) => {
-                say(&unexpected(&node.name));
-                refused = false;
                 failed = true;
             }
             Err(e) => {

@@ -34,7 +34,7 @@ use crate::plan::{JobSpec, RankTarget};
 use crate::rank::{self, RankLink};
 use crate::rank_msg::RankEvent;
 use crate::signals::Caught;
-use clients::node::{Session, SessionError, session::launch_request};
+use clients::node::{Dial, Session, SessionError, session::launch_request};
 
 /// What a started rank is connected to.
 #[derive(Debug)]
@@ -103,14 +103,14 @@ pub async fn launch_all(
                     .launch_request(launch_request(&launch, pmi, max_cost))
                     .await
                     .map(|_| s),
-                None => Session::open_and_launch(
-                    &crate::agent::AGENT,
-                    &connector,
-                    name,
+                None => Dial {
+                    agent: &crate::agent::AGENT,
+                    connector: &connector,
+                    node: name,
                     addr,
                     timeout,
-                    launch_request(&launch, pmi, max_cost),
-                )
+                }
+                .open_and_launch(launch_request(&launch, pmi, max_cost))
                 .await
                 .map(|(s, _)| s),
             };

@@ -2,7 +2,10 @@
 //! selector knows, as an aligned table: name, address, price (credits per
 //! minute: the sum of the bids competing there, paid or not), CPUs, idle
 //! CPUs, jobs, load, predicted completion of a job of `--length` CPU time,
-//! and the age of the node's last announcement. `-`
+//! the age of the node's last announcement, what its ranks pay together now
+//! (credits per minute; 0 while charging does not apply) and whether it is contended
+//! ([`crate::show::state_column`]), as `rexec stats` and the market page show
+//! them. The last two columns come last so the others keep their places. `-`
 //! marks what is unknown. Rows come by name, or in the order `--policy`
 //! would choose them (the selector ranks every node it knows).
 //!
@@ -17,7 +20,7 @@ use crate::live::{ListError, Listed, listing};
 use crate::reach::{connector, load};
 use crate::say;
 use crate::select::ASK_TIMEOUT;
-use crate::show::{milli, show_ms};
+use crate::show::{milli, show_ms, state_column};
 
 /// Run `rexec nodes`.
 pub async fn run(args: &NodesArgs, config: Option<&std::path::Path>) -> Result<(), Error> {
@@ -91,8 +94,12 @@ pub async fn run(args: &NodesArgs, config: Option<&std::path::Path>) -> Result<(
 /// };
 /// let t = rexec::nodes::table(&[v]);
 /// let rows: Vec<Vec<&str>> = t.lines().map(|l| l.split_whitespace().collect()).collect();
-/// assert_eq!(rows[0], ["NODE", "ADDRESS", "PRICE/MIN", "CPUS", "IDLE", "JOBS", "LOAD", "PREDICTED", "AGE"]);
-/// assert_eq!(rows[1], ["n1", "127.0.0.1:7001", "1.5", "4", "1.5", "2", "2.25", "-", "800ms"]);
+/// let cell = |name: &str| rows[1][rows[0].iter().position(|h| *h == name).unwrap()];
+/// let shown = ["NODE", "ADDRESS", "PRICE/MIN", "CHARGING/MIN", "STATE", "CPUS", "IDLE", "JOBS",
+///              "LOAD", "PREDICTED", "AGE"].map(cell);
+/// assert_eq!(shown, ["n1", "127.0.0.1:7001", "1.5", "0", "contended", "4", "1.5", "2", "2.25",
+///                    "-", "800ms"]);
+/// assert_eq!(rows[0].len(), rows[1].len());
 /// ```
 pub fn table(nodes: &[NodeView]) -> String {
     let header = [
@@ -105,6 +112,8 @@ pub fn table(nodes: &[NodeView]) -> String {
         "LOAD",
         "PREDICTED",
         "AGE",
+        "CHARGING/MIN",
+        "STATE",
     ];
     let rows: Vec<Vec<String>> = nodes
         .iter()
@@ -119,6 +128,8 @@ pub fn table(nodes: &[NodeView]) -> String {
                 milli(u64::from(v.status.load_milli)),
                 v.predicted_ms.map_or("-".into(), show_ms),
                 show_ms(v.age_ms),
+                money::format_credits(v.status.charging),
+                state_column(v.status.contended).to_string(),
             ]
         })
         .collect();

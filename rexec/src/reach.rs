@@ -12,7 +12,6 @@
 
 use std::time::Duration;
 
-use proto::node::{FromNode, ToNode};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsConnector;
 
@@ -34,11 +33,6 @@ pub fn load(path: Option<&std::path::Path>) -> Result<Config, Error> {
 /// cannot be used are a failure, 255, as they always were).
 pub fn connector(config: &Config) -> Result<TlsConnector, Error> {
     config.connector().map_err(|e| Error::Failed(e.to_string()))
-}
-
-/// An answer that does not fit the question, in words.
-pub(crate) fn unexpected(node: &str) -> String {
-    format!("node {node}: its answer does not fit the question (is its rexecd another version?)")
 }
 
 /// The nodes to ask of a configuration that does not select: `names`
@@ -141,20 +135,26 @@ pub fn pick(live: &[NodeEntry], names: &[String], via: &str) -> Result<Vec<NodeE
     Ok(out)
 }
 
-/// Ask every node of `nodes` `request` at once, each in its own short
-/// session; the answers come in the order of `nodes`.
-pub(crate) async fn ask_all(
+/// Ask every node of `nodes` at once, each in its own short session that
+/// `ask` is given once it is open (one of the typed requests of
+/// [`clients::node::admin`]); the answers come in the order of `nodes`.
+pub(crate) async fn ask_all<T, F, Fut>(
     connector: &TlsConnector,
     nodes: &[NodeEntry],
-    request: &ToNode,
     timeout: Duration,
-) -> Vec<Result<FromNode, SessionError>> {
+    ask: F,
+) -> Vec<Result<T, SessionError>>
+where
+    T: Send + 'static,
+    F: Fn(Session) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<T, SessionError>> + Send,
+{
     let mut set = JoinSet::new();
     for (i, node) in nodes.iter().enumerate() {
-        let (connector, node, request) = (connector.clone(), node.clone(), request.clone());
+        let (connector, node, ask) = (connector.clone(), node.clone(), ask.clone());
         set.spawn(async move {
-            let answer = async {
-                let mut s = Session::open(
+            let answer = async move {
+                let s = Session::open(
                     &crate::agent::AGENT,
                     &connector,
                     &node.name,
@@ -162,14 +162,13 @@ pub(crate) async fn ask_all(
                     timeout,
                 )
                 .await?;
-                s.request(&request).await
+                ask(s).await
             }
             .await;
             (i, answer)
         });
     }
-    let mut answers: Vec<Option<Result<FromNode, SessionError>>> =
-        nodes.iter().map(|_| None).collect();
+    let mut answers: Vec<Option<Result<T, SessionError>>> = nodes.iter().map(|_| None).collect();
     while let Some(Ok((i, a))) = set.join_next().await {
         answers[i] = Some(a);
     }

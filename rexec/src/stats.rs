@@ -15,13 +15,13 @@
 //! A selector or node that does not answer is reported on its own line and the
 //! rest still printed; the exit status is then 1.
 
-use proto::node::{FromNode, JobList, ToNode};
+use proto::node::JobList;
 use proto::select::SelectorStats;
 use tokio::task::JoinSet;
 
 use crate::cli::StatsArgs;
 use crate::exit::Error;
-use crate::reach::{ask_all, configured_nodes, connector, listed_nodes, load, unexpected};
+use crate::reach::{ask_all, configured_nodes, connector, listed_nodes, load};
 use crate::say;
 use crate::select::ASK_TIMEOUT;
 use crate::show::{milli_cpus, state_column};
@@ -57,21 +57,11 @@ pub fn selector_table(rows: &[(String, String, SelectorStats)]) -> String {
         .iter()
         .map(|(name, addr, s)| {
             let mut row = vec![name.clone(), addr.clone()];
-            row.extend(
-                [
-                    s.nodes,
-                    s.services,
-                    s.selects,
-                    s.accepted,
-                    s.malformed,
-                    s.oversized,
-                    s.foreign_cluster,
-                    s.stale,
-                    s.table_full,
-                    s.forgotten,
-                ]
-                .map(|n| n.to_string()),
-            );
+            let counts = [s.nodes, s.services, s.selects, s.accepted]
+                .into_iter()
+                .chain(s.dropped().map(|(_, n)| n))
+                .chain([s.forgotten]);
+            row.extend(counts.map(|n| n.to_string()));
             row
         })
         .collect();
@@ -208,11 +198,14 @@ pub async fn run(
         None => listed_nodes(&config, names, &connector).await?,
     };
     let timeout = crate::clock::timeout_from_env().unwrap_or(crate::clock::DEFAULT_TIMEOUT);
-    let answers = ask_all(&connector, &nodes, &ToNode::ListJobs, timeout).await;
+    let answers = ask_all(&connector, &nodes, timeout, |mut s| async move {
+        s.list_jobs().await
+    })
+    .await;
     let mut rows = Vec::new();
     for (node, answer) in nodes.iter().zip(answers) {
         match answer {
-            Ok(FromNode::Jobs(list)) => {
+            Ok(list) => {
                 if list.truncated {
                     say(&format!(
                         "node {}: more ranks than one answer holds; the sums are of those listed",
@@ -220,10 +213,6 @@ pub async fn run(
                     ));
                 }
                 rows.push((node.name.clone(), list));
-            }
-            Ok(_) => {
-                say(&unexpected(&node.name));
-                complete = false;
             }
             Err(e) => {
                 say(&format!("node {}: {e}", node.name));

@@ -64,6 +64,69 @@ impl<C: AsConn> Lite<C> {
     fn c(&self) -> &Connection {
         self.0.conn()
     }
+
+    /// `SELECT {what}` (columns and table) of the row keyed by claim `c`.
+    fn keyed_row<T>(
+        &self,
+        what: &str,
+        c: &Claim,
+        row: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Option<T>, AccountError> {
+        let sql =
+            format!("SELECT {what} WHERE user = ?1 AND job = ?2 AND attempt = ?3 AND rank = ?4");
+        self.c()
+            .prepare_cached(&sql)
+            .and_then(|mut s| {
+                s.query_row(params![c.user, c.job.to_string(), c.attempt, c.rank], row)
+                    .optional()
+            })
+            .map_err(storage)
+    }
+
+    /// Inserts into `table` the row of claim `c` recorded by `node`: its key,
+    /// node and digest, then the columns `rest` names with their values.
+    fn insert_keyed(
+        &self,
+        table: &str,
+        c: &Claim,
+        node: &str,
+        rest: &[(&str, &dyn rusqlite::ToSql)],
+    ) -> Result<(), AccountError> {
+        let (job, digest) = (c.job.to_string(), &c.digest[..]);
+        let mut values: Vec<&dyn rusqlite::ToSql> =
+            vec![&c.user, &job, &c.attempt, &c.rank, &node, &digest];
+        values.extend(rest.iter().map(|(_, v)| *v));
+        let columns: Vec<&str> = rest.iter().map(|(name, _)| *name).collect();
+        let marks: Vec<String> = (1..=values.len()).map(|i| format!("?{i}")).collect();
+        let sql = format!(
+            "INSERT INTO {table}(user, job, attempt, rank, node, digest, {}) VALUES ({})",
+            columns.join(", "),
+            marks.join(", ")
+        );
+        self.c()
+            .prepare_cached(&sql)
+            .and_then(|mut s| s.execute(&values[..]))
+            .map(|_| ())
+            .map_err(storage)
+    }
+
+    /// Every row of `SELECT user, job, attempt, rank, node, digest, {rest}`,
+    /// each made by `row` from the row and its claim, node and digest.
+    fn claim_rows<T>(
+        &self,
+        rest: &str,
+        mut row: impl FnMut(&Row<'_>, Claim, String, Vec<u8>) -> Result<T, AccountError>,
+    ) -> Result<Vec<T>, AccountError> {
+        let sql = format!("SELECT user, job, attempt, rank, node, digest, {rest}");
+        let mut s = self.c().prepare(&sql).map_err(storage)?;
+        let mut rows = s.query([]).map_err(storage)?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(storage)? {
+            let (claim, node, digest) = claim_columns(r)?;
+            out.push(row(r, claim, node, digest)?);
+        }
+        Ok(out)
+    }
 }
 
 impl<C: AsConn> Rows for Lite<C> {
@@ -185,84 +248,35 @@ impl<C: AsConn> Rows for Lite<C> {
     }
 
     fn claim_of(&mut self, c: &Claim) -> Result<Option<ClaimRecord>, AccountError> {
-        self.c()
-            .prepare_cached(
-                "SELECT node, digest, at_us FROM claims
-                 WHERE user = ?1 AND job = ?2 AND attempt = ?3 AND rank = ?4",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![c.user, c.job.to_string(), c.attempt, c.rank], |r| {
-                    Ok(ClaimRecord {
-                        node: r.get(0)?,
-                        digest: r.get(1)?,
-                        at_us: r.get(2)?,
-                    })
-                })
-                .optional()
+        self.keyed_row("node, digest, at_us FROM claims", c, |r| {
+            Ok(ClaimRecord {
+                node: r.get(0)?,
+                digest: r.get(1)?,
+                at_us: r.get(2)?,
             })
-            .map_err(storage)
+        })
     }
 
     fn insert_claim(&mut self, c: &Claim, node: &str, now: i64) -> Result<(), AccountError> {
-        self.c()
-            .prepare_cached(
-                "INSERT INTO claims(user, job, attempt, rank, node, digest, at_us)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    c.user,
-                    c.job.to_string(),
-                    c.attempt,
-                    c.rank,
-                    node,
-                    &c.digest[..],
-                    now
-                ])
-            })
-            .map(|_| ())
-            .map_err(storage)
+        self.insert_keyed("claims", c, node, &[("at_us", &now)])
     }
 
     fn end_of(&mut self, c: &Claim) -> Result<Option<EndRecord>, AccountError> {
-        self.c()
-            .prepare_cached(
-                "SELECT node, at_us FROM rank_ends
-                 WHERE user = ?1 AND job = ?2 AND attempt = ?3 AND rank = ?4",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![c.user, c.job.to_string(), c.attempt, c.rank], |r| {
-                    Ok(EndRecord {
-                        node: r.get(0)?,
-                        at_us: r.get(1)?,
-                    })
-                })
-                .optional()
+        self.keyed_row("node, at_us FROM rank_ends", c, |r| {
+            Ok(EndRecord {
+                node: r.get(0)?,
+                at_us: r.get(1)?,
             })
-            .map_err(storage)
+        })
     }
 
     fn insert_end(&mut self, e: &RankEnd, node: &str, now: i64) -> Result<(), AccountError> {
-        let c = &e.claim;
-        self.c()
-            .prepare_cached(
-                "INSERT INTO rank_ends(user, job, attempt, rank, node, digest, width, at_us)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    c.user,
-                    c.job.to_string(),
-                    c.attempt,
-                    c.rank,
-                    node,
-                    &c.digest[..],
-                    e.width,
-                    now
-                ])
-            })
-            .map(|_| ())
-            .map_err(storage)
+        self.insert_keyed(
+            "rank_ends",
+            &e.claim,
+            node,
+            &[("width", &e.width), ("at_us", &now)],
+        )
     }
 
     fn ended_attempt(&mut self, user: &str, job: &str) -> Result<Option<(u32, u32)>, AccountError> {
@@ -370,42 +384,19 @@ impl<C: AsConn> Rows for Lite<C> {
     }
 
     fn claims(&mut self) -> Result<Vec<(Claim, ClaimRecord)>, AccountError> {
-        let mut s = self
-            .c()
-            .prepare("SELECT user, job, attempt, rank, node, digest, at_us FROM claims")
-            .map_err(storage)?;
-        let mut rows = s.query([]).map_err(storage)?;
-        let mut out = Vec::new();
-        while let Some(r) = rows.next().map_err(storage)? {
-            let (claim, node, digest) = claim_columns(r)?;
+        self.claim_rows("at_us FROM claims", |r, claim, node, digest| {
             let at_us = r.get(6).map_err(storage)?;
-            out.push((
-                claim,
-                ClaimRecord {
-                    node,
-                    digest,
-                    at_us,
-                },
-            ));
-        }
-        Ok(out)
+            Ok((claim, ClaimRecord::of(node, digest, at_us)))
+        })
     }
 
     fn ends(&mut self) -> Result<Vec<(RankEnd, EndRecord)>, AccountError> {
-        let mut s = self
-            .c()
-            .prepare("SELECT user, job, attempt, rank, node, digest, width, at_us FROM rank_ends")
-            .map_err(storage)?;
-        let mut rows = s.query([]).map_err(storage)?;
-        let mut out = Vec::new();
-        while let Some(r) = rows.next().map_err(storage)? {
-            let (claim, node, _) = claim_columns(r)?;
+        self.claim_rows("width, at_us FROM rank_ends", |r, claim, node, _| {
             let width: i64 = r.get(6).map_err(storage)?;
             let end = end_with_width(claim, width)?;
             let at_us = r.get(7).map_err(storage)?;
-            out.push((end, EndRecord { node, at_us }));
-        }
-        Ok(out)
+            Ok((end, EndRecord { node, at_us }))
+        })
     }
 
     fn each_chained(&mut self, f: &mut ChainedFn<'_>) -> Result<(), AccountError> {

@@ -217,6 +217,17 @@ pub struct ClaimRecord {
     pub at_us: i64,
 }
 
+impl ClaimRecord {
+    /// The record of a claim by `node` of the spec with `digest` at `at_us`.
+    pub fn of(node: String, digest: Vec<u8>, at_us: i64) -> ClaimRecord {
+        ClaimRecord {
+            node,
+            digest,
+            at_us,
+        }
+    }
+}
+
 /// Which node recorded a claimed rank's end, and when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndRecord {

@@ -79,40 +79,47 @@ CREATE TABLE IF NOT EXISTS refusals(
     message TEXT NOT NULL,
     count INTEGER NOT NULL DEFAULT 1
 );
-CREATE TABLE IF NOT EXISTS claims(
-    user TEXT NOT NULL,
-    job TEXT NOT NULL,
-    attempt INTEGER NOT NULL,
-    rank INTEGER NOT NULL,
-    node TEXT NOT NULL,
-    digest BLOB NOT NULL,
-    at_us INTEGER NOT NULL,
-    PRIMARY KEY (user, job, attempt, rank)
-) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS claims_no_update BEFORE UPDATE ON claims
-    BEGIN SELECT RAISE(ABORT, 'batch claims are append-only'); END;
-CREATE TRIGGER IF NOT EXISTS claims_no_delete BEFORE DELETE ON claims
-    BEGIN SELECT RAISE(ABORT, 'batch claims are append-only'); END;
-CREATE TABLE IF NOT EXISTS rank_ends(
-    user TEXT NOT NULL,
-    job TEXT NOT NULL,
-    attempt INTEGER NOT NULL,
-    rank INTEGER NOT NULL,
-    node TEXT NOT NULL,
-    digest BLOB NOT NULL,
-    width INTEGER NOT NULL,
-    at_us INTEGER NOT NULL,
-    PRIMARY KEY (user, job, attempt, rank)
-) WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS rank_ends_no_update BEFORE UPDATE ON rank_ends
-    BEGIN SELECT RAISE(ABORT, 'batch rank ends are append-only'); END;
-CREATE TRIGGER IF NOT EXISTS rank_ends_no_delete BEFORE DELETE ON rank_ends
-    BEGIN SELECT RAISE(ABORT, 'batch rank ends are append-only'); END;
 CREATE TABLE IF NOT EXISTS project_docs(
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
 ";
+
+/// The append-only tables of batch ranks, `claims` and `rank_ends`: one key
+/// (user, job, attempt, rank), the node and the spec's digest; a rank's end
+/// holds the width of its attempt too. Each refuses updates and deletes.
+fn claim_tables() -> String {
+    let table = |name: &str, width: &str, what: &str| {
+        format!(
+            "CREATE TABLE IF NOT EXISTS {name}(
+    user TEXT NOT NULL,
+    job TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    rank INTEGER NOT NULL,
+    node TEXT NOT NULL,
+    digest BLOB NOT NULL,{width}
+    at_us INTEGER NOT NULL,
+    PRIMARY KEY (user, job, attempt, rank)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS {name}_no_update BEFORE UPDATE ON {name}
+    BEGIN SELECT RAISE(ABORT, '{what} are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS {name}_no_delete BEFORE DELETE ON {name}
+    BEGIN SELECT RAISE(ABORT, '{what} are append-only'); END;
+"
+        )
+    };
+    table("claims", "", "batch claims")
+        + &table(
+            "rank_ends",
+            "\n    width INTEGER NOT NULL,",
+            "batch rank ends",
+        )
+}
+
+/// The whole schema: [`SCHEMA`] and the [`claim_tables`].
+fn schema() -> String {
+    format!("{SCHEMA}{}", claim_tables())
+}
 
 /// Brings a ledger written before `refusals.count` existed up to date: the
 /// column is added with its default (every older row stands for one request).
@@ -159,7 +166,7 @@ pub fn chain_on_upgrade(conn: &Connection) -> rusqlite::Result<()> {
             update.execute(rusqlite::params![&prev[..], cols.id])?;
         }
     }
-    conn.execute_batch(SCHEMA)?;
+    conn.execute_batch(&schema())?;
     conn.execute(
         "INSERT INTO meta(key, value) VALUES ('chained_on_upgrade', ?1)
          ON CONFLICT(key) DO NOTHING",
@@ -256,7 +263,7 @@ pub fn open_writer(path: &Path, create: bool) -> Result<Connection, StoreError> 
     if !has_meta && !create {
         return Err(StoreError::NotALedger { path: p });
     }
-    conn.execute_batch(SCHEMA).map_err(|e| classify(&p, e))?;
+    conn.execute_batch(&schema()).map_err(|e| classify(&p, e))?;
     add_refusal_count(&conn).map_err(|e| classify(&p, e))?;
     let version: Option<String> = conn
         .query_row(

@@ -3,6 +3,7 @@
 //! change a job's bid (`Rebid` → `Rebidded`). A node refuses with an `Error`
 //! ([`SessionError::Refused`]), such as `NoSuchJob` or `NotAuthorized`.
 
+use money::Bid;
 use proto::node::{FromNode, JobId, JobList, Kill, Killed, Rebid, Rebidded, Signal, ToNode};
 
 use super::{Session, SessionError};
@@ -25,8 +26,11 @@ impl Session {
         }
     }
 
-    /// Changes the bid of every rank of `job` on the node the caller owns.
-    pub async fn rebid(&mut self, job: JobId, bid: i64) -> Result<Rebidded, SessionError> {
+    /// Changes the bid of every rank of `job` on the node the caller owns (a
+    /// [`Bid`] is never negative; the node may still refuse it, over its
+    /// `max_rate` or without credit).
+    pub async fn rebid(&mut self, job: JobId, bid: Bid) -> Result<Rebidded, SessionError> {
+        let bid = bid.micros_per_minute();
         match self.request(&ToNode::Rebid(Rebid { job, bid })).await? {
             FromNode::Rebidded(r) => Ok(r),
             other => Err(SessionError::unexpected("Rebidded", &other)),

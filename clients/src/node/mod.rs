@@ -5,7 +5,7 @@
 //!   resolve and connect (TCP keepalive and a user timeout so a vanished node machine
 //!   is noticed), the TLS handshake to the node the caller meant, `Hello`/`Welcome`,
 //!   then `Launch`, `LaunchPmi` or `LaunchSigned` answered by `Started` — or `Hello`
-//!   and a launch in one flight ([`Session::open_and_launch`]) — and the frames of a
+//!   and a launch in one flight ([`Dial::open_and_launch`]) — and the frames of a
 //!   running job with heartbeats skipped ([`Session::next`]).
 //! - [`admin`]: the short admin sessions: list the jobs on a node, kill a job,
 //!   change its bid, each a typed answer.
@@ -30,7 +30,7 @@ pub mod session;
 
 pub use error::{SessionError, explain_frame, show_duration};
 pub use heartbeat::{HEARTBEAT_INTERVAL, Heartbeats};
-pub use session::{CONNECT_TIMEOUT, MAX_FRAME, READ_BUFFER, Session, Tls, set_liveness};
+pub use session::{CONNECT_TIMEOUT, Dial, MAX_FRAME, READ_BUFFER, Session, Tls, set_liveness};
 
 use proto::node::Notice;
 

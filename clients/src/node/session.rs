@@ -53,9 +53,26 @@ impl std::fmt::Debug for Session {
     }
 }
 
+/// Where a session goes and who opens it: the node's name (its certificate
+/// must name it) and address, the TLS connector, and how long the node may
+/// stay silent.
+#[derive(Clone, Copy)]
+pub struct Dial<'a> {
+    /// Who speaks, and where the node's notices go.
+    pub agent: &'static Agent,
+    /// The client's TLS configuration.
+    pub connector: &'a TlsConnector,
+    /// The node's name.
+    pub node: &'a str,
+    /// The node's address, `host:port`.
+    pub addr: &'a str,
+    /// How long the node may stay silent.
+    pub timeout: Duration,
+}
+
 impl Session {
     /// Connect to node `node` at `addr`, run the TLS handshake and the
-    /// version handshake.
+    /// version handshake ([`Dial::open`]).
     pub async fn open(
         agent: &'static Agent,
         connector: &TlsConnector,
@@ -63,28 +80,35 @@ impl Session {
         addr: &str,
         timeout: Duration,
     ) -> Result<Session, SessionError> {
-        let mut session = Session::connect(agent, connector, node, addr, timeout).await?;
-        session.framed.send(&agent.hello()).await?;
+        let dial = Dial {
+            agent,
+            connector,
+            node,
+            addr,
+            timeout,
+        };
+        dial.open().await
+    }
+}
+
+impl Dial<'_> {
+    /// Connect, run the TLS handshake and the version handshake.
+    pub async fn open(self) -> Result<Session, SessionError> {
+        let mut session = self.connect().await?;
+        session.framed.send(&self.agent.hello()).await?;
         session.welcomed().await?;
         Ok(session)
     }
 
-    /// [`Session::open`] and a launch in one flight: `Hello` and the launch
+    /// [`Dial::open`] and a launch in one flight: `Hello` and the launch
     /// (`ToNode::Launch`, `LaunchPmi` or `LaunchSigned`, see [`launch_msg`]) go
     /// together, then `Welcome` and `Started` are awaited in turn. rexecd reads
     /// frames in order, so this differs from the two steps only by a round trip
     /// saved; a node that refuses the `Hello` still answers with its `Error` (it
     /// reads on until the client closes before it closes itself).
-    pub async fn open_and_launch(
-        agent: &'static Agent,
-        connector: &TlsConnector,
-        node: &str,
-        addr: &str,
-        timeout: Duration,
-        launch: ToNode,
-    ) -> Result<(Session, Started), SessionError> {
-        let mut session = Session::connect(agent, connector, node, addr, timeout).await?;
-        let sent = session.framed.send_all(&[agent.hello(), launch]).await;
+    pub async fn open_and_launch(self, launch: ToNode) -> Result<(Session, Started), SessionError> {
+        let mut session = self.connect().await?;
+        let sent = session.framed.send_all(&[self.agent.hello(), launch]).await;
         if let Err(e) = sent {
             // A node that refused may have closed before reading it all: its
             // refusal, if it sent one, says more than the broken connection.
@@ -99,13 +123,14 @@ impl Session {
     }
 
     /// Resolve, connect and run the TLS handshake.
-    async fn connect(
-        agent: &'static Agent,
-        connector: &TlsConnector,
-        node: &str,
-        addr: &str,
-        timeout: Duration,
-    ) -> Result<Session, SessionError> {
+    async fn connect(self) -> Result<Session, SessionError> {
+        let Dial {
+            agent,
+            connector,
+            node,
+            addr,
+            timeout,
+        } = self;
         let resolve = |source| SessionError::Resolve {
             addr: addr.to_string(),
             source,
@@ -163,7 +188,9 @@ impl Session {
             agent,
         })
     }
+}
 
+impl Session {
     /// Waits for `Welcome` and checks the version the node chose.
     async fn welcomed(&mut self) -> Result<(), SessionError> {
         match self.next().await? {

@@ -312,18 +312,19 @@ async fn the_binary_fails_over_silently_and_says_so_under_v() {
     );
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert_eq!(stderr, "", "failing over must be silent without -v");
-    let rows: Vec<Vec<&str>> = stdout
-        .lines()
-        .map(|l| l.split_whitespace().collect())
-        .collect();
-    assert_eq!(rows.len(), 3, "{stdout}");
+    let rows = cells_by_column(&stdout);
+    assert_eq!(rows.len(), 2, "{stdout}");
+    let shown = |row: usize, columns: &[&str]| -> Vec<String> {
+        columns.iter().map(|c| rows[row][*c].clone()).collect()
+    };
+    let first = ["NODE", "ADDRESS", "PRICE/MIN"];
     assert_eq!(
-        rows[1][..3],
+        shown(0, &first),
         ["n1", "127.0.0.1:7001", "0"],
         "by name: {stdout}"
     );
-    assert_eq!(rows[2][..3], ["n2", "127.0.0.1:7002", "2"], "{stdout}");
-    assert_eq!(rows[1][7..], ["-", "1.2s"], "{stdout}");
+    assert_eq!(shown(1, &first), ["n2", "127.0.0.1:7002", "2"], "{stdout}");
+    assert_eq!(shown(0, &["PREDICTED", "AGE"]), ["-", "1.2s"], "{stdout}");
 
     let out = rexec(&config, &["nodes", "-v"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -345,6 +346,55 @@ async fn the_binary_fails_over_silently_and_says_so_under_v() {
     assert!(
         stderr.contains(&format!("selector v1 at {dead}")),
         "{stderr}"
+    );
+}
+
+/// The rows of an aligned table (header first), each cell by its column's name.
+fn cells_by_column(table: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let mut lines = table.lines().map(|l| l.split_whitespace());
+    let header: Vec<&str> = lines.next().map(Iterator::collect).unwrap_or_default();
+    lines
+        .map(|cells| {
+            let cells: Vec<&str> = cells.collect();
+            assert_eq!(cells.len(), header.len(), "{table}");
+            let named = header.iter().zip(cells);
+            named.map(|(h, c)| (h.to_string(), c.to_string())).collect()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rexec_nodes_shows_what_each_node_charges_and_whether_it_is_contended() {
+    let pki = TestPki::new();
+    let dir = tempfile::tempdir().unwrap();
+    // n1: two jobs contending, paying 3 together at a price of 3; n2: one job
+    // alone bidding 2, paying nothing.
+    let mut contended = view("n1", "127.0.0.1:7001".parse().unwrap(), 3_000_000);
+    contended.status.charging = 3_000_000;
+    contended.status.contended = true;
+    let alone = view("n2", "127.0.0.1:7002".parse().unwrap(), 2_000_000);
+    let selector = selector_peer(&pki, "v1", listing(vec![alone, contended])).await;
+    let config = client_config(&pki, dir.path(), &[selector.entry("v1")]);
+    let out = rexec(&config, &["nodes"]).await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let rows = cells_by_column(&stdout);
+    let shown: Vec<Vec<&str>> = rows
+        .iter()
+        .map(|r| {
+            ["NODE", "PRICE/MIN", "CHARGING/MIN", "STATE"]
+                .iter()
+                .map(|c| r.get(*c).map_or("(no column)", String::as_str))
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [["n1", "3", "3", "contended"], ["n2", "2", "0", "idle-cpu"],],
+        "{stdout}"
     );
 }
 

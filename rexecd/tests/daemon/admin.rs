@@ -58,15 +58,7 @@ async fn admins_list_and_kill_any_job_users_only_their_own() {
         Some(FromNode::Killed(k)) => assert_eq!((k.job, k.ranks), (job, 1)),
         reply => panic!("expected Killed, got {reply:?}"),
     }
-    let out = owner.outcome().await;
-    assert!(matches!(
-        out.status(),
-        ExitStatus::Signaled {
-            signal: Signal::Kill,
-            ..
-        }
-    ));
-    assert_nothing_left(&d, &[started.pid as i32]).await;
+    ended_by_sigkill(&d, &mut owner, started.pid as i32).await;
     assert!(list(admin.recv_after(ToNode::ListJobs).await).is_empty());
 }
 
@@ -107,4 +99,66 @@ async fn bids_become_cpu_weights() {
     b.send(ToNode::Signal(Signal::Kill)).await;
     b.outcome().await;
     assert_nothing_left(&d, &[]).await;
+}
+
+/// The typed admin calls of the node client (`clients::node`, what `rexec jobs`,
+/// `rexec bid`, `rexec kill` and batchd's recovery use) against a real rexecd:
+/// the list, a new bid given as money, and the kill, each with its typed answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_client_lists_rebids_and_kills_with_typed_calls() {
+    if !can_run("admin_typed") {
+        return;
+    }
+    static AGENT: clients::node::Agent = clients::node::Agent {
+        name: "rexecd admin test",
+        on_notice: |_, _| {},
+    };
+    let d = Daemon::start("admin_typed", &[]);
+    let mut owner = d.user().await;
+    let request = launch(&["/bin/sleep", "300"]);
+    let job = request.job;
+    let started = owner.start(request).await;
+
+    // One admin request per session, as rexec asks.
+    let connector = certs::connector(&pki().tls_paths(Role::User, USER)).unwrap();
+    let session = || async {
+        let timeout = std::time::Duration::from_secs(30);
+        clients::node::Session::open(&AGENT, &connector, NODE, &d.addr, timeout)
+            .await
+            .unwrap_or_else(|e| panic!("no session with rexecd: {e}"))
+    };
+    let list = session().await.list_jobs().await.unwrap();
+    let listed: Vec<_> = list.jobs.iter().map(|j| (j.job, j.rank)).collect();
+    assert_eq!(listed, [(job, 0)], "{list:?}");
+
+    let rebid = session()
+        .await
+        .rebid(job, money::Bid::from_credits(3))
+        .await
+        .unwrap();
+    assert_eq!((rebid.job, rebid.ranks, rebid.bid), (job, 1, 3_000_000));
+    let list = session().await.list_jobs().await.unwrap();
+    assert_eq!(list.jobs[0].bid, 3_000_000, "{list:?}");
+
+    let killed = session().await.kill(job, Signal::Kill).await.unwrap();
+    assert_eq!((killed.job, killed.ranks), (job, 1));
+    ended_by_sigkill(&d, &mut owner, started.pid as i32).await;
+    // A job that is gone: the node says so, typed.
+    match session().await.kill(job, Signal::Kill).await {
+        Err(clients::node::SessionError::Refused(e)) => assert_eq!(e.code, ErrorCode::NoSuchJob),
+        other => panic!("expected NoSuchJob, got {other:?}"),
+    }
+}
+
+/// The owner's session reports its rank killed by SIGKILL, and nothing of it is left.
+async fn ended_by_sigkill(d: &Daemon, owner: &mut Client, pid: i32) {
+    let out = owner.outcome().await;
+    assert!(matches!(
+        out.status(),
+        ExitStatus::Signaled {
+            signal: Signal::Kill,
+            ..
+        }
+    ));
+    assert_nothing_left(d, &[pid]).await;
 }

@@ -5,12 +5,13 @@
 //! every node and draws the bidding node's price chart with data points (stepping up from the idle price). A
 //! screenshot is taken too (set `REXEC_MARKET_PAGE_PNG` to keep it). A second test
 //! runs a node alone, one contended and one idle, and checks that the price metric,
-//! `rexec nodes`, `rexec stats` and the page show one price for each, the page what
-//! each charges and whether it is contended, and the charts one scale with clock
+//! `rexec nodes`, `rexec stats` and the page show one price for each, `rexec nodes` and
+//! the page what each charges and whether it is contended, and the charts one scale with clock
 //! times; `docs/market-page.png` is its screenshot.
 //!
 //! Needs Debian's `chromium` package (`deploy/setup-host` installs it).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -222,12 +223,23 @@ fn sample(text: &str, name: &str) -> Option<String> {
     Some(money::format_credits((value * 1e6).round() as i64))
 }
 
-/// The whitespace-split row of `table` starting with `first`.
-fn table_row<'a>(table: &'a str, first: &str) -> Option<Vec<&'a str>> {
-    table
-        .lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|cells| cells.first() == Some(&first))
+/// The row of `table` starting with `first`, its cells by their column's name
+/// (the header of the table, among those `table` holds, that the row is in).
+fn table_row<'a>(table: &'a str, first: &str) -> Option<HashMap<&'a str, &'a str>> {
+    // A table starts with its header line, after the text's start or a blank line.
+    let mut header: Option<Vec<&str>> = None;
+    for line in table.lines() {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        match &header {
+            _ if cells.is_empty() => header = None,
+            None => header = Some(cells),
+            Some(names) if cells.first() == Some(&first) => {
+                return Some(names.iter().copied().zip(cells).collect());
+            }
+            Some(_) => {}
+        }
+    }
+    None
 }
 
 /// The last y of the price line in `row`'s chart, and the chart's zero line.
@@ -365,16 +377,17 @@ fn one_price_everywhere_for_a_node_alone_contended_and_idle() {
                     .map(|c| if c == "0" { "idle-cpu" } else { "contended" }.to_string()),
             });
             seen.push((*node, "metrics", metric));
+            let column = |r: &HashMap<&str, &str>, name: &str| r.get(name).map(|c| c.to_string());
             let listed = table_row(&nodes_out, node).map(|r| Shown {
-                price: r.get(2).unwrap_or(&"").to_string(),
-                charging: None,
-                state: None,
+                price: column(&r, "PRICE/MIN").unwrap_or_default(),
+                charging: column(&r, "CHARGING/MIN"),
+                state: column(&r, "STATE"),
             });
             seen.push((*node, "rexec nodes", listed));
             let stats = table_row(&stats_out, node).map(|r| Shown {
-                price: r.get(2).unwrap_or(&"").to_string(),
+                price: column(&r, "PRICE/MIN").unwrap_or_default(),
                 charging: None,
-                state: r.get(3).map(|s| s.to_string()),
+                state: column(&r, "STATE"),
             });
             seen.push((*node, "rexec stats", stats));
             let on_page = row(&page, node).and_then(|r| {
@@ -393,13 +406,10 @@ fn one_price_everywhere_for_a_node_alone_contended_and_idle() {
             let (_, price, charging, state) = expected.iter().find(|e| e.0 == *node).unwrap();
             let Some(s) = shown else { return false };
             let charging_ok = match *view {
-                "metrics" | "page" => s.charging.as_deref() == Some(*charging),
+                "metrics" | "page" | "rexec nodes" => s.charging.as_deref() == Some(*charging),
                 _ => true,
             };
-            let state_ok = match *view {
-                "rexec nodes" => true,
-                _ => s.state.as_deref() == Some(*state),
-            };
+            let state_ok = s.state.as_deref() == Some(*state);
             s.price == *price && charging_ok && state_ok
         })
     };

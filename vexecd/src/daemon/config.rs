@@ -286,27 +286,13 @@ impl Config {
             .map_err(|e| invalid("name", e.to_string()))?;
         let listen_text = s.listen.unwrap_or_else(|| DEFAULT_LISTEN.into());
         let listen = socket_addr("listen", &listen_text)?;
-        let advertise = match s.advertise {
-            Some(a) => {
-                let a = socket_addr("advertise", &a)?;
-                if a.ip().is_unspecified() {
-                    return Err(invalid(
-                        "advertise",
-                        format!("{a} is not an address clients can reach"),
-                    ));
-                }
-                Some(a)
-            }
-            None if listen.ip().is_unspecified() => {
-                return Err(invalid(
-                    "advertise",
-                    format!(
-                        "listening on {listen} (every interface): set `advertise` to the address clients should use"
-                    ),
-                ));
-            }
-            None => None,
-        };
+        let advertise = ::daemon::announce::advertised(
+            s.advertise.as_deref(),
+            &listen_text,
+            "vexecd",
+            "in the config file",
+        )
+        .map_err(|e| invalid("advertise", e.described()))?;
         let udp_listen = match s.udp_listen {
             Some(u) => Some(socket_addr("udp_listen", &u)?),
             None => None,

@@ -52,14 +52,8 @@ impl Collector for TableState {
             "Announcements accepted",
             s.accepted,
         )?;
-        let dropped = [
-            ("malformed", s.malformed),
-            ("oversized", s.oversized),
-            ("foreign_cluster", s.foreign_cluster),
-            ("stale", s.stale),
-            ("table_full", s.table_full),
-            ("unproven", self.0.read().counters().unproven),
-        ];
+        let unproven = ("unproven", self.0.read().counters().unproven);
+        let dropped = s.dropped().into_iter().chain([unproven]);
         let family = encoder.encode_descriptor(
             "rexec_selector_datagrams_dropped",
             "Datagrams dropped, by reason (unproven: a node's move held until proven)",

@@ -106,16 +106,17 @@ fn stats_of(c: Counters, nodes: usize, services: usize, selects: u64) -> Selecto
 
 /// The summary line's text.
 pub fn summary_line(s: &SelectorStats, p: ProofCounts) -> String {
+    let dropped: Vec<String> = s
+        .dropped()
+        .iter()
+        .map(|(reason, n)| format!("{} {n}", reason.replace('_', " ")))
+        .collect();
     format!(
-        "{} nodes, {} services known; datagrams accepted {}, dropped: malformed {}, oversized {}, foreign cluster {}, stale {}, table full {}; forgotten {}; selects {}; node moves proven {}, refuted {}, not probed {}",
+        "{} nodes, {} services known; datagrams accepted {}, dropped: {}; forgotten {}; selects {}; node moves proven {}, refuted {}, not probed {}",
         s.nodes,
         s.services,
         s.accepted,
-        s.malformed,
-        s.oversized,
-        s.foreign_cluster,
-        s.stale,
-        s.table_full,
+        dropped.join(", "),
         s.forgotten,
         s.selects,
         p.proven,
@@ -138,5 +139,37 @@ pub async fn log_summaries(shared: std::sync::Arc<Shared>, interval: Duration) {
             tracing::info!("{}", summary_line(&now.0, now.1));
             last = now;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_line_names_every_count() {
+        let s = SelectorStats {
+            accepted: 9,
+            malformed: 1,
+            oversized: 2,
+            foreign_cluster: 3,
+            stale: 4,
+            table_full: 5,
+            forgotten: 6,
+            nodes: 7,
+            services: 8,
+            selects: 10,
+        };
+        let p = ProofCounts {
+            proven: 11,
+            refuted: 12,
+            skipped: 13,
+        };
+        assert_eq!(
+            summary_line(&s, p),
+            "7 nodes, 8 services known; datagrams accepted 9, dropped: malformed 1, oversized 2, \
+             foreign cluster 3, stale 4, table full 5; forgotten 6; selects 10; node moves \
+             proven 11, refuted 12, not probed 13"
+        );
     }
 }

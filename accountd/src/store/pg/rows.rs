@@ -71,6 +71,53 @@ impl<C: GenericClient> Pg<C> {
     }
 }
 
+/// A claim's key as the parameters `$1` to `$4` of a statement on `claims` or
+/// `rank_ends`.
+struct ClaimKey<'a> {
+    user: &'a str,
+    job: String,
+    attempt: i64,
+    rank: i64,
+}
+
+impl<'a> ClaimKey<'a> {
+    fn of(c: &'a Claim) -> ClaimKey<'a> {
+        ClaimKey {
+            user: &c.user,
+            job: c.job.to_string(),
+            attempt: i64::from(c.attempt),
+            rank: i64::from(c.rank),
+        }
+    }
+
+    /// The key's parameters, then `rest` from `$5` on.
+    fn with<'p>(&'p self, rest: &[&'p (dyn ToSql + Sync)]) -> Vec<&'p (dyn ToSql + Sync)> {
+        let mut params: Vec<&(dyn ToSql + Sync)> =
+            vec![&self.user, &self.job, &self.attempt, &self.rank];
+        params.extend_from_slice(rest);
+        params
+    }
+}
+
+impl<C: GenericClient> Pg<C> {
+    /// Every row of `sql` (a `SELECT` of `claims` or `rank_ends` whose first six
+    /// columns are [`claim_columns`]), each made by `row` from the row and its
+    /// claim, node and digest.
+    fn claim_rows<T>(
+        &mut self,
+        sql: &'static str,
+        mut row: impl FnMut(&Row, Claim, String, Vec<u8>) -> Result<T, AccountError>,
+    ) -> Result<Vec<T>, AccountError> {
+        let rows = self.query(sql, &[])?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let (claim, node, digest) = claim_columns(r)?;
+            out.push(row(r, claim, node, digest)?);
+        }
+        Ok(out)
+    }
+}
+
 /// Column `i` of `r`.
 pub(super) fn get<'a, T: postgres::types::FromSql<'a>>(
     r: &'a Row,
@@ -249,12 +296,7 @@ impl<C: GenericClient> Rows for Pg<C> {
         let row = self.opt(
             r#"SELECT node, digest, at_us FROM claims
                WHERE "user" = $1 AND job = $2 AND attempt = $3 AND rank = $4"#,
-            &[
-                &c.user,
-                &c.job.to_string(),
-                &i64::from(c.attempt),
-                &i64::from(c.rank),
-            ],
+            &ClaimKey::of(c).with(&[]),
         )?;
         let Some(r) = row else { return Ok(None) };
         Ok(Some(ClaimRecord {
@@ -268,15 +310,7 @@ impl<C: GenericClient> Rows for Pg<C> {
         self.execute(
             r#"INSERT INTO claims("user", job, attempt, rank, node, digest, at_us)
                VALUES ($1, $2, $3, $4, $5, $6, $7)"#,
-            &[
-                &c.user,
-                &c.job.to_string(),
-                &i64::from(c.attempt),
-                &i64::from(c.rank),
-                &node,
-                &&c.digest[..],
-                &now,
-            ],
+            &ClaimKey::of(c).with(&[&node, &&c.digest[..], &now]),
         )
         .map(|_| ())
     }
@@ -285,12 +319,7 @@ impl<C: GenericClient> Rows for Pg<C> {
         let row = self.opt(
             r#"SELECT node, at_us FROM rank_ends
                WHERE "user" = $1 AND job = $2 AND attempt = $3 AND rank = $4"#,
-            &[
-                &c.user,
-                &c.job.to_string(),
-                &i64::from(c.attempt),
-                &i64::from(c.rank),
-            ],
+            &ClaimKey::of(c).with(&[]),
         )?;
         let Some(r) = row else { return Ok(None) };
         Ok(Some(EndRecord {
@@ -304,16 +333,7 @@ impl<C: GenericClient> Rows for Pg<C> {
         self.execute(
             r#"INSERT INTO rank_ends("user", job, attempt, rank, node, digest, width, at_us)
                VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"#,
-            &[
-                &c.user,
-                &c.job.to_string(),
-                &i64::from(c.attempt),
-                &i64::from(c.rank),
-                &node,
-                &&c.digest[..],
-                &i64::from(e.width),
-                &now,
-            ],
+            &ClaimKey::of(c).with(&[&node, &&c.digest[..], &i64::from(e.width), &now]),
         )
         .map(|_| ())
     }
@@ -425,39 +445,24 @@ impl<C: GenericClient> Rows for Pg<C> {
     }
 
     fn claims(&mut self) -> Result<Vec<(Claim, ClaimRecord)>, AccountError> {
-        let rows = self.query(
+        self.claim_rows(
             r#"SELECT "user", job, attempt, rank, node, digest, at_us FROM claims"#,
-            &[],
-        )?;
-        let mut out = Vec::new();
-        for r in &rows {
-            let (claim, node, digest) = claim_columns(r)?;
-            let at_us = get(r, 6)?;
-            out.push((
-                claim,
-                ClaimRecord {
-                    node,
-                    digest,
-                    at_us,
-                },
-            ));
-        }
-        Ok(out)
+            |r, claim, node, digest| {
+                let at_us = get(r, 6)?;
+                Ok((claim, ClaimRecord::of(node, digest, at_us)))
+            },
+        )
     }
 
     fn ends(&mut self) -> Result<Vec<(RankEnd, EndRecord)>, AccountError> {
-        let rows = self.query(
+        self.claim_rows(
             r#"SELECT "user", job, attempt, rank, node, digest, width, at_us FROM rank_ends"#,
-            &[],
-        )?;
-        let mut out = Vec::new();
-        for r in &rows {
-            let (claim, node, _) = claim_columns(r)?;
-            let end = end_with_width(claim, get(r, 6)?)?;
-            let at_us = get(r, 7)?;
-            out.push((end, EndRecord { node, at_us }));
-        }
-        Ok(out)
+            |r, claim, node, _| {
+                let end = end_with_width(claim, get(r, 6)?)?;
+                let at_us = get(r, 7)?;
+                Ok((end, EndRecord { node, at_us }))
+            },
+        )
     }
 
     fn each_chained(&mut self, f: &mut ChainedFn<'_>) -> Result<(), AccountError> {

@@ -73,36 +73,40 @@ CREATE TABLE IF NOT EXISTS refusals(
     message TEXT NOT NULL,
     count BIGINT NOT NULL DEFAULT 1
 );
-CREATE TABLE IF NOT EXISTS claims(
-    "user" TEXT NOT NULL,
-    job TEXT NOT NULL,
-    attempt BIGINT NOT NULL,
-    rank BIGINT NOT NULL,
-    node TEXT NOT NULL,
-    digest BYTEA NOT NULL,
-    at_us BIGINT NOT NULL,
-    PRIMARY KEY ("user", job, attempt, rank)
-);
-CREATE OR REPLACE TRIGGER claims_append_only BEFORE UPDATE OR DELETE ON claims
-    FOR EACH ROW EXECUTE FUNCTION ledger_append_only('batch claims');
-CREATE TABLE IF NOT EXISTS rank_ends(
-    "user" TEXT NOT NULL,
-    job TEXT NOT NULL,
-    attempt BIGINT NOT NULL,
-    rank BIGINT NOT NULL,
-    node TEXT NOT NULL,
-    digest BYTEA NOT NULL,
-    width BIGINT NOT NULL,
-    at_us BIGINT NOT NULL,
-    PRIMARY KEY ("user", job, attempt, rank)
-);
-CREATE OR REPLACE TRIGGER rank_ends_append_only BEFORE UPDATE OR DELETE ON rank_ends
-    FOR EACH ROW EXECUTE FUNCTION ledger_append_only('batch rank ends');
 CREATE TABLE IF NOT EXISTS project_docs(
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
 "#;
+
+/// The append-only tables of batch ranks, `claims` and `rank_ends`: one key
+/// (user, job, attempt, rank), the node and the spec's digest; a rank's end
+/// holds the width of its attempt too. Each refuses updates and deletes.
+fn claim_tables() -> String {
+    let table = |name: &str, width: &str, what: &str| {
+        format!(
+            r#"CREATE TABLE IF NOT EXISTS {name}(
+    "user" TEXT NOT NULL,
+    job TEXT NOT NULL,
+    attempt BIGINT NOT NULL,
+    rank BIGINT NOT NULL,
+    node TEXT NOT NULL,
+    digest BYTEA NOT NULL,{width}
+    at_us BIGINT NOT NULL,
+    PRIMARY KEY ("user", job, attempt, rank)
+);
+CREATE OR REPLACE TRIGGER {name}_append_only BEFORE UPDATE OR DELETE ON {name}
+    FOR EACH ROW EXECUTE FUNCTION ledger_append_only('{what}');
+"#
+        )
+    };
+    table("claims", "", "batch claims")
+        + &table(
+            "rank_ends",
+            "\n    width BIGINT NOT NULL,",
+            "batch rank ends",
+        )
+}
 
 fn sql(e: postgres::Error) -> StoreError {
     StoreError::Postgres(format!(
@@ -144,7 +148,8 @@ pub fn prepare(client: &mut Client, create: bool) -> Result<(), StoreError> {
         }
         _ => {}
     }
-    tx.batch_execute(SCHEMA).map_err(sql)?;
+    tx.batch_execute(&format!("{SCHEMA}{}", claim_tables()))
+        .map_err(sql)?;
     tx.execute(
         "INSERT INTO meta(key, value) VALUES ('schema_version', $1)
          ON CONFLICT (key) DO UPDATE SET value = excluded.value",

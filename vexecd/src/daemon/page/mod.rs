@@ -108,11 +108,7 @@ impl Market {
             unix_seconds,
             served: self.served.fetch_add(1, Ordering::Relaxed) + 1,
             accepted: stats.accepted,
-            dropped: stats.malformed
-                + stats.oversized
-                + stats.foreign_cluster
-                + stats.stale
-                + stats.table_full,
+            dropped: stats.dropped().iter().map(|(_, n)| n).sum(),
             rows,
             more,
         }
