@@ -74,7 +74,7 @@ impl Recorder {
     }
 }
 
-const STATES: [(JobState, &str); 7] = [
+const STATES: [(JobState, &str); 8] = [
     (JobState::Queued, "queued"),
     (JobState::Held, "held"),
     (JobState::Running, "running"),
@@ -82,6 +82,7 @@ const STATES: [(JobState, &str); 7] = [
     (JobState::Finished, "finished"),
     (JobState::Cancelled, "cancelled"),
     (JobState::Failed, "failed"),
+    (JobState::Dependent, "dependent"),
 ];
 
 /// The queue's state, read at each scrape.
