@@ -248,6 +248,16 @@ fn an_afterok_chain_of_three_runs_in_order_through_an_array() {
         line(&b).contains(&format!("{b}_[0-1]")),
         "folded: {listing}"
     );
+    let out = batch(&m, &config, &["queue", "--expand"]);
+    let expanded = out.out();
+    for task in [format!("{b}_0 "), format!("{b}_1 ")] {
+        assert!(
+            expanded
+                .lines()
+                .any(|l| l.starts_with(&task) && l.contains("DEPENDENT")),
+            "{task} in {expanded}"
+        );
+    }
 
     let out = batch(&m, &config, &["wait", &c]);
     assert_eq!(out.code, Some(0), "{out:?}\n{}", m.batchd.log());
