@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::node::launch::JobId;
 
-/// Most tasks one array may have.
-pub const MAX_ARRAY_TASKS: u32 = 1_000_000;
+/// Most tasks one array may have (each is a job in the queue's memory and store).
+pub const MAX_ARRAY_TASKS: u32 = 100_000;
 
 /// The tasks of an array, as signed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,7 +183,7 @@ mod tests {
             ("0-9:0", "step must be at least 1"),
             ("0-9%0", "%MAX must be at least 1"),
             ("a-9", "first index \"a\""),
-            ("0-2000000", "at most 1000000"),
+            ("0-200000", "at most 100000"),
             ("", "index \"\""),
         ] {
             let e = text.parse::<ArraySpec>().unwrap_err();
