@@ -160,8 +160,8 @@ pub fn fold(entries: Vec<QueueEntry>) -> Vec<QueueEntry> {
 /// processors), and never more than could start at once on `procs`
 /// processors (`procs / width`), as Slurm's backfill plans a bounded number
 /// of an array's tasks: the tasks of one array are alike, so those not shown
-/// could not have started at this decision either, and a decision over an
-/// array of 100,000 tasks costs what one over a few does.
+/// could not have started at this decision either, and the policy decides over
+/// a few thousand entries, not every queued task.
 #[derive(Debug, Default)]
 pub struct Window {
     room: HashMap<u64, u32>,
