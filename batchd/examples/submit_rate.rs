@@ -18,7 +18,7 @@ fn record(seq: i64) -> JobRecord {
         signature: vec![1; 72],
         cert: vec![2; 600],
     };
-    JobRecord::queued(seq, seq as u64 + 1, "alice".into(), signed, 0)
+    JobRecord::queued(seq, seq as u64 + 1, "alice".into(), signed.into(), 0)
 }
 
 fn main() {

@@ -8,7 +8,8 @@
 //! - [`config`]: the TOML file and flags.
 //! - [`store`]: the SQLite file (WAL, `synchronous = FULL`) and its
 //!   group-committing writer.
-//! - [`queue`]: the live queue in memory and the clients' view of it.
+//! - [`queue`]: the live queue in memory and the clients' view of it;
+//!   [`arrays`]: job arrays in it.
 //! - [`server`]: the TLS accept loop; [`ops`]: what each request does and who
 //!   may ask; [`verify`]: checking a signed job at submission.
 //! - [`market`]: the nodes and processors, from the selectors.
@@ -25,13 +26,14 @@
 //! use proto::batch::{JobSpec, Worth};
 //! let spec = JobSpec { id: proto::node::JobId(1), user: "alice".into(), argv: vec!["true".into()],
 //!     env: vec![], cwd: None, width: 4, length_s: 600, worth: Worth::Rate(2_000_000),
-//!     priority: 0, max_attempts: 1, signed_at: 0, expires_at: 1 };
+//!     priority: 0, max_attempts: 1, signed_at: 0, expires_at: 1, array: None, after: vec![] };
 //! // 2 credits per CPU-minute on 4 CPUs for 10 minutes.
 //! assert_eq!(batchd::queue::cost_estimate(&spec), 80_000_000);
 //! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod arrays;
 pub mod config;
 pub mod history;
 pub mod journal;

@@ -79,7 +79,7 @@ impl Recorder {
     }
 }
 
-const STATES: [(JobState, &str); 8] = [
+const STATES: [(JobState, &str); 9] = [
     (JobState::Queued, "queued"),
     (JobState::Held, "held"),
     (JobState::Running, "running"),
@@ -88,6 +88,7 @@ const STATES: [(JobState, &str); 8] = [
     (JobState::Cancelled, "cancelled"),
     (JobState::Failed, "failed"),
     (JobState::CostLimit, "cost_limit"),
+    (JobState::Dependent, "dependent"),
 ];
 
 /// The queue's state, read at each scrape.

@@ -57,9 +57,9 @@ pub async fn handle(
         BatchOp::Queue(q) => queue(shared, peer, q),
         BatchOp::Status(id) => {
             let q = shared.lock_queue();
-            let j = q.owned(peer, id)?;
+            q.owned(peer, id)?;
             Ok(BatchReply::Status(
-                q.entry(j.rec.id).ok_or_else(|| no_such(id))?,
+                q.entry(id.0).ok_or_else(|| no_such(id))?,
             ))
         }
         BatchOp::Cancel(id) => crate::sched::cancel(shared, peer, id)
@@ -133,8 +133,20 @@ async fn submit(
             ),
         ));
     }
-    if shared.lock_queue().jobs.contains_key(&spec.id.0) {
-        return Err(storage(StoreError::Duplicate(spec.id.0)));
+    {
+        let q = shared.lock_queue();
+        if q.jobs.contains_key(&spec.id.0) || q.arrays.contains_key(&spec.id.0) {
+            return Err(storage(StoreError::Duplicate(spec.id.0)));
+        }
+        crate::sched::depend::check_parents(&q, &spec).map_err(|e| {
+            err(
+                e.code,
+                format!(
+                    "--after: {}; a job can wait only on your own jobs",
+                    e.message
+                ),
+            )
+        })?;
     }
     let cost = cost_estimate(&spec);
     let max_cost = proto::batch::JobTerms::decode(&signed.spec).map_or(None, |(_, t)| t.max_cost);
@@ -171,9 +183,13 @@ async fn submit(
             ));
         }
     }
+    if spec.array.is_some() {
+        return submit_array(shared, peer, spec, signed).await;
+    }
     let now = crate::unix_now_ms();
     let seq = shared.lock_queue().take_seq();
-    let rec = JobRecord::queued(seq, spec.id.0, spec.user.clone(), signed, now);
+    let mut rec = JobRecord::queued(seq, spec.id.0, spec.user.clone(), signed.into(), now);
+    dependent(&mut rec, &spec);
     shared
         .store
         .write(Write::Insert(Box::new(rec.clone())))
@@ -185,7 +201,6 @@ async fn submit(
     // time the request arrived, a commit earlier). The time is taken under the
     // queue's lock, so a decision that did not see the job also finds it
     // submitted after its tick.
-    let mut rec = rec;
     let (at_ms, position) = {
         let mut q = shared.lock_queue();
         rec.submitted_ms = crate::unix_now_ms();
@@ -197,11 +212,65 @@ async fn submit(
     Ok(BatchReply::Submitted(Submitted { job: id, position }))
 }
 
+/// A job with dependencies starts `Dependent`, saying on what.
+fn dependent(rec: &mut JobRecord, spec: &proto::batch::JobSpec) {
+    if !spec.after.is_empty() {
+        rec.state = proto::batch::JobState::Dependent;
+        rec.reason = Some(crate::sched::depend::waiting_reason(&spec.after));
+    }
+}
+
+/// Queues every task of an array in one write (see [`crate::arrays`]).
+async fn submit_array(
+    shared: &Shared,
+    peer: &PeerIdentity,
+    spec: proto::batch::JobSpec,
+    signed: SignedJob,
+) -> Result<BatchReply, BatchError> {
+    let count = spec.array.map_or(0, |a| a.count());
+    let first_seq = {
+        let mut q = shared.lock_queue();
+        let first = q.next_seq;
+        q.next_seq += i64::from(count);
+        first
+    };
+    let mut array = crate::arrays::tasks(&spec, signed.into(), first_seq, crate::unix_now_ms());
+    for t in &mut array.tasks {
+        dependent(t, &spec);
+    }
+    {
+        let q = shared.lock_queue();
+        if let Some(t) = array.tasks.iter().find(|t| q.jobs.contains_key(&t.id)) {
+            return Err(storage(StoreError::Duplicate(t.id)));
+        }
+    }
+    shared
+        .store
+        .write(Write::InsertArray(Box::new(array.clone())))
+        .await
+        .map_err(storage)?;
+    let id = spec.id;
+    let spec = std::sync::Arc::new(spec);
+    // Submitted when it enters the queue, once committed (as a single job).
+    let (at_ms, position) = {
+        let mut q = shared.lock_queue();
+        let at_ms = crate::unix_now_ms();
+        let position = q.waiting_count() + 1;
+        for mut t in array.tasks.drain(..) {
+            t.submitted_ms = at_ms;
+            q.insert(Job::new(t, spec.clone()));
+        }
+        (at_ms, position)
+    };
+    tracing::info!(job = %id, user = %peer.name, tasks = count, at_ms, "array submitted");
+    Ok(BatchReply::Submitted(Submitted { job: id, position }))
+}
+
 fn queue(shared: &Shared, peer: &PeerIdentity, q: QueueQuery) -> Result<BatchReply, BatchError> {
     let user = whose(peer, q.user.as_ref())?;
     let list = shared
         .lock_queue()
-        .list(user.as_deref(), q.ended, MAX_QUEUE_LIST);
+        .list(user.as_deref(), q.ended, q.expand, MAX_QUEUE_LIST);
     Ok(BatchReply::Queue(list))
 }
 

@@ -4,9 +4,10 @@
 //! before acting on it. Views for clients ([`QueueEntry`]) are built here.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use certs::{PeerIdentity, Role};
-use proto::batch::{BatchError, BatchErrorCode, JobSpec, JobState, QueueEntry, Worth};
+use proto::batch::{ArrayTasks, BatchError, BatchErrorCode, JobSpec, JobState, QueueEntry, Worth};
 use proto::node::JobId;
 
 use crate::store::JobRecord;
@@ -16,8 +17,8 @@ use crate::store::JobRecord;
 pub struct Job {
     /// What the store keeps.
     pub rec: JobRecord,
-    /// The spec, decoded from the signed bytes.
-    pub spec: JobSpec,
+    /// The spec, decoded from the signed bytes (an array's, shared by its tasks).
+    pub spec: Arc<JobSpec>,
     /// Kept output bytes: stdout, stderr.
     pub out: [u64; 2],
     /// What it bids or is charged now, micro-credits per CPU-minute.
@@ -32,7 +33,8 @@ pub struct Job {
 
 impl Job {
     /// A job built from a stored record.
-    pub fn new(rec: JobRecord, spec: JobSpec) -> Job {
+    pub fn new(rec: JobRecord, spec: impl Into<Arc<JobSpec>>) -> Job {
+        let spec = spec.into();
         let rate = bid_rate(&spec);
         // The spec decoded from these bytes once already; the terms follow it.
         let max_cost = proto::batch::JobTerms::decode(&rec.signed.spec)
@@ -104,6 +106,8 @@ pub struct Queue {
     /// The waiting jobs' ids in the order the policy considered them at its last
     /// decision (most eligible first).
     pub policy_order: Vec<u64>,
+    /// Each array's tasks (ids, in index order), by the array's id.
+    pub arrays: HashMap<u64, Vec<u64>>,
 }
 
 /// The refusal of a job that is not in the queue (or not the asker's to see).
@@ -117,7 +121,12 @@ pub fn no_such(id: JobId) -> BatchError {
 impl Queue {
     /// The job `id` when `peer` is its owner or an admin.
     pub fn owned(&self, peer: &PeerIdentity, id: JobId) -> Result<&Job, BatchError> {
-        let j = self.jobs.get(&id.0).ok_or_else(|| no_such(id))?;
+        // An array is its first task's owner's.
+        let j = self
+            .jobs
+            .get(&id.0)
+            .or_else(|| self.jobs.get(self.arrays.get(&id.0)?.first()?))
+            .ok_or_else(|| no_such(id))?;
         match peer.role {
             Role::Admin => Ok(j),
             Role::User if peer.name == j.rec.user => Ok(j),
@@ -136,6 +145,9 @@ impl Queue {
     /// Adds a job (from the store, or once its submission is committed).
     pub fn insert(&mut self, job: Job) {
         self.next_seq = self.next_seq.max(job.rec.seq + 1);
+        if let Some((array, _)) = job.rec.array {
+            self.arrays.entry(array).or_default().push(job.rec.id);
+        }
         self.order.insert(job.rec.seq, job.rec.id);
         self.jobs.insert(job.rec.id, job);
     }
@@ -185,13 +197,16 @@ impl Queue {
             .map(|p| p as u32 + 1)
     }
 
-    /// The client's view of job `id`.
+    /// The client's view of job `id` (or of array `id`, all its tasks in one).
     pub fn entry(&self, id: u64) -> Option<QueueEntry> {
+        if let Some(tasks) = self.arrays.get(&id) {
+            return crate::arrays::summary(self, id, tasks);
+        }
         let j = self.jobs.get(&id)?;
         Some(self.entry_of(j, None))
     }
 
-    fn entry_of(&self, j: &Job, position: Option<u32>) -> QueueEntry {
+    pub(crate) fn entry_of(&self, j: &Job, position: Option<u32>) -> QueueEntry {
         let secs = |ms: i64| (ms.max(0) / 1000) as u64;
         let position = if j.waiting() {
             position.or_else(|| self.position(j.rec.id))
@@ -220,13 +235,24 @@ impl Queue {
             charged: j.rec.charged,
             exit: j.rec.exit,
             reason: j.rec.reason.clone(),
+            array: j.rec.array.map(|(a, i)| ArrayTasks {
+                array: JobId(a),
+                runs: vec![(i, i)],
+            }),
         }
     }
 
     /// A listing: jobs of `user` (every job for `None`), running first, then
-    /// waiting in the policy's order, then (with `ended`) ended ones, most recent
-    /// first.
-    pub fn list(&self, user: Option<&str>, ended: bool, max: usize) -> Vec<QueueEntry> {
+    /// waiting in the policy's order, then dependent ones, then (with `ended`) ended ones, most recent
+    /// first; unless `expand`, the tasks of one array in one state are one entry
+    /// where the first of them would be.
+    pub fn list(
+        &self,
+        user: Option<&str>,
+        ended: bool,
+        expand: bool,
+        max: usize,
+    ) -> Vec<QueueEntry> {
         let mine = |j: &&Job| user.is_none_or(|u| j.rec.user == u);
         let mut out: Vec<QueueEntry> = self
             .in_order()
@@ -239,10 +265,20 @@ impl Queue {
                 out.push(self.entry_of(j, Some(pos as u32 + 1)));
             }
         }
+        // Then those waiting on other jobs (`--after`), by arrival.
+        out.extend(
+            self.in_order()
+                .filter(mine)
+                .filter(|j| j.rec.state == JobState::Dependent)
+                .map(|j| self.entry_of(j, None)),
+        );
         if ended {
             let mut done: Vec<&Job> = self.in_order().filter(mine).filter(|j| j.ended()).collect();
             done.sort_by_key(|j| std::cmp::Reverse((j.rec.ended_ms, j.rec.seq)));
             out.extend(done.into_iter().map(|j| self.entry_of(j, None)));
+        }
+        if !expand {
+            out = crate::arrays::fold(out);
         }
         out.truncate(max);
         out

@@ -86,9 +86,22 @@ pub async fn open(cfg: Config) -> Result<Opened, StartError> {
         epoch_ms: loaded.epoch_ms,
         ..Queue::default()
     };
+    // An array's spec is decoded once for all its tasks.
+    let mut arrays: std::collections::HashMap<u64, Arc<JobSpec>> = Default::default();
     for rec in loaded.jobs {
+        if let Some(spec) = rec.array.and_then(|(a, _)| arrays.get(&a)) {
+            let spec = spec.clone();
+            queue.insert(Job::new(rec, spec));
+            continue;
+        }
         match postcard::from_bytes::<JobSpec>(&rec.signed.spec) {
-            Ok(spec) => queue.insert(Job::new(rec, spec)),
+            Ok(spec) => {
+                let spec = Arc::new(spec);
+                if let Some((a, _)) = rec.array {
+                    arrays.insert(a, spec.clone());
+                }
+                queue.insert(Job::new(rec, spec))
+            }
             Err(e) => {
                 tracing::error!(seq = rec.seq, error = %e, "a stored job does not decode; skipped")
             }

@@ -18,7 +18,7 @@
 //! let spec = JobSpec {
 //!     id: JobId(7), user: "alice".into(), argv: vec!["true".into()], env: vec![],
 //!     cwd: None, width: 1, length_s: 60, worth: Worth::Rate(1_000_000), priority: 0,
-//!     max_attempts: 1, signed_at: t, expires_at: t + 3600,
+//!     max_attempts: 1, signed_at: t, expires_at: t + 3600, array: None, after: vec![],
 //! };
 //! let signed = signer.sign(&spec).unwrap();
 //! let trust = jobsign::JobTrust::load(&pki.ca().ca_cert_path(), Some(&pki.ca().crl_path())).unwrap();
@@ -352,6 +352,30 @@ pub fn check_spec(spec: &JobSpec) -> Result<(), JobSignError> {
                 );
             }
         }
+    }
+    if let Some(a) = &spec.array {
+        a.check()
+            .map_err(|why| JobSignError::Invalid(format!("array: {why}")))?;
+    }
+    if spec.after.len() > proto::batch::after::MAX_AFTER {
+        return invalid(format!(
+            "{} dependencies (at most {} allowed)",
+            spec.after.len(),
+            proto::batch::after::MAX_AFTER
+        ));
+    }
+    let own = |id: proto::node::JobId| {
+        id == spec.id
+            || spec.array.is_some_and(|a| {
+                a.indices()
+                    .any(|i| proto::batch::array::task_id(spec.id, i) == id)
+            })
+    };
+    if let Some(a) = spec.after.iter().find(|a| own(a.job)) {
+        return invalid(format!(
+            "job {} cannot depend on itself ({})",
+            spec.id, a.job
+        ));
     }
     let launch = Launch {
         job: spec.id,

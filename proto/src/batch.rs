@@ -27,6 +27,12 @@ use serde::{Deserialize, Serialize};
 use crate::node::exit::ExitStatus;
 use crate::node::launch::JobId;
 
+pub mod after;
+pub mod array;
+
+pub use after::After;
+pub use array::ArraySpec;
+
 /// Version of the batch protocol spoken by this build.
 pub const BATCH_PROTOCOL_VERSION: u16 = 1;
 
@@ -81,6 +87,12 @@ pub struct JobSpec {
     pub signed_at: u64,
     /// After this (UTC seconds since the epoch) no node starts a rank of it.
     pub expires_at: u64,
+    /// A job array: one task per index, each a job of its own with the id
+    /// [`array::task_id`] gives it; `None` for a single job.
+    pub array: Option<ArraySpec>,
+    /// Start only once each of these jobs ended as it says (at most
+    /// [`after::MAX_AFTER`]); the job waits as [`JobState::Dependent`] until then.
+    pub after: Vec<After>,
 }
 
 /// Terms a user may sign after the [`JobSpec`]: the signed bytes are the spec's
@@ -110,7 +122,8 @@ impl JobTerms {
     /// use proto::node::JobId;
     /// let spec = JobSpec { id: JobId(1), user: "ann".into(), argv: vec!["p".into()],
     ///     env: vec![], cwd: None, width: 2, length_s: 60, worth: Worth::Rate(1),
-    ///     priority: 1, max_attempts: 1, signed_at: 0, expires_at: 9 };
+    ///     priority: 1, max_attempts: 1, signed_at: 0, expires_at: 9,
+    ///     array: None, after: vec![] };
     /// let none = JobTerms::default();
     /// assert_eq!(none.encode(&spec).unwrap(), postcard::to_stdvec(&spec).unwrap());
     /// let capped = JobTerms { max_cost: Some(5) };
@@ -174,6 +187,10 @@ pub struct SignedLaunch {
     /// epoch): the rank sees it in `REXEC_JOB_START_MS`, so a job can pace
     /// itself by the queue's clock (0: not given).
     pub started_ms: i64,
+    /// The task's index when the job is an array (one the signed range holds):
+    /// the rank runs as job [`array::task_id`] and sees `REXEC_ARRAY_INDEX` and
+    /// `REXEC_ARRAY_JOB`. `None` for a single job.
+    pub array_index: Option<u32>,
 }
 
 /// The envelope of every request to the queue.
@@ -262,6 +279,9 @@ pub struct QueueQuery {
     pub user: Option<String>,
     /// Include jobs that ended (most recent first, at most [`MAX_QUEUE_LIST`] in all).
     pub ended: bool,
+    /// List every task of an array on its own line; otherwise the tasks of one
+    /// array in one state are one entry ([`QueueEntry::array`] holds their indices).
+    pub expand: bool,
 }
 
 /// Most entries one queue listing holds.
@@ -286,6 +306,8 @@ crate::tagged::code_enum! {
         7 => Held,
         /// Stopped when its charges reached its spending ceiling (`--max-cost`).
         8 => CostLimit,
+        /// Waiting for the jobs it depends on (`--after`) to end as it asks.
+        9 => Dependent,
     }
 }
 
@@ -326,6 +348,38 @@ pub struct QueueEntry {
     pub exit: Option<ExitStatus>,
     /// Why it is held or failed, in words.
     pub reason: Option<String>,
+    /// For the tasks of an array: which array and which indices this entry
+    /// stands for (one task, or every task of the array in this state).
+    pub array: Option<ArrayTasks>,
+}
+
+/// The tasks of one array an entry stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayTasks {
+    /// The array's id (what `rexec submit --array` printed).
+    pub array: JobId,
+    /// The tasks' indices, as inclusive runs in order ([`array::runs_of`]).
+    pub runs: Vec<(u32, u32)>,
+}
+
+impl ArrayTasks {
+    /// How many tasks.
+    pub fn count(&self) -> u64 {
+        self.runs
+            .iter()
+            .map(|&(a, b)| u64::from(b.saturating_sub(a)) + 1)
+            .sum()
+    }
+}
+
+impl std::fmt::Display for ArrayTasks {
+    /// `ARRAY_7` for one task, `ARRAY_[12-999]` for several.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.runs.as_slice() {
+            [(a, b)] if a == b => write!(f, "{}_{a}", self.array),
+            runs => write!(f, "{}_[{}]", self.array, array::format_runs(runs)),
+        }
+    }
 }
 
 /// Read a job's output.

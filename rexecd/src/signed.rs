@@ -59,7 +59,7 @@ impl Admitted {
     pub fn claim(&self) -> proto::account::Claim {
         proto::account::Claim {
             user: self.job.user.clone(),
-            job: self.job.spec.id,
+            job: self.launch.job,
             attempt: self.attempt,
             rank: self.launch.rank,
             digest: self.job.digest,
@@ -136,6 +136,7 @@ pub fn admit(
     if let Some(text) = out_of_range {
         return Err(refuse(ErrorCode::BadRequest, node, text));
     }
+    let job_id = task(spec, req.array_index).map_err(|t| refuse(ErrorCode::BadRequest, node, t))?;
     if let Worth::Rate(rate) = spec.worth
         && req.bid > rate
     {
@@ -150,20 +151,26 @@ pub fn admit(
             ),
         ));
     }
+    let mut env = rank_env(
+        &spec.env,
+        job_id,
+        req.rank,
+        spec.width,
+        &req.nodes,
+        req.started_ms,
+    );
+    if let Some(index) = req.array_index {
+        env.retain(|(k, _)| !ARRAY_VARS.contains(&k.as_str()));
+        env.push(("REXEC_ARRAY_INDEX".into(), index.to_string()));
+        env.push(("REXEC_ARRAY_JOB".into(), spec.id.to_string()));
+    }
     let launch = Launch {
-        job: spec.id,
+        job: job_id,
         rank: req.rank,
         nranks: spec.width,
         bid: req.bid,
         argv: spec.argv.clone(),
-        env: rank_env(
-            &spec.env,
-            spec.id,
-            req.rank,
-            spec.width,
-            &req.nodes,
-            req.started_ms,
-        ),
+        env,
         cwd: spec.cwd.clone(),
         terminal: None,
     };
@@ -172,6 +179,31 @@ pub fn admit(
         launch,
         attempt: req.attempt,
     })
+}
+
+/// The variables a task of an array gets, replacing any the owner's environment held.
+const ARRAY_VARS: [&str; 2] = ["REXEC_ARRAY_INDEX", "REXEC_ARRAY_JOB"];
+
+/// The job id a launch runs as: the spec's id for a single job, the task's
+/// for an array, whose index must be one the user signed (an index outside
+/// the signed range, or a launch that names none for an array, is refused).
+fn task(spec: &proto::batch::JobSpec, index: Option<u32>) -> Result<proto::node::JobId, String> {
+    match (&spec.array, index) {
+        (None, None) => Ok(spec.id),
+        (Some(a), Some(i)) if a.contains(i) => Ok(proto::batch::array::task_id(spec.id, i)),
+        (Some(a), Some(i)) => Err(format!(
+            "task {i} is not in array {} as its owner signed it (indices {}-{} step {}); refused",
+            spec.id, a.first, a.last, a.step
+        )),
+        (Some(_), None) => Err(format!(
+            "job {} is an array; the queue must name the task to start",
+            spec.id
+        )),
+        (None, Some(i)) => Err(format!(
+            "job {} is not an array; there is no task {i} to start",
+            spec.id
+        )),
+    }
 }
 
 /// Why a started rank could not be recorded (or the record read).

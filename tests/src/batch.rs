@@ -153,6 +153,8 @@ impl BatchMarket {
             max_attempts: 2,
             signed_at: now,
             expires_at: now + 3600,
+            array: None,
+            after: Vec::new(),
         }
     }
 

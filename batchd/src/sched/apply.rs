@@ -30,7 +30,7 @@ impl Sched {
         let procs = self.shared.market_processors();
         let (jobs, epoch) = {
             let q = self.shared.lock_queue();
-            (snapshot::collect(&q, clock, tick_ms), q.epoch_ms)
+            (snapshot::collect(&q, clock, tick_ms, procs), q.epoch_ms)
         };
         if jobs.waiting.is_empty() {
             return;
@@ -110,7 +110,7 @@ impl Sched {
     /// Starts (or resumes) job `id`, charged `rate` per processor-hour (its own
     /// bid when the policy sets none).
     async fn start(&mut self, id: u64, rate: Option<i64>, now_ms: i64) {
-        let Some((state, spec, signed, user)) = ({
+        let Some((state, spec, signed, user, array)) = ({
             let q = self.shared.lock_queue();
             q.jobs.get(&id).map(|j| {
                 (
@@ -118,6 +118,7 @@ impl Sched {
                     j.spec.clone(),
                     j.rec.signed.clone(),
                     j.rec.user.clone(),
+                    j.rec.array,
                 )
             })
         }) else {
@@ -193,7 +194,7 @@ impl Sched {
                     node.clone(),
                     id,
                     proto::batch::SignedLaunch {
-                        job: signed.clone(),
+                        job: (*signed).clone(),
                         attempt,
                         rank: rank as u32,
                         bid,
@@ -201,6 +202,7 @@ impl Sched {
                         // The tick it started on, however late the decision ran
                         // (`REXEC_JOB_START_MS` on the node).
                         started_ms: self.decided,
+                        array_index: array.map(|a| a.1),
                     },
                     self.events.clone(),
                 )

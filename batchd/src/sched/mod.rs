@@ -8,8 +8,10 @@
 //! after a restart settles the jobs the store says were running ([`recover`]).
 
 pub mod apply;
+mod cancel_array;
 pub mod charge;
 pub mod clock;
+pub mod depend;
 pub mod recover;
 pub mod snapshot;
 
@@ -179,6 +181,7 @@ impl Sched {
         self.decided = tick_ms;
         self.recover().await;
         self.release_held().await;
+        self.resolve_dependencies().await;
         self.charge_all(false).await;
         self.decide(clock, tick_ms).await;
     }
@@ -264,6 +267,10 @@ impl Sched {
     }
 
     async fn cancel(&mut self, id: u64) -> Result<QueueEntry, BatchError> {
+        let tasks = self.shared.lock_queue().arrays.get(&id).cloned();
+        if let Some(tasks) = tasks {
+            return self.cancel_array(id, tasks).await;
+        }
         let state = {
             let q = self.shared.lock_queue();
             q.jobs.get(&id).map(|j| j.rec.state)

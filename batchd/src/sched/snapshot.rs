@@ -75,8 +75,11 @@ pub struct Entry {
     pub id: u64,
 }
 
-/// Collects the jobs the policy decides over on the tick at `tick_ms`.
-pub fn collect(q: &Queue, clock: Clock, tick_ms: i64) -> Jobs {
+/// Collects the jobs the policy decides over on the tick at `tick_ms`, on a
+/// market of `procs` processors (an array's queued tasks within its
+/// [`crate::arrays::Window`]).
+pub fn collect(q: &Queue, clock: Clock, tick_ms: i64, procs: u32) -> Jobs {
+    let mut window = crate::arrays::Window::of(q, procs);
     let mut waiting = Vec::new();
     let mut running = Vec::new();
     for j in q.in_order() {
@@ -91,6 +94,7 @@ pub fn collect(q: &Queue, clock: Clock, tick_ms: i64) -> Jobs {
         };
         match j.rec.state {
             JobState::Queued if clock.seen_at(j.rec.submitted_ms) > tick_ms => {}
+            JobState::Queued if !window.admit(j.rec.array) => {}
             JobState::Queued | JobState::Suspended => waiting.push(entry()),
             JobState::Running => running.push(entry()),
             _ => {}
@@ -156,6 +160,8 @@ mod tests {
             max_attempts: 1,
             signed_at: 0,
             expires_at: 1,
+            array: None,
+            after: Vec::new(),
         }
     }
 
@@ -203,17 +209,22 @@ mod tests {
             0,
             1,
             "alice".into(),
-            proto::batch::SignedJob {
+            std::sync::Arc::new(proto::batch::SignedJob {
                 spec: vec![],
                 signature: vec![],
                 cert: vec![],
-            },
+            }),
             0,
         );
         rec.state = JobState::Suspended;
         rec.done_ms = 999;
         q.insert(Job::new(rec, spec));
-        let jobs = collect(&q, Clock::new(0, std::time::Duration::from_secs(1)), 5_000);
+        let jobs = collect(
+            &q,
+            Clock::new(0, std::time::Duration::from_secs(1)),
+            5_000,
+            4,
+        );
         assert_eq!(jobs.waiting[0].done, 1);
     }
 

@@ -5,18 +5,20 @@
 //! [`Store::write`] before acting on it (a start is recorded, attempt counted,
 //! before any rank is launched). [`Store::load`] reads it all back at start.
 
+pub mod arrays;
 pub mod debits;
 pub mod schema;
 pub mod usage;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use proto::batch::{JobState, SignedJob};
 use proto::node::ExitStatus;
 use rusqlite::{Connection, params};
 
+pub use arrays::ArrayRecord;
 pub use debits::PendingDebit;
 pub use usage::{JobUsage, RankUsage};
 pub use writer::{Store, Write};
@@ -30,8 +32,8 @@ pub struct JobRecord {
     pub id: u64,
     /// Its owner.
     pub user: String,
-    /// The signed job as submitted.
-    pub signed: SignedJob,
+    /// The signed job as submitted (an array's, shared by its tasks).
+    pub signed: Arc<SignedJob>,
     /// Submission time, UTC ms.
     pub submitted_ms: i64,
     /// State.
@@ -57,6 +59,8 @@ pub struct JobRecord {
     pub reason: Option<String>,
     /// Output bytes dropped over the cap.
     pub truncated: u64,
+    /// For a task of an array: the array's id and the task's index.
+    pub array: Option<(u64, u32)>,
 }
 
 impl JobRecord {
@@ -65,7 +69,7 @@ impl JobRecord {
         seq: i64,
         id: u64,
         user: String,
-        signed: SignedJob,
+        signed: Arc<SignedJob>,
         submitted_ms: i64,
     ) -> JobRecord {
         JobRecord {
@@ -85,6 +89,7 @@ impl JobRecord {
             exit: None,
             reason: None,
             truncated: 0,
+            array: None,
         }
     }
 }
@@ -215,11 +220,22 @@ pub(crate) fn load_jobs(conn: &Connection, path: &Path) -> Result<Loaded, StoreE
             ))
         })
         .map_err(sql)?;
+    let arrays = arrays::load(conn).map_err(sql)?;
     let mut jobs = Vec::new();
     for row in rows {
         let r = row.map_err(sql)?;
-        let signed: SignedJob = postcard::from_bytes(&r.3)
-            .map_err(|e| corrupt(path, format!("job seq {}: signed job: {e}", r.0)))?;
+        let (signed, array) = if r.3.is_empty() {
+            let (array, signed) = arrays::of_task(&arrays, r.0)
+                .ok_or_else(|| corrupt(path, format!("job seq {}: a task of no array", r.0)))?;
+            let index = (r.1 as u64).wrapping_sub(array).wrapping_sub(1);
+            let index = u32::try_from(index)
+                .map_err(|_| corrupt(path, format!("job seq {}: not a task of its array", r.0)))?;
+            (signed, Some((array, index)))
+        } else {
+            let signed: SignedJob = postcard::from_bytes(&r.3)
+                .map_err(|e| corrupt(path, format!("job seq {}: signed job: {e}", r.0)))?;
+            (Arc::new(signed), None)
+        };
         let exit = match r.13 {
             None => None,
             Some(b) => Some(
@@ -248,6 +264,7 @@ pub(crate) fn load_jobs(conn: &Connection, path: &Path) -> Result<Loaded, StoreE
             exit,
             reason: r.14,
             truncated: r.15 as u64,
+            array,
         });
     }
     let mut out = conn

@@ -111,6 +111,8 @@ pub fn open_writer(path: &Path, now_ms: i64) -> Result<(Connection, i64), StoreE
         .map_err(sql(path))?;
     conn.execute_batch(super::usage::SCHEMA)
         .map_err(sql(path))?;
+    conn.execute_batch(super::arrays::SCHEMA)
+        .map_err(sql(path))?;
     let get = |key: &str| {
         conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| {
             r.get::<_, String>(0)

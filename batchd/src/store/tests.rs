@@ -10,13 +10,90 @@ fn record(seq: i64, id: u64) -> JobRecord {
         seq,
         id,
         "alice".into(),
-        SignedJob {
+        std::sync::Arc::new(SignedJob {
             spec: vec![1, 2, 3],
             signature: vec![4],
             cert: vec![5],
-        },
+        }),
         1000 + seq,
     )
+}
+
+/// A new store at `path` holding job 7.
+async fn with_job_7(path: &std::path::Path) -> Store {
+    let (store, _) = Store::open(path, 64, 5).unwrap();
+    store
+        .write(Write::Insert(Box::new(record(0, 7))))
+        .await
+        .unwrap();
+    store
+}
+
+#[tokio::test]
+async fn an_array_is_stored_once_and_its_tasks_come_back_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.db");
+    let store = with_job_7(&path).await;
+    let signed = record(0, 0).signed;
+    let tasks: Vec<JobRecord> = (0..3)
+        .map(|i| {
+            let mut t = record(1 + i, 1000 + 1 + 2 * i as u64);
+            t.array = Some((1000, 2 * i as u32));
+            t
+        })
+        .collect();
+    let array = |id: u64, tasks: Vec<JobRecord>| ArrayRecord {
+        id,
+        user: "alice".into(),
+        signed: signed.clone(),
+        submitted_ms: 9,
+        tasks,
+    };
+    store
+        .write(Write::InsertArray(Box::new(array(1000, tasks.clone()))))
+        .await
+        .unwrap();
+    // A task id that exists refuses the whole array.
+    let clash = vec![record(4, 2000), record(5, 7)];
+    let dup = store
+        .write(Write::InsertArray(Box::new(array(2000, clash))))
+        .await;
+    assert!(matches!(dup, Err(StoreError::Duplicate(2000))), "{dup:?}");
+    store
+        .write(Write::Insert(Box::new(record(6, 8))))
+        .await
+        .unwrap();
+    let mut done = tasks[1].clone();
+    done.state = JobState::Cancelled;
+    store.write(Write::UpdateMany(vec![done])).await.unwrap();
+    store.close();
+    let (_, loaded) = Store::open(&path, 64, 5).unwrap();
+    type Row = (u64, Option<(u64, u32)>, JobState);
+    let got: Vec<Row> = loaded
+        .jobs
+        .iter()
+        .map(|j| (j.id, j.array, j.state))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (7, None, JobState::Queued),
+            (1001, Some((1000, 0)), JobState::Queued),
+            (1003, Some((1000, 2)), JobState::Cancelled),
+            (1005, Some((1000, 4)), JobState::Queued),
+            (8, None, JobState::Queued),
+        ]
+    );
+    assert!(loaded.jobs.iter().all(|j| *j.signed == *signed));
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let sigs: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM jobs WHERE length(signed) > 0",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(sigs, 2, "the tasks' rows hold no signature");
 }
 
 #[tokio::test]
@@ -70,11 +147,7 @@ async fn committed_jobs_come_back_and_duplicates_are_refused_alone() {
 async fn recorded_debits_stay_in_the_journal_until_delivered_or_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("q.db");
-    let (store, _) = Store::open(&path, 64, 5).unwrap();
-    store
-        .write(Write::Insert(Box::new(record(0, 7))))
-        .await
-        .unwrap();
+    let store = with_job_7(&path).await;
     let debit = |seq: u64| PendingDebit {
         job: 7,
         seq,

@@ -18,6 +18,11 @@ use super::{JobRecord, Loaded, StoreError, load_jobs, schema};
 pub enum Write {
     /// A new job (refused with [`StoreError::Duplicate`] when its id exists).
     Insert(Box<JobRecord>),
+    /// A new array and its tasks (refused with [`StoreError::Duplicate`] when
+    /// the array's id or a task's exists).
+    InsertArray(Box<super::ArrayRecord>),
+    /// [`Write::Update`] of many jobs at once (an array cancelled).
+    UpdateMany(Vec<JobRecord>),
     /// Everything the queue changes about a job (by id): state, attempts, times,
     /// nodes, charges, exit, reason.
     Update(Box<JobRecord>),
@@ -189,6 +194,9 @@ fn apply(
                     (Write::Insert(j), Some(rusqlite::ErrorCode::ConstraintViolation)) => {
                         StoreError::Duplicate(j.id)
                     }
+                    (Write::InsertArray(a), Some(rusqlite::ErrorCode::ConstraintViolation)) => {
+                        StoreError::Duplicate(a.id)
+                    }
                     _ => StoreError::Sql {
                         path: path.to_path_buf(),
                         source: e,
@@ -204,7 +212,7 @@ fn apply(
 fn one(conn: &Connection, write: &Write) -> rusqlite::Result<()> {
     match write {
         Write::Insert(j) => {
-            let signed = postcard::to_allocvec(&j.signed).unwrap_or_default();
+            let signed = postcard::to_allocvec(j.signed.as_ref()).unwrap_or_default();
             conn.prepare_cached(
                 "INSERT INTO jobs(seq, id, user, signed, submitted_ms, state)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -219,6 +227,8 @@ fn one(conn: &Connection, write: &Write) -> rusqlite::Result<()> {
             ])?;
             update(conn, j)
         }
+        Write::InsertArray(a) => super::arrays::insert(conn, a),
+        Write::UpdateMany(jobs) => jobs.iter().try_for_each(|j| update(conn, j)),
         Write::Update(j) => update(conn, j),
         Write::Charge(j, d) => {
             update(conn, j)?;

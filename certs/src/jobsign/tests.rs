@@ -26,6 +26,8 @@ fn spec(user: &str) -> JobSpec {
         max_attempts: 2,
         signed_at: t,
         expires_at: t + 3600,
+        array: None,
+        after: Vec::new(),
     }
 }
 

@@ -62,6 +62,13 @@ pub fn spec(args: &SubmitArgs, user: &str, config: &Config, now: u64) -> Result<
     let length_s = span_secs("--length", &args.length)?;
     let worth = worth_of(args, length_s, config)?;
     let expires = span_secs("--expires", &args.expires)?;
+    let array = match &args.array {
+        Some(text) => Some(
+            text.parse::<proto::batch::ArraySpec>()
+                .map_err(|e| Error::Usage(format!("--array {e}")))?,
+        ),
+        None => None,
+    };
     let spec = JobSpec {
         id: crate::plan::new_job_id(),
         user: user.to_string(),
@@ -75,6 +82,15 @@ pub fn spec(args: &SubmitArgs, user: &str, config: &Config, now: u64) -> Result<
         max_attempts: if args.no_requeue { 1 } else { DEFAULT_ATTEMPTS },
         signed_at: now,
         expires_at: now.saturating_add(expires),
+        array,
+        after: args
+            .after
+            .iter()
+            .map(|a| {
+                a.parse()
+                    .map_err(|e: proto::batch::after::AfterError| Error::Usage(e.to_string()))
+            })
+            .collect::<Result<_, _>>()?,
     };
     check_spec(&spec).map_err(|e| Error::Usage(format!("cannot submit this: {e}")))?;
     Ok(spec)

@@ -41,6 +41,7 @@ pub async fn queue(args: &QueueArgs, config: &Config) -> Result<(), Error> {
     let op = BatchOp::Queue(QueueQuery {
         user,
         ended: args.ended,
+        expand: args.expand,
     });
     match q.call(op).await.map_err(link::error)? {
         BatchReply::Queue(entries) => {
@@ -84,13 +85,33 @@ pub async fn cancel(args: &CancelArgs, config: &Config) -> Result<(), Error> {
     }
 }
 
-/// A job id as the user typed it; an error is a usage error.
+/// A job id as the user typed it: a job or a whole array (16 hex digits), or
+/// one task of an array (`ARRAY_INDEX`, as `rexec queue` shows it); an error
+/// is a usage error.
+///
+/// ```
+/// use rexec::batch::list::parse_job;
+/// use proto::node::JobId;
+/// assert_eq!(parse_job("00000000000000ab").unwrap(), JobId(0xab));
+/// assert_eq!(parse_job("00000000000000ab_7").unwrap(), JobId(0xab + 8));
+/// assert!(parse_job("00000000000000ab_x").is_err());
+/// ```
 pub fn parse_job(text: &str) -> Result<JobId, Error> {
-    text.trim().parse::<JobId>().map_err(|_| {
+    let bad = || {
         Error::Usage(format!(
-            "{text:?} is not a job id: give the 16 hex digits `rexec submit` printed"
+            "{text:?} is not a job id: give the 16 hex digits `rexec submit` printed, \
+             or ID_INDEX for one task of an array"
         ))
-    })
+    };
+    let text = text.trim();
+    match text.split_once('_') {
+        Some((array, index)) => {
+            let array = array.parse::<JobId>().map_err(|_| bad())?;
+            let index = index.parse::<u32>().map_err(|_| bad())?;
+            Ok(proto::batch::array::task_id(array, index))
+        }
+        None => text.parse::<JobId>().map_err(|_| bad()),
+    }
 }
 
 /// What `rexec cancel` says of a job the queue answered for.
@@ -103,9 +124,13 @@ pub fn parse_job(text: &str) -> Result<JobId, Error> {
 /// assert_eq!(rexec::batch::list::cancelled(&e), "job 00000000000000ab had already ended (FINISHED)");
 /// ```
 pub fn cancelled(e: &QueueEntry) -> String {
+    let job = e
+        .array
+        .as_ref()
+        .map_or_else(|| e.job.to_string(), |a| a.to_string());
     match e.state {
-        JobState::Cancelled => format!("job {} cancelled", e.job),
-        s => format!("job {} had already ended ({})", e.job, state_name(s)),
+        JobState::Cancelled => format!("job {job} cancelled"),
+        s => format!("job {job} had already ended ({})", state_name(s)),
     }
 }
 
@@ -120,6 +145,7 @@ pub fn state_name(s: JobState) -> &'static str {
         JobState::Failed => "FAILED",
         JobState::Held => "HELD",
         JobState::CostLimit => "COST_LIMIT",
+        JobState::Dependent => "DEPENDENT",
         _ => "UNKNOWN",
     }
 }
@@ -144,7 +170,9 @@ pub fn table(entries: &[QueueEntry], offset: &dyn Fn(i64) -> Option<i64>) -> Str
         .iter()
         .map(|e| {
             [
-                e.job.to_string(),
+                e.array
+                    .as_ref()
+                    .map_or_else(|| e.job.to_string(), |a| a.to_string()),
                 e.user.clone(),
                 state_name(e.state).to_string(),
                 e.position.map_or("-".into(), |p| p.to_string()),
@@ -226,5 +254,6 @@ pub fn tests_entry() -> QueueEntry {
         charged: 0,
         exit: None,
         reason: None,
+        array: None,
     }
 }

@@ -32,6 +32,9 @@ every rank (each node records a rank's end with the ledger, which then refuses a
 start of the job). It takes the environment and working directory
 of this shell, as rexec does. The job id (16 hex digits) is printed alone on stdout:
   JOB=$(rexec submit -n 4 --length 2h --value 50 --deadline 6h ./prog args)
+An array (--array 0-999%4) is one signed submission of many tasks; a node starts only the
+indices you signed. `rexec queue` shows its tasks folded (JOB_[0-999]), `rexec cancel JOB`
+cancels them all and JOB_7 one, `rexec wait JOB` waits for all and exits with the worst.
 The queue: the configuration's [batch] table (address = \"host:port\", server_name), else the
 queue a selector knows of. A refused submission (no credit, wider than the market, a bad
 signature) exits 254 with one line saying why; a queue that cannot be reached exits 255.";
@@ -64,7 +67,8 @@ pub enum BatchCommand {
     Cancel(CancelArgs),
     /// Print a batch job's standard output and error, as kept by the queue.
     Output(OutputArgs),
-    /// Wait until a batch job ends, and exit with its status.
+    /// Wait until a batch job ends, and exit with its status (an array: all its tasks,
+    /// and the worst status).
     Wait(WaitArgs),
     /// Ended batch jobs: times, CPU, peak memory, exit, credits charged, utility achieved.
     History(HistoryArgs),
@@ -123,6 +127,16 @@ pub struct SubmitArgs {
     /// the nodes a selector would choose, your balance) and submit nothing.
     #[arg(long)]
     pub estimate: bool,
+    /// A job array: one task per index FIRST..LAST (every STEP-th), each a job of its
+    /// own seeing REXEC_ARRAY_INDEX and REXEC_ARRAY_JOB, charged on its own; %MAX
+    /// bounds how many run at once. One signature covers them all; JOB_INDEX names a task.
+    #[arg(long, value_name = "FIRST-LAST[:STEP][%MAX]")]
+    pub array: Option<String>,
+    /// Start only after job JOB (an array: all its tasks; ID_INDEX: one task) ended:
+    /// ok (the default) finished with status 0, notok did not, any however. Repeatable;
+    /// the job waits as DEPENDENT, and fails, saying why, once it never can start.
+    #[arg(long, value_name = "JOB[:ok|any|notok]")]
+    pub after: Vec<String>,
     /// The program and its arguments. The options come before it (one not known is a
     /// usage error, and nothing is queued); every word after it is the program's. A
     /// program whose name starts with - comes after --.
@@ -142,6 +156,10 @@ pub struct QueueArgs {
     /// Include jobs that ended (most recent first).
     #[arg(long)]
     pub ended: bool,
+    /// One line per task of an array (by default an array's tasks in one state are
+    /// one line, JOB_[FIRST-LAST]).
+    #[arg(long)]
+    pub expand: bool,
 }
 
 /// Arguments of `rexec history`.
@@ -167,7 +185,8 @@ pub struct HistoryArgs {
 /// Arguments of `rexec cancel`.
 #[derive(Debug, Args)]
 pub struct CancelArgs {
-    /// Job ids, as `rexec submit` printed them (16 hex digits).
+    /// Job ids, as `rexec submit` printed them (16 hex digits): an array's id cancels
+    /// every task of it, ID_INDEX one task.
     #[arg(value_name = "JOB", required = true, num_args = 1..)]
     pub jobs: Vec<String>,
 }

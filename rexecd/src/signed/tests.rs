@@ -25,11 +25,15 @@ fn config(pki: &TestPki, extra: &str) -> Config {
 }
 
 fn signed(pki: &TestPki, attempts: u32, width: u32, rate: i64) -> SignedLaunch {
+    sign(pki, spec(attempts, width, rate))
+}
+
+fn spec(attempts: u32, width: u32, rate: i64) -> JobSpec {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    let spec = JobSpec {
+    JobSpec {
         id: JobId(0x51),
         user: "alice".into(),
         argv: vec!["/bin/true".into()],
@@ -42,16 +46,75 @@ fn signed(pki: &TestPki, attempts: u32, width: u32, rate: i64) -> SignedLaunch {
         max_attempts: attempts,
         signed_at: now,
         expires_at: now + 600,
-    };
+        array: None,
+        after: Vec::new(),
+    }
+}
+
+fn sign(pki: &TestPki, spec: JobSpec) -> SignedLaunch {
     let signer = JobSigner::load(&pki.tls_paths(Role::User, "alice")).unwrap();
+    let rate = match spec.worth {
+        Worth::Rate(r) => r,
+        Worth::Utility(_) => 0,
+    };
     SignedLaunch {
         job: signer.sign(&spec).unwrap(),
         attempt: 0,
         rank: 0,
         bid: rate,
-        nodes: (0..width).map(|r| format!("n{r}")).collect(),
+        nodes: (0..spec.width).map(|r| format!("n{r}")).collect(),
         started_ms: 0,
+        array_index: None,
     }
+}
+
+/// `signed` for an array of the given range.
+fn signed_array(pki: &TestPki, array: &str, index: Option<u32>) -> SignedLaunch {
+    let spec = JobSpec {
+        array: Some(array.parse().unwrap()),
+        ..spec(1, 1, 0)
+    };
+    SignedLaunch {
+        array_index: index,
+        ..sign(pki, spec)
+    }
+}
+
+#[test]
+fn a_node_starts_exactly_the_signed_tasks_of_an_array() {
+    let pki = TestPki::new();
+    let cfg = config(&pki, "");
+    let now = SystemTime::now();
+    let queue = peer(Role::Service, "batchd");
+    let ok = admit(&cfg, &queue, &signed_array(&pki, "10-20:5", Some(15)), now).unwrap();
+    assert_eq!(ok.launch.job, JobId(0x51 + 16));
+    assert_eq!(ok.claim().job, JobId(0x51 + 16));
+    assert!(
+        ok.launch
+            .env
+            .contains(&("REXEC_ARRAY_INDEX".into(), "15".into()))
+    );
+    assert!(
+        ok.launch
+            .env
+            .contains(&("REXEC_ARRAY_JOB".into(), JobId(0x51).to_string()))
+    );
+    for (range, index, want) in [
+        ("10-20:5", Some(21), "task 21 is not in array"),
+        ("10-20:5", Some(12), "task 12 is not in array"),
+        ("10-20:5", Some(9), "task 9 is not in array"),
+        ("10-20:5", None, "is an array; the queue must name the task"),
+    ] {
+        let e = admit(&cfg, &queue, &signed_array(&pki, range, index), now).unwrap_err();
+        assert_eq!(e.code, ErrorCode::BadRequest, "{range} {index:?}");
+        assert!(e.message.contains(want), "{range} {index:?}: {}", e.message);
+    }
+    let single = SignedLaunch {
+        array_index: Some(0),
+        ..signed(&pki, 1, 1, 0)
+    };
+    let e = admit(&cfg, &queue, &single, now).unwrap_err();
+    assert!(e.message.contains("is not an array"), "{}", e.message);
 }
 
 fn peer(role: Role, name: &str) -> PeerIdentity {

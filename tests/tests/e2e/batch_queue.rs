@@ -63,6 +63,7 @@ fn refused_submissions_say_why_in_one_line_and_change_nothing() {
     let all = QueueQuery {
         user: None,
         ended: true,
+        expand: false,
     };
     match m.call_as(Role::Admin, "ops", BatchOp::Queue(all)) {
         Ok(BatchReply::Queue(list)) => assert!(list.is_empty(), "{list:?}"),
@@ -100,6 +101,7 @@ fn acknowledged_submissions_survive_kill_9_of_the_queue() {
     let list = match m.call(BatchOp::Queue(QueueQuery {
         user: None,
         ended: true,
+        expand: false,
     })) {
         Ok(BatchReply::Queue(list)) => list,
         other => panic!("{other:?}"),
@@ -209,6 +211,7 @@ fn the_queue_lists_waiting_jobs_in_the_policys_order_and_starts_them_so() {
         let Ok(BatchReply::Queue(list)) = m.call(BatchOp::Queue(QueueQuery {
             user: None,
             ended: false,
+            expand: false,
         })) else {
             return false;
         };
@@ -224,7 +227,8 @@ fn the_queue_lists_waiting_jobs_in_the_policys_order_and_starts_them_so() {
         "the queue never listed the jobs by bid: {:?}",
         m.call(BatchOp::Queue(QueueQuery {
             user: None,
-            ended: false
+            ended: false,
+            expand: false,
         }))
     );
     // And starts them in that order.

@@ -8,6 +8,7 @@
 mod admin;
 mod bad_input;
 mod batch_agree;
+mod batch_arrays;
 mod batch_ceiling;
 mod batch_cli;
 mod batch_failures;

@@ -49,6 +49,8 @@ fn spec(m: &MarketCluster, id: u64, argv: &[&str]) -> JobSpec {
         max_attempts: 1,
         signed_at: t,
         expires_at: t + 600,
+        array: None,
+        after: Vec::new(),
     }
 }
 
@@ -83,6 +85,7 @@ fn send(
         bid,
         nodes: vec![node.to_string()],
         started_ms: 0,
+        array_index: None,
     }));
     (s, answer)
 }

@@ -1,0 +1,162 @@
+//! Job arrays at scale, the server's side of it: (1) one `--array 0-9999`
+//! submission taken in, from the signed job to every task committed
+//! (`synchronous = FULL`) and in the live queue (what `ops` does after checking
+//! the signature once), median of 5; (2) one decision with 100,000 queued
+//! tasks (ten arrays of 10,000) over 1,000 nodes of 4 CPUs, 5% of it free: the
+//! snapshot the loop builds from the live queue (`sched::snapshot::collect`)
+//! and each policy's decision over it, median of 5. Targets: the array in at
+//! most 0.5 s, the decision within 10 ms for every policy but the GA.
+//!
+//! `cargo run --release -p batchd --example array_bench`
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use batch::policy::{self, NAMES, ga::GaConfig};
+use batchd::queue::{Job, Queue};
+use batchd::sched::clock::Clock;
+use batchd::sched::snapshot;
+use batchd::store::{Store, Write};
+use proto::batch::{ArraySpec, JobSpec, JobState, SignedJob, Worth};
+use proto::node::JobId;
+
+const REPS: usize = 5;
+
+fn spec(id: u64, array: &str) -> JobSpec {
+    JobSpec {
+        id: JobId(id),
+        user: "alice".into(),
+        argv: vec!["./sweep".into(), "--point".into()],
+        // About a login shell's environment.
+        env: (0..40)
+            .map(|i| (format!("VAR{i}"), "x".repeat(40)))
+            .collect(),
+        cwd: Some("/home/alice".into()),
+        width: 1,
+        length_s: 600,
+        worth: Worth::Rate(1_000_000),
+        priority: 1,
+        max_attempts: 3,
+        signed_at: 0,
+        expires_at: u64::MAX,
+        array: Some(array.parse::<ArraySpec>().expect("a range")),
+        after: Vec::new(),
+    }
+}
+
+fn signed(spec: &JobSpec) -> SignedJob {
+    // A real signature and certificate are about this size.
+    SignedJob {
+        spec: postcard::to_allocvec(spec).expect("encodes"),
+        signature: vec![1; 72],
+        cert: vec![2; 600],
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let dir =
+        tempfile::tempdir_in(std::env::var("BENCH_DIR").unwrap_or_else(|_| "/var/tmp".into()))
+            .expect("temp dir");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+
+    // (1) A 10,000-task array, taken in.
+    let mut times = Vec::new();
+    for rep in 0..REPS {
+        let (store, _) =
+            Store::open(&dir.path().join(format!("q{rep}.db")), 1024, 0).expect("store");
+        let s = spec(0x1000, "0-9999%4");
+        let signed = Arc::new(signed(&s));
+        let mut q = Queue::default();
+        let t = Instant::now();
+        let mut array = batchd::arrays::tasks(&s, signed, 0, 1);
+        rt.block_on(store.write(Write::InsertArray(Box::new(array.clone()))))
+            .expect("committed");
+        let s = Arc::new(s);
+        for task in array.tasks.drain(..) {
+            q.insert(Job::new(task, s.clone()));
+        }
+        times.push(t.elapsed());
+        assert_eq!(q.jobs.len(), 10_000);
+        store.close();
+    }
+    let m = median(times);
+    println!(
+        "array of 10,000 tasks submitted (stored, committed, queued): median {:.1} ms of {REPS}; target 500 ms: {}",
+        m.as_secs_f64() * 1e3,
+        if m <= Duration::from_millis(500) {
+            "met"
+        } else {
+            "MISSED"
+        }
+    );
+
+    // (2) One decision with 100,000 queued tasks.
+    let procs = 4000;
+    let mut q = Queue::default();
+    let mut seq = 0;
+    for a in 0..10u64 {
+        let s = spec(0x10_0000 * (a + 1), "0-9999");
+        let signed = Arc::new(signed(&s));
+        let mut array = batchd::arrays::tasks(&s, signed, seq, 0);
+        seq += 10_000;
+        let s = Arc::new(s);
+        for task in array.tasks.drain(..) {
+            q.insert(Job::new(task, s.clone()));
+        }
+    }
+    // 95% of the processors busy with tasks of the first arrays.
+    let mut busy = 0;
+    for id in q.order.values().copied().collect::<Vec<_>>() {
+        if busy == procs - procs / 20 {
+            break;
+        }
+        let j = q.jobs.get_mut(&id).expect("a task");
+        j.rec.state = JobState::Running;
+        j.rec.started_ms = Some(0);
+        busy += 1;
+    }
+    let clock = Clock::new(0, Duration::from_secs(1));
+    println!(
+        "\nOne decision with {} queued tasks (10 arrays) and {busy} running, {procs} processors; median of {REPS}:\n",
+        q.jobs.len() - busy as usize
+    );
+    println!("| policy | snapshot (ms) | decision (ms) | total (ms) | started | verdict |");
+    println!("|---|---|---|---|---|---|");
+    for name in NAMES {
+        let (mut snaps, mut decs, mut totals) = (Vec::new(), Vec::new(), Vec::new());
+        let mut started = 0;
+        for rep in 0..REPS {
+            let mut p = policy::by_name(name, 1, GaConfig::default()).expect("a policy");
+            let t = Instant::now();
+            let jobs = snapshot::collect(&q, clock, 60_000 + rep as i64 * 1000, procs);
+            let snap = jobs.snapshot(60 + rep as i64, procs);
+            let t1 = Instant::now();
+            let d = p.decide(&snap);
+            let _ = p.order(&snap);
+            let t2 = Instant::now();
+            started = d.start.len();
+            snaps.push(t1 - t);
+            decs.push(t2 - t1);
+            totals.push(t2 - t);
+        }
+        let total = median(totals);
+        let verdict = if *name == "ga" {
+            "(budget)"
+        } else if total <= Duration::from_millis(10) {
+            "met"
+        } else {
+            "MISSED"
+        };
+        println!(
+            "| {name} | {:.2} | {:.2} | {:.2} | {started} | {verdict} |",
+            median(snaps).as_secs_f64() * 1e3,
+            median(decs).as_secs_f64() * 1e3,
+            total.as_secs_f64() * 1e3,
+        );
+    }
+}

@@ -1,0 +1,208 @@
+//! Job arrays in the live queue: an array's tasks built from its one signed
+//! job ([`tasks`]), the clients' views of an array (one entry for all its
+//! tasks, [`summary`], and a listing's tasks folded into one entry per array
+//! and state, [`fold`]), and the `%MAX` bound on how many of its tasks the
+//! policy may see at once ([`Window`]).
+//!
+//! Each task is a job of its own to the policy, the nodes and the charges:
+//! its own record (state, attempts, output, charge), with the array's spec
+//! shared, the id [`proto::batch::array::task_id`] and the array's arrival
+//! number range.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use proto::batch::array::{runs_of, task_id};
+use proto::batch::{ArrayTasks, JobSpec, JobState, QueueEntry, SignedJob};
+use proto::node::{ExitStatus, JobId};
+
+use crate::queue::Queue;
+use crate::store::{ArrayRecord, JobRecord};
+
+/// The stored form of array `spec` (which must be one), its tasks queued with
+/// arrival numbers from `first_seq`, submitted at `now_ms`.
+pub fn tasks(spec: &JobSpec, signed: Arc<SignedJob>, first_seq: i64, now_ms: i64) -> ArrayRecord {
+    let tasks = spec
+        .array
+        .iter()
+        .flat_map(|a| a.indices())
+        .enumerate()
+        .map(|(n, index)| {
+            let mut rec = JobRecord::queued(
+                first_seq + n as i64,
+                task_id(spec.id, index).0,
+                spec.user.clone(),
+                signed.clone(),
+                now_ms,
+            );
+            rec.array = Some((spec.id.0, index));
+            rec
+        })
+        .collect();
+    ArrayRecord {
+        id: spec.id.0,
+        user: spec.user.clone(),
+        signed,
+        submitted_ms: now_ms,
+        tasks,
+    }
+}
+
+/// How bad an ended task's outcome is, for the array's: failed over cancelled
+/// over a non-zero exit over success.
+fn badness(state: JobState, exit: Option<ExitStatus>) -> (u8, i32) {
+    let code = exit.map_or(0, ExitStatus::shell_code);
+    match state {
+        JobState::Failed => (3, code),
+        JobState::Cancelled => (2, code),
+        _ if code != 0 => (1, code),
+        _ => (0, 0),
+    }
+}
+
+/// Array `id` as one entry: running while any task runs, else waiting while
+/// any waits; once every task ended, the worst task's state, exit and reason
+/// (failed, then cancelled, then the highest exit status); charges summed.
+pub fn summary(q: &Queue, id: u64, tasks: &[u64]) -> Option<QueueEntry> {
+    let all: Vec<&crate::queue::Job> = tasks.iter().filter_map(|t| q.jobs.get(t)).collect();
+    let first = all.first()?;
+    let mut e = q.entry_of(first, None);
+    let any = |s: JobState| all.iter().any(|j| j.rec.state == s);
+    let worst = all
+        .iter()
+        .max_by_key(|j| badness(j.rec.state, j.rec.exit))
+        .copied()
+        .unwrap_or(first);
+    e.state = [
+        JobState::Running,
+        JobState::Suspended,
+        JobState::Queued,
+        JobState::Held,
+    ]
+    .into_iter()
+    .find(|s| any(*s))
+    .unwrap_or(worst.rec.state);
+    let ended = all.iter().all(|j| j.ended());
+    e.exit = if ended { worst.rec.exit } else { None };
+    e.reason = if ended {
+        worst.rec.reason.clone()
+    } else {
+        None
+    };
+    e.position = None;
+    e.job = JobId(id);
+    e.charged = all.iter().map(|j| j.rec.charged).sum();
+    e.attempts = all.iter().map(|j| j.rec.attempts).sum();
+    e.started_at = all
+        .iter()
+        .filter_map(|j| j.rec.started_ms)
+        .min()
+        .map(|ms| (ms.max(0) / 1000) as u64);
+    e.ended_at = if ended {
+        all.iter()
+            .filter_map(|j| j.rec.ended_ms)
+            .max()
+            .map(|ms| (ms.max(0) / 1000) as u64)
+    } else {
+        None
+    };
+    e.nodes = Vec::new();
+    let mut indices: Vec<u32> = all
+        .iter()
+        .filter_map(|j| j.rec.array.map(|a| a.1))
+        .collect();
+    indices.sort_unstable();
+    e.array = Some(ArrayTasks {
+        array: JobId(id),
+        runs: runs_of(&indices),
+    });
+    Some(e)
+}
+
+/// A listing with each array's tasks of one state folded into the entry of the
+/// first of them (its position, times and nodes are that task's; charges summed).
+pub fn fold(entries: Vec<QueueEntry>) -> Vec<QueueEntry> {
+    let mut out: Vec<QueueEntry> = Vec::with_capacity(entries.len());
+    let mut groups: HashMap<(JobId, u16), (usize, Vec<u32>)> = HashMap::new();
+    for e in entries {
+        let Some(a) = &e.array else {
+            out.push(e);
+            continue;
+        };
+        let index = a.runs.first().map_or(0, |r| r.0);
+        match groups.entry((a.array, e.state.code())) {
+            std::collections::hash_map::Entry::Occupied(mut g) => {
+                let (at, indices) = g.get_mut();
+                indices.push(index);
+                out[*at].charged += e.charged;
+                out[*at].attempts += e.attempts;
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert((out.len(), vec![index]));
+                out.push(e);
+            }
+        }
+    }
+    for (_, (at, mut indices)) in groups {
+        indices.sort_unstable();
+        if let Some(a) = &mut out[at].array {
+            a.runs = runs_of(&indices);
+        }
+        if indices.len() > 1 {
+            out[at].nodes.clear();
+        }
+    }
+    out
+}
+
+/// How many queued tasks of each array the policy is shown at one decision:
+/// its `%MAX` less its tasks running or suspended (which hold their
+/// processors), and never more than could start at once on `procs`
+/// processors (`procs / width`), as Slurm's backfill plans a bounded number
+/// of an array's tasks: the tasks of one array are alike, so those not shown
+/// could not have started at this decision either, and the policy decides over
+/// a few thousand entries, not every queued task.
+#[derive(Debug, Default)]
+pub struct Window {
+    room: HashMap<u64, u32>,
+}
+
+impl Window {
+    /// The room of every array in `q` on a market of `procs` processors.
+    pub fn of(q: &Queue, procs: u32) -> Window {
+        let mut room = HashMap::new();
+        for (id, tasks) in &q.arrays {
+            let Some(spec) = tasks.first().and_then(|t| q.jobs.get(t)).map(|j| &j.spec) else {
+                continue;
+            };
+            let fit = (procs / spec.width.max(1)).max(1);
+            let max = spec.array.map_or(0, |a| a.max_running);
+            let room_now = if max == 0 {
+                fit
+            } else {
+                let busy = tasks
+                    .iter()
+                    .filter_map(|t| q.jobs.get(t))
+                    .filter(|j| matches!(j.rec.state, JobState::Running | JobState::Suspended))
+                    .count() as u32;
+                max.saturating_sub(busy).min(fit)
+            };
+            room.insert(*id, room_now);
+        }
+        Window { room }
+    }
+
+    /// Whether a waiting task of `array` may be shown to the policy (taking a
+    /// place if so); any other job may.
+    pub fn admit(&mut self, array: Option<(u64, u32)>) -> bool {
+        let Some((id, _)) = array else { return true };
+        match self.room.get_mut(&id) {
+            None => true,
+            Some(0) => false,
+            Some(r) => {
+                *r -= 1;
+                true
+            }
+        }
+    }
+}
