@@ -59,7 +59,8 @@ fn a_batch_job_over_its_ceiling_is_refused_and_one_reaching_it_is_stopped_at_it(
     assert!(
         m.call(proto::batch::BatchOp::Queue(proto::batch::QueueQuery {
             user: None,
-            ended: true
+            ended: true,
+            expand: false,
         }))
         .is_ok_and(|r| matches!(r, proto::batch::BatchReply::Queue(q) if q.is_empty())),
         "a refused job was queued"
