@@ -129,13 +129,15 @@ mod tests {
             max_attempts: 1,
             signed_at: 0,
             expires_at: 1,
+            array: None,
+            after: vec![],
         };
         let signed = SignedJob {
             spec: vec![],
             signature: vec![],
             cert: vec![],
         };
-        let mut rec = crate::store::JobRecord::queued(0, 1, "alice".into(), signed, submitted_ms);
+        let mut rec = crate::store::JobRecord::queued(0, 1, "alice".into(), signed.into(), submitted_ms);
         rec.state = state;
         rec.ended_ms = Some(ended_ms);
         Job::new(rec, spec)
