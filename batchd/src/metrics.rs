@@ -74,7 +74,7 @@ impl Recorder {
     }
 }
 
-const STATES: [(JobState, &str); 7] = [
+const STATES: [(JobState, &str); 9] = [
     (JobState::Queued, "queued"),
     (JobState::Held, "held"),
     (JobState::Running, "running"),
@@ -82,6 +82,8 @@ const STATES: [(JobState, &str); 7] = [
     (JobState::Finished, "finished"),
     (JobState::Cancelled, "cancelled"),
     (JobState::Failed, "failed"),
+    (JobState::Timeout, "timeout"),
+    (JobState::OutOfMemory, "out_of_memory"),
 ];
 
 /// The queue's state, read at each scrape.

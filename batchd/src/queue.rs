@@ -50,12 +50,9 @@ impl Job {
         )
     }
 
-    /// Whether it ended (finished, cancelled, failed).
+    /// Whether it ended (see [`JobState::is_ended`]).
     pub fn ended(&self) -> bool {
-        matches!(
-            self.rec.state,
-            JobState::Finished | JobState::Cancelled | JobState::Failed
-        )
+        self.rec.state.is_ended()
     }
 }
 

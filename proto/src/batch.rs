@@ -81,6 +81,22 @@ pub struct JobSpec {
     pub signed_at: u64,
     /// After this (UTC seconds since the epoch) no node starts a rank of it.
     pub expires_at: u64,
+    /// Memory per rank and output files (appended after the first release: a spec
+    /// signed before reads as the defaults).
+    #[serde(default, deserialize_with = "crate::limits::trailing")]
+    pub options: JobOptions,
+}
+
+/// What a signed job asks of each rank beyond its program: memory and output files.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobOptions {
+    /// Memory per rank, bytes (`--mem`); `None`: each node's default.
+    pub mem_bytes: Option<u64>,
+    /// Where each rank's standard output goes (`-o`), a pattern of [`crate::output`];
+    /// `None`: the queue keeps it.
+    pub stdout: Option<String>,
+    /// Where each rank's standard error goes (`-e`), as `stdout`.
+    pub stderr: Option<String>,
 }
 
 /// A [`JobSpec`] as the user signed it.
@@ -116,6 +132,11 @@ pub struct SignedLaunch {
     /// epoch): the rank sees it in `REXEC_JOB_START_MS`, so a job can pace
     /// itself by the queue's clock (0: not given).
     pub started_ms: i64,
+    /// The grace between SIGTERM and SIGKILL when the rank reaches the job's length,
+    /// milliseconds (the queue's `kill_wait`); `None`: the node's default. Appended
+    /// after the first release.
+    #[serde(default, deserialize_with = "crate::limits::trailing")]
+    pub kill_wait_ms: Option<u64>,
 }
 
 /// The envelope of every request to the queue.
@@ -220,6 +241,31 @@ crate::tagged::code_enum! {
         6 => Failed,
         /// Waiting, but its owner's balance cannot pay for it; not started until it can.
         7 => Held,
+        /// It reached its length (time limit): its ranks got SIGTERM, then SIGKILL.
+        8 => Timeout,
+        /// A rank went over its memory (`--mem`) and the kernel killed it.
+        9 => OutOfMemory,
+    }
+}
+
+impl JobState {
+    /// Whether a job in this state has ended (finished, cancelled, failed, timed out
+    /// or out of memory): it will not run again.
+    ///
+    /// ```
+    /// use proto::batch::JobState;
+    /// assert!(JobState::Timeout.is_ended() && JobState::OutOfMemory.is_ended());
+    /// assert!(!JobState::Running.is_ended() && !JobState::Held.is_ended());
+    /// ```
+    pub fn is_ended(self) -> bool {
+        matches!(
+            self,
+            JobState::Finished
+                | JobState::Cancelled
+                | JobState::Failed
+                | JobState::Timeout
+                | JobState::OutOfMemory
+        )
     }
 }
 

@@ -150,6 +150,13 @@ pub fn admit(
             ),
         ));
     }
+    let options = limits::rank_options(spec, req, node).map_err(|e| {
+        refuse(
+            ErrorCode::BadRequest,
+            node,
+            format_args!("signed job refused: {e}"),
+        )
+    })?;
     let launch = Launch {
         job: spec.id,
         rank: req.rank,
@@ -166,6 +173,7 @@ pub fn admit(
         ),
         cwd: spec.cwd.clone(),
         terminal: None,
+        options,
     };
     Ok(Admitted {
         job,
@@ -278,6 +286,7 @@ impl StartedRanks {
 }
 
 pub mod ends;
+pub mod limits;
 #[cfg(test)]
 mod tests;
 

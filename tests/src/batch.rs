@@ -153,6 +153,7 @@ impl BatchMarket {
             max_attempts: 2,
             signed_at: now,
             expires_at: now + 3600,
+            options: Default::default(),
         }
     }
 

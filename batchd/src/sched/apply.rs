@@ -201,6 +201,7 @@ impl Sched {
                         // The tick it started on, however late the decision ran
                         // (`REXEC_JOB_START_MS` on the node).
                         started_ms: self.decided,
+                        kill_wait_ms: u64::try_from(self.shared.cfg.kill_wait.as_millis()).ok(),
                     },
                     self.events.clone(),
                 )
@@ -221,6 +222,7 @@ impl Sched {
             Run {
                 attempt,
                 exits: vec![None; nodes.len()],
+                limit: None,
                 nodes,
                 ctl,
                 suspended: false,

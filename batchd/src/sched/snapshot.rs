@@ -156,6 +156,7 @@ mod tests {
             max_attempts: 1,
             signed_at: 0,
             expires_at: 1,
+            options: Default::default(),
         }
     }
 

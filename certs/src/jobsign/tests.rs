@@ -26,6 +26,7 @@ fn spec(user: &str) -> JobSpec {
         max_attempts: 2,
         signed_at: t,
         expires_at: t + 3600,
+        options: Default::default(),
     }
 }
 

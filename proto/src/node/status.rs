@@ -40,6 +40,12 @@ code_enum! {
         3 => ShuttingDown,
         /// Anything else worth showing the user.
         4 => Info,
+        /// The rank went over its memory limit and the kernel killed it (sent just
+        /// before its `Exit`; the text names the rank, the node and the limit).
+        5 => OutOfMemory,
+        /// The rank reached its time limit: it got SIGTERM (and SIGKILL after the
+        /// grace if still running); sent when the limit strikes.
+        6 => TimeLimit,
     }
 }
 
@@ -81,6 +87,9 @@ code_enum! {
         /// The market refused the bid itself: negative, or above the node's `max_rate`
         /// (a client older than this code reads it as `Unknown(12)`).
         12 => BadBid,
+        /// The request asks for more than the node allows one rank (such as memory
+        /// above its `max_mem_per_rank`); the text names the node's limit.
+        13 => OverLimit,
     }
 }
 
@@ -100,7 +109,10 @@ impl ErrorCode {
     /// assert!(!ErrorCode::Internal.belongs_to_the_job());
     /// ```
     pub fn belongs_to_the_job(self) -> bool {
-        matches!(self, ErrorCode::SpawnFailed | ErrorCode::UnknownUser)
+        matches!(
+            self,
+            ErrorCode::SpawnFailed | ErrorCode::UnknownUser | ErrorCode::OverLimit
+        )
     }
 }
 

@@ -77,6 +77,7 @@ pub fn launch() -> impl Strategy<Value = Launch> {
                 env,
                 cwd,
                 terminal,
+                options: Default::default(),
             },
         )
 }

@@ -119,6 +119,8 @@ pub fn state_name(s: JobState) -> &'static str {
         JobState::Cancelled => "CANCELLED",
         JobState::Failed => "FAILED",
         JobState::Held => "HELD",
+        JobState::Timeout => "TIMEOUT",
+        JobState::OutOfMemory => "OUT_OF_MEMORY",
         _ => "UNKNOWN",
     }
 }
@@ -198,10 +200,7 @@ fn where_column(e: &QueueEntry) -> String {
 
 /// Whether a job in state `s` has ended.
 pub fn ended(s: JobState) -> bool {
-    matches!(
-        s,
-        JobState::Finished | JobState::Cancelled | JobState::Failed
-    )
+    s.is_ended()
 }
 
 /// An entry for examples and tests: job `ab` of alice, queued first.

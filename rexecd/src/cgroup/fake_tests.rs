@@ -25,6 +25,7 @@ fn v1_mounts(base: &Path) -> V1Mounts {
         cpuacct: Some(base.join("cpuacct")),
         pids: Some(base.join("pids")),
         freezer: Some(base.join("freezer")),
+        memory: None,
         cpuset: None,
     }
 }
@@ -83,6 +84,7 @@ fn v1_comounted_cpu_cpuacct_is_one_directory() {
         cpuacct: Some(both.clone()),
         pids: None,
         freezer: None,
+        memory: None,
         cpuset: None,
     };
     let backend = v1::V1Cgroups::new(mounts, &ParentName::new("r").unwrap());
@@ -188,7 +190,9 @@ fn v2_jobs(root: &Path) -> JobCgroups {
 
 #[test]
 fn v2_parent_enables_offered_controllers_along_the_path() {
-    for (offered, expected) in [("cpu io", "+cpu"), ("pids memory", "+pids"), ("io", "")] {
+    // One write per controller, so the fake file holds the last one: memory (for
+    // `--mem`) after pids.
+    for (offered, expected) in [("cpu io", "+cpu"), ("pids memory", "+memory"), ("io", "")] {
         let (_dir, root) = v2_tree(offered, "");
         v2_jobs(&root);
         for d in [root.clone(), root.join("rexec"), root.join("rexec/node1")] {

@@ -114,6 +114,9 @@ impl Running<'_> {
         let key = (self.job.job, self.job.rank);
         self.shared.registry.market().stop(key);
         let id = self.job.cgroup;
+        if !self.killed && matches!(end, End::Exited(Ok(_))) {
+            self.report_oom().await;
+        }
         if let Some(cpu) = usage_then_destroy(self.shared, id, !self.killed).await {
             self.cpu = cpu;
         }

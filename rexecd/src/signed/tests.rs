@@ -42,6 +42,7 @@ fn signed(pki: &TestPki, attempts: u32, width: u32, rate: i64) -> SignedLaunch {
         max_attempts: attempts,
         signed_at: now,
         expires_at: now + 600,
+        options: Default::default(),
     };
     let signer = JobSigner::load(&pki.tls_paths(Role::User, "alice")).unwrap();
     SignedLaunch {
@@ -51,6 +52,7 @@ fn signed(pki: &TestPki, attempts: u32, width: u32, rate: i64) -> SignedLaunch {
         bid: rate,
         nodes: (0..width).map(|r| format!("n{r}")).collect(),
         started_ms: 0,
+        kill_wait_ms: None,
     }
 }
 

@@ -49,6 +49,7 @@ fn spec(m: &MarketCluster, id: u64, argv: &[&str]) -> JobSpec {
         max_attempts: 1,
         signed_at: t,
         expires_at: t + 600,
+        options: Default::default(),
     }
 }
 
@@ -83,6 +84,7 @@ fn send(
         bid,
         nodes: vec![node.to_string()],
         started_ms: 0,
+        kill_wait_ms: None,
     }));
     (s, answer)
 }
