@@ -62,7 +62,10 @@ mod tests {
         let bytes = postcard::to_stdvec(&old).unwrap();
         let new: Launch = postcard::from_bytes(&bytes).unwrap();
         assert_eq!(new.options, RankOptions::default());
-        assert_eq!((new.job, new.bid, new.terminal), (old.job, old.bid, old.terminal));
+        assert_eq!(
+            (new.job, new.bid, new.terminal),
+            (old.job, old.bid, old.terminal)
+        );
         let mut with = new.clone();
         with.options = RankOptions {
             mem_bytes: Some(64 << 20),

@@ -22,6 +22,7 @@ mod launch;
 mod ledger_pg;
 mod ledger_pg_crash;
 mod ledger_pg_failover;
+mod limits;
 mod market_charges;
 mod market_checks;
 mod market_crash;
