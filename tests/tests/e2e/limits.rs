@@ -203,14 +203,24 @@ fn output_files_follow_their_patterns_and_belong_to_the_user() {
         m.batchd.log()
     );
     let user = testhost::user::test_user();
-    for (rank, node) in done.nodes.iter().enumerate() {
-        let job = "00000000000000f1";
-        let out = dir.path().join(format!("out-{job}-0-r{rank}-{node}.txt"));
+    let job = "00000000000000f1";
+    let mut files = ls(dir.path());
+    files.sort();
+    assert_eq!(files.len(), 4, "two files per rank: {files:?}");
+    for rank in 0..2 {
+        // %n: the node the rank ran on, one of the market's.
+        let prefix = format!("out-{job}-0-r{rank}-");
+        let out = files
+            .iter()
+            .find(|f| f.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no {prefix}NODE.txt in {files:?}"));
+        let node = out[prefix.len()..].trim_end_matches(".txt");
+        assert!(["n1", "n2"].contains(&node), "{out}");
+        let out = dir.path().join(out);
         let err = dir.path().join(format!("err-{job}-{rank}.txt"));
         for (path, want) in [(&out, "out"), (&err, "err")] {
-            let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
-                panic!("{}: {e}; dir holds {:?}", path.display(), ls(dir.path()))
-            });
+            let text = std::fs::read_to_string(path)
+                .unwrap_or_else(|e| panic!("{}: {e}; dir holds {files:?}", path.display()));
             assert_eq!(text, format!("{want} of {rank}\n"), "{}", path.display());
             let meta = std::fs::metadata(path).unwrap();
             assert_eq!(
