@@ -15,12 +15,22 @@ use std::time::{Duration, Instant};
 use proto::batch::{BatchReply, JobOptions, JobState, Worth};
 use proto::node::{ExitStatus, Signal};
 use rexec_tests::batch::{BatchMarket, BatchOptions};
-use rexec_tests::cluster::Cluster;
+use rexec_tests::cluster::{Cluster, ClusterOptions};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// Grows the shell past 150 MB in memory: far over a 32M limit.
 const HOG: &str = "x=$(head -c 150000000 /dev/zero | tr '\\0' a); echo survived";
+
+/// `rexec ARGS` as the test user, with the queue in its client configuration.
+fn rexec(m: &BatchMarket, args: &[&str]) -> rexec_tests::rexec::Outcome {
+    let base = &m.market.config;
+    let config = base.with_extension("limits.toml");
+    let text = std::fs::read_to_string(base).expect("client config");
+    let table = format!("[batch]\naddress = \"{}\"\n", m.batchd.addr);
+    std::fs::write(&config, format!("{text}{table}")).expect("client config");
+    m.market.rexec().config(&config).args(args).run()
+}
 
 /// A directory in /tmp the test user owns (the job's files go there).
 fn user_dir(name: &str) -> tempfile::TempDir {
@@ -83,8 +93,11 @@ fn a_batch_job_past_its_length_gets_sigterm_then_sigkill_and_ends_timeout() {
     let (s, e) = (running.started_at.unwrap(), ended.ended_at.unwrap());
     assert!(e - s >= 4, "ended {} s after its start", e - s);
     assert!(took < Duration::from_secs(20), "{took:?}");
-    // Charged for what ran: a free job costs nothing, but it is not a failure either.
+    // Not requeued: a job that ran out of time ran.
     assert_eq!(ended.attempts, 1, "{ended:?}");
+    let wait = rexec(&m, &["wait", "00000000000000d1"]);
+    assert_eq!(wait.code, Some(251), "{wait:?}");
+    assert!(wait.stderr.contains("ended TIMEOUT"), "{wait:?}");
 }
 
 #[test]
@@ -106,13 +119,15 @@ fn a_batch_rank_over_its_memory_ends_out_of_memory_and_another_job_runs_on() {
     let other = m.spec(0xe2, &["sh", "-c", &wait_then_hog], 1, 60, Worth::Rate(0));
     assert!(matches!(m.submit(&other), Ok(BatchReply::Submitted(_))));
     m.wait_for(0xe2, LIMIT, |e| e.state == JobState::Running);
-    let mut hog = m.spec(0xe1, &["sh", "-c", HOG], 1, 60, Worth::Rate(0));
-    hog.options = JobOptions {
-        mem_bytes: Some(32 << 20),
-        ..JobOptions::default()
-    };
-    assert!(matches!(m.submit(&hog), Ok(BatchReply::Submitted(_))));
-    let ended = m.wait_for(0xe1, LIMIT, |e| e.state.is_ended());
+    // Typed as a user would; the queue and the node refuse nothing of it.
+    let submitted = rexec(
+        &m,
+        &["submit", "--mem", "32M", "--length", "1m", "sh", "-c", HOG],
+    );
+    assert_eq!(submitted.code, Some(0), "{submitted:?}");
+    let id = submitted.out().trim().to_string();
+    let hog = u64::from_str_radix(&id, 16).expect("a job id");
+    let ended = m.wait_for(hog, LIMIT, |e| e.state.is_ended());
     assert_eq!(
         ended.state,
         JobState::OutOfMemory,
@@ -124,8 +139,25 @@ fn a_batch_rank_over_its_memory_ends_out_of_memory_and_another_job_runs_on() {
         reason.contains("rank 0") && reason.contains("node n1") && reason.contains("32M"),
         "{reason}"
     );
-    let (out, _) = m.output(0xe1);
+    let (out, _) = m.output(hog);
     assert!(!String::from_utf8_lossy(&out).contains("survived"));
+    let wait = rexec(&m, &["wait", &id]);
+    assert_eq!(wait.code, Some(252), "{wait:?}");
+    assert_eq!(wait.stderr.lines().count(), 1, "{wait:?}");
+    assert!(
+        wait.stderr.contains("OUT_OF_MEMORY") && wait.stderr.contains("rank 0 on node n1"),
+        "{wait:?}"
+    );
+    let listed = rexec(&m, &["queue", "--ended"]);
+    let row = listed
+        .out()
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .map(str::to_string);
+    assert!(
+        row.as_deref().is_some_and(|r| r.contains("OUT_OF_MEMORY")),
+        "{listed:?}"
+    );
     assert_eq!(
         m.status(0xe2).state,
         JobState::Running,
@@ -176,6 +208,49 @@ fn rexec_over_its_memory_says_so_in_one_line_and_exits_252() {
     let n = neighbour.wait(LIMIT);
     assert_eq!(n.code, Some(0), "{n:?}");
     assert_eq!(n.out(), "started\nalive\n");
+}
+
+#[test]
+fn a_node_refuses_more_than_its_max_mem_per_rank_and_gives_its_default() {
+    if !rexec_tests::can_run("a_node_refuses_more_than_its_max_mem_per_rank_and_gives_its_default")
+    {
+        return;
+    }
+    let options = ClusterOptions {
+        nodes: 1,
+        ..ClusterOptions::default()
+    };
+    let cluster = Cluster::start_with_node_config(options, |_, _, _| {
+        Some("max_mem_per_rank = \"64M\"\n".into())
+    });
+    let out = cluster.rexec().args(["--mem", "1G", "true"]).run();
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "one line: {:?}", out.stderr);
+    assert!(
+        out.stderr.contains("node n1")
+            && out.stderr.contains("--mem 1G")
+            && out.stderr.contains("max_mem_per_rank of 64M"),
+        "{:?}",
+        out.stderr
+    );
+    // A rank asking for nothing gets the ceiling as its limit; one asking less, that.
+    let limit = "p=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup); \
+                 cat /sys/fs/cgroup/memory$p/memory.limit_in_bytes";
+    let out = cluster.rexec().args(["sh", "-c", limit]).run();
+    assert_eq!(
+        (out.code, out.out()),
+        (Some(0), "67108864\n".into()),
+        "{out:?}"
+    );
+    let out = cluster
+        .rexec()
+        .args(["--mem", "16M", "sh", "-c", limit])
+        .run();
+    assert_eq!(
+        (out.code, out.out()),
+        (Some(0), "16777216\n".into()),
+        "{out:?}"
+    );
 }
 
 #[test]
