@@ -22,6 +22,7 @@
 //! processors = 0                # CPUs of each node set aside for the queue (0 = all)
 //! max_output = 1048576          # bytes of stdout + stderr kept per job
 //! seed = 1                      # the GA's seed
+//! kill_wait = "30s"             # grace between SIGTERM and SIGKILL at a job's length
 //!
 //! [selectors]                   # vexecd selectors, name = "host:port"
 //! vexecd = "10.0.0.5:7478"
@@ -61,6 +62,8 @@ pub const DEFAULT_LISTEN: &str = "0.0.0.0:7482";
 pub const DEFAULT_TICK: Duration = Duration::from_secs(1);
 /// Default bytes of output kept per job (stdout and stderr together): 1 MiB.
 pub const DEFAULT_MAX_OUTPUT: u64 = 1 << 20;
+/// Default grace between SIGTERM and SIGKILL at a job's length (Slurm's `KillWait`).
+pub const DEFAULT_KILL_WAIT: Duration = Duration::from_secs(30);
 /// Default submissions per group commit.
 pub const DEFAULT_MAX_BATCH: usize = 1024;
 /// Default seconds a silent connection is kept.
@@ -126,6 +129,8 @@ pub struct QueueSettings {
     pub max_output: Option<u64>,
     /// The GA's seed.
     pub seed: Option<u64>,
+    /// Grace between SIGTERM and SIGKILL when a job reaches its length (`30s`).
+    pub kill_wait: Option<String>,
 }
 
 /// `[limits]`.
@@ -215,6 +220,9 @@ pub struct Config {
     pub processors: u32,
     /// Output bytes kept per job.
     pub max_output: u64,
+    /// Grace between SIGTERM and SIGKILL when a job reaches its length; the node
+    /// that runs a rank keeps the clock (`rexecd::signed::limits`).
+    pub kill_wait: Duration,
     /// The GA's seed.
     pub seed: u64,
     /// Selectors, by name.
@@ -258,6 +266,11 @@ impl Config {
             return Err(ConfigError::invalid("tick", "must be at least 10ms"));
         }
         let max_output = s.queue.max_output.unwrap_or(DEFAULT_MAX_OUTPUT);
+        let kill_wait = match &s.queue.kill_wait {
+            None => DEFAULT_KILL_WAIT,
+            Some(t) => proto::duration::parse_duration(t)
+                .map_err(|e| ConfigError::invalid("kill_wait", e.to_string()))?,
+        };
         let max_batch = s.store.max_batch.unwrap_or(DEFAULT_MAX_BATCH);
         if max_batch == 0 || max_batch > 65_536 {
             return Err(ConfigError::invalid("max_batch", "must be 1..=65536"));
@@ -311,6 +324,7 @@ impl Config {
             tick,
             processors: s.queue.processors.unwrap_or(0),
             max_output,
+            kill_wait,
             seed: s.queue.seed.unwrap_or(1),
             selectors,
             limits,

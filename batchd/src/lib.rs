@@ -18,6 +18,7 @@
 //!   session with its node.
 //! - [`history`]: the record of ended jobs (`rexec history`) and the utility
 //!   each achieved.
+//! - [`limit`]: a job's time and memory limits, as the nodes report them.
 //! - [`ledger`]: balances and debits at accountd.
 //! - [`metrics`]: Prometheus metrics (`[metrics] listen`).
 //! - [`start`]: putting it together (the binary's `run`).
@@ -26,7 +27,8 @@
 //! use proto::batch::{JobSpec, Worth};
 //! let spec = JobSpec { id: proto::node::JobId(1), user: "alice".into(), argv: vec!["true".into()],
 //!     env: vec![], cwd: None, width: 4, length_s: 600, worth: Worth::Rate(2_000_000),
-//!     priority: 0, max_attempts: 1, signed_at: 0, expires_at: 1, array: None, after: vec![] };
+//!     priority: 0, max_attempts: 1, signed_at: 0, expires_at: 1, array: None, after: vec![],
+//!     options: Default::default() };
 //! // 2 credits per CPU-minute on 4 CPUs for 10 minutes.
 //! assert_eq!(batchd::queue::cost_estimate(&spec), 80_000_000);
 //! ```
@@ -38,6 +40,7 @@ pub mod config;
 pub mod history;
 pub mod journal;
 pub mod ledger;
+pub mod limit;
 pub mod market;
 pub mod metrics;
 pub mod ops;

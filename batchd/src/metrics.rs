@@ -79,7 +79,7 @@ impl Recorder {
     }
 }
 
-const STATES: [(JobState, &str); 9] = [
+const STATES: [(JobState, &str); 11] = [
     (JobState::Queued, "queued"),
     (JobState::Held, "held"),
     (JobState::Running, "running"),
@@ -89,6 +89,8 @@ const STATES: [(JobState, &str); 9] = [
     (JobState::Failed, "failed"),
     (JobState::CostLimit, "cost_limit"),
     (JobState::Dependent, "dependent"),
+    (JobState::Timeout, "timeout"),
+    (JobState::OutOfMemory, "out_of_memory"),
 ];
 
 /// The queue's state, read at each scrape.

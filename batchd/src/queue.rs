@@ -58,12 +58,9 @@ impl Job {
         )
     }
 
-    /// Whether it ended (finished, cancelled, failed, stopped at its ceiling).
+    /// Whether it ended (see [`JobState::is_ended`]).
     pub fn ended(&self) -> bool {
-        matches!(
-            self.rec.state,
-            JobState::Finished | JobState::Cancelled | JobState::Failed | JobState::CostLimit
-        )
+        self.rec.state.is_ended()
     }
 }
 

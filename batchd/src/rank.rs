@@ -46,6 +46,10 @@ pub enum Event {
     /// [`proto::node::ErrorCode::belongs_to_the_job`]); the node's message, which
     /// names the node. The job fails; the node stays in service.
     Refused(String),
+    /// The rank hit a limit: its time limit (the state is `Timeout`) or its memory
+    /// (`OutOfMemory`); the node's words, naming the rank and the node. Its `Exit`
+    /// follows.
+    Limit(proto::batch::JobState, String),
 }
 
 /// An event of one rank of one attempt of one job.
@@ -178,6 +182,10 @@ async fn session(
                         record_usage(shared, usage).await;
                         return Ok(e.status);
                     }
+                    Some(FromNode::Notice(n)) => match crate::limit::state_of(n.kind) {
+                        Some(state) => send(Event::Limit(state, n.text)),
+                        None => log_notice(&node.name, &n),
+                    },
                     Some(FromNode::Error(e)) => return Err(End::Lost(format!("refused: {}", e.message))),
                     Some(_) => {}
                 }

@@ -19,6 +19,7 @@
 //!     id: JobId(7), user: "alice".into(), argv: vec!["true".into()], env: vec![],
 //!     cwd: None, width: 1, length_s: 60, worth: Worth::Rate(1_000_000), priority: 0,
 //!     max_attempts: 1, signed_at: t, expires_at: t + 3600, array: None, after: vec![],
+//!     options: Default::default(),
 //! };
 //! let signed = signer.sign(&spec).unwrap();
 //! let trust = jobsign::JobTrust::load(&pki.ca().ca_cert_path(), Some(&pki.ca().crl_path())).unwrap();
@@ -377,6 +378,15 @@ pub fn check_spec(spec: &JobSpec) -> Result<(), JobSignError> {
             spec.id, a.job
         ));
     }
+    if spec.options.mem_bytes == Some(0) {
+        return invalid("memory per rank is 0; ask for more than zero or none".into());
+    }
+    for pattern in [&spec.options.stdout, &spec.options.stderr]
+        .into_iter()
+        .flatten()
+    {
+        proto::output::check(pattern).map_err(|e| JobSignError::Invalid(e.to_string()))?;
+    }
     let launch = Launch {
         job: spec.id,
         rank: 0,
@@ -386,6 +396,7 @@ pub fn check_spec(spec: &JobSpec) -> Result<(), JobSignError> {
         env: spec.env.clone(),
         cwd: spec.cwd.clone(),
         terminal: None,
+        options: Default::default(),
     };
     launch
         .validate()

@@ -83,6 +83,7 @@ fn main() {
             rows: 50,
             cols: 200,
         }),
+        options: Default::default(),
     });
     let frame_len = encode_frame(&launch, DEFAULT_MAX_FRAME).unwrap().len();
     let per_sec = rate(Duration::from_secs(3), || {

@@ -89,10 +89,30 @@ pub struct JobSpec {
     pub expires_at: u64,
     /// A job array: one task per index, each a job of its own with the id
     /// [`array::task_id`] gives it; `None` for a single job.
+    /// Appended after the first release: a spec signed before reads as `None`.
+    #[serde(default, deserialize_with = "crate::limits::trailing")]
     pub array: Option<ArraySpec>,
     /// Start only once each of these jobs ended as it says (at most
     /// [`after::MAX_AFTER`]); the job waits as [`JobState::Dependent`] until then.
+    /// Appended after the first release: a spec signed before reads as empty.
+    #[serde(default, deserialize_with = "crate::limits::trailing")]
     pub after: Vec<After>,
+    /// Memory per rank and output files (appended after the first release: a spec
+    /// signed before reads as the defaults).
+    #[serde(default, deserialize_with = "crate::limits::trailing")]
+    pub options: JobOptions,
+}
+
+/// What a signed job asks of each rank beyond its program: memory and output files.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobOptions {
+    /// Memory per rank, bytes (`--mem`); `None`: each node's default.
+    pub mem_bytes: Option<u64>,
+    /// Where each rank's standard output goes (`-o`), a pattern of [`crate::output`];
+    /// `None`: the queue keeps it.
+    pub stdout: Option<String>,
+    /// Where each rank's standard error goes (`-e`), as `stdout`.
+    pub stderr: Option<String>,
 }
 
 /// Terms a user may sign after the [`JobSpec`]: the signed bytes are the spec's
@@ -123,7 +143,7 @@ impl JobTerms {
     /// let spec = JobSpec { id: JobId(1), user: "ann".into(), argv: vec!["p".into()],
     ///     env: vec![], cwd: None, width: 2, length_s: 60, worth: Worth::Rate(1),
     ///     priority: 1, max_attempts: 1, signed_at: 0, expires_at: 9,
-    ///     array: None, after: vec![] };
+    ///     array: None, after: vec![], options: JobOptions::default() };
     /// let none = JobTerms::default();
     /// assert_eq!(none.encode(&spec).unwrap(), postcard::to_stdvec(&spec).unwrap());
     /// let capped = JobTerms { max_cost: Some(5) };
@@ -190,7 +210,14 @@ pub struct SignedLaunch {
     /// The task's index when the job is an array (one the signed range holds):
     /// the rank runs as job [`array::task_id`] and sees `REXEC_ARRAY_INDEX` and
     /// `REXEC_ARRAY_JOB`. `None` for a single job.
+    /// Appended after the first release: a launch from before reads as `None`.
+    #[serde(default, deserialize_with = "crate::limits::trailing")]
     pub array_index: Option<u32>,
+    /// The grace between SIGTERM and SIGKILL when the rank reaches the job's length,
+    /// milliseconds (the queue's `kill_wait`); `None`: the node's default. Appended
+    /// after the first release.
+    #[serde(default, deserialize_with = "crate::limits::trailing")]
+    pub kill_wait_ms: Option<u64>,
 }
 
 /// The envelope of every request to the queue.
@@ -308,6 +335,32 @@ crate::tagged::code_enum! {
         8 => CostLimit,
         /// Waiting for the jobs it depends on (`--after`) to end as it asks.
         9 => Dependent,
+        /// It reached its length (time limit): its ranks got SIGTERM, then SIGKILL.
+        10 => Timeout,
+        /// A rank went over its memory (`--mem`) and the kernel killed it.
+        11 => OutOfMemory,
+    }
+}
+
+impl JobState {
+    /// Whether a job in this state has ended (finished, cancelled, failed, timed out,
+    /// out of memory or stopped at its spending ceiling): it will not run again.
+    ///
+    /// ```
+    /// use proto::batch::JobState;
+    /// assert!(JobState::Timeout.is_ended() && JobState::OutOfMemory.is_ended());
+    /// assert!(!JobState::Running.is_ended() && !JobState::Held.is_ended());
+    /// ```
+    pub fn is_ended(self) -> bool {
+        matches!(
+            self,
+            JobState::Finished
+                | JobState::Cancelled
+                | JobState::Failed
+                | JobState::Timeout
+                | JobState::OutOfMemory
+                | JobState::CostLimit
+        )
     }
 }
 

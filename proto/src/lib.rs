@@ -16,6 +16,8 @@
 //! - [`select`]: messages to and from the selector (vexecd).
 //! - [`batch`]: signed batch jobs and the queue's protocol (batchd).
 //! - [`duration`]: the one parser of durations people write (`5s`, `1.5s`, `250ms`).
+//! - [`size`]: the one parser of memory sizes people write (`512M`, `2G`).
+//! - [`output`]: batch output file patterns (`%j`, `%a`, `%r`, `%n`) and their expansion.
 //!
 //! # Compatibility
 //!
@@ -67,7 +69,9 @@ pub mod history;
 pub mod limits;
 pub mod node;
 pub mod project;
+pub mod output;
 pub mod select;
+pub mod size;
 pub mod tagged;
 
 pub use chunk::Chunk;

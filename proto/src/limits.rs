@@ -124,3 +124,17 @@ where
 {
     bounded_vec::<D, T, { MAX_LISTED }>(d)
 }
+
+/// `deserialize_with` (beside `#[serde(default)]`) for a field appended to a message
+/// after its first release: a sender that predates the field ends the message before
+/// it, and the field then reads as its default. postcard is not self-describing, so
+/// the end of the input shows only as a failed read of the field; that failure means
+/// "absent" here. Use it only on fields that come after every field of the first
+/// release, and on every such field (each may be the first one an old sender lacks).
+pub(crate) fn trailing<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(T::deserialize(d).unwrap_or_default())
+}

@@ -215,6 +215,7 @@ fn the_worst_body_of_max_frame_bytes_decodes_within_a_few_mib() {
         env: vec![(String::new(), String::new()); proto::limits::MAX_ENV],
         cwd: None,
         terminal: None,
+        options: Default::default(),
     };
     let info = JobInfo {
         job: JobId(0),

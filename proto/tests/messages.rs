@@ -336,6 +336,7 @@ fn good_launch() -> Launch {
         env: vec![("A".into(), "b=c".into())],
         cwd: None,
         terminal: Some(WindowSize { rows: 24, cols: 80 }),
+        options: Default::default(),
     }
 }
 

@@ -20,11 +20,14 @@ fn show_notice(node: &str, notice: &Notice) {
 
 /// The class of a launch that fails this way: the program could not
 /// be started, the market refused the bid (negative, over the node's
-/// `max_rate`, no credit), or the node failed.
+/// `max_rate`, no credit), the request asks more than the node allows a rank
+/// (a usage error), or the node failed.
 pub fn class(e: &SessionError) -> Class {
     match e.refusal() {
         Some(ErrorCode::SpawnFailed) => Class::NotStarted,
         Some(ErrorCode::NoCredit | ErrorCode::BadBid) => Class::Refused,
+        // More than the node allows one rank (--mem above its max_mem_per_rank).
+        Some(ErrorCode::OverLimit) => Class::Usage,
         _ => Class::Failed,
     }
 }

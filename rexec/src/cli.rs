@@ -170,6 +170,11 @@ pub struct RunArgs {
     /// Not an MPI job, whatever the client file's `[mpi]` default says.
     #[arg(long)]
     pub no_mpi: bool,
+    /// Memory per rank (e.g. 512M, 4G), enforced by each node's memory controller: a
+    /// rank over it is killed by the kernel, rexec says so in one line and exits 252.
+    /// Above a node's max_mem_per_rank the launch is refused (exit 2).
+    #[arg(long, value_name = "SIZE")]
+    pub mem: Option<String>,
     /// The program and its arguments. rexec's options come before it; every word after
     /// it is the program's. A program whose name starts with - comes after --.
     // No `allow_hyphen_values`: with it, an unknown option before the program became

@@ -38,10 +38,15 @@ pub const INCOMPLETE: i32 = 1;
 /// Exit status of `rexec wait` when the batch job was cancelled, or failed
 /// without an exit status of its own.
 pub const UNFINISHED: i32 = 253;
+/// Exit status when a rank went over its memory (`--mem`) and the kernel killed it
+/// (`rexec`), or the batch job ended OUT_OF_MEMORY (`rexec wait`).
+pub const OUT_OF_MEMORY: i32 = 252;
+/// Exit status of `rexec wait` when the batch job reached its time limit (TIMEOUT).
+pub const TIMED_OUT: i32 = 251;
 
 /// The documented exit statuses: (status, meaning). `rexec --help` prints
 /// this table and README.md carries the same rows.
-pub const TABLE: [(&str, &str); 11] = [
+pub const TABLE: [(&str, &str); 13] = [
     (
         "0",
         "the program exited 0 on every rank (jobs, kill, bid, nodes: every node answered; submit, queue, cancel, output: done)",
@@ -62,6 +67,14 @@ pub const TABLE: [(&str, &str); 11] = [
     ("128+N", "a rank was killed by signal N"),
     ("130", "interrupted by a double Ctrl-C"),
     ("141", "standard output's reader went away"),
+    (
+        "251",
+        "wait: the batch job reached its time limit (--length) and ended TIMEOUT",
+    ),
+    (
+        "252",
+        "a rank went over its memory (--mem) and the kernel killed it (wait: the job ended OUT_OF_MEMORY)",
+    ),
     (
         "253",
         "wait: the batch job was cancelled, or failed without an exit status of its own (why is printed)",
@@ -100,6 +113,10 @@ pub enum Class {
     Interrupted(i32),
     /// The batch job `rexec wait` waited for was cancelled or failed, 253.
     Unfinished,
+    /// A rank ran out of memory, 252.
+    OutOfMemory,
+    /// The batch job reached its time limit, 251.
+    TimedOut,
     /// A node or selector was lost or failed, or something local, 255.
     Failed,
 }
@@ -114,6 +131,8 @@ impl Class {
             Class::Incomplete => INCOMPLETE,
             Class::Interrupted(code) => code,
             Class::Unfinished => UNFINISHED,
+            Class::OutOfMemory => OUT_OF_MEMORY,
+            Class::TimedOut => TIMED_OUT,
             Class::Failed => FAILED,
         }
     }
@@ -285,6 +304,8 @@ mod tests {
             Class::Incomplete,
             Class::Interrupted(INTERRUPTED),
             Class::Unfinished,
+            Class::OutOfMemory,
+            Class::TimedOut,
             Class::Failed,
         ] {
             let s = class.status().to_string();

@@ -135,6 +135,8 @@ pub struct JobSpec {
     pub terminal: Option<WindowSize>,
     /// The node names in rank order.
     pub nodes: Vec<String>,
+    /// Memory per rank (`--mem`), bytes; `None`: each node's default.
+    pub mem_bytes: Option<u64>,
 }
 
 impl JobSpec {
@@ -154,6 +156,7 @@ impl JobSpec {
             cwd: process_cwd(),
             terminal,
             nodes: ranks.iter().map(|r| r.node.name.clone()).collect(),
+            mem_bytes: None,
         }
     }
 
@@ -165,7 +168,7 @@ impl JobSpec {
     /// let spec = JobSpec {
     ///     job: JobId(0xab), bid: money::Bid::from_credits(2), argv: vec!["hostname".into()],
     ///     env: vec![("PATH".into(), "/bin".into())], cwd: Some("/tmp".into()),
-    ///     terminal: None, nodes: vec!["n1".into(), "n2".into()],
+    ///     terminal: None, nodes: vec!["n1".into(), "n2".into()], mem_bytes: None,
     /// };
     /// let l = spec.launch(1);
     /// assert_eq!((l.rank, l.nranks, l.bid), (1, 2, 2_000_000));
@@ -188,6 +191,10 @@ impl JobSpec {
             env,
             cwd: self.cwd.clone(),
             terminal: if rank == 0 { self.terminal } else { None },
+            options: proto::node::RankOptions {
+                mem_bytes: self.mem_bytes,
+                ..Default::default()
+            },
         }
     }
 }

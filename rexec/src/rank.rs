@@ -345,6 +345,9 @@ async fn read_loop(
                     newer
                 });
             }
+            Ok(Some(FromNode::Notice(n))) if n.kind == proto::node::NoticeKind::OutOfMemory => {
+                let _ = events.send(RankEvent::OutOfMemory { rank, text: n.text });
+            }
             Ok(Some(FromNode::Notice(n))) if !notices.admit(n.kind) => {}
             Ok(Some(FromNode::Notice(n))) => {
                 // A node that names itself already says where the news is from.

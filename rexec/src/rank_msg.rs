@@ -32,6 +32,14 @@ pub enum RankEvent {
         /// One line: why.
         why: String,
     },
+    /// The node killed this rank for going over its memory (`--mem`); its `Exit`
+    /// follows. The text is the node's one line, naming the rank, node and limit.
+    OutOfMemory {
+        /// The rank.
+        rank: u32,
+        /// The node's words.
+        text: String,
+    },
     /// The job must end because of this rank, which may still run: it called
     /// MPI_Abort, or its PMI channel failed (see [`crate::mpi`]).
     Aborted {

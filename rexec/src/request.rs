@@ -47,6 +47,12 @@ pub fn check(args: &RunArgs) -> Result<Request, Error> {
     })
 }
 
+/// `--mem`: a size, or a usage error saying how to write one.
+pub fn mem(text: Option<&str>) -> Result<Option<u64>, Error> {
+    text.map(|t| proto::size::parse_size(t).map_err(|e| Error::Usage(format!("--mem: {e}"))))
+        .transpose()
+}
+
 /// The bid `text` (given as `flag`): malformed is a usage error; negative,
 /// or over the configuration's `max_rate`, is refused as a node would
 /// refuse it, saying where the limit comes from.

@@ -41,12 +41,14 @@ pub const INTERRUPT_GRACE: Duration = Duration::from_secs(1);
 /// or 130/141), or why it could not run.
 pub async fn run(args: RunArgs) -> Result<i32, Error> {
     let request = request::check(&args)?;
+    let mem_bytes = request::mem(args.mem.as_deref())?;
     let connector = crate::reach::connector(&request.config)?;
     let (ranks, opened) = request::place_ranks(&args, &request, &connector).await?;
     let terminal = args
         .tty
         .then(|| tty::window_size().unwrap_or(tty::DEFAULT_SIZE));
-    let spec = JobSpec::from_process(&ranks, request.bid, args.command.clone(), terminal);
+    let mut spec = JobSpec::from_process(&ranks, request.bid, args.command.clone(), terminal);
+    spec.mem_bytes = mem_bytes;
     request::validate(&spec)?;
     let mut signals = signals::install()
         .map_err(|e| Error::Failed(format!("cannot install signal handlers: {e}")))?;
@@ -263,6 +265,13 @@ impl Job {
                 self.done[rank as usize] = true;
                 self.first_bad.get_or_insert(FAILED);
                 self.abort(rank, &why, false);
+            }
+            RankEvent::OutOfMemory { rank, text } => {
+                // One line from the node (rank, node, limit); the job exits 252 and
+                // its other ranks are stopped without another word.
+                say(&text);
+                self.forced.get_or_insert(crate::exit::OUT_OF_MEMORY);
+                self.abort(rank, &text, true);
             }
             RankEvent::Aborted { rank, why, code } => {
                 // The rank may still run: it is killed with the others. After a signal

@@ -183,6 +183,7 @@ mod tests {
             env: vec![],
             cwd: None,
             terminal: None,
+            options: Default::default(),
         };
         let env = channel.env(&launch);
         assert_eq!(env[0].1, channel.child_fd().to_string());

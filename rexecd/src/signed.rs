@@ -164,6 +164,13 @@ pub fn admit(
         env.push(("REXEC_ARRAY_INDEX".into(), index.to_string()));
         env.push(("REXEC_ARRAY_JOB".into(), spec.id.to_string()));
     }
+    let options = limits::rank_options(spec, req, node).map_err(|e| {
+        refuse(
+            ErrorCode::BadRequest,
+            node,
+            format_args!("signed job refused: {e}"),
+        )
+    })?;
     let launch = Launch {
         job: job_id,
         rank: req.rank,
@@ -173,6 +180,7 @@ pub fn admit(
         env,
         cwd: spec.cwd.clone(),
         terminal: None,
+        options,
     };
     Ok(Admitted {
         job,
@@ -310,6 +318,7 @@ impl StartedRanks {
 }
 
 pub mod ends;
+pub mod limits;
 #[cfg(test)]
 mod tests;
 

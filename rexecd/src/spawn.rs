@@ -173,6 +173,7 @@ pub struct JobCommand {
     session: SessionMode,
     limits: JobLimits,
     keep_open: Option<RawFd>,
+    outputs: [Option<PathBuf>; 2],
 }
 
 impl JobCommand {
@@ -187,7 +188,15 @@ impl JobCommand {
             session: SessionMode::Inherit,
             limits: JobLimits::default(),
             keep_open: None,
+            outputs: [None, None],
         }
+    }
+
+    /// Files for standard output and error, opened by the child as the user, relative
+    /// to the directory it entered (see [`ChildSetup::output_files`]).
+    pub fn output_files(mut self, stdout: Option<PathBuf>, stderr: Option<PathBuf>) -> JobCommand {
+        self.outputs = [stdout, stderr];
+        self
     }
 
     /// The hardening the child applies (default: no new privileges, umask 022, the
@@ -283,6 +292,13 @@ impl JobCommand {
         )
         .limits(self.limits.clone())
         .report_dir_to(write);
+        let [out, err] = &self.outputs;
+        let c_file = |path: &Option<PathBuf>| {
+            path.as_deref()
+                .map(|p| c_path("output file", p))
+                .transpose()
+        };
+        let setup = setup.output_files(c_file(out)?, c_file(err)?);
         let setup = match self.keep_open {
             Some(fd) => setup.keep_open(fd),
             None => setup,

@@ -36,6 +36,8 @@ pub struct BatchOptions {
     pub initial: &'static str,
     /// More of batchd's config file (full tables, such as `[metrics]`).
     pub extra_config: String,
+    /// The queue's `kill_wait` (grace between SIGTERM and SIGKILL at a job's length).
+    pub kill_wait: &'static str,
 }
 
 impl Default for BatchOptions {
@@ -48,6 +50,7 @@ impl Default for BatchOptions {
             max_output: 1 << 20,
             initial: "1000",
             extra_config: String::new(),
+            kill_wait: "30s",
         }
     }
 }
@@ -84,12 +87,13 @@ impl BatchMarket {
         fs::create_dir_all(&dir).expect("cannot create batchd's directory");
         let config = format!(
             "accountd = {:?}\n[store]\npath = {:?}\n[queue]\npolicy = {:?}\ntick = {:?}\nmax_output = {}\n\
-             [selectors]\nvexecd = \"{}\"\n{}{}",
+             kill_wait = {:?}\n[selectors]\nvexecd = \"{}\"\n{}{}",
             market.accountd.addr,
             dir.join("queue.db"),
             o.policy,
             o.tick,
             o.max_output,
+            o.kill_wait,
             vexecd.addr,
             channel.table(),
             o.extra_config,
@@ -155,6 +159,7 @@ impl BatchMarket {
             expires_at: now + 3600,
             array: None,
             after: Vec::new(),
+            options: Default::default(),
         }
     }
 

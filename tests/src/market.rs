@@ -404,6 +404,7 @@ impl RawSession {
             ],
             cwd: None,
             terminal: None,
+            options: Default::default(),
         };
         self.send(ToNode::Launch(launch))
     }

@@ -203,6 +203,7 @@ impl Sched {
                         // (`REXEC_JOB_START_MS` on the node).
                         started_ms: self.decided,
                         array_index: array.map(|a| a.1),
+                        kill_wait_ms: u64::try_from(self.shared.cfg.kill_wait.as_millis()).ok(),
                     },
                     self.events.clone(),
                 )
@@ -223,6 +224,7 @@ impl Sched {
             Run {
                 attempt,
                 exits: vec![None; nodes.len()],
+                limit: None,
                 nodes,
                 ctl,
                 suspended: false,

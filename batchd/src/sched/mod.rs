@@ -49,6 +49,9 @@ pub struct Run {
     pub ctl: Vec<mpsc::UnboundedSender<Signal>>,
     /// Each rank's exit.
     pub exits: Vec<Option<ExitStatus>>,
+    /// The first limit a rank hit (time or memory): the state the job ends in, and
+    /// the node's words for it.
+    pub limit: Option<(JobState, String)>,
     /// Stopped by a preemption.
     pub suspended: bool,
     /// Charge rate now, micro-credits per processor-hour.
@@ -242,8 +245,22 @@ impl Sched {
                         .find(|e| !matches!(e, ExitStatus::Code(0)))
                         .or(run.exits[0].as_ref())
                         .copied();
-                    self.end(ev.job, JobState::Finished, exit, None, ev.at_ms)
-                        .await;
+                    let (state, reason) = match run.limit.take() {
+                        Some((state, why)) => (state, Some(why)),
+                        None => (JobState::Finished, None),
+                    };
+                    self.end(ev.job, state, exit, reason, ev.at_ms).await;
+                }
+            }
+            Event::Limit(state, why) => {
+                tracing::info!(job = %JobId(ev.job), rank = ev.rank, ?state, "limit: {why}");
+                if run.limit.is_none() {
+                    run.limit = Some((state, why));
+                }
+                if state == JobState::OutOfMemory {
+                    // A rank killed for memory ends the job, as a rank killed by a
+                    // signal ends an interactive one.
+                    run.signal(Signal::Kill);
                 }
             }
             Event::Lost(why) => {
@@ -282,9 +299,7 @@ impl Sched {
                     format!("no job {}", JobId(id)),
                 ));
             }
-            Some(
-                JobState::Finished | JobState::Cancelled | JobState::Failed | JobState::CostLimit,
-            ) => {}
+            Some(state) if state.is_ended() => {}
             Some(_) => {
                 if let Some(run) = self.runs.get(&id) {
                     if run.suspended {

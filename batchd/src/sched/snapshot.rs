@@ -162,6 +162,7 @@ mod tests {
             expires_at: 1,
             array: None,
             after: Vec::new(),
+            options: Default::default(),
         }
     }
 

@@ -28,6 +28,7 @@ fn spec(user: &str) -> JobSpec {
         expires_at: t + 3600,
         array: None,
         after: Vec::new(),
+        options: Default::default(),
     }
 }
 

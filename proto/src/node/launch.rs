@@ -72,6 +72,10 @@ pub struct Launch {
     /// `Some` to run the job on a terminal of this size (stdout and stderr
     /// then arrive merged as `Stdout`); `None` for plain pipes.
     pub terminal: Option<WindowSize>,
+    /// Memory and time limits and output files (appended after the first release:
+    /// an older client's launch reads as the defaults).
+    #[serde(default, deserialize_with = "crate::limits::trailing")]
+    pub options: super::RankOptions,
 }
 
 /// Start one rank of a job under a spending ceiling (client to node): `launch`
@@ -162,6 +166,9 @@ pub enum LaunchError {
     /// The spending ceiling is negative.
     #[error("a spending ceiling of {0} micro-credits is negative; give 0 or more")]
     NegativeCeiling(i64),
+    /// An output file name is empty, too long or holds a NUL byte.
+    #[error("output file {0:?} is empty, longer than 4096 bytes or holds a NUL byte")]
+    BadOutputFile(String),
 }
 
 impl Launch {
@@ -173,7 +180,7 @@ impl Launch {
     /// let mut launch = Launch {
     ///     job: JobId(1), rank: 0, nranks: 4, bid: 2_000_000,
     ///     argv: vec!["./prog".into()], env: vec![("HOME".into(), "/home/ann".into())],
-    ///     cwd: Some("/home/ann".into()), terminal: None,
+    ///     cwd: Some("/home/ann".into()), terminal: None, options: RankOptions::default(),
     /// };
     /// assert_eq!(launch.validate(), Ok(()));
     /// launch.rank = 4;
@@ -223,6 +230,14 @@ impl Launch {
             }
             if !cwd.starts_with('/') {
                 return Err(LaunchError::RelativeCwd(cwd.clone()));
+            }
+        }
+        for file in [&self.options.stdout, &self.options.stderr]
+            .into_iter()
+            .flatten()
+        {
+            if file.is_empty() || file.len() > crate::output::MAX_PATTERN || file.contains('\0') {
+                return Err(LaunchError::BadOutputFile(file.clone()));
             }
         }
         Ok(())

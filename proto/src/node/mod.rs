@@ -40,6 +40,7 @@
 mod admin;
 pub(crate) mod exit;
 pub(crate) mod launch;
+mod options;
 mod signal;
 mod status;
 mod usage;
@@ -47,6 +48,7 @@ mod usage;
 pub use admin::{JobInfo, JobList, Kill, Killed, Rebid, Rebidded};
 pub use exit::{Exit, ExitStatus};
 pub use launch::{CappedLaunch, JobId, Launch, LaunchError, ParseJobIdError, Started, WindowSize};
+pub use options::{RankOptions, TimeLimit};
 pub use signal::{ParseSignalError, Signal};
 pub use status::{ErrorCode, ErrorReply, Heartbeat, Notice, NoticeKind, STDIN_WINDOW, StdinTaken};
 pub use usage::RankUsage;

@@ -43,6 +43,12 @@ code_enum! {
         /// The job's charges reached its spending ceiling (`--max-cost`): the job
         /// keeps running at bid 0, where it is free.
         5 => CostLimit,
+        /// The rank went over its memory limit and the kernel killed it (sent just
+        /// before its `Exit`; the text names the rank, the node and the limit).
+        6 => OutOfMemory,
+        /// The rank reached its time limit: it got SIGTERM (and SIGKILL after the
+        /// grace if still running); sent when the limit strikes.
+        7 => TimeLimit,
     }
 }
 
@@ -84,6 +90,9 @@ code_enum! {
         /// The market refused the bid itself: negative, or above the node's `max_rate`
         /// (a client older than this code reads it as `Unknown(12)`).
         12 => BadBid,
+        /// The request asks for more than the node allows one rank (such as memory
+        /// above its `max_mem_per_rank`); the text names the node's limit.
+        13 => OverLimit,
     }
 }
 
@@ -103,7 +112,10 @@ impl ErrorCode {
     /// assert!(!ErrorCode::Internal.belongs_to_the_job());
     /// ```
     pub fn belongs_to_the_job(self) -> bool {
-        matches!(self, ErrorCode::SpawnFailed | ErrorCode::UnknownUser)
+        matches!(
+            self,
+            ErrorCode::SpawnFailed | ErrorCode::UnknownUser | ErrorCode::OverLimit
+        )
     }
 }
 

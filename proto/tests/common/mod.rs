@@ -78,6 +78,7 @@ pub fn launch() -> impl Strategy<Value = Launch> {
                 env,
                 cwd,
                 terminal,
+                options: Default::default(),
             },
         )
 }

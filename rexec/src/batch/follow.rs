@@ -120,6 +120,14 @@ pub fn outcome(e: &QueueEntry) -> Result<i32, Error> {
             "job {} was cancelled{why}",
             e.job
         ))),
+        (JobState::OutOfMemory, _) => Err(Error::Lines {
+            lines: vec![format!("job {} ended OUT_OF_MEMORY{why}", e.job)],
+            class: crate::exit::Class::OutOfMemory,
+        }),
+        (JobState::Timeout, _) => Err(Error::Lines {
+            lines: vec![format!("job {} ended TIMEOUT{why}", e.job)],
+            class: crate::exit::Class::TimedOut,
+        }),
         (_, Some(status)) => {
             if let proto::node::ExitStatus::Signaled { signal, .. } = status {
                 say(&format!("job {}: killed by {signal}", e.job));
@@ -170,6 +178,27 @@ mod tests {
             Some("node lost"),
         );
         assert_eq!(outcome(&failed).unwrap(), 3);
+    }
+
+    #[test]
+    fn limits_exit_with_their_own_status_naming_the_rank_and_node() {
+        let why = "rank 1 on node n2 ran out of memory";
+        let err = outcome(&ended(
+            JobState::OutOfMemory,
+            Some(ExitStatus::Signaled {
+                signal: Signal::Kill,
+                core_dumped: false,
+            }),
+            Some(why),
+        ))
+        .unwrap_err();
+        assert_eq!(err.class().status(), 252);
+        assert_eq!(
+            err.to_string(),
+            format!("job 00000000000000ab ended OUT_OF_MEMORY: {why}")
+        );
+        let err = outcome(&ended(JobState::Timeout, None, Some("time limit"))).unwrap_err();
+        assert_eq!(err.class().status(), 251);
     }
 
     #[test]

@@ -91,9 +91,29 @@ pub fn spec(args: &SubmitArgs, user: &str, config: &Config, now: u64) -> Result<
                     .map_err(|e: proto::batch::after::AfterError| Error::Usage(e.to_string()))
             })
             .collect::<Result<_, _>>()?,
+        options: options(args)?,
     };
     check_spec(&spec).map_err(|e| Error::Usage(format!("cannot submit this: {e}")))?;
     Ok(spec)
+}
+
+/// `--mem`, `-o` and `-e` as the spec carries them (patterns checked, size parsed).
+fn options(args: &SubmitArgs) -> Result<proto::batch::JobOptions, Error> {
+    let mem_bytes = args
+        .mem
+        .as_deref()
+        .map(|m| proto::size::parse_size(m).map_err(|e| Error::Usage(format!("--mem: {e}"))))
+        .transpose()?;
+    for (flag, pattern) in [("-o", &args.output), ("-e", &args.error)] {
+        if let Some(p) = pattern {
+            proto::output::check(p).map_err(|e| Error::Usage(format!("{flag}: {e}")))?;
+        }
+    }
+    Ok(proto::batch::JobOptions {
+        mem_bytes,
+        stdout: args.output.clone(),
+        stderr: args.error.clone(),
+    })
 }
 
 /// The user's signer, from the configuration's `cert` and `key`. Files that

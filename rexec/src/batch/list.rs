@@ -146,6 +146,8 @@ pub fn state_name(s: JobState) -> &'static str {
         JobState::Held => "HELD",
         JobState::CostLimit => "COST_LIMIT",
         JobState::Dependent => "DEPENDENT",
+        JobState::Timeout => "TIMEOUT",
+        JobState::OutOfMemory => "OUT_OF_MEMORY",
         _ => "UNKNOWN",
     }
 }
@@ -227,10 +229,7 @@ fn where_column(e: &QueueEntry) -> String {
 
 /// Whether a job in state `s` has ended.
 pub fn ended(s: JobState) -> bool {
-    matches!(
-        s,
-        JobState::Finished | JobState::Cancelled | JobState::Failed | JobState::CostLimit
-    )
+    s.is_ended()
 }
 
 /// An entry for examples and tests: job `ab` of alice, queued first.

@@ -82,7 +82,9 @@ pub struct SubmitArgs {
     #[arg(short = 'n', long = "nranks", value_name = "WIDTH", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=crate::MAX_RANKS as i64))]
     pub width: u32,
-    /// How long the job runs (e.g. 90m, 2h, 1d): what the queue plans with.
+    /// How long the job runs (e.g. 90m, 2h, 1d): what the queue plans with, and its
+    /// time limit: at it the ranks get SIGTERM, then SIGKILL after the queue's
+    /// kill_wait (default 30s), and the job ends TIMEOUT, charged for what ran.
     #[arg(long, value_name = "DURATION", required = true)]
     pub length: String,
     /// Bid in credits per CPU-minute, as for `rexec -r` (default 0).
@@ -137,6 +139,18 @@ pub struct SubmitArgs {
     /// the job waits as DEPENDENT, and fails, saying why, once it never can start.
     #[arg(long, value_name = "JOB[:ok|any|notok]")]
     pub after: Vec<String>,
+    /// Memory per rank (e.g. 512M, 4G): over it the kernel kills the rank and the job
+    /// ends OUT_OF_MEMORY; above a node's max_mem_per_rank the node refuses it.
+    #[arg(long, value_name = "SIZE")]
+    pub mem: Option<String>,
+    /// Write each rank's standard output to this file on its node, opened as you
+    /// (relative to the working directory): %j job id, %a array index, %r rank,
+    /// %n node, %% a %. Without it the queue keeps the output (rexec output).
+    #[arg(short = 'o', long = "output", value_name = "PATTERN")]
+    pub output: Option<String>,
+    /// As -o, for standard error (the same file as -o shares it).
+    #[arg(short = 'e', long = "error", value_name = "PATTERN")]
+    pub error: Option<String>,
     /// The program and its arguments. The options come before it (one not known is a
     /// usage error, and nothing is queued); every word after it is the program's. A
     /// program whose name starts with - comes after --.

@@ -150,6 +150,7 @@ impl Session {
             env: vec![("PATH".into(), "/usr/bin:/bin".into())],
             cwd: None,
             terminal: None,
+            options: Default::default(),
         };
         match self.session.launch(&request, false).await {
             Ok(started) => started.pid as i32,

@@ -23,6 +23,8 @@ pub struct V1Mounts {
     pub pids: Option<PathBuf>,
     /// Hierarchy with `freezer`.
     pub freezer: Option<PathBuf>,
+    /// Hierarchy with `memory` (per-rank memory limits, `--mem`).
+    pub memory: Option<PathBuf>,
     /// Hierarchy with `cpuset` (used only when the node is pinned to CPUs, and to clean
     /// up what a pinned run left).
     pub cpuset: Option<PathBuf>,
@@ -112,6 +114,7 @@ pub fn detect_from(mountinfo: &str, root: &Path) -> Result<Hierarchy> {
             cpuacct: mounts.v1.get("cpuacct").cloned(),
             pids: mounts.v1.get("pids").cloned(),
             freezer: mounts.v1.get("freezer").cloned(),
+            memory: mounts.v1.get("memory").cloned(),
             cpuset: mounts.v1.get("cpuset").cloned(),
         }));
     }
@@ -133,7 +136,10 @@ pub fn detect() -> Result<Hierarchy> {
 }
 
 fn is_controller(opt: &str) -> bool {
-    matches!(opt, "cpu" | "cpuacct" | "pids" | "freezer" | "cpuset")
+    matches!(
+        opt,
+        "cpu" | "cpuacct" | "pids" | "freezer" | "cpuset" | "memory"
+    )
 }
 
 fn reroot(root: &Path, mount_point: &str) -> PathBuf {
@@ -207,13 +213,14 @@ mod tests {
                 cpuacct: Some("/sys/fs/cgroup/cpuacct".into()),
                 pids: Some("/sys/fs/cgroup/pids".into()),
                 freezer: Some("/sys/fs/cgroup/freezer".into()),
+                memory: Some("/sys/fs/cgroup/memory".into()),
                 cpuset: Some("/sys/fs/cgroup/cpuset".into()),
             })
         );
         let mounts = parse_mountinfo(HYBRID, root).unwrap();
         assert_eq!(mounts.unified, Some("/sys/fs/cgroup/unified".into()));
         assert!(
-            !mounts.v1.contains_key("memory"),
+            !mounts.v1.contains_key("name=systemd"),
             "only the controllers we use"
         );
     }
@@ -227,6 +234,7 @@ mod tests {
         assert_eq!(m.cpu, Path::new("/fake/sys/fs/cgroup/cpu,cpuacct"));
         assert_eq!(m.cpuacct.as_deref(), Some(m.cpu.as_path()));
         assert_eq!(m.freezer, None);
+        assert_eq!(m.memory, None);
         assert_eq!(m.cpuset, None);
     }
 

@@ -25,6 +25,7 @@ fn v1_mounts(base: &Path) -> V1Mounts {
         cpuacct: Some(base.join("cpuacct")),
         pids: Some(base.join("pids")),
         freezer: Some(base.join("freezer")),
+        memory: None,
         cpuset: None,
     }
 }
@@ -83,6 +84,7 @@ fn v1_comounted_cpu_cpuacct_is_one_directory() {
         cpuacct: Some(both.clone()),
         pids: None,
         freezer: None,
+        memory: None,
         cpuset: None,
     };
     let backend = v1::V1Cgroups::new(mounts, &ParentName::new("r").unwrap());
@@ -188,7 +190,9 @@ fn v2_jobs(root: &Path) -> JobCgroups {
 
 #[test]
 fn v2_parent_enables_offered_controllers_along_the_path() {
-    for (offered, expected) in [("cpu io", "+cpu"), ("pids memory", "+pids"), ("io", "")] {
+    // One write per controller, so the fake file holds the last one: memory (for
+    // `--mem`) after pids.
+    for (offered, expected) in [("cpu io", "+cpu"), ("pids memory", "+memory"), ("io", "")] {
         let (_dir, root) = v2_tree(offered, "");
         v2_jobs(&root);
         for d in [root.clone(), root.join("rexec"), root.join("rexec/node1")] {
@@ -254,6 +258,80 @@ fn v2_weight_stat_events_and_kill_files() {
 
     assert_eq!(jobs.join(11).unwrap().paths(), &[job("cgroup.procs")]);
     assert_eq!(jobs.jobs().unwrap(), vec![11]);
+}
+
+#[test]
+fn v2_memory_limit_and_kills_through_the_backend() {
+    let (_dir, root) = v2_tree("cpu pids memory", "");
+    let jobs = v2_jobs(&root);
+    assert_eq!(
+        get(&root.join("rexec/node1/cgroup.subtree_control")),
+        "+memory"
+    );
+    let job = |f: &str| root.join("rexec/node1/job-12").join(f);
+    jobs.create_job(12).unwrap();
+    // Without the controller's files in the job: named, not a silent no-limit.
+    assert!(matches!(
+        jobs.set_memory_limit(12, 1 << 20),
+        Err(CgroupError::ControllerMissing {
+            controller: "memory",
+            ..
+        })
+    ));
+    assert_eq!(jobs.oom_kills(12).unwrap(), 0);
+    put(&job("memory.max"), "");
+    put(
+        &job("memory.events"),
+        "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n",
+    );
+    jobs.set_memory_limit(12, 48 << 20).unwrap();
+    assert_eq!(get(&job("memory.max")), "50331648");
+    assert_eq!(jobs.oom_kills(12).unwrap(), 1);
+}
+
+#[test]
+fn v1_memory_hierarchy_holds_the_job_its_limit_and_kills() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path();
+    fs::create_dir_all(base.join("memory")).unwrap();
+    let mounts = V1Mounts {
+        memory: Some(base.join("memory")),
+        ..v1_mounts(base)
+    };
+    for h in ["cpu", "cpuacct", "pids", "freezer"] {
+        fs::create_dir_all(base.join(h)).unwrap();
+    }
+    let jobs =
+        JobCgroups::open(Hierarchy::V1(mounts), &ParentName::new("rexec-t").unwrap()).unwrap();
+    jobs.create_job(3).unwrap();
+    let job = base.join("memory/rexec-t/job-3");
+    assert!(job.is_dir(), "the job joins the memory hierarchy");
+    assert!(
+        jobs.join(3)
+            .unwrap_err()
+            .to_string()
+            .contains("cgroup.procs"),
+        "fake tree: no cgroup.procs to open"
+    );
+    put(&job.join("memory.limit_in_bytes"), "");
+    jobs.set_memory_limit(3, 8 << 20).unwrap();
+    assert_eq!(get(&job.join("memory.limit_in_bytes")), "8388608");
+    put(
+        &job.join("memory.oom_control"),
+        "oom_kill_disable 0\nunder_oom 0\noom_kill 4\n",
+    );
+    assert_eq!(jobs.oom_kills(3).unwrap(), 4);
+    // Without the memory controller mounted: a clear error, and no kills to report.
+    let plain = v1_jobs(&base.join("other"));
+    plain.create_job(4).unwrap();
+    assert!(matches!(
+        plain.set_memory_limit(4, 1 << 20),
+        Err(CgroupError::ControllerMissing {
+            controller: "memory",
+            ..
+        })
+    ));
+    assert_eq!(plain.oom_kills(4).unwrap(), 0);
 }
 
 #[test]

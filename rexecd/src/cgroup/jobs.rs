@@ -146,6 +146,16 @@ impl JobCgroups {
         self.backend.set_quota(id, limit)
     }
 
+    /// Limits one job's memory (see [`super::memory`]).
+    pub fn set_memory_limit(&self, id: u64, bytes: u64) -> Result<()> {
+        self.backend.set_memory_limit(id, bytes)
+    }
+
+    /// How many of the job's processes the kernel killed for memory.
+    pub fn oom_kills(&self, id: u64) -> Result<u64> {
+        self.backend.oom_kills(id)
+    }
+
     /// Reads one job's kernel weight back.
     pub fn weight(&self, id: u64) -> Result<u64> {
         self.backend.weight(id)

@@ -10,7 +10,8 @@
 //! `jobs` (the manager), `fs` (path-carrying file helpers), `cpuset` (cpu lists and the
 //! checks and writes that confine a node to its own CPUs), `quota` (CFS bandwidth
 //! limits), `dynmods` (the `favordynmods` mount option that keeps migrations into a job
-//! cgroup from waiting for an RCU grace period).
+//! cgroup from waiting for an RCU grace period), `memory` (per-rank memory limits and
+//! how a kill for memory shows).
 
 pub mod cpuset;
 pub mod detect;
@@ -18,6 +19,7 @@ pub mod dynmods;
 pub mod error;
 mod fs;
 mod jobs;
+pub mod memory;
 mod peak;
 pub mod procstat;
 pub mod quota;
@@ -193,6 +195,13 @@ pub trait CgroupBackend {
     fn thaw(&self, id: u64) -> Result<()>;
     /// Sends SIGKILL to every process of the job (`cgroup.kill` where it exists).
     fn kill_all(&self, id: u64) -> Result<()>;
+    /// Limits the job's memory to `bytes` (see [`memory`]); over it the kernel kills
+    /// a process of the job. [`CgroupError::ControllerMissing`] without the memory
+    /// controller.
+    fn set_memory_limit(&self, id: u64, bytes: u64) -> Result<()>;
+    /// How many processes of the job the kernel killed for going over its memory
+    /// limit (0 without the memory controller).
+    fn oom_kills(&self, id: u64) -> Result<u64>;
 }
 
 /// A backend for either cgroup version, chosen at run time.
@@ -299,6 +308,12 @@ impl CgroupBackend for AnyCgroup {
     }
     fn kill_all(&self, id: u64) -> Result<()> {
         delegate!(self, b => b.kill_all(id))
+    }
+    fn set_memory_limit(&self, id: u64, bytes: u64) -> Result<()> {
+        delegate!(self, b => b.set_memory_limit(id, bytes))
+    }
+    fn oom_kills(&self, id: u64) -> Result<u64> {
+        delegate!(self, b => b.oom_kills(id))
     }
 }
 

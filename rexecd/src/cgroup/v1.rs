@@ -1,7 +1,7 @@
 //! cgroup v1: the job lives in several hierarchies at once. Its directory is created in
 //! the `cpu` hierarchy (weights: `cpu.shares`) and, where they are mounted separately, in
-//! the `cpuacct` (usage: `cpuacct.usage`, nanoseconds), `pids` and `freezer`
-//! (`freezer.state`) hierarchies. A job's processes are the union of the `cgroup.procs`
+//! the `cpuacct` (usage: `cpuacct.usage`, nanoseconds), `pids`, `freezer`
+//! (`freezer.state`) and `memory` (limits, see [`super::memory`]) hierarchies. A job's processes are the union of the `cgroup.procs`
 //! of all of them; its threads are the `tasks` of the `cpu` hierarchy. v1 has no
 //! `cgroup.kill`, so teardown signals every listed process.
 //!
@@ -62,6 +62,7 @@ impl V1Cgroups {
             &self.mounts.cpuacct,
             &self.mounts.pids,
             &self.mounts.freezer,
+            &self.mounts.memory,
         ];
         for mount in others.into_iter().flatten().chain(pinned) {
             if !out.contains(&mount.as_path()) {
@@ -355,5 +356,22 @@ impl CgroupBackend for V1Cgroups {
 
     fn kill_all(&self, id: u64) -> Result<()> {
         kill_each(&self.job_path(id), &self.procs(id)?)
+    }
+
+    fn set_memory_limit(&self, id: u64, bytes: u64) -> Result<()> {
+        let Some(memory) = &self.mounts.memory else {
+            return Err(CgroupError::ControllerMissing {
+                controller: "memory",
+                path: self.job_path(id),
+            });
+        };
+        super::memory::set_v1(&self.job_dir(memory, id), bytes)
+    }
+
+    fn oom_kills(&self, id: u64) -> Result<u64> {
+        match &self.mounts.memory {
+            Some(memory) => super::memory::oom_kills_v1(&self.job_dir(memory, id)),
+            None => Ok(0),
+        }
     }
 }

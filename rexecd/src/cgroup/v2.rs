@@ -1,4 +1,4 @@
-//! cgroup v2: one unified tree. The parent gets `+cpu` and `+pids` in its
+//! cgroup v2: one unified tree. The parent gets `+cpu`, `+pids` and `+memory` in its
 //! `cgroup.subtree_control` (and so does every ancestor up to the mount, where the
 //! controllers are offered), each job is one directory with `cpu.weight`, `cpu.stat`
 //! (`usage_usec`), `cgroup.procs`, `cgroup.threads`, `cgroup.freeze`/`cgroup.events`,
@@ -21,7 +21,7 @@ use super::{
 use crate::sys::ProcessId;
 
 /// Controllers enabled for job cgroups, when the kernel offers them.
-const CONTROLLERS: [&str; 2] = ["cpu", "pids"];
+const CONTROLLERS: [&str; 3] = ["cpu", "pids", "memory"];
 /// The CPUs a v2 cgroup can really use.
 const EFFECTIVE_CPUS: &str = "cpuset.cpus.effective";
 /// The kernel's own `cpu.max` period, written back with `max` when a limit is removed.
@@ -260,6 +260,23 @@ impl CgroupBackend for V2Cgroups {
         } else {
             Ok(())
         }
+    }
+
+    fn set_memory_limit(&self, id: u64, bytes: u64) -> Result<()> {
+        if !self.file(id, "memory.max").exists() && self.job_exists(id) {
+            return Err(CgroupError::ControllerMissing {
+                controller: "memory",
+                path: self.job_path(id),
+            });
+        }
+        super::memory::set_v2(&self.job_path(id), bytes)
+    }
+
+    fn oom_kills(&self, id: u64) -> Result<u64> {
+        if !self.file(id, "memory.events").exists() && self.job_exists(id) {
+            return Ok(0);
+        }
+        super::memory::oom_kills_v2(&self.job_path(id))
     }
 
     fn kill_all(&self, id: u64) -> Result<()> {

@@ -78,6 +78,13 @@ pub struct Flags {
     /// nothing for this long is dropped.
     #[arg(long, value_name = "DURATION")]
     pub tcp_user_timeout: Option<String>,
+    /// The most memory one rank may ask for with --mem (e.g. 4G); more is refused.
+    #[arg(long, value_name = "SIZE")]
+    pub max_mem_per_rank: Option<String>,
+    /// Memory of a rank that asks for none (e.g. 1G; default: --max-mem-per-rank,
+    /// else no limit).
+    #[arg(long, value_name = "SIZE")]
+    pub default_mem_per_rank: Option<String>,
 }
 
 /// What rexecd's common flags say of it.

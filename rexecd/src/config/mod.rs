@@ -74,6 +74,7 @@ pub mod discovery;
 mod flags;
 pub mod job;
 pub mod market_table;
+pub mod memory;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -207,6 +208,10 @@ pub struct Settings {
     pub announce: Option<discovery::AnnounceFile>,
     /// `[metrics] listen`: where to serve Prometheus metrics (off without it).
     pub metrics: Option<exposition::MetricsFile>,
+    /// The most memory one rank may ask for, e.g. "4G" (unset: no ceiling).
+    pub max_mem_per_rank: Option<String>,
+    /// Memory of a rank that asks for none, e.g. "1G" (unset: max_mem_per_rank, else no limit).
+    pub default_mem_per_rank: Option<String>,
     /// Any other key: refused by name.
     #[serde(flatten)]
     _unknown: NoOtherKeys,
@@ -284,6 +289,8 @@ pub struct Config {
     pub announce: Option<discovery::AnnounceConfig>,
     /// Where to serve Prometheus metrics (`[metrics] listen`); `None`: off.
     pub metrics: Option<std::net::SocketAddr>,
+    /// Memory per rank: the ceiling and the default.
+    pub memory: memory::MemoryConfig,
 }
 
 impl Config {
@@ -405,6 +412,7 @@ impl Config {
             job_limits: job::job_limits(s.no_new_privs, s.umask, s.rlimits)?,
             announce,
             metrics,
+            memory: memory::MemoryConfig::resolve(s.max_mem_per_rank, s.default_mem_per_rank)?,
         })
     }
 }

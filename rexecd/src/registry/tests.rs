@@ -22,6 +22,7 @@ pub(crate) fn fake_cgroups(base: &Path) -> JobCgroups {
         cpuacct: Some(base.join("cpuacct")),
         pids: None,
         freezer: None,
+        memory: None,
         cpuset: None,
     };
     JobCgroups::open(Hierarchy::V1(mounts), &ParentName::new("rexec-t").unwrap()).unwrap()
@@ -64,6 +65,7 @@ fn launch(job: u64, rank: u32, bid: i64) -> Launch {
         env: Vec::new(),
         cwd: None,
         terminal: None,
+        options: Default::default(),
     }
 }
 

@@ -127,6 +127,9 @@ impl Running<'_> {
         let key = (self.job.job, self.job.rank);
         self.shared.registry.market().stop(key);
         let id = self.job.cgroup;
+        if !self.killed && matches!(end, End::Exited(Ok(_))) {
+            self.report_oom().await;
+        }
         let used = usage_then_destroy(self.shared, id, !self.killed).await;
         self.keep_usage(used);
         // Settle the market (the last charge is journaled before `Exit` says it), then

@@ -59,6 +59,10 @@ pub(super) struct Job {
     pub(super) pmi: Option<std::os::unix::net::UnixStream>,
     /// A signed batch rank's end, recorded for accountd when its program exits.
     pub(super) signed_end: Option<proto::account::RankEnd>,
+    /// The rank's memory limit, bytes, when it has one.
+    pub(super) mem_limit: Option<u64>,
+    /// The rank's time limit, when it has one.
+    pub(super) time_limit: Option<proto::node::TimeLimit>,
 }
 
 impl Job {
@@ -83,6 +87,8 @@ impl Job {
             notice: None,
             pmi: None,
             signed_end: None,
+            mem_limit: None,
+            time_limit: request.options.time_limit,
         }
     }
 }
@@ -120,6 +126,8 @@ pub(super) struct Running<'a> {
     pub(super) killed: bool,
     /// The relay of the rank's PMI channel, for `LaunchPmi`.
     pub(super) pmi: Option<crate::pmi::Relay>,
+    /// The rank's time limit, while it has one to enforce.
+    pub(super) limit: Option<super::limits::LimitClock>,
 }
 
 /// Runs the rank to its end.
@@ -197,7 +205,9 @@ pub(super) async fn run<S>(
         peak_memory: None,
         killed: false,
         pmi,
+        limit: None,
     };
+    state.limit = super::limits::LimitClock::new(state.job.time_limit, Instant::now());
     if let Some(text) = state.job.notice.take() {
         state.notice(text);
     }
@@ -207,8 +217,12 @@ pub(super) async fn run<S>(
 
     let end = loop {
         let flooded = state.flooded();
+        let limit_due = state.limit.map_or_else(super::limits::never, |c| c.due());
         tokio::select! {
             status = state.job.child.wait() => break End::Exited(status),
+            _ = tokio::time::sleep_until(limit_due), if state.limit.is_some_and(|c| !c.paused()) => {
+                state.on_time_limit().await;
+            }
             frame = reader.recv::<ToNode>(), if !flooded => {
                 state.live.saw_frame(Instant::now());
                 match frame {
@@ -282,6 +296,9 @@ impl Running<'_> {
                 self.stdin = None;
             }
             ToNode::Signal(signal) => {
+                if let Some(clock) = self.limit.as_mut() {
+                    clock.on_signal(signal, Instant::now());
+                }
                 match signal {
                     Signal::Tstp => self.live.client_stopped(Instant::now()),
                     Signal::Cont => self.live.client_resumed(Instant::now()),

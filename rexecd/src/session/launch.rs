@@ -6,6 +6,7 @@
 //! batch rank (`signed`) takes its own checks, then the same [`create`] path.
 
 use std::os::fd::AsFd;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use certs::{PeerIdentity, Role};
@@ -141,6 +142,10 @@ pub(super) async fn create(
     queue: Option<&str>,
     pmi: bool,
 ) -> Result<Job, ErrorReply> {
+    let mem = shared
+        .config
+        .memory
+        .for_rank(request.options.mem_bytes, &shared.config.name)?;
     let slot = shared
         .registry
         .register(request, user.name(), bid, control, queue)
@@ -153,12 +158,19 @@ pub(super) async fn create(
         })?;
     let cgroups = shared.registry.cgroups().clone();
     let id = slot.cgroup();
-    let created = tokio::task::spawn_blocking(move || cgroups.create_job(id)).await;
+    let created = tokio::task::spawn_blocking(move || {
+        cgroups.create_job(id)?;
+        mem.map_or(Ok(()), |bytes| cgroups.set_memory_limit(id, bytes))
+    })
+    .await;
     match created {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
             super::end::destroy(shared, id).await;
-            return Err(internal(format!("cannot create the job cgroup: {e}")));
+            return Err(internal(format!(
+                "node {}: cannot create the job cgroup: {e}",
+                shared.config.name
+            )));
         }
         Err(e) => return Err(internal(format!("cannot create the job cgroup: {e}"))),
     }
@@ -167,6 +179,7 @@ pub(super) async fn create(
     match spawn(shared, request, &user, &slot, pmi).await {
         Ok((child, pty, notice, channel)) => {
             let mut job = Job::new(request, user, slot, child, pty);
+            job.mem_limit = mem;
             job.notice = notice;
             job.pmi = channel;
             Ok(job)
@@ -278,7 +291,11 @@ async fn spawn(
         .args(&request.argv[1..])
         .envs(config.env.job_env(&request.env, user))
         .session(mode)
-        .limits(config.job_limits.clone());
+        .limits(config.job_limits.clone())
+        .output_files(
+            request.options.stdout.as_ref().map(PathBuf::from),
+            request.options.stderr.as_ref().map(PathBuf::from),
+        );
     if let Some(cwd) = &request.cwd {
         command = command.cwd(cwd);
     }
@@ -380,6 +397,19 @@ fn spawn_error(
             user.name()
         ),
         _ => format!("cannot start {program} on node {node}: {e}"),
+    };
+    let files: Vec<&str> = [&request.options.stdout, &request.options.stderr]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    let message = match files.is_empty() {
+        true => message,
+        false => format!(
+            "{message}; or output file {} could not be opened by {} there ({e})",
+            files.join(" or "),
+            user.name()
+        ),
     };
     ErrorReply::new(ErrorCode::SpawnFailed, message)
 }

@@ -11,6 +11,7 @@ mod admin;
 mod end;
 mod job;
 mod launch;
+mod limits;
 mod signed;
 
 use std::sync::Arc;

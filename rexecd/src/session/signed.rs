@@ -82,6 +82,7 @@ fn unverified_launch(request: &SignedLaunch) -> Launch {
         env: Vec::new(),
         cwd: None,
         terminal: None,
+        options: Default::default(),
     }
 }
 

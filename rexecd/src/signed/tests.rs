@@ -48,6 +48,7 @@ fn spec(attempts: u32, width: u32, rate: i64) -> JobSpec {
         expires_at: now + 600,
         array: None,
         after: Vec::new(),
+        options: Default::default(),
     }
 }
 
@@ -65,6 +66,7 @@ fn sign(pki: &TestPki, spec: JobSpec) -> SignedLaunch {
         nodes: (0..spec.width).map(|r| format!("n{r}")).collect(),
         started_ms: 0,
         array_index: None,
+        kill_wait_ms: None,
     }
 }
 

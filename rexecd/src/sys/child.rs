@@ -16,7 +16,10 @@
 //! `setgid`, `setuid` in that order, (5) sets `PR_SET_NO_NEW_PRIVS` unless the node
 //! allows new privileges, so no set-user-id program or file capability can give the job
 //! more than its user has, and (6) changes to the first working directory it can enter
-//! and, when asked to, reports which one as a single byte (its index) on a pipe. No step
+//! and, when asked to, reports which one as a single byte (its index) on a pipe, then
+//! (7) opens the job's output files, if it has any (`rexec submit -o/-e`), as the user
+//! and from that directory, so the user's own permissions decide, and puts them on
+//! descriptors 1 and 2 (one file named for both is opened once and shared). No step
 //! allocates, takes a lock or touches a Rust-level global.
 
 use std::ffi::CString;
@@ -53,6 +56,7 @@ pub struct ChildSetup {
     report: Option<OwnedFd>,
     limits: ChildLimits,
     keep_open: Option<RawFd>,
+    outputs: [Option<CString>; 2],
 }
 
 /// The hardening a child applies to itself before `exec` (see the module docs).
@@ -98,7 +102,16 @@ impl ChildSetup {
             report: None,
             limits: ChildLimits::default(),
             keep_open: None,
+            outputs: [None, None],
         }
+    }
+
+    /// Files for the program's standard output and error, opened by the child as the
+    /// user after it changed directory (step 7 of the module docs); `None` keeps the
+    /// descriptor it was given.
+    pub fn output_files(mut self, stdout: Option<CString>, stderr: Option<CString>) -> ChildSetup {
+        self.outputs = [stdout, stderr];
+        self
     }
 
     /// Lets descriptor `fd` (opened close-on-exec, as std does) survive the `exec`, so
@@ -172,13 +185,50 @@ impl ChildSetup {
                         let byte = [u8::try_from(index).unwrap_or(u8::MAX)];
                         while let Err(Errno::EINTR) = unistd::write(pipe, &byte) {}
                     }
-                    return Ok(());
+                    return self.open_outputs();
                 }
                 Err(e) => last = e,
             }
         }
         Err(last)
     }
+
+    /// Step (7): the output files on descriptors 1 and 2, opened as the user.
+    fn open_outputs(&self) -> Result<(), Errno> {
+        let [stdout, stderr] = &self.outputs;
+        if let Some(path) = stdout {
+            open_onto(path, nix::libc::STDOUT_FILENO)?;
+        }
+        match (stdout, stderr) {
+            (Some(out), Some(err)) if out == err => {
+                dup_onto(nix::libc::STDOUT_FILENO, nix::libc::STDERR_FILENO)
+            }
+            (_, Some(path)) => open_onto(path, nix::libc::STDERR_FILENO),
+            (_, None) => Ok(()),
+        }
+    }
+}
+
+/// Opens `path` for writing (created with mode 0666 less the umask, truncated) and
+/// puts it on descriptor `target`.
+fn open_onto(path: &CString, target: RawFd) -> Result<(), Errno> {
+    let flags =
+        nix::libc::O_WRONLY | nix::libc::O_CREAT | nix::libc::O_TRUNC | nix::libc::O_CLOEXEC;
+    // SAFETY: open reads the NUL-terminated path from a CString that outlives the
+    // call; the mode is an integer. open is async-signal-safe.
+    let fd = Errno::result(unsafe {
+        nix::libc::open(path.as_ptr(), flags, 0o666 as nix::libc::c_uint)
+    })?;
+    let placed = dup_onto(fd, target);
+    // SAFETY: `fd` was just opened here and is closed once; close is async-signal-safe.
+    unsafe { nix::libc::close(fd) };
+    placed
+}
+
+/// `dup2(from, to)`; the new descriptor stays open across `exec`.
+fn dup_onto(from: RawFd, to: RawFd) -> Result<(), Errno> {
+    // SAFETY: dup2 takes two integers and touches no memory; async-signal-safe.
+    Errno::result(unsafe { nix::libc::dup2(from, to) }).map(drop)
 }
 
 /// Drops privileges for the calling process alone: `setgroups`, `setgid`, `setuid`, in

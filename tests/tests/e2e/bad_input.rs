@@ -116,6 +116,7 @@ fn launch_then_send(cluster: &Cluster, garbage: &[u8]) -> Vec<FromNode> {
             ],
             cwd: None,
             terminal: None,
+            options: Default::default(),
         };
         framed.send(&ToNode::Launch(launch)).await.unwrap();
         loop {

@@ -24,6 +24,7 @@ mod launch;
 mod ledger_pg;
 mod ledger_pg_crash;
 mod ledger_pg_failover;
+mod limits;
 mod market_ceiling;
 mod market_charges;
 mod market_checks;

@@ -51,6 +51,7 @@ fn spec(m: &MarketCluster, id: u64, argv: &[&str]) -> JobSpec {
         expires_at: t + 600,
         array: None,
         after: Vec::new(),
+        options: Default::default(),
     }
 }
 
@@ -86,6 +87,7 @@ fn send(
         nodes: vec![node.to_string()],
         started_ms: 0,
         array_index: None,
+        kill_wait_ms: None,
     }));
     (s, answer)
 }

@@ -76,6 +76,7 @@ pub fn launch(argv: &[&str]) -> Launch {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         cwd: None,
         terminal: None,
+        options: Default::default(),
     }
 }
 
