@@ -41,6 +41,7 @@ fn spec(id: u64, array: &str) -> JobSpec {
         expires_at: u64::MAX,
         array: Some(array.parse::<ArraySpec>().expect("a range")),
         after: Vec::new(),
+        options: Default::default(),
     }
 }
 

@@ -131,6 +131,7 @@ mod tests {
             expires_at: 1,
             array: None,
             after: vec![],
+            options: Default::default(),
         };
         let signed = SignedJob {
             spec: vec![],

@@ -42,7 +42,7 @@ pub fn rank_options(
         .min(MAX_KILL_WAIT);
     let vars = PatternVars {
         job: spec.id,
-        array_index: req.array_index,
+        array_index: req.array_index.map(u64::from),
         rank: req.rank,
         node,
     };
