@@ -102,7 +102,7 @@ impl CappedLaunch {
     /// use proto::node::*;
     /// let launch = Launch {
     ///     job: JobId(1), rank: 0, nranks: 3, bid: 2_000_000, argv: vec!["p".into()],
-    ///     env: vec![], cwd: None, terminal: None,
+    ///     env: vec![], cwd: None, terminal: None, options: RankOptions::default(),
     /// };
     /// let mut c = CappedLaunch { launch, pmi: false, max_cost: 10 };
     /// assert_eq!(c.rank_ceiling(), 4);
