@@ -12,6 +12,12 @@ Run as root from the workspace, on a quiet two-CPU v1 or v2 host:
 
     python3 rexecd/benches/scripts/beside_loop_runs.py 10              # nice 19 and nice 0
     python3 rexecd/benches/scripts/beside_loop_runs.py 10 --nice 19
+    python3 rexecd/benches/scripts/beside_loop_runs.py 10 --nice 19 --autogroup
+
+`--autogroup` also sets the loop's session autogroup to its nice level: where the
+kernel groups sessions (`kernel.sched_autogroup_enabled = 1`) a root-level process
+weighs as much as its autogroup whatever its own nice level, so without it a `nice
+-n 19` loop in a session of its own weighs as much as a `nice -n 0` one.
 
 Each run takes about 25 s. Results: docs/BENCHMARKS.md ("Beside a busy background
 loop").
@@ -27,8 +33,9 @@ LINE = re.compile(
     r"other work ([\d.]+) model \[([^\]]*)\]")
 
 
-def one_run(binary, nice, log):
-    env = dict(os.environ, REXEC_BESIDE_NICE=str(nice))
+def one_run(binary, nice, autogroup, log):
+    env = dict(os.environ, REXEC_BESIDE_NICE=str(nice),
+               REXEC_BESIDE_AUTOGROUP="1" if autogroup else "0")
     out = subprocess.run([binary, TEST, "--exact", "--nocapture", "--test-threads", "1"],
                          capture_output=True, text=True, env=env)
     if log is not None:
@@ -48,17 +55,20 @@ def main():
     ap.add_argument("runs", type=int)
     ap.add_argument("--nice", type=int, action="append",
                     help="the loop's nice level (repeatable; default 19 and 0)")
+    ap.add_argument("--autogroup", action="store_true",
+                    help="set the loop's autogroup to its nice level too")
     ap.add_argument("--log", help="append every run's test output here")
     args = ap.parse_args()
     binary = test_binary()
     log = open(args.log, "a") if args.log else None
     for nice in args.nice or [19, 0]:
         met = 0
-        print(f"beside a nice {nice} busy loop")
+        group = ", its autogroup too" if args.autogroup else ""
+        print(f"beside a nice {nice} busy loop{group}")
         print("run  jobs' total (worst)  loop (most)  other work  worst job  "
               "(targets: total >= 1.9, worst job <= 2 points of one CPU)")
         for k in range(1, args.runs + 1):
-            rc, intervals = one_run(binary, nice, log)
+            rc, intervals = one_run(binary, nice, args.autogroup, log)
             if not intervals:
                 print(f"{k:>3}  the test printed no interval (exit {rc})")
                 continue
@@ -70,7 +80,7 @@ def main():
             met += ok
             print(f"{k:>3}  {total:19.3f}  {loop:11.3f}  {other:10.3f}  {worst:9.1f}  "
                   f"{'' if ok else 'missed'}", flush=True)
-        print(f"{met} of {args.runs} runs met every target beside the nice {nice} loop "
+        print(f"{met} of {args.runs} runs met every target beside the nice {nice} loop{group} "
               f"({time.strftime('%H:%M UTC', time.gmtime())})\n")
 
 

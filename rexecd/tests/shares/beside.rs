@@ -9,7 +9,12 @@
 //!
 //! `REXEC_BESIDE_NICE` sets the loop's nice level (default 19): the benchmark
 //! (`rexecd/benches/scripts/beside_loop_runs.py`) also runs it beside a `nice -n 0`
-//! loop and prints what the jobs and the loop received.
+//! loop and prints what the jobs and the loop received. Where the kernel groups
+//! each session's processes (`kernel.sched_autogroup_enabled`), a process in the
+//! root cgroup weighs as much as its session's autogroup, as at nice 0, whatever its
+//! own nice level; `REXEC_BESIDE_AUTOGROUP=1` also sets the autogroup's nice level
+//! (`/proc/PID/autogroup`) to the loop's, to measure a session that is at the lowest
+//! priority as a whole.
 
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -47,7 +52,31 @@ impl Loop {
             ])
             .spawn()
             .expect("start the busy loop (setsid, nice, sh)");
-        Loop { child }
+        let busy = Loop { child };
+        if std::env::var("REXEC_BESIDE_AUTOGROUP").is_ok_and(|v| v == "1") {
+            busy.set_autogroup_nice(nice);
+        }
+        busy
+    }
+
+    /// Sets the nice level of the loop's autogroup, once the loop runs in its own
+    /// session (setsid has exec'd nice, and nice the shell).
+    fn set_autogroup_nice(&self, nice: i32) {
+        let pid = self.child.id();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default() != "sh\n" {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the loop never started"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let path = format!("/proc/{pid}/autogroup");
+        std::fs::write(&path, nice.to_string()).unwrap_or_else(|e| panic!("{path}: {e}"));
+        eprintln!(
+            "the loop's autogroup: {}",
+            std::fs::read_to_string(&path).unwrap_or_default().trim()
+        );
     }
 
     /// CPU seconds the loop has used so far (`utime` + `stime` of `/proc/PID/stat`).
