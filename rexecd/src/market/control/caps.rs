@@ -104,10 +104,11 @@ pub struct Tick {
 
 impl Tick {
     /// CPU that other work took while the jobs were throttled: what ran that was not
-    /// the jobs, up to what the caps held back from them. With no throttling it is
-    /// nothing, however busy other work was (the jobs wanted no more: sleeping jobs do
-    /// not stretch their caps); with no other work it is nothing, however often the
-    /// caps bound (a quiet node's caps are as before).
+    /// the jobs, up to what the caps held back from them and did not leave idle (the
+    /// idle part counts in the reach already). With no throttling it is nothing,
+    /// however busy other work was (the jobs wanted no more: sleeping jobs do not
+    /// stretch their caps); with no other work it is nothing, however often the caps
+    /// bound (a quiet node's caps are as before).
     pub fn taken_from_jobs(&self) -> f64 {
         let Some(busy) = self.busy.filter(|b| b.is_finite()) else {
             return 0.0;
@@ -118,7 +119,12 @@ impl Tick {
         } else {
             0.0
         };
-        other.min(throttled)
+        let idle = if self.idle.is_finite() {
+            self.idle.max(0.0)
+        } else {
+            0.0
+        };
+        other.min((throttled - idle).max(0.0))
     }
 }
 
@@ -391,6 +397,14 @@ mod tests {
             ..t
         };
         assert!((more.taken_from_jobs() - 0.6).abs() < 1e-12);
+        // What the caps held back and left idle is counted as idle, not twice.
+        let idle = Tick {
+            idle: 0.2,
+            busy: Some(1.8),
+            ..t
+        };
+        assert!((idle.taken_from_jobs() - 0.1).abs() < 1e-12, "{idle:?}");
+        assert!((reach_over(&idle) - GROWTH * 1.7 / 2.0).abs() < 1e-12);
         for bad in [
             Tick { busy: None, ..t },
             Tick {
