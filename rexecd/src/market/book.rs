@@ -525,7 +525,7 @@ impl Book {
             }
         }
         self.reach = control::caps::reach_over(&reach);
-        tracing::trace!(?inputs, ?states, "share control step");
+        tracing::trace!(?inputs, ?states, tick = ?reach, reach = self.reach, "share control step");
         for (k, st) in keys.iter().zip(states) {
             if let Some(r) = self.ranks.get_mut(k) {
                 r.share = st;
