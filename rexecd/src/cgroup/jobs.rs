@@ -35,6 +35,9 @@ pub struct JobSample {
     pub runnable: u32,
     /// Threads in the job.
     pub threads: u32,
+    /// Time its run queues spent throttled so far (see [`CgroupBackend::throttled`]);
+    /// `None` where the kernel does not say (no `cpu.stat`, or no such line).
+    pub throttled: Option<Duration>,
 }
 
 /// rexecd's parent cgroup and the job cgroups below it.
@@ -180,6 +183,7 @@ impl JobCgroups {
             usage,
             runnable: procstat::count_runnable(&self.proc_root, &threads),
             threads: u32::try_from(threads.len()).unwrap_or(u32::MAX),
+            throttled: self.backend.throttled(id).ok(),
         })
     }
 

@@ -183,6 +183,10 @@ pub trait CgroupBackend {
     fn quota(&self, id: u64) -> Result<Option<CpuQuota>>;
     /// Total CPU time used by the job so far.
     fn usage(&self, id: u64) -> Result<Duration>;
+    /// Total time the job's run queues spent throttled by its CFS bandwidth limit so
+    /// far, summed over CPUs (`cpu.stat`: v1 `throttled_time`, nanoseconds; v2
+    /// `throttled_usec`): CPU the job wanted and its cap held back.
+    fn throttled(&self, id: u64) -> Result<Duration>;
     /// Every thread of the job.
     fn threads(&self, id: u64) -> Result<Vec<ProcessId>>;
     /// Every process of the job, sorted and without duplicates.
@@ -290,6 +294,9 @@ impl CgroupBackend for AnyCgroup {
     }
     fn usage(&self, id: u64) -> Result<Duration> {
         delegate!(self, b => b.usage(id))
+    }
+    fn throttled(&self, id: u64) -> Result<Duration> {
+        delegate!(self, b => b.throttled(id))
     }
     fn threads(&self, id: u64) -> Result<Vec<ProcessId>> {
         delegate!(self, b => b.threads(id))

@@ -308,6 +308,12 @@ impl CgroupBackend for V1Cgroups {
         Ok(Duration::from_nanos(parse_u64(&path, &fs::read(&path)?)?))
     }
 
+    fn throttled(&self, id: u64) -> Result<Duration> {
+        let path = self.job_path(id).join("cpu.stat");
+        let ns = super::v2::keyed_value(&path, &fs::read(&path)?, "throttled_time")?;
+        Ok(Duration::from_nanos(ns))
+    }
+
     fn threads(&self, id: u64) -> Result<Vec<ProcessId>> {
         fs::read_ids(&self.job_path(id).join("tasks"))
     }

@@ -225,6 +225,12 @@ impl CgroupBackend for V2Cgroups {
         Ok(Duration::from_micros(usec))
     }
 
+    fn throttled(&self, id: u64) -> Result<Duration> {
+        let path = self.file(id, "cpu.stat");
+        let usec = keyed_value(&path, &fs::read(&path)?, "throttled_usec")?;
+        Ok(Duration::from_micros(usec))
+    }
+
     fn threads(&self, id: u64) -> Result<Vec<ProcessId>> {
         fs::read_ids(&self.file(id, "cgroup.threads"))
     }

@@ -17,6 +17,7 @@ use stride::{Claim, Job, Meter, Policy};
 use tokio::sync::mpsc;
 
 use super::control;
+use super::idle::NodeCpu;
 use crate::control::Control;
 pub use kernel::Placed;
 
@@ -56,6 +57,11 @@ pub struct RankState {
     pub tick_cpus: f64,
     /// Length of the last tick, seconds.
     pub tick_secs: f64,
+    /// Time its run queues stood throttled by its cap, at the last sample that said
+    /// (nanoseconds).
+    pub throttled_ns: Option<u64>,
+    /// How long its run queues stood throttled over the last tick, CPUs.
+    pub tick_throttled: f64,
     /// (instant, usage) of the last samples, for the windowed share.
     window: VecDeque<(Instant, u64)>,
     /// The model's allocation, milli-CPUs.
@@ -118,6 +124,9 @@ pub struct RankSample {
     pub usage_ns: u64,
     /// Runnable threads now.
     pub runnable: u32,
+    /// Time its run queues stood throttled by its cap so far, nanoseconds (`None`:
+    /// the kernel did not say).
+    pub throttled_ns: Option<u64>,
     /// When it was read.
     pub at: Instant,
 }
@@ -289,6 +298,8 @@ impl Book {
             accrued_until: now,
             tick_cpus: 0.0,
             tick_secs: 0.0,
+            throttled_ns: None,
+            tick_throttled: 0.0,
             window: VecDeque::with_capacity(WINDOW),
             model_milli: 0,
             rate: Bid::ZERO,
@@ -443,13 +454,14 @@ impl Book {
     /// Applies one tick's samples: demand and CPU use, then the model, the rates, the
     /// charges for the time since each rank's last sample, and (closed loop) the gains.
     /// Ranks missing from `samples` (joined after the sampling began, or whose cgroup
-    /// could not be read) are left as they were. `idle_cpus`, when known, is how many of
-    /// the node's CPUs stood idle on average over the tick (see [`super::idle`]).
+    /// could not be read) are left as they were. `node`, when known, is how many of the
+    /// node's CPUs stood idle and how many ran anything, on average over the tick (see
+    /// [`super::idle`]).
     pub fn tick(
         &mut self,
         samples: &[(Key, RankSample)],
         closed_loop: bool,
-        idle_cpus: Option<f64>,
+        node: Option<NodeCpu>,
     ) {
         for (key, s) in samples {
             let Some(r) = self.ranks.get_mut(key) else {
@@ -474,6 +486,13 @@ impl Book {
                 r.demand = s.runnable.max(busy);
             }
             r.usage_ns = r.usage_ns.max(s.usage_ns);
+            r.tick_throttled = match (s.throttled_ns, r.throttled_ns) {
+                (Some(now), Some(then)) if !dt.is_zero() => {
+                    now.saturating_sub(then) as f64 / dt.as_nanos() as f64
+                }
+                _ => 0.0,
+            };
+            r.throttled_ns = s.throttled_ns.or(r.throttled_ns);
             if r.window.len() == WINDOW {
                 r.window.pop_front();
             }
@@ -489,14 +508,14 @@ impl Book {
             r.sampled_at = r.sampled_at.max(s.at);
         }
         if closed_loop {
-            self.control_step(samples, idle_cpus.unwrap_or(0.0));
+            self.control_step(samples, node);
         }
     }
 
     /// One controller step over the ranks sampled this tick (gains reset first when
-    /// the market changed since the last step); `idle_cpus` is the node's idle CPU over
-    /// the tick.
-    fn control_step(&mut self, samples: &[(Key, RankSample)], idle_cpus: f64) {
+    /// the market changed since the last step); `node` is the node's idle and busy CPU
+    /// over the tick.
+    fn control_step(&mut self, samples: &[(Key, RankSample)], node: Option<NodeCpu>) {
         // Without contention every runnable thread has a CPU: nothing to divide, and a
         // correction would only chase noise (or other work on the machine).
         if !self.contended {
@@ -532,12 +551,20 @@ impl Book {
             })
             .collect();
         control::step(&mut states, &inputs);
-        let active = inputs.iter().filter(|s| s.model > 0.0 && s.dt > 0.0);
-        let (model_sum, measured_sum) = active.fold((0.0, 0.0), |(a, m), s| {
-            (a + s.model, m + s.measured.max(0.0))
-        });
-        self.reach = control::caps::reach(model_sum, measured_sum, idle_cpus);
-        tracing::trace!(?inputs, ?states, "share control step");
+        let mut reach = control::caps::Tick {
+            idle: node.map_or(0.0, |n| n.idle),
+            busy: node.map(|n| n.busy),
+            ..Default::default()
+        };
+        for (k, s) in keys.iter().zip(&inputs) {
+            if s.model > 0.0 && s.dt > 0.0 {
+                reach.model += s.model;
+                reach.measured += s.measured.max(0.0);
+                reach.throttled += self.ranks[k].tick_throttled;
+            }
+        }
+        self.reach = control::caps::reach_over(&reach);
+        tracing::trace!(?inputs, ?states, tick = ?reach, reach = self.reach, "share control step");
         for (k, st) in keys.iter().zip(states) {
             if let Some(r) = self.ranks.get_mut(k) {
                 r.share = st;

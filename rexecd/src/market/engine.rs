@@ -112,6 +112,9 @@ impl Market {
                         RankSample {
                             usage_ns: u64::try_from(s.usage.as_nanos()).unwrap_or(u64::MAX),
                             runnable: s.runnable,
+                            throttled_ns: s
+                                .throttled
+                                .map(|t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX)),
                             at: Instant::now(),
                         },
                     ))
@@ -128,18 +131,18 @@ impl Market {
             }
         };
         let closed = self.cfg.share_control.corrects_weights();
-        let idle_cpus = {
+        let node_cpu = {
             let mut last = self.idle_last.lock().unwrap_or_else(|e| e.into_inner());
-            let idle = idle_now
+            let node = idle_now
                 .zip(last.as_ref())
-                .map(|(now, then)| now.idle_cpus_since(then));
+                .map(|(now, then)| now.since(then));
             *last = idle_now;
-            idle
+            node
         };
         let (due, moved, capped) = {
             let mut book = self.book();
             let before = book.status();
-            book.tick(&samples, closed, idle_cpus);
+            book.tick(&samples, closed, node_cpu);
             let capped = book.reach_ceilings();
             let moved = book.status() != before;
             (

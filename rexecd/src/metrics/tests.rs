@@ -44,6 +44,7 @@ async fn busy_market(dir: &std::path::Path, jobs: u64, cpus: f64) -> Arc<Market>
             let sample = RankSample {
                 usage_ns: (cpus * 1e9) as u64,
                 runnable: 1,
+                throttled_ns: None,
                 at,
             };
             (*k, sample)

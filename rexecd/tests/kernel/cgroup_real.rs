@@ -5,7 +5,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
 use rexecd::cgroup::{
-    AnyCgroup, CgroupBackend, CgroupVersion, JobCgroups, ParentName, weights_for_tickets,
+    AnyCgroup, CgroupBackend, CgroupVersion, CpuQuota, JobCgroups, ParentName, weights_for_tickets,
 };
 use rexecd::sys::ProcessId;
 
@@ -68,6 +68,31 @@ fn usage_grows_and_runnable_counts_burners_not_sleepers() {
     for c in &mut children {
         assert_eq!(c.wait().unwrap().signal(), Some(9), "killed by SIGKILL");
     }
+}
+
+#[test]
+fn a_capped_burner_stands_throttled_and_the_sample_says_for_how_long() {
+    if !can_run("a_capped_burner_stands_throttled_and_the_sample_says_for_how_long") {
+        return;
+    }
+    let t = TestParent::new("throttled");
+    let jobs = &t.jobs;
+    jobs.create_job(1).unwrap();
+    // Uncapped, nothing is throttled (the file says so: zero, not missing).
+    assert_eq!(jobs.sample(1).unwrap().throttled, Some(Duration::ZERO));
+    jobs.set_quota(1, CpuQuota::for_cpus(0.1, 20_000)).unwrap();
+    let mut child = start_in(jobs, 1, BURN);
+    // Capped at a tenth of a CPU, a busy thread stands throttled nine tenths of the
+    // time: 0.2 s of it within a few seconds even on a busy machine.
+    let held = eventually(Duration::from_secs(20), || {
+        let s = jobs.sample(1).unwrap();
+        s.throttled.filter(|t| *t >= Duration::from_millis(200))
+    });
+    assert!(held.is_some(), "{:?}", jobs.sample(1).unwrap());
+    let s = jobs.sample(1).unwrap();
+    assert!(s.throttled.unwrap() > s.usage, "{s:?}");
+    jobs.destroy(1).unwrap();
+    assert_eq!(child.wait().unwrap().signal(), Some(9));
 }
 
 #[test]

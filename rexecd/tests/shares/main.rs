@@ -13,6 +13,7 @@
 #[path = "../daemon/util/mod.rs"]
 mod util;
 
+mod beside;
 mod measure;
 mod pinned;
 mod placed;

@@ -62,6 +62,7 @@ impl Sim {
                     RankSample {
                         usage_ns: self.usage[i],
                         runnable: runnable[i],
+                        throttled_ns: None,
                         at,
                     },
                 )
@@ -251,6 +252,7 @@ fn gains_reset_when_the_market_changes_and_stay_bounded() {
                     RankSample {
                         usage_ns: usage[i],
                         runnable: 1,
+                        throttled_ns: None,
                         at,
                     },
                 )
@@ -277,6 +279,7 @@ fn gains_reset_when_the_market_changes_and_stay_bounded() {
                 RankSample {
                     usage_ns: usage[i] + SEC / 2,
                     runnable: 1,
+                    throttled_ns: None,
                     at,
                 },
             )
@@ -446,4 +449,68 @@ fn a_rank_at_its_spending_ceiling_drops_to_bid_zero_for_good_and_pays_nothing_mo
         sim.book.get(&sim.keys[0]).unwrap().effective_bid(),
         Bid::ZERO
     );
+}
+
+/// Figure 4's three ranks (bids 40, 30, 20) on two CPUs, ticked once a second
+/// `ticks` times: each receives `got` CPU and stands throttled for `throttled` CPU
+/// of each tick, while the node's CPUs are `node`. Returns the caps' total, CPUs.
+fn caps_beside(got: [f64; 3], throttled: [f64; 3], node: Option<NodeCpu>, ticks: u64) -> f64 {
+    let mut book = Book::new(2, Policy::Contention);
+    let t0 = Instant::now();
+    let (tx, _rx) = mpsc::channel(8);
+    for (j, bid) in [40, 30, 20].into_iter().enumerate() {
+        let id = j as u64 + 1;
+        book.join(
+            (JobId(id), 0),
+            "u",
+            id,
+            Bid::from_credits(bid),
+            tx.clone(),
+            t0,
+        );
+    }
+    let mut usage = [0u64; 3];
+    let mut held = [0u64; 3];
+    for s in 1..=ticks {
+        let at = t0 + Duration::from_secs(s);
+        let samples: Vec<(Key, RankSample)> = (0..3)
+            .map(|i| {
+                usage[i] += (got[i] * SEC as f64) as u64;
+                held[i] += (throttled[i] * SEC as f64) as u64;
+                (
+                    (JobId(i as u64 + 1), 0),
+                    RankSample {
+                        usage_ns: usage[i],
+                        runnable: 1,
+                        throttled_ns: Some(held[i]),
+                        at,
+                    },
+                )
+            })
+            .collect();
+        book.tick(&samples, true, node);
+    }
+    book.caps(true)
+        .iter()
+        .filter_map(|(_, c)| c.map(|c| c.cpus()))
+        .sum()
+}
+
+#[test]
+fn the_caps_count_what_other_work_took_from_throttled_ranks() {
+    // Issue 41: the ranks receive 1.43 of 2 CPUs, a background loop the rest; none
+    // stands idle, and the ranks stood throttled for much of the time.
+    let got = [0.641, 0.483, 0.309];
+    let busy = Some(NodeCpu {
+        idle: 0.0,
+        busy: 2.0,
+    });
+    let total = caps_beside(got, [0.3, 0.45, 0.6], busy, 5);
+    assert!((total - 2.0).abs() < 0.01, "caps total {total}");
+    // Never throttled (the ranks wanted no more): the caps stay where the ranks were.
+    let sleepy = caps_beside(got, [0.0; 3], busy, 5);
+    assert!(sleepy < 1.01 * 1.433 + 0.01, "caps total {sleepy}");
+    // Without the node's busy time nothing says other work took it.
+    let unknown = caps_beside(got, [0.3, 0.45, 0.6], None, 5);
+    assert!((unknown - sleepy).abs() < 1e-9, "{unknown} {sleepy}");
 }
