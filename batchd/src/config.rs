@@ -10,7 +10,7 @@
 //! key = "/etc/rexec/service-batchd.key"
 //! crl = "/etc/rexec/crl.pem"
 //! advertise = "10.0.0.4:7482"   # announced instead of `listen`
-//! accountd = "10.0.0.6:7071"    # the ledger (else learnt from [discovery])
+//! accountd = "10.0.0.6:7071"    # the ledger, or a list of its instances (else learnt from [discovery])
 //!
 //! [store]
 //! path = "/var/lib/rexec/batchd.db"
@@ -78,8 +78,8 @@ pub struct Settings {
     pub tls: TlsSettings,
     /// Address announced instead of the listening one.
     pub advertise: Option<String>,
-    /// accountd's address.
-    pub accountd: Option<String>,
+    /// accountd's address, or its instances' addresses.
+    pub accountd: Option<clients::instances::AddressList>,
     /// accountd's certificate name.
     pub accountd_name: Option<String>,
     /// `[store]`.
@@ -199,8 +199,9 @@ pub struct Config {
     pub tls: certs::TlsPaths,
     /// Announced address.
     pub advertise: Option<std::net::SocketAddr>,
-    /// accountd's address (else learnt from announcements).
-    pub accountd: Option<String>,
+    /// accountd's instances' addresses, tried in turn (none: learnt from
+    /// announcements).
+    pub accountd: Vec<String>,
     /// accountd's certificate name.
     pub accountd_name: String,
     /// The store file.
@@ -298,7 +299,7 @@ impl Config {
             ready_file: s.ready_file,
             tls,
             advertise,
-            accountd: s.accountd,
+            accountd: s.accountd.map(|a| a.into_vec()).unwrap_or_default(),
             accountd_name: s
                 .accountd_name
                 .unwrap_or_else(|| clients::account::DEFAULT_SERVER_NAME.into()),
