@@ -296,7 +296,8 @@ impl Postgres {
         standby.run(
             "pg_basebackup",
             &[
-                "-D", &data, "-R", "-X", "stream", "-h", &host, "-p", &port, "-U", "postgres",
+                "-D", &data, "-R", "-X", "stream", "-c", "fast", "-h", &host, "-p", &port, "-U",
+                "postgres",
             ],
         );
         standby.pg_ctl_start();
