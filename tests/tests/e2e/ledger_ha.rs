@@ -1,5 +1,7 @@
 //! High availability of the ledger, with real daemons on a real PostgreSQL.
 //!
+//! - A real node (rexecd) listing two accountd charges a running job and checks a
+//!   new one through the second when the first is killed with SIGKILL.
 //! - A node configured with two accountd (`[market] accountd = [a, b]`, read by
 //!   rexecd's own config code, no announcements): its real debit client and its
 //!   real balance check go to `a`; `a` is killed with SIGKILL and both carry on
@@ -180,4 +182,93 @@ fn accountd_carries_on_when_the_postgres_standby_is_promoted() {
     // Nothing acknowledged was lost, nothing doubled; the ledger audits.
     each_debit_once(&standby, &d, 50);
     rt.block_on(client.shutdown());
+}
+
+#[test]
+fn a_real_node_listing_two_accountd_charges_and_checks_through_the_second_when_the_first_dies() {
+    use rexec_tests::cluster::{ClusterOptions, TEST_USER};
+    use rexec_tests::market::{MarketCluster, MarketOptions, parse_bills};
+    if !rexec_tests::can_run("ledger_ha::a_real_node_listing_two_accountd") {
+        return;
+    }
+    let pg = Postgres::start();
+    pg.create_db("ledger");
+    let mut m = MarketCluster::start(MarketOptions {
+        cluster: ClusterOptions {
+            nodes: 1,
+            ..ClusterOptions::default()
+        },
+        // Sleeping ranks pay under the paper's rule, every second.
+        policy: "paper",
+        extra_accountd_config: format!("[store]\npostgres = \"{}\"\n", pg.conninfo("ledger")),
+        more_accountd: 1,
+        ..MarketOptions::default()
+    });
+    let limit = Duration::from_secs(60);
+    let client = m
+        .rexec()
+        .args(["-v", "-r", "30", "--nodes", "n1,n1", "sleep", "8"])
+        .spawn();
+    let mut job = String::new();
+    let shown = rexec_tests::wait_until(limit, || {
+        let rows = m.jobs().0;
+        if let Some(r) = rows.first() {
+            job = r.job.clone();
+        }
+        rows.len() == 2
+    });
+    assert!(
+        shown.is_some(),
+        "the job never showed its ranks\n{}",
+        m.logs()
+    );
+    let debits = |d: &Accountd| -> Vec<rexec_tests::market::Entry> {
+        d.history(TEST_USER)
+            .into_iter()
+            .filter(|e| e.kind == "debit" && e.job == job)
+            .collect()
+    };
+    let first = rexec_tests::wait_until(limit, || !debits(&m.accountd).is_empty());
+    assert!(first.is_some(), "no debit reached the ledger\n{}", m.logs());
+    m.accountd.kill9();
+    let killed = Instant::now();
+    let second = &m.more_accountd[0];
+    let before = debits(second).len();
+    // The next debit (one a second per rank) lands through the second instance.
+    let landed = rexec_tests::wait_until(limit, || debits(second).len() > before);
+    let took = killed.elapsed();
+    eprintln!(
+        "the node's next debit landed through the second accountd {took:?} after the first died"
+    );
+    assert!(landed.is_some(), "no debit after the kill\n{}", m.logs());
+    assert!(
+        took <= FAILOVER + Duration::from_secs(1),
+        "debits failed over in {took:?} (one debit interval of 1 s and {FAILOVER:?})"
+    );
+    // A new job with a positive bid needs a balance check: the second answers.
+    std::thread::sleep(Duration::from_millis(1100)); // past balance_cache
+    let out = m.rexec().args(["-r", "1", "--nodes", "n1", "true"]).run();
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", m.logs());
+
+    let out = client.wait(limit);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let bills = parse_bills(&out.stderr);
+    let total: i64 = bills.iter().map(|b| b.charged).sum();
+    let mut ledger = Vec::new();
+    let settled = rexec_tests::wait_until(limit, || {
+        ledger = debits(second);
+        -ledger.iter().map(|e| e.amount).sum::<i64>() >= total
+    });
+    assert!(settled.is_some(), "ledger {ledger:?}, bills {bills:?}");
+    std::thread::sleep(Duration::from_secs(2));
+    let ledger = debits(second);
+    let keys: std::collections::BTreeSet<_> = ledger.iter().map(|e| e.key()).collect();
+    assert_eq!(keys.len(), ledger.len(), "a debit twice: {ledger:?}");
+    assert_eq!(
+        -ledger.iter().map(|e| e.amount).sum::<i64>(),
+        total,
+        "{bills:?}"
+    );
+    let audit = second.admin(&["audit"]);
+    assert!(audit.ok().starts_with("audit passed"), "{audit:?}");
 }
