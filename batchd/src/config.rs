@@ -375,4 +375,14 @@ mod tests {
         assert!(parse(&format!("{base}colour = 1\n")).is_err());
         assert_eq!(parse(base).unwrap().policy, "fifo");
     }
+
+    #[test]
+    fn accountd_is_one_address_or_a_list_of_instances() {
+        let base = "ca = \"/c\"\ncert = \"/c\"\nkey = \"/k\"\n[store]\npath = \"/q.db\"\n[selectors]\nv = \"a:1\"\n";
+        assert!(parse(base).unwrap().accountd.is_empty());
+        let one = parse(&format!("accountd = \"h:1\"\n{base}")).unwrap();
+        assert_eq!(one.accountd, ["h:1"]);
+        let two = parse(&format!("accountd = [\"h:1\", \"h:2\"]\n{base}")).unwrap();
+        assert_eq!(two.accountd, ["h:1", "h:2"]);
+    }
 }
