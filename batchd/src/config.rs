@@ -10,7 +10,7 @@
 //! key = "/etc/rexec/service-batchd.key"
 //! crl = "/etc/rexec/crl.pem"
 //! advertise = "10.0.0.4:7482"   # announced instead of `listen`
-//! accountd = "10.0.0.6:7071"    # the ledger (else learnt from [discovery])
+//! accountd = "10.0.0.6:7071"    # the ledger, or a list of its instances (else learnt from [discovery])
 //!
 //! [store]
 //! path = "/var/lib/rexec/batchd.db"
@@ -81,8 +81,8 @@ pub struct Settings {
     pub tls: TlsSettings,
     /// Address announced instead of the listening one.
     pub advertise: Option<String>,
-    /// accountd's address.
-    pub accountd: Option<String>,
+    /// accountd's address, or its instances' addresses.
+    pub accountd: Option<clients::instances::AddressList>,
     /// accountd's certificate name.
     pub accountd_name: Option<String>,
     /// `[store]`.
@@ -204,8 +204,9 @@ pub struct Config {
     pub tls: certs::TlsPaths,
     /// Announced address.
     pub advertise: Option<std::net::SocketAddr>,
-    /// accountd's address (else learnt from announcements).
-    pub accountd: Option<String>,
+    /// accountd's instances' addresses, tried in turn (none: learnt from
+    /// announcements).
+    pub accountd: Vec<String>,
     /// accountd's certificate name.
     pub accountd_name: String,
     /// The store file.
@@ -311,7 +312,7 @@ impl Config {
             ready_file: s.ready_file,
             tls,
             advertise,
-            accountd: s.accountd,
+            accountd: s.accountd.map(|a| a.into_vec()).unwrap_or_default(),
             accountd_name: s
                 .accountd_name
                 .unwrap_or_else(|| clients::account::DEFAULT_SERVER_NAME.into()),
@@ -387,5 +388,15 @@ mod tests {
         assert!(e.to_string().contains("unknown field `polcy`"), "{e}");
         assert!(parse(&format!("{base}colour = 1\n")).is_err());
         assert_eq!(parse(base).unwrap().policy, "fifo");
+    }
+
+    #[test]
+    fn accountd_is_one_address_or_a_list_of_instances() {
+        let base = "ca = \"/c\"\ncert = \"/c\"\nkey = \"/k\"\n[store]\npath = \"/q.db\"\n[selectors]\nv = \"a:1\"\n";
+        assert!(parse(base).unwrap().accountd.is_empty());
+        let one = parse(&format!("accountd = \"h:1\"\n{base}")).unwrap();
+        assert_eq!(one.accountd, ["h:1"]);
+        let two = parse(&format!("accountd = [\"h:1\", \"h:2\"]\n{base}")).unwrap();
+        assert_eq!(two.accountd, ["h:1", "h:2"]);
     }
 }

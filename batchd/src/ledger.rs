@@ -4,13 +4,15 @@
 //! seq)`, so a debit repeated after a lost answer or a restart changes nothing;
 //! `accountctl history` shows the job id in the key.
 //!
-//! accountd's address is the configured one, else the one the selectors'
-//! `Services` answer names ([`Ledger::learn`]).
+//! accountd's addresses are the configured ones (its instances, tried in turn,
+//! the one that answered last first: [`clients::instances`]), else the one the
+//! selectors' `Services` answer names ([`Ledger::learn`]).
 
 use std::sync::RwLock;
 use std::time::Duration;
 
 use clients::account::{AccountClient, ClientError, no_address};
+use clients::instances::Instances;
 use proto::account::{AccountOp, AccountReply, BalanceQuery, Debit, DebitKey, MeterInterval};
 use tokio_rustls::TlsConnector;
 
@@ -21,24 +23,19 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Ledger {
     connector: TlsConnector,
     name: String,
-    addr: RwLock<Option<String>>,
+    addr: RwLock<Instances>,
     conn: tokio::sync::Mutex<Option<AccountClient>>,
     queue: String,
 }
 
 impl Ledger {
     /// A ledger client as `queue` (the name in the queue's certificate, used in
-    /// debit keys), to accountd `name` at `addr` (or learnt later).
-    pub fn new(
-        connector: TlsConnector,
-        name: String,
-        addr: Option<String>,
-        queue: String,
-    ) -> Ledger {
+    /// debit keys), to accountd `name` at `addr` (its instances; none: learnt later).
+    pub fn new(connector: TlsConnector, name: String, addr: Vec<String>, queue: String) -> Ledger {
         Ledger {
             connector,
             name,
-            addr: RwLock::new(addr),
+            addr: RwLock::new(Instances::new(addr)),
             conn: tokio::sync::Mutex::new(None),
             queue,
         }
@@ -52,8 +49,8 @@ impl Ledger {
     /// Takes an address heard from the selectors, unless one is configured or known.
     pub fn learn(&self, addr: String) {
         let mut a = self.addr.write().unwrap_or_else(|p| p.into_inner());
-        if a.is_none() {
-            *a = Some(addr);
+        if a.is_empty() {
+            *a = Instances::new(vec![addr]);
         }
     }
 
@@ -61,14 +58,13 @@ impl Ledger {
         let mut guard = self.conn.lock().await;
         for _ in 0..2 {
             if guard.is_none() {
-                let addr = self
-                    .addr
-                    .read()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone()
-                    .ok_or_else(no_address)?;
+                let instances = self.addr.read().unwrap_or_else(|p| p.into_inner()).clone();
+                if instances.is_empty() {
+                    return Err(no_address());
+                }
                 *guard = Some(
-                    AccountClient::connect(&addr, &self.connector, &self.name, CALL_TIMEOUT)
+                    instances
+                        .connect(&self.connector, &self.name, CALL_TIMEOUT)
                         .await?,
                 );
             }
@@ -90,8 +86,8 @@ impl Ledger {
                 .addr
                 .read()
                 .unwrap_or_else(|p| p.into_inner())
-                .clone()
-                .unwrap_or_default(),
+                .list()
+                .join(","),
         })
     }
 

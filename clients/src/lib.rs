@@ -14,6 +14,8 @@
 //! - [`account`]: [`account::AccountClient`] for accountd, and accountd's address as
 //!   learnt from its announcements ([`account::LearntAddress`]).
 //! - [`batch`]: [`batch::BatchClient`] for the batch queue (batchd).
+//! - [`instances`]: several instances of one service, connecting to whichever
+//!   answers, the one that answered last first.
 //! - [`liveness`]: TCP keepalive and user timeout of a long-lived connection.
 //! - [`node`]: [`node::Session`] for rexecd's node protocol: launches (plain, MPI,
 //!   signed by a queue), the frames of a running rank, heartbeats, and the admin
@@ -36,6 +38,7 @@
 pub mod account;
 pub mod batch;
 pub mod dial;
+pub mod instances;
 pub mod liveness;
 pub mod node;
 pub mod rpc;

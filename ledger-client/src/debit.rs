@@ -10,6 +10,11 @@
 //! `Debits` frame and their outcomes are settled together, in order, with one
 //! journal write; an accountd that predates `Debits` gets them one by one.
 //!
+//! With several accountd instances configured, a connection goes to whichever
+//! answers, the one that answered last first, so a node's charges fail over to
+//! another instance silently when one dies (an instance that refuses at once costs
+//! nothing, one that does not answer at most [`clients::instances::FAILOVER_DIAL`]).
+//!
 //! Across restarts: a new `DebitClient` on the same journal resends whatever
 //! was pending. A charge that reached accountd but whose answer was lost is
 //! sent again and answered as a duplicate, so it is applied exactly once.
@@ -19,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clients::account::LearntAddress;
+use clients::instances::Instances;
 use proto::account::{ChargeReceipt, ErrorCode};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
@@ -33,6 +39,10 @@ pub struct DebitClientConfig {
     pub journal: PathBuf,
     /// accountd's address (`host:port`).
     pub server: String,
+    /// Further accountd instances (`host:port`), tried in turn when `server` cannot
+    /// be reached; the one that answered last is tried first
+    /// ([`clients::instances::Instances`]).
+    pub others: Vec<String>,
     /// When set, the address is read from here at each connection attempt and
     /// `server` is not used (accountd found from its announcements); while it
     /// holds nothing, charges wait in the journal as when accountd is down.
@@ -55,6 +65,7 @@ impl DebitClientConfig {
         DebitClientConfig {
             journal,
             server,
+            others: Vec::new(),
             learnt: None,
             server_name: clients::account::DEFAULT_SERVER_NAME.to_string(),
             connector,
@@ -119,8 +130,14 @@ impl DebitClient {
         let wake = Arc::new(Notify::new());
         let (stop_tx, stop_rx) = watch::channel(false);
         let (stx, srx) = mpsc::unbounded_channel();
+        let instances = Instances::new(
+            std::iter::once(cfg.server.clone())
+                .chain(cfg.others.iter().cloned())
+                .collect(),
+        );
         let sender = sender::Sender {
             cfg,
+            instances,
             journal: journal.clone(),
             wake: wake.clone(),
             unreported: unreported.clone(),

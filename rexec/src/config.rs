@@ -29,7 +29,8 @@
 //! always wins over announcements.
 //!
 //! The batch commands (`rexec submit` and the rest) reach the queue at the
-//! `[batch]` table's `address` (`addr` is taken too), checking that its
+//! `[batch]` table's `address` (`addr` is taken too; one `"host:port"` or a list
+//! of the queue's instances, tried in turn), checking that its
 //! certificate is the service certificate named `server_name` (default
 //! `batchd`); without an address, at the queue a selector knows of.
 //!
@@ -45,6 +46,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use certs::{Role, TlsPaths};
+use clients::instances::AddressList;
 use money::Bid;
 use serde::Deserialize;
 
@@ -100,14 +102,21 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchEntry {
-    /// `host:port` of the queue (else found through a selector).
+    /// `host:port` of the queue, or of each of its instances (else found through
+    /// a selector).
     #[serde(alias = "addr")]
-    pub address: Option<String>,
+    pub address: Option<AddressList>,
     /// The service name in the queue's certificate (default `batchd`).
     pub server_name: Option<String>,
 }
 
 impl BatchEntry {
+    /// The configured addresses of the queue's instances, in the order to try them
+    /// (none: found through a selector).
+    pub fn addresses(&self) -> &[String] {
+        self.address.as_ref().map_or(&[], AddressList::as_slice)
+    }
+
     /// The name the queue's certificate must carry.
     pub fn server_name(&self) -> &str {
         self.server_name
@@ -345,7 +354,18 @@ impl Config {
                     .map_err(|e| value_err(&format!("discovery.{}", e.key), e.reason.clone()))?,
             ),
         };
-        if let Some(addr) = &raw.batch.address {
+        if raw
+            .batch
+            .address
+            .as_ref()
+            .is_some_and(|a| a.as_slice().is_empty())
+        {
+            return Err(value_err(
+                "batch.address",
+                "an empty list; give the queue's \"host:port\", or a list of its instances'".into(),
+            ));
+        }
+        for addr in raw.batch.addresses() {
             check_addr(addr).map_err(|m| value_err("batch.address", m))?;
         }
         if let Some(name) = &raw.batch.server_name {
@@ -501,7 +521,7 @@ mod tests {
         let names: Vec<_> = c.selectors.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["vexecd1", "vexecd2"]);
         assert_eq!(c.discovery.unwrap().port, 7477);
-        assert_eq!(c.batch.address.as_deref(), Some("10.0.0.9:7482"));
+        assert_eq!(c.batch.addresses(), ["10.0.0.9:7482"]);
         assert_eq!(c.batch.server_name(), "batchd");
     }
 
@@ -644,10 +664,16 @@ mod tests {
             "{BASE}[batch]\naddress = \"10.0.0.7:7490\"\nserver_name = \"queue1\"\n"
         ))
         .unwrap();
-        assert_eq!(c.batch.address.as_deref(), Some("10.0.0.7:7490"));
+        assert_eq!(c.batch.addresses(), ["10.0.0.7:7490"]);
         assert_eq!(c.batch.server_name(), "queue1");
         let c = parse(&format!("{BASE}[batch]\naddr = \"h:1\"\n")).unwrap();
-        assert_eq!(c.batch.address.as_deref(), Some("h:1"));
+        assert_eq!(c.batch.addresses(), ["h:1"]);
+        let c = parse(&format!("{BASE}[batch]\naddress = [\"h:1\", \"h:2\"]\n")).unwrap();
+        assert_eq!(c.batch.addresses(), ["h:1", "h:2"]);
+        for bad in ["[]", "[\"h:1\", \"nocolon\"]"] {
+            let e = parse(&format!("{BASE}[batch]\naddress = {bad}\n")).unwrap_err();
+            assert!(e.to_string().contains("`batch.address`"), "{e}");
+        }
         let e = parse(&format!("{BASE}[batch]\naddress = \"nocolon\"\n")).unwrap_err();
         assert!(e.to_string().contains("`batch.address`"), "{e}");
         let e = parse(&format!("{BASE}[batch]\nserver_name = \"Bad Name\"\n")).unwrap_err();

@@ -222,7 +222,7 @@ impl Server {
             .market
             .ledger
             .as_ref()
-            .filter(|l| l.address.is_none())
+            .filter(|l| l.addresses.is_empty())
             .map(|l| l.server_name.clone());
         let announcer = crate::announce::Announcer::start(
             cfg,

@@ -14,6 +14,28 @@ use certs::{Role, TlsPaths};
 
 use crate::cluster::bin;
 
+/// A node's debit of `1_000 + seq` micro-credits from `user`, keyed `(node, job,
+/// seq)`, one microsecond of CPU: the stream the ledger's crash and failover tests
+/// send.
+pub fn stream_debit(node: &str, job: &str, user: &str, seq: u64) -> ledger_client::journal::Charge {
+    use proto::account::{Debit, DebitKey, MeterInterval};
+    ledger_client::journal::Charge::Debit(Debit {
+        key: DebitKey {
+            node: node.into(),
+            job: job.into(),
+            seq,
+        },
+        user: user.into(),
+        amount: 1_000 + seq as i64,
+        rank: 0,
+        interval: MeterInterval {
+            start_us: seq,
+            end_us: seq + 1,
+        },
+        cpu_us: 1,
+    })
+}
+
 /// A real accountd on loopback with certificates from the cluster's CA.
 pub struct Accountd {
     /// Where it listens (the same address after a restart).

@@ -48,6 +48,10 @@ pub struct MarketOptions {
     pub discovery: Option<String>,
     /// More of accountd's config file (full tables, such as `[metrics]`).
     pub extra_accountd_config: String,
+    /// accountd instances started beside the first, with the same config (so on
+    /// one PostgreSQL store given in `extra_accountd_config`), listed after it
+    /// in every node's `[market] accountd`.
+    pub more_accountd: usize,
     /// More of a node's config file, by node name (full tables, such as `[metrics]`).
     pub extra_node_config: std::collections::BTreeMap<String, String>,
 }
@@ -83,6 +87,7 @@ impl Default for MarketOptions {
             initial: Some("1000"),
             discovery: None,
             extra_accountd_config: String::new(),
+            more_accountd: 0,
             extra_node_config: Default::default(),
         }
     }
@@ -96,6 +101,8 @@ pub struct MarketCluster {
     pub cluster: Cluster,
     /// The ledger.
     pub accountd: Accountd,
+    /// The other instances ([`MarketOptions::more_accountd`]).
+    pub more_accountd: Vec<Accountd>,
 }
 
 impl Deref for MarketCluster {
@@ -134,13 +141,26 @@ impl MarketCluster {
     /// test user's account.
     pub fn start(options: MarketOptions) -> MarketCluster {
         let mut accountd: Option<Accountd> = None;
+        let mut more_accountd = Vec::new();
         let cluster = Cluster::start_with_node_config(options.cluster.clone(), |pki, dir, name| {
-            let d = accountd.get_or_insert_with(|| {
-                let mut config = options.discovery.clone().unwrap_or_default();
-                config.push_str(&options.extra_accountd_config);
-                Accountd::start_on(pki, options.cluster.services_host(), config)
-            });
+            let mut config = options.discovery.clone().unwrap_or_default();
+            config.push_str(&options.extra_accountd_config);
+            let start = || Accountd::start_on(pki, options.cluster.services_host(), config.clone());
+            if accountd.is_none() {
+                more_accountd = (0..options.more_accountd).map(|_| start()).collect();
+            }
+            let d = accountd.get_or_insert_with(start);
             let mut text = node_config(&options, &d.addr, &journal_path(dir, name));
+            if !more_accountd.is_empty() {
+                let all: Vec<&str> = std::iter::once(d.addr.as_str())
+                    .chain(more_accountd.iter().map(|m| m.addr.as_str()))
+                    .collect();
+                text = text.replacen(
+                    &format!("accountd = {:?}\n", d.addr),
+                    &format!("accountd = {all:?}\n"),
+                    1,
+                );
+            }
             if let Some(table) = &options.discovery {
                 // No address: the node learns it from accountd's announcements.
                 text = text.replacen(&format!("accountd = {:?}\n", d.addr), "", 1);
@@ -160,7 +180,11 @@ impl MarketCluster {
                 .admin(&["create", TEST_USER, "--initial", initial])
                 .ok();
         }
-        MarketCluster { cluster, accountd }
+        MarketCluster {
+            cluster,
+            accountd,
+            more_accountd,
+        }
     }
 
     /// Node `name`'s debit journal.

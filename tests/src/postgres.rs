@@ -35,6 +35,25 @@ fn is_root() -> bool {
     nix::unistd::Uid::effective().is_root()
 }
 
+/// A new temporary directory for a server, handed to user `postgres` when root
+/// (then true: the server's programs run as `postgres`).
+fn server_dir(prefix: &str) -> (tempfile::TempDir, bool) {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .expect("temporary directory");
+    let as_postgres = is_root();
+    if as_postgres {
+        let ok = Command::new("chown")
+            .args(["postgres:postgres"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "cannot hand {} to user postgres", dir.path().display());
+    }
+    (dir, as_postgres)
+}
+
 impl Postgres {
     /// Initialises a cluster in a new temporary directory and starts it.
     pub fn start() -> Postgres {
@@ -48,19 +67,7 @@ impl Postgres {
     }
 
     fn start_with(tls: Option<(&Path, &Path)>) -> Postgres {
-        let dir = tempfile::Builder::new()
-            .prefix("rexec-pg")
-            .tempdir()
-            .expect("temporary directory");
-        let as_postgres = is_root();
-        if as_postgres {
-            let ok = Command::new("chown")
-                .args(["postgres:postgres"])
-                .arg(dir.path())
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(ok, "cannot hand {} to user postgres", dir.path().display());
-        }
+        let (dir, as_postgres) = server_dir("rexec-pg");
         if let Some((cert, key)) = tls {
             for (from, to) in [(cert, "server.crt"), (key, "server.key")] {
                 let to = dir.path().join(to);
@@ -271,6 +278,58 @@ impl Postgres {
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
+    }
+
+    /// A streaming standby of `primary` (`pg_basebackup -R` from it, then
+    /// started on a socket of its own): read-only until [`Postgres::promote`].
+    pub fn standby_of(primary: &Postgres) -> Postgres {
+        let (dir, as_postgres) = server_dir("rexec-pg-standby");
+        let standby = Postgres {
+            dir,
+            port: testhost::net::port(),
+            as_postgres,
+            tls: false,
+        };
+        let (host, port) = (primary.socket_dir(), primary.port.to_string());
+        let data = standby.data();
+        let host = host.display().to_string();
+        standby.run(
+            "pg_basebackup",
+            &[
+                "-D", &data, "-R", "-X", "stream", "-c", "fast", "-h", &host, "-p", &port, "-U",
+                "postgres",
+            ],
+        );
+        standby.pg_ctl_start();
+        standby
+    }
+
+    /// Makes every commit wait for a standby (`synchronous_standby_names = '*'`)
+    /// and waits until one streams synchronously.
+    pub fn require_synchronous_standby(&self) {
+        self.psql(
+            "postgres",
+            "ALTER SYSTEM SET synchronous_standby_names = '*'",
+        );
+        self.psql("postgres", "SELECT pg_reload_conf()");
+        let sync = testhost::wait::until(std::time::Duration::from_secs(60), || {
+            let s = self.try_psql("postgres", "SELECT sync_state FROM pg_stat_replication");
+            s.ok().filter(|s| s.lines().any(|l| l == "sync"))
+        });
+        assert!(sync.is_some(), "no synchronous standby:\n{}", self.log());
+    }
+
+    /// Kills the server as a crash would (`pg_ctl stop -m immediate`).
+    pub fn crash(&self) {
+        self.run(
+            "pg_ctl",
+            &["-D", &self.data(), "-m", "immediate", "-w", "stop"],
+        );
+    }
+
+    /// Promotes a standby to primary (`pg_ctl promote`, waiting until it is).
+    pub fn promote(&self) {
+        self.run("pg_ctl", &["-D", &self.data(), "-w", "promote"]);
     }
 
     /// The server's log so far.

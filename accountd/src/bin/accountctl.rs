@@ -236,9 +236,10 @@ async fn connect(cli: &Cli) -> anyhow::Result<(AccountClient, PathBuf)> {
         .unwrap_or_else(|| DEFAULT_SERVER_NAME.to_string());
     let connector = certs::connector(&paths)?;
     let timeout = Duration::from_secs(cli.timeout);
-    let addr = match cli.server.clone().or(file.accountd.address) {
-        Some(addr) => addr,
-        None => match &file.discovery {
+    let configured = file.accountd.address.map(|a| a.into_vec());
+    let addr = match cli.server.clone().map(|s| vec![s]).or(configured) {
+        Some(addr) if !addr.is_empty() => addr,
+        _ => match &file.discovery {
             Some(d) => {
                 let c = discover(&d.resolve()?, &name, &connector, timeout).await?;
                 return Ok((c, paths.ca));
@@ -248,7 +249,10 @@ async fn connect(cli: &Cli) -> anyhow::Result<(AccountClient, PathBuf)> {
             ),
         },
     };
-    let c = AccountClient::connect(&addr, &connector, &name, timeout).await?;
+    // Several instances: the first that answers (nothing is sent before).
+    let c = clients::instances::Instances::new(addr)
+        .connect(&connector, &name, timeout)
+        .await?;
     Ok((c, paths.ca))
 }
 

@@ -27,7 +27,10 @@ fn the_example_configs_in_deploy_parse() {
     assert_eq!(c.listen.as_deref(), Some(DEFAULT_LISTEN));
     assert!(c.tls.crl.is_some());
     let client = crate::ctl::settings::load_ctl_file(&dir.join("client.toml"), true).unwrap();
-    assert_eq!(client.accountd.address.as_deref(), Some("10.0.0.9:7071"));
+    assert_eq!(
+        client.accountd.address.map(|a| a.into_vec()),
+        Some(vec!["10.0.0.9:7071".to_string()])
+    );
     assert!(client.cert.is_some() && client.key.is_some() && client.ca.is_some());
 }
 

@@ -13,7 +13,7 @@
 //! crl = "/etc/rexec/crl.pem"
 //!
 //! [accountd]
-//! address = "accounts.example.org:7071"
+//! address = "accounts.example.org:7071"   # or a list of instances, tried in turn
 //! server_name = "accountd"      # name in accountd's certificate
 //!
 //! [discovery]                   # without an address: hear accountd announce itself
@@ -59,8 +59,8 @@ pub struct CtlFile {
 /// `[accountd]` in the client config.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct CtlServer {
-    /// `host:port`.
-    pub address: Option<String>,
+    /// `host:port`, or a list of accountd instances tried in turn.
+    pub address: Option<clients::instances::AddressList>,
     /// Name in accountd's certificate.
     pub server_name: Option<String>,
 }

@@ -29,14 +29,18 @@ fn both_programs_run_from_their_config_files_alone() {
     let admin = pki.tls_paths(Role::Admin, "ops");
     let home = dir.path().join("home");
     std::fs::create_dir_all(home.join(".config/rexec")).unwrap();
-    std::fs::write(
-        home.join(".config/rexec/config.toml"),
-        format!(
-            "ca = {:?}\ncert = {:?}\nkey = {:?}\n\n[accountd]\naddress = {addr:?}\n\n[nodes]\nn1 = \"127.0.0.1:7001\"\n",
-            admin.ca, admin.cert, admin.key
-        ),
-    )
-    .unwrap();
+    // The client config, naming accountd by `address` (TOML).
+    let client_config = |address: &str| {
+        std::fs::write(
+            home.join(".config/rexec/config.toml"),
+            format!(
+                "ca = {:?}\ncert = {:?}\nkey = {:?}\n\n[accountd]\naddress = {address}\n\n[nodes]\nn1 = \"127.0.0.1:7001\"\n",
+                admin.ca, admin.cert, admin.key
+            ),
+        )
+        .unwrap()
+    };
+    client_config(&format!("{addr:?}"));
     let run = |args: &[&str]| isolated_ctl(&home).args(args).output().unwrap();
     let out = run(&["create", "alice", "--initial", "7.25"]);
     assert!(out.status.success(), "{out:?}");
@@ -48,6 +52,19 @@ fn both_programs_run_from_their_config_files_alone() {
     );
     let out = run(&["balance", "alice"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "alice 7.250000\n");
+
+    // Several instances listed, the first dead: the next one answers, silently.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap().to_string();
+    drop(dead);
+    client_config(&format!("[{dead_addr:?}, {addr:?}]"));
+    let out = run(&["balance", "alice"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "alice 7.250000\n",
+        "{out:?}"
+    );
+    assert!(out.stderr.is_empty(), "{out:?}");
 
     // An explicit config file that does not exist is an error; so is a bad key.
     let out = run(&["--config", "/nonexistent/rexec.toml", "balance"]);

@@ -213,6 +213,11 @@ impl<P: Protocol> Client<P> {
         })
     }
 
+    /// Sets the time limit of each call from now on.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
     /// The address this client is connected to.
     pub fn addr(&self) -> &str {
         &self.addr

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clients::account::{AccountClient, ClientError, no_address};
+use clients::instances::Instances;
 use proto::account::{AccountError, AccountReply, Debit, ErrorCode};
 use tokio::sync::{Notify, mpsc, watch};
 
@@ -42,6 +43,8 @@ struct Delivered {
 
 pub(super) struct Sender {
     pub(super) cfg: DebitClientConfig,
+    /// The configured instances (`server`, then `others`).
+    pub(super) instances: Instances,
     pub(super) journal: Arc<Mutex<Journal>>,
     pub(super) wake: Arc<Notify>,
     pub(super) unreported: Arc<watch::Sender<usize>>,
@@ -136,13 +139,7 @@ impl Sender {
         let c = match conn {
             Some(c) => c,
             None => conn.insert(Conn {
-                client: AccountClient::connect(
-                    &self.server()?,
-                    &self.cfg.connector,
-                    &self.cfg.server_name,
-                    self.cfg.timeout,
-                )
-                .await?,
+                client: self.connect().await?,
                 frames: true,
             }),
         };
@@ -171,11 +168,17 @@ impl Sender {
         })
     }
 
-    /// The address to dial now.
-    fn server(&self) -> Result<String, ClientError> {
+    /// A connection to the learnt address, else to the first configured instance
+    /// that answers.
+    async fn connect(&self) -> Result<AccountClient, ClientError> {
+        let (connector, name, timeout) =
+            (&self.cfg.connector, &self.cfg.server_name, self.cfg.timeout);
         match &self.cfg.learnt {
-            Some(learnt) => learnt.get().ok_or_else(no_address),
-            None => Ok(self.cfg.server.clone()),
+            Some(learnt) => {
+                let addr = learnt.get().ok_or_else(no_address)?;
+                AccountClient::connect(&addr, connector, name, timeout).await
+            }
+            None => self.instances.connect(connector, name, timeout).await,
         }
     }
 

@@ -1,6 +1,8 @@
 //! The connection to the batch queue: where it is (the `[batch]` table, else
 //! what a selector knows, see [`super::services`]), one [`BatchClient`] that reconnects when a call
-//! fails in a way worth retrying, and what each failure means for the exit
+//! fails in a way worth retrying (to the next of the queue's instances when one
+//! cannot be reached, silently: see [`clients::instances`]), and what each
+//! failure means for the exit
 //! status: the queue refusing the job as the market would (no credit, wider
 //! than the market, a bad signature) is 254; a request it cannot take (no
 //! such job, not yours, malformed) is 2; a queue that cannot be reached,
@@ -9,6 +11,7 @@
 use std::time::Duration;
 
 use clients::batch::{BatchClient, ClientError};
+use clients::instances::Instances;
 use clients::rpc::RpcError;
 use proto::batch::{BatchErrorCode, BatchOp, BatchReply};
 use tokio::time::Instant;
@@ -50,13 +53,18 @@ pub fn error(e: ClientError) -> Error {
     }
 }
 
-/// The queue's address and certificate name, by the rule in the module docs.
-pub async fn locate(config: &Config, connector: &TlsConnector) -> Result<(String, String), Error> {
-    if let Some(addr) = &config.batch.address {
-        return Ok((addr.clone(), config.batch.server_name().to_string()));
+/// The queue's addresses (its instances, in the order to try them) and
+/// certificate name, by the rule in the module docs.
+pub async fn locate(
+    config: &Config,
+    connector: &TlsConnector,
+) -> Result<(Vec<String>, String), Error> {
+    let configured = config.batch.addresses();
+    if !configured.is_empty() {
+        return Ok((configured.to_vec(), config.batch.server_name().to_string()));
     }
-    if let Some(found) = super::services::find_queue(config, connector).await? {
-        return Ok(found);
+    if let Some((addr, name)) = super::services::find_queue(config, connector).await? {
+        return Ok((vec![addr], name));
     }
     Err(Error::Usage(format!(
         "no batch queue known: {} has no [batch] table with an address, and no selector knows \
@@ -68,7 +76,7 @@ pub async fn locate(config: &Config, connector: &TlsConnector) -> Result<(String
 /// A connection to the queue that is made again when it breaks.
 pub struct Queue {
     connector: TlsConnector,
-    addr: String,
+    instances: Instances,
     name: String,
     client: Option<BatchClient>,
 }
@@ -77,10 +85,10 @@ impl Queue {
     /// Finds the queue and connects to it.
     pub async fn open(config: &Config) -> Result<Queue, Error> {
         let connector = crate::reach::connector(config)?;
-        let (addr, name) = locate(config, &connector).await?;
+        let (addresses, name) = locate(config, &connector).await?;
         let mut q = Queue {
             connector,
-            addr,
+            instances: Instances::new(addresses),
             name,
             client: None,
         };
@@ -92,7 +100,9 @@ impl Queue {
         let client = match self.client.take() {
             Some(c) => c,
             None => {
-                BatchClient::connect(&self.addr, &self.connector, &self.name, CALL_TIMEOUT).await?
+                self.instances
+                    .connect(&self.connector, &self.name, CALL_TIMEOUT)
+                    .await?
             }
         };
         Ok(self.client.insert(client))
@@ -137,9 +147,9 @@ impl Queue {
 
     /// The error for an answer of the wrong kind to `asked`.
     pub fn wrong_reply(&self, asked: &'static str, got: &BatchReply) -> Error {
+        let addr = self.client.as_ref().map_or("?", |c| c.addr());
         Error::Failed(format!(
-            "batchd at {} answered {} to a {asked}",
-            self.addr,
+            "batchd at {addr} answered {} to a {asked}",
             got.name()
         ))
     }

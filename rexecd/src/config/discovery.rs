@@ -150,7 +150,7 @@ pub fn learn_accountd(
         ));
     }
     market.ledger = Some(LedgerConfig {
-        address: None,
+        addresses: Vec::new(),
         server_name: file
             .accountd_name
             .clone()
@@ -277,13 +277,13 @@ mod tests {
         assert!(err.to_string().contains("market.accountd"), "{err}");
         learn_accountd(&mut m, &file, Some(&on)).unwrap();
         let l = m.ledger.unwrap();
-        assert_eq!((l.address, l.server_name.as_str()), (None, "ledger"));
+        assert_eq!((l.addresses.len(), l.server_name.as_str()), (0, "ledger"));
         let configured = MarketFile {
             accountd: Some("10.0.0.9:7071".into()),
             ..file.clone()
         };
         let mut m = MarketConfig::resolve(configured, None).unwrap();
         learn_accountd(&mut m, &file, Some(&on)).unwrap();
-        assert_eq!(m.ledger.unwrap().address.as_deref(), Some("10.0.0.9:7071"));
+        assert_eq!(m.ledger.unwrap().addresses, ["10.0.0.9:7071"]);
     }
 }

@@ -24,6 +24,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clients::instances::AddressList;
 use money::Bid;
 use serde::Deserialize;
 use stride::Policy;
@@ -106,8 +107,8 @@ impl std::fmt::Display for ShareControl {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MarketFile {
-    /// accountd's address.
-    pub accountd: Option<String>,
+    /// accountd's address, or several instances' addresses.
+    pub accountd: Option<AddressList>,
     /// Name in accountd's certificate.
     pub accountd_name: Option<String>,
     /// Debit journal.
@@ -131,9 +132,10 @@ pub struct MarketFile {
 /// Where charges go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerConfig {
-    /// accountd's address (`host:port`); `None`: learnt from accountd's
-    /// announcements (no address configured, a `[discovery]` table given).
-    pub address: Option<String>,
+    /// accountd's addresses (`host:port`), the instances tried in turn; empty:
+    /// learnt from accountd's announcements (no address configured, a
+    /// `[discovery]` table given).
+    pub addresses: Vec<String>,
     /// Name in accountd's certificate.
     pub server_name: String,
     /// The debit journal.
@@ -205,8 +207,8 @@ impl MarketConfig {
             None => Ok(default),
             Some(text) => parse_duration(&text).map_err(|e| invalid(key, text, e)),
         };
-        let ledger = file.accountd.map(|address| LedgerConfig {
-            address: Some(address),
+        let ledger = file.accountd.map(|list| LedgerConfig {
+            addresses: list.into_vec(),
             server_name: file
                 .accountd_name
                 .clone()
@@ -216,14 +218,21 @@ impl MarketConfig {
                 .clone()
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_JOURNAL)),
         });
-        if let Some(address) = ledger.as_ref().and_then(|l| l.address.as_ref())
-            && !address.contains(':')
-        {
-            return Err(invalid(
-                "market.accountd",
-                address,
-                "expected host:port, such as 10.0.0.9:7071",
-            ));
+        if let Some(l) = &ledger {
+            if l.addresses.is_empty() {
+                return Err(invalid(
+                    "market.accountd",
+                    "[]",
+                    "expected host:port, or a list of them, such as [\"10.0.0.9:7071\", \"10.0.0.10:7071\"]",
+                ));
+            }
+            if let Some(address) = l.addresses.iter().find(|a| !a.contains(':')) {
+                return Err(invalid(
+                    "market.accountd",
+                    address,
+                    "expected host:port, such as 10.0.0.9:7071",
+                ));
+            }
         }
         let policy = match file.policy {
             None => d.policy,
@@ -339,7 +348,7 @@ mod tests {
         )
         .unwrap();
         let ledger = all.ledger.unwrap();
-        assert_eq!(ledger.address.as_deref(), Some("127.0.0.1:7071"));
+        assert_eq!(ledger.addresses, ["127.0.0.1:7071"]);
         assert_eq!(ledger.server_name, "accountd");
         assert_eq!(ledger.journal, PathBuf::from("/tmp/j"));
         assert_eq!(all.policy, Policy::Paper);
@@ -351,6 +360,15 @@ mod tests {
     }
 
     #[test]
+    fn accountd_takes_a_list_of_instances() {
+        let two = parse(r#"accountd = ["10.0.0.9:7071", "10.0.0.10:7071"]"#).unwrap();
+        assert_eq!(
+            two.ledger.unwrap().addresses,
+            ["10.0.0.9:7071", "10.0.0.10:7071"]
+        );
+    }
+
+    #[test]
     fn bad_values_name_their_key() {
         for (text, key) in [
             (r#"policy = "fair""#, "market.policy"),
@@ -359,6 +377,8 @@ mod tests {
             (r#"meter_interval = "10ms""#, "market.meter_interval"),
             ("cpus = 0", "market.cpus"),
             (r#"accountd = "nohost""#, "market.accountd"),
+            (r#"accountd = ["h:1", "nohost"]"#, "market.accountd"),
+            ("accountd = []", "market.accountd"),
         ] {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(key), "{text}: {err}");

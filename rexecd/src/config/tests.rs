@@ -160,7 +160,7 @@ fn market_flags_override_the_market_table() {
     };
     let c = Config::resolve(file(&text), &flags).unwrap();
     let ledger = c.market.ledger.unwrap();
-    assert_eq!(ledger.address.as_deref(), Some("127.0.0.1:9"));
+    assert_eq!(ledger.addresses, ["127.0.0.1:9"]);
     assert_eq!(ledger.journal, std::path::PathBuf::from("/flag/j"));
     assert_eq!(c.market.policy, stride::Policy::Paper);
     // Without the table the node meters but charges nobody.

@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use clients::account::{AccountClient, ClientError, LearntAddress, no_address};
+use clients::instances::Instances;
 use proto::account::{
     AccountOp, AccountReply, BalanceQuery, Claim, ErrorCode as AccountCode, RankEnd,
 };
@@ -29,6 +30,8 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct Credit {
     node: String,
     ledger: Option<(LedgerConfig, TlsConnector)>,
+    /// The configured accountd instances (none: the learnt address is used).
+    instances: Instances,
     learnt: Option<LearntAddress>,
     ttl: Duration,
     cache: Mutex<HashMap<String, (i64, Instant)>>,
@@ -53,8 +56,10 @@ impl Credit {
         learnt: Option<LearntAddress>,
         ttl: Duration,
     ) -> Credit {
+        let addresses = ledger.as_ref().map(|(l, _)| l.addresses.clone());
         Credit {
             node: node.to_string(),
+            instances: Instances::new(addresses.unwrap_or_default()),
             ledger,
             learnt,
             ttl,
@@ -95,11 +100,7 @@ impl Credit {
             return Ok(());
         }
         let node = &self.node;
-        let address = ledger
-            .address
-            .clone()
-            .or_else(|| self.learnt.as_ref().and_then(LearntAddress::get));
-        let balance = match query(ledger, address, connector, user).await {
+        let balance = match self.query(ledger, connector, user).await {
             Ok(b) => {
                 self.saw(user, b);
                 b
@@ -169,11 +170,7 @@ impl Credit {
         };
         let mut last = String::new();
         for _ in 0..2 {
-            let address = ledger
-                .address
-                .clone()
-                .or_else(|| self.learnt.as_ref().and_then(LearntAddress::get));
-            let mut client = match connect(ledger, address, connector).await {
+            let mut client = match self.connect(ledger, connector).await {
                 Ok(c) => c,
                 Err(why) => {
                     last = why;
@@ -228,11 +225,8 @@ impl Credit {
                 "no accountd is configured on this node".into(),
             ));
         };
-        let address = ledger
-            .address
-            .clone()
-            .or_else(|| self.learnt.as_ref().and_then(LearntAddress::get));
-        let mut client = connect(ledger, address, connector)
+        let mut client = self
+            .connect(ledger, connector)
             .await
             .map_err(EndNotRecorded::Later)?;
         let reply = client.call(AccountOp::RankEnd(end)).await;
@@ -258,27 +252,44 @@ enum Lookup {
     Unreachable(String),
 }
 
-/// A connection to accountd at `address`, or why there is none.
-async fn connect(
-    ledger: &LedgerConfig,
-    address: Option<String>,
-    connector: &TlsConnector,
-) -> Result<AccountClient, String> {
-    let address = address.ok_or_else(|| no_address().to_string())?;
-    AccountClient::connect(&address, connector, &ledger.server_name, QUERY_TIMEOUT)
-        .await
-        .map_err(|e| e.to_string())
+impl Credit {
+    /// A connection to the first configured accountd that answers (the one that
+    /// answered last first), else to the learnt one; or why there is none.
+    async fn connect(
+        &self,
+        ledger: &LedgerConfig,
+        connector: &TlsConnector,
+    ) -> Result<AccountClient, String> {
+        let name = &ledger.server_name;
+        if !self.instances.is_empty() {
+            return self
+                .instances
+                .connect(connector, name, QUERY_TIMEOUT)
+                .await
+                .map_err(|e| e.to_string());
+        }
+        let address = self.learnt.as_ref().and_then(LearntAddress::get);
+        let address = address.ok_or_else(|| no_address().to_string())?;
+        AccountClient::connect(&address, connector, name, QUERY_TIMEOUT)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn query(
+        &self,
+        ledger: &LedgerConfig,
+        connector: &TlsConnector,
+        user: &str,
+    ) -> Result<i64, Lookup> {
+        let client = self
+            .connect(ledger, connector)
+            .await
+            .map_err(Lookup::Unreachable)?;
+        query_on(client, user).await
+    }
 }
 
-async fn query(
-    ledger: &LedgerConfig,
-    address: Option<String>,
-    connector: &TlsConnector,
-    user: &str,
-) -> Result<i64, Lookup> {
-    let mut client = connect(ledger, address, connector)
-        .await
-        .map_err(Lookup::Unreachable)?;
+async fn query_on(mut client: AccountClient, user: &str) -> Result<i64, Lookup> {
     let op = AccountOp::Balance(BalanceQuery {
         user: Some(user.to_string()),
     });

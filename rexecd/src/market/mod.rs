@@ -41,6 +41,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
 
 use crate::cgroup::{CpuQuota, JobCgroups, weights_for_tickets};
+use crate::config::market_table::LedgerConfig;
 use crate::config::{MarketConfig, ShareControl};
 use crate::control::Control;
 use book::{Book, Key, RankSample};
@@ -156,6 +157,21 @@ impl std::fmt::Debug for Market {
     }
 }
 
+/// The debit client's settings for `ledger`: its journal, its accountd instances
+/// (the first, then the others in turn), their certificate name, and the node's
+/// certificate `connector`.
+pub fn debit_config(ledger: &LedgerConfig, connector: TlsConnector) -> DebitClientConfig {
+    let mut addresses = ledger.addresses.iter().cloned();
+    let mut dc = DebitClientConfig::new(
+        ledger.journal.clone(),
+        addresses.next().unwrap_or_default(),
+        connector,
+    );
+    dc.others = addresses.collect();
+    dc.server_name = ledger.server_name.clone();
+    dc
+}
+
 impl Market {
     /// Opens the journal (when a ledger is configured) and starts the engine. The
     /// `connector` (a node certificate) is used for accountd.
@@ -169,17 +185,12 @@ impl Market {
         // No address configured: accountd is learnt from its announcements.
         let learnt = ledger
             .as_ref()
-            .filter(|(l, _)| l.address.is_none())
+            .filter(|(l, _)| l.addresses.is_empty())
             .map(|_| LearntAddress::new());
         let (debits, settlements) = match &ledger {
             Some((l, connector)) => {
                 ensure_journal_dir(&l.journal)?;
-                let mut dc = DebitClientConfig::new(
-                    l.journal.clone(),
-                    l.address.clone().unwrap_or_default(),
-                    connector.clone(),
-                );
-                dc.server_name = l.server_name.clone();
+                let mut dc = debit_config(l, connector.clone());
                 dc.learnt = learnt.clone();
                 let (client, rx) = DebitClient::start(dc).await?;
                 log_replay(&l.journal, &client.pending_charges());

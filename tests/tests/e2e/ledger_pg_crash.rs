@@ -13,7 +13,7 @@ use certs::testing::TestPki;
 use clients::account::LearntAddress;
 use ledger_client::debit::{DebitClient, DebitClientConfig};
 use ledger_client::journal::Charge;
-use proto::account::{Debit, DebitKey, MeterInterval};
+use rexec_tests::accountd::stream_debit;
 use rexec_tests::market::Accountd;
 use rexec_tests::postgres::Postgres;
 
@@ -22,21 +22,7 @@ const PER_NODE: u64 = 80;
 const C: i64 = 1_000_000;
 
 fn debit(node: usize, seq: u64) -> Charge {
-    Charge::Debit(Debit {
-        key: DebitKey {
-            node: format!("n{node}"),
-            job: "stream".into(),
-            seq,
-        },
-        user: format!("u{node}"),
-        amount: 1_000 + seq as i64,
-        rank: 0,
-        interval: MeterInterval {
-            start_us: seq,
-            end_us: seq + 1,
-        },
-        cpu_us: 1,
-    })
+    stream_debit(&format!("n{node}"), "stream", &format!("u{node}"), seq)
 }
 
 #[test]

@@ -15,7 +15,7 @@ use discovery::config::DiscoveryConfig;
 use discovery::net::Receiver;
 use ledger_client::debit::{DebitClient, DebitClientConfig};
 use ledger_client::journal::Charge;
-use proto::account::{Debit, DebitKey, MeterInterval};
+use rexec_tests::accountd::stream_debit;
 use rexec_tests::market::Accountd;
 use rexec_tests::postgres::Postgres;
 use rexecd::announce::accountd::{SILENT_PERIODS, Wanted, listen};
@@ -26,21 +26,7 @@ const PERIOD: Duration = Duration::from_millis(200);
 const CLUSTER: &str = "e2e-failover";
 
 fn debit(seq: u64) -> Charge {
-    Charge::Debit(Debit {
-        key: DebitKey {
-            node: "n1".into(),
-            job: "failover".into(),
-            seq,
-        },
-        user: "u1".into(),
-        amount: 1_000 + seq as i64,
-        rank: 0,
-        interval: MeterInterval {
-            start_us: seq,
-            end_us: seq + 1,
-        },
-        cpu_us: 1,
-    })
+    stream_debit("n1", "failover", "u1", seq)
 }
 
 /// Waits (on a blocking thread's view of the clock) until `learnt` holds `addr`;

@@ -21,6 +21,7 @@ mod failures;
 mod interrupt;
 mod job_control;
 mod launch;
+mod ledger_ha;
 mod ledger_pg;
 mod ledger_pg_crash;
 mod ledger_pg_failover;

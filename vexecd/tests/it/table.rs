@@ -310,6 +310,23 @@ fn a_summary_travels_in_the_announcement_and_stays_until_replaced() {
 }
 
 #[test]
+fn every_instance_of_accountd_and_batchd_is_listed_under_its_own_address() {
+    // Two accountd and two batchd on one database: same names, other hosts.
+    let t0 = Instant::now();
+    let mut table = NodeTable::new(TableConfig::default());
+    for (kind, name) in [(Kind::Account, "accountd"), (Kind::Batch, "batchd")] {
+        for host in ["10.0.0.9:7071", "10.0.0.10:7071"] {
+            let mut a = node(name, 0, status(1, 0, 0));
+            a.kind = kind.clone();
+            a.addr = host.parse().unwrap();
+            table.ingest(&datagram(&a), None, t0).unwrap();
+        }
+    }
+    assert_eq!(table.account_services(t0).count(), 2);
+    assert_eq!(table.batch_services(t0).count(), 2);
+}
+
+#[test]
 fn selectors_sharing_a_name_are_kept_apart_by_address() {
     let t0 = Instant::now();
     let mut table = NodeTable::new(TableConfig::default());

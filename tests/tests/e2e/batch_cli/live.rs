@@ -437,3 +437,59 @@ fn a_missing_program_fails_only_its_own_job_and_stalls_no_one() {
         "{done:?}"
     );
 }
+
+/// A copy of the client configuration at `base` naming the queue by `addresses`.
+fn with_queues(base: &Path, addresses: &[String]) -> PathBuf {
+    let text = std::fs::read_to_string(base).expect("client config");
+    let path = base.with_extension("queues.toml");
+    let table = format!("[batch]\naddress = {addresses:?}\n");
+    std::fs::write(&path, format!("{text}{table}")).expect("cannot write the client config");
+    path
+}
+
+#[test]
+fn the_batch_commands_fail_over_past_dead_and_silent_queues_within_2s() {
+    let Some((m, direct)) = start(
+        "the_batch_commands_fail_over_past_dead_and_silent_queues_within_2s",
+        BatchOptions::default(),
+    ) else {
+        return;
+    };
+    // A queue that died (its port refuses) and one whose host vanished (the
+    // connection is accepted by the kernel and nothing ever answers), before
+    // the live one.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap().to_string();
+    drop(dead);
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap().to_string();
+    let listed = with_queues(
+        &m.market.config,
+        &[dead_addr, silent_addr, m.batchd.addr.clone()],
+    );
+    let timed = |config: &Path, args: &[&str]| {
+        let start = std::time::Instant::now();
+        let out = batch(&m, config, args);
+        (out, start.elapsed())
+    };
+    let (out, alone) = timed(&direct, &["queue"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let (out, through) = timed(&listed, &["queue"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stderr.is_empty(), "failing over is silent: {out:?}");
+    let extra = through.saturating_sub(alone);
+    eprintln!("rexec queue: {alone:?} to the live queue, {through:?} past a dead and a silent one");
+    assert!(
+        extra <= Duration::from_secs(2),
+        "failing over took {extra:?} more"
+    );
+
+    let (out, took) = timed(&listed, &["submit", "--length", "30s", "-r", "1", "true"]);
+    let job = job_id(&out);
+    eprintln!("rexec submit past a dead and a silent queue: {took:?}");
+    let out = batch(&m, &listed, &["wait", &job]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let out = batch(&m, &direct, &["queue", "--ended"]);
+    assert!(row(&out.out(), &job).is_some(), "{out:?}");
+    drop(silent);
+}
