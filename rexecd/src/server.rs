@@ -154,12 +154,17 @@ impl Server {
         };
         let parent = config.cgroup_parent.clone();
         let cpus = config.cpus.clone();
+        let weight = config.cgroup_weight;
         let favor = config.favor_dynmods;
         let cgroups = tokio::task::spawn_blocking(move || -> Result<JobCgroups, CgroupError> {
             if favor {
                 favor_dynmods();
             }
             let cgroups = JobCgroups::detect_pinned(&parent, cpus)?;
+            if let Some(weight) = weight {
+                let written = cgroups.set_parent_weight(weight)?;
+                tracing::info!(weight, written, "parent cgroup weighted against other work");
+            }
             let swept = cgroups.sweep_stale()?;
             if !swept.is_empty() {
                 tracing::warn!(cgroups = ?swept, "removed job cgroups left by an earlier run");

@@ -58,7 +58,10 @@ pub struct BatchArgs {
 
 /// The batch commands.
 #[derive(Debug, Subcommand)]
-#[allow(clippy::large_enum_variant, reason = "parsed once per process; boxing buys nothing")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once per process; boxing buys nothing"
+)]
 pub enum BatchCommand {
     /// Queue a program to run later on WIDTH processors; prints the job id.
     Submit(SubmitArgs),

@@ -124,6 +124,41 @@ impl JobCgroups {
         self.backend.weight_range()
     }
 
+    /// Sets the parent cgroup's CPU weight against its siblings, the rest of the
+    /// machine: `weight` in cgroup v2 units (1 to 10000, the kernel's default 100),
+    /// written as `cpu.weight` on v2 and as `cpu.shares` = weight x 1024 / 100 on v1
+    /// (the default 100 is the kernel's 1024). Returns the value written. Only
+    /// rexecd's own parent is touched; what other work gets is the kernel's answer
+    /// to this weight against theirs (see OPERATIONS, "Background work").
+    pub fn set_parent_weight(&self, weight: u64) -> Result<u64> {
+        WeightRange::V2_WEIGHT.check(weight)?;
+        let (file, value) = match self.version() {
+            CgroupVersion::V2 => ("cpu.weight", weight),
+            CgroupVersion::V1 => (
+                "cpu.shares",
+                WeightRange::V1_SHARES
+                    .check((weight * 1024 / 100).max(WeightRange::V1_SHARES.min))?,
+            ),
+        };
+        super::fs::write(&self.parent_path().join(file), &value.to_string())?;
+        Ok(value)
+    }
+
+    /// The parent cgroup's CPU weight as the kernel holds it (`cpu.shares` on v1,
+    /// `cpu.weight` on v2).
+    pub fn parent_weight(&self) -> Result<u64> {
+        let file = match self.version() {
+            CgroupVersion::V2 => "cpu.weight",
+            CgroupVersion::V1 => "cpu.shares",
+        };
+        let path = self.parent_path().join(file);
+        let text = super::fs::read(&path)?;
+        text.trim().parse().map_err(|_| CgroupError::Parse {
+            path,
+            detail: format!("{:?} is not a weight", text.trim()),
+        })
+    }
+
     /// The job's directory in the `cpu` hierarchy (for logs and diagnostics).
     pub fn job_path(&self, id: u64) -> PathBuf {
         self.backend.job_path(id)

@@ -14,6 +14,7 @@
 //! crl = "/etc/rexec/crl.pem"       # revocation list (optional)
 //! cgroup_parent = "rexec"          # rexecd's parent cgroup name
 //! cpus = "0-3"                     # confine jobs to these CPUs (cpuset; default: no pinning)
+//! cgroup_weight = 100              # the parent cgroup's CPU weight against other work (v2 units)
 //! favor_dynmods = true             # set the host's cgroup2 `favordynmods` (fast migrations)
 //! allowed_users = ["ann", "bob"]   # default: every existing non-root user
 //! allow_root = false               # run jobs as uid 0 when a certificate names root
@@ -172,6 +173,9 @@ pub struct Settings {
     pub cgroup_parent: Option<String>,
     /// CPUs the node is confined to, a cpu list such as "0-3".
     pub cpus: Option<String>,
+    /// The parent cgroup's CPU weight against the rest of the machine, cgroup v2
+    /// units (1 to 10000; v1 `cpu.shares` = weight x 1024 / 100).
+    pub cgroup_weight: Option<u64>,
     /// Set `favordynmods` on the host's cgroup2 mounts at start (default true).
     pub favor_dynmods: Option<bool>,
     /// Users who may run jobs (default: all non-root users that exist).
@@ -245,6 +249,9 @@ pub struct Config {
     pub cgroup_parent: ParentName,
     /// The CPUs the parent cgroup (and so every job) is confined to; `None`: no pinning.
     pub cpus: Option<CpuSet>,
+    /// The parent cgroup's CPU weight against its siblings (other work on the
+    /// machine), cgroup v2 units; `None` leaves the kernel's (100, v1 1024).
+    pub cgroup_weight: Option<u64>,
     /// Whether to set `favordynmods` on the host's cgroup2 mounts at start, so that
     /// moving a job's first process into its cgroup does not wait for an RCU grace
     /// period (see [`crate::cgroup::dynmods`]).
@@ -328,6 +335,16 @@ impl Config {
             reason: e.to_string(),
         })?;
         let cpus = s.cpus.as_deref().map(parse_cpus).transpose()?;
+        if let Some(w) = s.cgroup_weight
+            && !(1..=10_000).contains(&w)
+        {
+            return Err(ConfigError::Invalid {
+                key: "cgroup_weight",
+                value: w.to_string(),
+                reason: "a CPU weight is 1 to 10000 (cgroup v2 units; the kernel's default is 100)"
+                    .into(),
+            });
+        }
         let max_frame = s.max_frame.unwrap_or(proto::DEFAULT_MAX_FRAME);
         if max_frame < 2 * proto::node::CHUNK_SIZE {
             return Err(ConfigError::Invalid {
@@ -378,6 +395,7 @@ impl Config {
             tls,
             cgroup_parent,
             cpus,
+            cgroup_weight: s.cgroup_weight,
             favor_dynmods: s.favor_dynmods.unwrap_or(true),
             env,
             allowed_users: s.allowed_users,

@@ -67,6 +67,8 @@ fn bad_values_are_refused_with_the_key() {
         ("heartbeat_interval = \"soon\"", "heartbeat_interval"),
         ("cgroup_parent = \"../up\"", "cgroup_parent"),
         ("max_frame = 10", "max_frame"),
+        ("cgroup_weight = 0", "cgroup_weight"),
+        ("cgroup_weight = 10001", "cgroup_weight"),
     ] {
         let e = Config::resolve(file(&format!("{BASE}\n{extra}")), &Flags::default());
         let text = e.unwrap_err().to_string();

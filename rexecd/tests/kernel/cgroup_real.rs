@@ -121,6 +121,31 @@ fn tickets_become_kernel_weights_proportionally() {
     assert!(err.to_string().contains("job-3"), "{err}");
 }
 
+/// `cgroup_weight` lands on the parent as the kernel's own unit: `cpu.weight` on v2,
+/// `cpu.shares` = weight x 1024 / 100 on v1; out of range is refused, naming the range.
+#[test]
+fn the_parent_takes_its_weight_against_other_work_in_the_kernels_unit() {
+    if !can_run("the_parent_takes_its_weight_against_other_work_in_the_kernels_unit") {
+        return;
+    }
+    let t = TestParent::new("parent-weight");
+    let jobs = &t.jobs;
+    let (written, kernel_default) = match jobs.version() {
+        CgroupVersion::V1 => (20_480, 1024),
+        CgroupVersion::V2 => (2000, 100),
+    };
+    assert_eq!(jobs.parent_weight().unwrap(), kernel_default);
+    assert_eq!(jobs.set_parent_weight(2000).unwrap(), written);
+    assert_eq!(jobs.parent_weight().unwrap(), written);
+    let err = jobs.set_parent_weight(10_001).unwrap_err().to_string();
+    assert!(err.contains("10000"), "{err}");
+    assert_eq!(
+        jobs.parent_weight().unwrap(),
+        written,
+        "a refused weight changes nothing"
+    );
+}
+
 /// A job's daemon that called setsid and double-forked is reparented away from rexecd,
 /// but it is still in the cgroup, so teardown must kill it.
 #[test]

@@ -137,7 +137,20 @@ async fn figure_4_beside_a_busy_background_loop() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(19);
     let parent = format!("rexecd-test-{}-beside", std::process::id());
-    let daemon = Daemon::start_with_config(parent.clone(), &node_config(&parent, "closed"));
+    let mut config = node_config(&parent, "closed");
+    let weight = std::env::var("REXEC_BESIDE_WEIGHT").ok();
+    if let Some(w) = &weight {
+        config = config.replacen(
+            "\n[market]\n",
+            &format!("\ncgroup_weight = {w}\n\n[market]\n"),
+            1,
+        );
+    }
+    eprintln!(
+        "beside nice {nice}: the market's cgroup weight {}",
+        weight.as_deref().unwrap_or("(the kernel's)")
+    );
+    let daemon = Daemon::start_with_config(parent.clone(), &config);
     let background = Loop::start(nice);
     let mut jobs: Vec<Busy> = Vec::new();
     for bid in [40, 30, 20] {
