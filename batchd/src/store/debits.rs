@@ -16,8 +16,11 @@ pub struct PendingDebit {
     pub job: u64,
     /// The debit's number within the job (its key is `(queue, job, seq)`).
     pub seq: u64,
-    /// Whom to debit.
+    /// Whom to debit (with `account`, the member who spent).
     pub user: String,
+    /// The project debited for `user` (`rexec submit -A`), `None` for `user`'s
+    /// own account.
+    pub account: Option<String>,
     /// Micro-credits.
     pub amount: i64,
     /// What it is for: from, microseconds since the Unix epoch.
@@ -40,11 +43,23 @@ CREATE TABLE IF NOT EXISTS debits(
 );
 ";
 
+/// Adds the `account` column to a table written before projects (NULL: the
+/// user's own account, as those debits were).
+pub(super) fn upgrade(conn: &Connection) -> rusqlite::Result<()> {
+    let has = conn
+        .prepare("SELECT 1 FROM pragma_table_info('debits') WHERE name = 'account'")?
+        .exists([])?;
+    if !has {
+        conn.execute_batch("ALTER TABLE debits ADD COLUMN account TEXT;")?;
+    }
+    Ok(())
+}
+
 /// Records `d` as owed.
 pub(super) fn insert(conn: &Connection, d: &PendingDebit) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT OR REPLACE INTO debits(job, seq, user, amount, start_us, end_us, refused)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL)",
+        "INSERT OR REPLACE INTO debits(job, seq, user, amount, start_us, end_us, refused, account)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, ?7)",
     )?
     .execute(params![
         d.job as i64,
@@ -52,7 +67,8 @@ pub(super) fn insert(conn: &Connection, d: &PendingDebit) -> rusqlite::Result<()
         d.user,
         d.amount,
         d.start_us as i64,
-        d.end_us as i64
+        d.end_us as i64,
+        d.account
     ])?;
     Ok(())
 }
@@ -74,7 +90,7 @@ pub(super) fn refused(conn: &Connection, job: u64, seq: u64, why: &str) -> rusql
 /// The debits still to deliver, oldest first.
 pub(super) fn pending(conn: &Connection) -> rusqlite::Result<Vec<PendingDebit>> {
     let mut stmt = conn.prepare(
-        "SELECT job, seq, user, amount, start_us, end_us FROM debits
+        "SELECT job, seq, user, amount, start_us, end_us, account FROM debits
          WHERE refused IS NULL ORDER BY end_us, job, seq",
     )?;
     stmt.query_map([], |r| {
@@ -85,6 +101,7 @@ pub(super) fn pending(conn: &Connection) -> rusqlite::Result<Vec<PendingDebit>> 
             amount: r.get(3)?,
             start_us: r.get::<_, i64>(4)? as u64,
             end_us: r.get::<_, i64>(5)? as u64,
+            account: r.get(6)?,
         })
     })?
     .collect()

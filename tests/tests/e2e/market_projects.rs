@@ -1,10 +1,13 @@
 //! Project accounts at the node, `rexec -A PROJECT`: a member's job is charged to
 //! the project (its balance, not the member's, is debited, each entry naming the
 //! member), a user who is no member is refused at launch with one line and exit
-//! 254, and without `-A` a user's default project pays.
+//! 254, and without `-A` a user's default project pays; a batch job submitted
+//! with `-A` (signed with the job) is charged to the project by the queue.
 
 use std::time::Duration;
 
+use proto::batch::JobState;
+use rexec_tests::batch::{BatchMarket, BatchOptions};
 use rexec_tests::cluster::TEST_USER;
 use rexec_tests::market::{MarketCluster, MarketOptions};
 
@@ -131,4 +134,53 @@ fn without_dash_a_the_default_project_pays() {
         .expect("the balance never settled");
     assert!(mine < START, "the personal account was not charged");
     assert_eq!(m.accountd.balance("chem"), chem, "chem was charged again");
+}
+
+#[test]
+fn a_batch_job_submitted_with_dash_a_charges_the_project() {
+    if !rexec_tests::can_run("a_batch_job_submitted_with_dash_a_charges_the_project") {
+        return;
+    }
+    let m = BatchMarket::start(BatchOptions::default());
+    let ledger = &m.market.accountd;
+    ledger
+        .admin(&["project", "create", "chem", "--members", TEST_USER])
+        .ok();
+    ledger
+        .admin(&["grant", "chem", "100", "--reason", "allocation"])
+        .ok();
+    ledger
+        .admin(&["project", "create", "physics", "--members", "nobody"])
+        .ok();
+    let config = crate::batch_ceiling::batch_config(&m);
+    let rexec = |args: &[&str]| m.market.rexec().config(&config).args(args).run();
+    let mine = ledger.balance(TEST_USER);
+
+    // No member of physics: refused at submission, one line, 254.
+    let refused = rexec(&[
+        "submit", "-A", "physics", "-r", "60", "--length", "2s", "sleep", "1",
+    ]);
+    assert_eq!(refused.code, Some(254), "{refused:?}");
+    assert_eq!(refused.stderr.lines().count(), 1, "{refused:?}");
+    assert!(refused.stderr.contains("not a member"), "{refused:?}");
+
+    // 60 credits per CPU-minute on 1 processor for about a second: chem pays.
+    let ok = rexec(&[
+        "submit", "-A", "chem", "-r", "60", "--length", "2s", "sleep", "1",
+    ]);
+    assert_eq!(ok.code, Some(0), "{ok:?}");
+    let id = u64::from_str_radix(ok.out().trim(), 16).expect("a job id");
+    let done = m.wait_for(id, LIMIT, |e| e.state == JobState::Finished);
+    assert!(done.charged > 0, "{done:?}");
+    let delivered =
+        rexec_tests::wait_until(LIMIT, || START - ledger.balance("chem") == done.charged);
+    assert!(
+        delivered.is_some(),
+        "chem paid {}, the queue charged {}",
+        START - ledger.balance("chem"),
+        done.charged
+    );
+    assert_eq!(ledger.balance(TEST_USER), mine, "the member's account paid");
+    let csv = ledger.admin(&["history", "chem", "--csv"]).ok().to_string();
+    assert!(csv.contains(&format!("spent by {TEST_USER}")), "{csv}");
 }
