@@ -448,12 +448,13 @@ impl Market {
         bid: i64,
         may: impl Fn(&str) -> bool,
     ) -> Result<(u32, Bid), ErrorReply> {
-        let owners: Vec<String> = {
+        // Each owner with the account its ranks charge (a project's, or its own).
+        let owners: Vec<(String, Option<String>)> = {
             let book = self.book();
-            let mut o: Vec<String> = book
+            let mut o: Vec<(String, Option<String>)> = book
                 .ranks()
                 .filter(|((id, _), r)| *id == job && may(&r.owner))
-                .map(|(_, r)| r.owner.clone())
+                .map(|(_, r)| (r.owner.clone(), r.account.clone()))
                 .collect();
             o.sort();
             o.dedup();
@@ -463,8 +464,11 @@ impl Market {
             return Ok((0, Bid::ZERO));
         }
         let mut checked = Bid::ZERO;
-        for owner in &owners {
-            checked = self.check_bid(owner, bid).await?;
+        for (owner, account) in &owners {
+            checked = match account {
+                None => self.check_bid(owner, bid).await?,
+                Some(_) => self.check_payer(owner, account.as_deref(), bid).await?.0,
+            };
         }
         let (count, restored) = self.book().rebid(job, checked, |r| may(&r.owner));
         if count > 0 {
