@@ -106,3 +106,36 @@ pub(super) fn pending(conn: &Connection) -> rusqlite::Result<Vec<PendingDebit>> 
     })?
     .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_debits_table_from_before_projects_gains_the_account_column_and_keeps_its_rows() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE debits(job INTEGER NOT NULL, seq INTEGER NOT NULL, user TEXT NOT NULL,
+             amount INTEGER NOT NULL, start_us INTEGER NOT NULL, end_us INTEGER NOT NULL,
+             refused TEXT, PRIMARY KEY(job, seq));
+             INSERT INTO debits VALUES (7, 1, 'alice', 5, 0, 1, NULL);",
+        )
+        .unwrap();
+        upgrade(&conn).unwrap();
+        upgrade(&conn).unwrap();
+        let chem = PendingDebit {
+            job: 7,
+            seq: 2,
+            user: "alice".into(),
+            account: Some("chem".into()),
+            amount: 6,
+            start_us: 1,
+            end_us: 2,
+        };
+        insert(&conn, &chem).unwrap();
+        let rows = pending(&conn).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!((rows[0].seq, rows[0].account.as_deref()), (1, None));
+        assert_eq!(rows[1], chem);
+    }
+}
