@@ -58,7 +58,14 @@ async fn deliver_one(shared: &Shared, d: PendingDebit) {
     let outcome = loop {
         match shared
             .ledger
-            .debit(&d.user, d.job, d.seq, d.amount, interval)
+            .debit(
+                &d.user,
+                d.account.as_deref(),
+                d.job,
+                d.seq,
+                d.amount,
+                interval,
+            )
             .await
         {
             Ok(()) => break None,

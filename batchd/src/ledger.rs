@@ -14,6 +14,7 @@ use std::time::Duration;
 use clients::account::{AccountClient, ClientError, no_address};
 use clients::instances::Instances;
 use proto::account::{AccountOp, AccountReply, BalanceQuery, Debit, DebitKey, MeterInterval};
+use proto::project::{ChargedAccount, ProjectDebit, ProjectOp, ProjectReply, WhichAccount};
 use tokio_rustls::TlsConnector;
 
 /// How long one call to accountd may take.
@@ -107,16 +108,34 @@ impl Ledger {
         }
     }
 
-    /// Debits `amount` from `user` for job `job` under sequence `seq` (idempotent).
+    /// The account `user`'s job charged to `project` pays from, and its balance
+    /// (accountd's resolve: refused when `user` is no member).
+    pub async fn resolve(&self, user: &str, project: &str) -> Result<ChargedAccount, ClientError> {
+        let op = AccountOp::Project(ProjectOp::Resolve(WhichAccount {
+            user: user.to_string(),
+            project: Some(project.to_string()),
+        }));
+        match self.call(op).await? {
+            AccountReply::Project(ProjectReply::Account(a)) => Ok(a),
+            _ => Err(clients::rpc::RpcError::Closed {
+                service: "accountd",
+                addr: "(wrong reply to which account to charge)".into(),
+            }),
+        }
+    }
+
+    /// Debits `amount` from `user` (or, with `project`, from that project for its
+    /// member `user`) for job `job` under sequence `seq` (idempotent).
     pub async fn debit(
         &self,
         user: &str,
+        project: Option<&str>,
         job: u64,
         seq: u64,
         amount: i64,
         interval: MeterInterval,
     ) -> Result<(), ClientError> {
-        self.call(AccountOp::Debit(Debit {
+        let debit = Debit {
             key: DebitKey {
                 node: self.queue.clone(),
                 job: format!("{job:016x}"),
@@ -127,8 +146,14 @@ impl Ledger {
             rank: 0,
             interval,
             cpu_us: 0,
-        }))
-        .await
-        .map(|_| ())
+        };
+        let op = match project {
+            None => AccountOp::Debit(debit),
+            Some(project) => AccountOp::Project(ProjectOp::Debit(ProjectDebit {
+                project: project.to_string(),
+                debit,
+            })),
+        };
+        self.call(op).await.map(|_| ())
     }
 }

@@ -149,7 +149,10 @@ async fn submit(
         })?;
     }
     let cost = cost_estimate(&spec);
-    let max_cost = proto::batch::JobTerms::decode(&signed.spec).map_or(None, |(_, t)| t.max_cost);
+    let terms = proto::batch::JobTerms::decode(&signed.spec)
+        .map(|(_, t)| t)
+        .unwrap_or_default();
+    let max_cost = terms.max_cost;
     if let Some(max) = max_cost
         && cost > max
     {
@@ -165,13 +168,32 @@ async fn submit(
             ),
         ));
     }
+    // A job charged to a project: its owner must be a member (whatever the cost),
+    // and the project's balance (within the member's limit) pays.
+    let project = match &terms.account {
+        Some(project) => Some(shared.ledger.resolve(&spec.user, project).await.map_err(
+            |e| match e {
+                clients::rpc::RpcError::Server(e) if !e.code.is_retryable() => {
+                    err(Code::NoCredit, e.message)
+                }
+                e => err(
+                    Code::Unavailable,
+                    format!("cannot check project {project} at accountd: {e}; retry"),
+                ),
+            },
+        )?),
+        None => None,
+    };
     if cost > 0 {
-        let balance = shared.ledger.balance(&spec.user).await.map_err(|e| {
-            err(
-                Code::Unavailable,
-                format!("cannot check the balance at accountd: {e}; retry"),
-            )
-        })?;
+        let balance = match &project {
+            Some(p) => p.balance,
+            None => shared.ledger.balance(&spec.user).await.map_err(|e| {
+                err(
+                    Code::Unavailable,
+                    format!("cannot check the balance at accountd: {e}; retry"),
+                )
+            })?,
+        };
         if balance < cost {
             return Err(err(
                 Code::NoCredit,

@@ -29,6 +29,8 @@ pub struct Job {
     pub preempted: u32,
     /// Its signed spending ceiling, micro-credits (`--max-cost`), if any.
     pub max_cost: Option<i64>,
+    /// The project it is charged to (`rexec submit -A`, signed), if any.
+    pub account: Option<String>,
 }
 
 impl Job {
@@ -37,8 +39,9 @@ impl Job {
         let spec = spec.into();
         let rate = bid_rate(&spec);
         // The spec decoded from these bytes once already; the terms follow it.
-        let max_cost = proto::batch::JobTerms::decode(&rec.signed.spec)
-            .map_or(None, |(_, terms)| terms.max_cost);
+        let terms = proto::batch::JobTerms::decode(&rec.signed.spec)
+            .map(|(_, terms)| terms)
+            .unwrap_or_default();
         Job {
             rec,
             spec,
@@ -46,7 +49,8 @@ impl Job {
             rate,
             estimated_start: None,
             preempted: 0,
-            max_cost,
+            max_cost: terms.max_cost,
+            account: terms.account,
         }
     }
 

@@ -27,6 +27,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use proto::account::{AccountOp, ChargeReceipt, Debit, DebitKey, EntryKind, ErrorCode, Refund};
+use proto::project::ProjectDebit;
 use serde::{Deserialize, Serialize};
 
 const MAGIC: &[u8; 4] = b"RXJ1";
@@ -45,6 +46,9 @@ pub enum Charge {
     Debit(Debit),
     /// Give back an over-charge.
     Refund(Refund),
+    /// Take credits for CPU used from a project, for the member who used it
+    /// (`rexec -A`). Last, so that journals written before it read as before.
+    ProjectDebit(ProjectDebit),
 }
 
 impl Charge {
@@ -53,22 +57,41 @@ impl Charge {
         match self {
             Charge::Debit(d) => &d.key,
             Charge::Refund(r) => &r.key,
+            Charge::ProjectDebit(p) => &p.debit.key,
         }
     }
 
     /// Debit or refund.
     pub fn kind(&self) -> EntryKind {
         match self {
-            Charge::Debit(_) => EntryKind::Debit,
+            Charge::Debit(_) | Charge::ProjectDebit(_) => EntryKind::Debit,
             Charge::Refund(_) => EntryKind::Refund,
         }
     }
 
-    /// The user charged.
+    /// The user charged (for a project debit, the member who spent).
     pub fn user(&self) -> &str {
         match self {
             Charge::Debit(d) => &d.user,
             Charge::Refund(r) => &r.user,
+            Charge::ProjectDebit(p) => &p.debit.user,
+        }
+    }
+
+    /// The project charged, `None` for the user's personal account.
+    pub fn project(&self) -> Option<&str> {
+        match self {
+            Charge::ProjectDebit(p) => Some(&p.project),
+            Charge::Debit(_) | Charge::Refund(_) => None,
+        }
+    }
+
+    /// Micro-credits taken (a refund's given back).
+    pub fn amount(&self) -> i64 {
+        match self {
+            Charge::Debit(d) => d.amount,
+            Charge::Refund(r) => r.amount,
+            Charge::ProjectDebit(p) => p.debit.amount,
         }
     }
 
@@ -77,6 +100,9 @@ impl Charge {
         match self {
             Charge::Debit(d) => AccountOp::Debit(d.clone()),
             Charge::Refund(r) => AccountOp::Refund(r.clone()),
+            Charge::ProjectDebit(p) => {
+                AccountOp::Project(proto::project::ProjectOp::Debit(p.clone()))
+            }
         }
     }
 

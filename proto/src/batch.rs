@@ -127,12 +127,15 @@ pub struct JobTerms {
     /// length) is above it, and stops it, in state [`JobState::CostLimit`], when
     /// its charges reach it.
     pub max_cost: Option<i64>,
+    /// The project account charged (`rexec submit -A`); `None` for the user's
+    /// default project, or its personal account where it has none.
+    pub account: Option<String>,
 }
 
 impl JobTerms {
     /// True when no term is set (nothing follows the spec).
     pub fn is_empty(&self) -> bool {
-        self.max_cost.is_none()
+        self.max_cost.is_none() && self.account.is_none()
     }
 
     /// The bytes to sign for `spec` under these terms.
@@ -146,7 +149,7 @@ impl JobTerms {
     ///     array: None, after: vec![], options: JobOptions::default() };
     /// let none = JobTerms::default();
     /// assert_eq!(none.encode(&spec).unwrap(), postcard::to_stdvec(&spec).unwrap());
-    /// let capped = JobTerms { max_cost: Some(5) };
+    /// let capped = JobTerms { max_cost: Some(5), account: Some("chem".into()) };
     /// let bytes = capped.encode(&spec).unwrap();
     /// assert_eq!(JobTerms::decode(&bytes).unwrap(), (spec, capped));
     /// ```

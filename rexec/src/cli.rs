@@ -140,6 +140,11 @@ pub struct RunArgs {
         allow_negative_numbers = true
     )]
     pub max_cost: Option<String>,
+    /// Charge project ACCOUNT (you must be one of its members) rather than your default
+    /// project, or your personal account when you have no default. The job still runs
+    /// as you.
+    #[arg(short = 'A', long = "account", value_name = "ACCOUNT")]
+    pub account: Option<String>,
     /// Prefix every output line with the rank that wrote it, as `[R] `.
     #[arg(short = 'l', long = "label")]
     pub label: bool,

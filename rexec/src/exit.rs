@@ -81,7 +81,7 @@ pub const TABLE: [(&str, &str); 13] = [
     ),
     (
         "254",
-        "the market refused the bid (negative, over max_rate, no credit): nothing ran; submit: also wider than the market, or a bad signature",
+        "the market refused the bid (negative, over max_rate, no credit, no member of the -A project): nothing ran; submit: also wider than the market, or a bad signature",
     ),
     (
         "255",

@@ -52,6 +52,8 @@ pub struct Spawner {
     /// `--max-cost`: the job's spending ceiling, micro-credits, sent for the nodes to
     /// enforce.
     pub max_cost: Option<i64>,
+    /// `-A`: the project the nodes charge, `None` for the user's default.
+    pub account: Option<String>,
 }
 
 /// How long other launches may still report after the first failure.
@@ -96,11 +98,13 @@ pub async fn launch_all(
         let connector = connector.clone();
         let launch = spec.launch(target.rank);
         let target = target.clone();
+        let account = spawner.account.clone();
         set.spawn(async move {
+            let account = account.as_deref();
             let (name, addr) = (&target.node.name, &target.node.addr);
             let result = match session {
                 Some(mut s) => s
-                    .launch_request(launch_request(&launch, pmi, max_cost))
+                    .launch_request(launch_request(&launch, pmi, max_cost, account))
                     .await
                     .map(|_| s),
                 None => Dial {
@@ -110,7 +114,7 @@ pub async fn launch_all(
                     addr,
                     timeout,
                 }
-                .open_and_launch(launch_request(&launch, pmi, max_cost))
+                .open_and_launch(launch_request(&launch, pmi, max_cost, account))
                 .await
                 .map(|(s, _)| s),
             };

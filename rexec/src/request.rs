@@ -23,6 +23,8 @@ pub struct Request {
     pub bid: Bid,
     /// `--max-cost`: the most the whole job may be charged, micro-credits.
     pub max_cost: Option<i64>,
+    /// `-A`: the project charged, `None` for the default.
+    pub account: Option<String>,
     /// How long a node may stay silent.
     pub timeout: Duration,
     /// The client configuration.
@@ -42,6 +44,7 @@ pub fn check(args: &RunArgs) -> Result<Request, Error> {
     Ok(Request {
         bid,
         max_cost,
+        account: args.account.clone(),
         timeout,
         config,
     })

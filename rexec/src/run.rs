@@ -68,6 +68,7 @@ pub async fn run(args: RunArgs) -> Result<i32, Error> {
         notices: Arc::new(crate::bill::CreditNotices::default()),
         pmi,
         max_cost: request.max_cost,
+        account: request.account.clone(),
     };
     let launched = launch::launch_all(
         &connector,

@@ -80,6 +80,7 @@ impl Sched {
                 job: id,
                 seq: j.rec.charge_seq,
                 user: j.rec.user.clone(),
+                account: j.account.clone(),
                 amount: due,
                 start_us: (from.max(0) as u64) * 1000,
                 end_us: (now_ms.max(0) as u64) * 1000,

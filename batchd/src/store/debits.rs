@@ -16,8 +16,11 @@ pub struct PendingDebit {
     pub job: u64,
     /// The debit's number within the job (its key is `(queue, job, seq)`).
     pub seq: u64,
-    /// Whom to debit.
+    /// Whom to debit (with `account`, the member who spent).
     pub user: String,
+    /// The project debited for `user` (`rexec submit -A`), `None` for `user`'s
+    /// own account.
+    pub account: Option<String>,
     /// Micro-credits.
     pub amount: i64,
     /// What it is for: from, microseconds since the Unix epoch.
@@ -40,11 +43,23 @@ CREATE TABLE IF NOT EXISTS debits(
 );
 ";
 
+/// Adds the `account` column to a table written before projects (NULL: the
+/// user's own account, as those debits were).
+pub(super) fn upgrade(conn: &Connection) -> rusqlite::Result<()> {
+    let has = conn
+        .prepare("SELECT 1 FROM pragma_table_info('debits') WHERE name = 'account'")?
+        .exists([])?;
+    if !has {
+        conn.execute_batch("ALTER TABLE debits ADD COLUMN account TEXT;")?;
+    }
+    Ok(())
+}
+
 /// Records `d` as owed.
 pub(super) fn insert(conn: &Connection, d: &PendingDebit) -> rusqlite::Result<()> {
     conn.prepare_cached(
-        "INSERT OR REPLACE INTO debits(job, seq, user, amount, start_us, end_us, refused)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL)",
+        "INSERT OR REPLACE INTO debits(job, seq, user, amount, start_us, end_us, refused, account)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, ?7)",
     )?
     .execute(params![
         d.job as i64,
@@ -52,7 +67,8 @@ pub(super) fn insert(conn: &Connection, d: &PendingDebit) -> rusqlite::Result<()
         d.user,
         d.amount,
         d.start_us as i64,
-        d.end_us as i64
+        d.end_us as i64,
+        d.account
     ])?;
     Ok(())
 }
@@ -74,7 +90,7 @@ pub(super) fn refused(conn: &Connection, job: u64, seq: u64, why: &str) -> rusql
 /// The debits still to deliver, oldest first.
 pub(super) fn pending(conn: &Connection) -> rusqlite::Result<Vec<PendingDebit>> {
     let mut stmt = conn.prepare(
-        "SELECT job, seq, user, amount, start_us, end_us FROM debits
+        "SELECT job, seq, user, amount, start_us, end_us, account FROM debits
          WHERE refused IS NULL ORDER BY end_us, job, seq",
     )?;
     stmt.query_map([], |r| {
@@ -85,7 +101,41 @@ pub(super) fn pending(conn: &Connection) -> rusqlite::Result<Vec<PendingDebit>> 
             amount: r.get(3)?,
             start_us: r.get::<_, i64>(4)? as u64,
             end_us: r.get::<_, i64>(5)? as u64,
+            account: r.get(6)?,
         })
     })?
     .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_debits_table_from_before_projects_gains_the_account_column_and_keeps_its_rows() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE debits(job INTEGER NOT NULL, seq INTEGER NOT NULL, user TEXT NOT NULL,
+             amount INTEGER NOT NULL, start_us INTEGER NOT NULL, end_us INTEGER NOT NULL,
+             refused TEXT, PRIMARY KEY(job, seq));
+             INSERT INTO debits VALUES (7, 1, 'alice', 5, 0, 1, NULL);",
+        )
+        .unwrap();
+        upgrade(&conn).unwrap();
+        upgrade(&conn).unwrap();
+        let chem = PendingDebit {
+            job: 7,
+            seq: 2,
+            user: "alice".into(),
+            account: Some("chem".into()),
+            amount: 6,
+            start_us: 1,
+            end_us: 2,
+        };
+        insert(&conn, &chem).unwrap();
+        let rows = pending(&conn).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!((rows[0].seq, rows[0].account.as_deref()), (1, None));
+        assert_eq!(rows[1], chem);
+    }
 }

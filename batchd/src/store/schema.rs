@@ -109,6 +109,7 @@ pub fn open_writer(path: &Path, now_ms: i64) -> Result<(Connection, i64), StoreE
     conn.execute_batch(SCHEMA).map_err(sql(path))?;
     conn.execute_batch(super::debits::SCHEMA)
         .map_err(sql(path))?;
+    super::debits::upgrade(&conn).map_err(sql(path))?;
     conn.execute_batch(super::usage::SCHEMA)
         .map_err(sql(path))?;
     conn.execute_batch(super::arrays::SCHEMA)

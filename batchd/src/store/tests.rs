@@ -152,6 +152,7 @@ async fn recorded_debits_stay_in_the_journal_until_delivered_or_refused() {
         job: 7,
         seq,
         user: "alice".into(),
+        account: (seq == 2).then(|| "chem".to_string()),
         amount: 1_000 * seq as i64,
         start_us: seq * 1_000_000,
         end_us: (seq + 1) * 1_000_000,

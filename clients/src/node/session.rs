@@ -257,20 +257,30 @@ impl Session {
 
 /// `launch` as sent: `LaunchPmi` for `rexec --mpi`, else `Launch`.
 pub fn launch_msg(launch: &Launch, pmi: bool) -> ToNode {
-    launch_request(launch, pmi, None)
+    launch_request(launch, pmi, None, None)
 }
 
 /// `launch` as sent: under a spending ceiling of `max_cost` micro-credits for
-/// the whole job, `LaunchCapped` (which the node enforces); else as [`launch_msg`].
-pub fn launch_request(launch: &Launch, pmi: bool, max_cost: Option<i64>) -> ToNode {
-    match (max_cost, pmi) {
-        (Some(max_cost), pmi) => ToNode::LaunchCapped(proto::node::CappedLaunch {
+/// the whole job, or charged to project `account` (`rexec -A`), `LaunchCapped`
+/// (which the node enforces); else as [`launch_msg`], so that a node that
+/// predates `LaunchCapped` still takes a launch that needs neither.
+pub fn launch_request(
+    launch: &Launch,
+    pmi: bool,
+    max_cost: Option<i64>,
+    account: Option<&str>,
+) -> ToNode {
+    if max_cost.is_some() || account.is_some() {
+        return ToNode::LaunchCapped(proto::node::CappedLaunch {
             launch: launch.clone(),
             pmi,
             max_cost,
-        }),
-        (None, true) => ToNode::LaunchPmi(launch.clone()),
-        (None, false) => ToNode::Launch(launch.clone()),
+            account: account.map(str::to_string),
+        });
+    }
+    match pmi {
+        true => ToNode::LaunchPmi(launch.clone()),
+        false => ToNode::Launch(launch.clone()),
     }
 }
 

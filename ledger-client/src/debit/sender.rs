@@ -17,6 +17,7 @@ use std::time::Duration;
 use clients::account::{AccountClient, ClientError, no_address};
 use clients::instances::Instances;
 use proto::account::{AccountError, AccountReply, Debit, ErrorCode};
+use proto::project::ProjectReply;
 use tokio::sync::{Notify, mpsc, watch};
 
 use super::{DebitClientConfig, Settlement, lock, settle};
@@ -222,7 +223,10 @@ fn in_order(pending: &[Charge], outcomes: Vec<proto::account::ChargeOutcome>) ->
 /// Sends one charge on its own.
 async fn single(client: &mut AccountClient, charge: &Charge) -> Result<Outcome, ClientError> {
     match client.call(charge.to_op()).await {
-        Ok(AccountReply::Charged(receipt)) => Ok(Outcome::Applied(receipt)),
+        Ok(AccountReply::Charged(receipt))
+        | Ok(AccountReply::Project(ProjectReply::Charged(receipt))) => {
+            Ok(Outcome::Applied(receipt))
+        }
         Ok(other) => Err(ClientError::Server(AccountError::new(
             ErrorCode::Malformed,
             format!("accountd answered a charge with {}", other.name()),

@@ -295,3 +295,32 @@ fn settling_many_at_once_survives_reopening_and_a_torn_write_keeps_the_rest_pend
     assert!(j.discarded_tail > 0 && j.file_len() > before);
     assert_eq!(j.pending(), vec![charge(4), charge(5)]);
 }
+
+#[test]
+fn a_project_debit_is_journaled_beside_plain_ones_and_sent_as_the_projects() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("j");
+    let Charge::Debit(debit) = charge(1) else {
+        unreachable!()
+    };
+    let project = Charge::ProjectDebit(ProjectDebit {
+        project: "chem".into(),
+        debit,
+    });
+    let mut j = Journal::open(&p).unwrap();
+    assert!(j.record(charge(0)).unwrap());
+    assert!(j.record(project.clone()).unwrap());
+    assert!(
+        !j.record(charge(1)).unwrap(),
+        "a project's debit holds its key in the debits' key space"
+    );
+    drop(j);
+    let j = Journal::open(&p).unwrap();
+    assert_eq!(j.pending(), vec![charge(0), project.clone()]);
+    assert_eq!((project.user(), project.project()), ("alice", Some("chem")));
+    assert_eq!(charge(0).project(), None);
+    assert!(matches!(
+        project.to_op(),
+        AccountOp::Project(proto::project::ProjectOp::Debit(d)) if d.project == "chem" && d.debit.user == "alice"
+    ));
+}

@@ -78,10 +78,11 @@ pub struct Launch {
     pub options: super::RankOptions,
 }
 
-/// Start one rank of a job under a spending ceiling (client to node): `launch`
-/// (with a PMI channel when `pmi`, as [`crate::node::ToNode::LaunchPmi`]), and
-/// the most the whole job may be charged, `max_cost` micro-credits. The node
-/// enforces it: each rank may be charged its share, `max_cost / nranks` (rank
+/// Start one rank of a job under a spending ceiling, or charged to a project
+/// (client to node): `launch` (with a PMI channel when `pmi`, as
+/// [`crate::node::ToNode::LaunchPmi`]), the account to charge (`rexec -A`),
+/// and the most the whole job may be charged, `max_cost` micro-credits. The node
+/// enforces the ceiling: each rank may be charged its share, `max_cost / nranks` (rank
 /// `r` below `max_cost % nranks` one micro-credit more), and a rank whose
 /// charges reach its share runs on at bid 0, where it is free, with one
 /// [`crate::node::NoticeKind::CostLimit`] notice (`rexec --max-cost`).
@@ -91,8 +92,13 @@ pub struct CappedLaunch {
     pub launch: Launch,
     /// Open a PMI channel too (`rexec --mpi`).
     pub pmi: bool,
-    /// The most the whole job may be charged, micro-credits, not negative.
-    pub max_cost: i64,
+    /// The most the whole job may be charged, micro-credits, not negative;
+    /// `None` for no ceiling (a launch sent for its `account` alone).
+    pub max_cost: Option<i64>,
+    /// The project account charged (`rexec -A`; the job's owner must be one of
+    /// its members); `None` for the owner's default project, or its personal
+    /// account where it has none.
+    pub account: Option<String>,
 }
 
 impl CappedLaunch {
@@ -104,23 +110,25 @@ impl CappedLaunch {
     ///     job: JobId(1), rank: 0, nranks: 3, bid: 2_000_000, argv: vec!["p".into()],
     ///     env: vec![], cwd: None, terminal: None, options: RankOptions::default(),
     /// };
-    /// let mut c = CappedLaunch { launch, pmi: false, max_cost: 10 };
-    /// assert_eq!(c.rank_ceiling(), 4);
+    /// let mut c = CappedLaunch { launch, pmi: false, max_cost: Some(10), account: None };
+    /// assert_eq!(c.rank_ceiling(), Some(4));
     /// c.launch.rank = 2;
-    /// assert_eq!(c.rank_ceiling(), 3);
+    /// assert_eq!(c.rank_ceiling(), Some(3));
+    /// c.max_cost = None;
+    /// assert_eq!(c.rank_ceiling(), None);
     /// ```
-    pub fn rank_ceiling(&self) -> i64 {
+    pub fn rank_ceiling(&self) -> Option<i64> {
         let n = i64::from(self.launch.nranks.max(1));
         let r = i64::from(self.launch.rank);
-        let max = self.max_cost.max(0);
-        max / n + i64::from(r < max % n)
+        let max = self.max_cost?.max(0);
+        Some(max / n + i64::from(r < max % n))
     }
 
     /// Checks the launch ([`Launch::validate`]) and that the ceiling is not negative.
     pub fn validate(&self) -> Result<(), LaunchError> {
         self.launch.validate()?;
-        if self.max_cost < 0 {
-            return Err(LaunchError::NegativeCeiling(self.max_cost));
+        if let Some(c) = self.max_cost.filter(|c| *c < 0) {
+            return Err(LaunchError::NegativeCeiling(c));
         }
         Ok(())
     }

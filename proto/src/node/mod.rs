@@ -101,9 +101,10 @@ crate::tagged::tagged_enum! {
         12 => LaunchPmi(Launch),
         /// Bytes for the rank's PMI channel: the client's PMI server answering it.
         13 => Pmi(Chunk),
-        /// Start one rank of a job under a spending ceiling (`rexec --max-cost`):
-        /// as `Launch` (or `LaunchPmi`), and the node drops the rank to bid 0 once
-        /// its charges reach its share of the ceiling. Answered like `Launch`; a
+        /// Start one rank of a job under a spending ceiling (`rexec --max-cost`),
+        /// or charged to a project (`rexec -A`): as `Launch` (or `LaunchPmi`), and
+        /// the node drops the rank to bid 0 once its charges reach its share of the
+        /// ceiling, and charges the project named. Answered like `Launch`; a
         /// node that predates this tag refuses it as unsupported.
         14 => LaunchCapped(CappedLaunch),
     }

@@ -97,13 +97,20 @@ pub fn to_node() -> impl Strategy<Value = ToNode> {
         (job_id(), any::<i64>()).prop_map(|(job, bid)| ToNode::Rebid(Rebid { job, bid })),
         launch().prop_map(ToNode::LaunchPmi),
         chunk().prop_map(ToNode::Pmi),
-        (launch(), any::<bool>(), any::<i64>()).prop_map(|(launch, pmi, max_cost)| {
-            ToNode::LaunchCapped(CappedLaunch {
-                launch,
-                pmi,
-                max_cost,
-            })
-        }),
+        (
+            launch(),
+            any::<bool>(),
+            proptest::option::of(any::<i64>()),
+            proptest::option::of("[a-z]{0,8}"),
+        )
+            .prop_map(|(launch, pmi, max_cost, account)| {
+                ToNode::LaunchCapped(CappedLaunch {
+                    launch,
+                    pmi,
+                    max_cost,
+                    account,
+                })
+            }),
     ]
 }
 

@@ -129,6 +129,10 @@ pub struct SubmitArgs {
         allow_negative_numbers = true
     )]
     pub max_cost: Option<String>,
+    /// Charge project ACCOUNT (you must be one of its members), signed with the job,
+    /// rather than your default project, or your personal account when you have none.
+    #[arg(short = 'A', long = "account", value_name = "ACCOUNT")]
+    pub account: Option<String>,
     /// Print what the job would cost (as `rexec estimate`: worst case, expected now on
     /// the nodes a selector would choose, your balance) and submit nothing.
     #[arg(long)]

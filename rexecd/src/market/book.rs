@@ -30,8 +30,12 @@ pub type Key = (JobId, u32);
 /// One rank as the market sees it.
 #[derive(Debug)]
 pub struct RankState {
-    /// The Unix user who owns (and pays for) it.
+    /// The Unix user who owns (and, without `account`, pays for) it.
     pub owner: String,
+    /// The project that pays for it (`rexec -A`, or its owner's default
+    /// project), charged for the owner as a member; `None`: its owner's
+    /// personal account.
+    pub account: Option<String>,
     /// Its cgroup id.
     pub cgroup: u64,
     /// The bid asked for.
@@ -88,6 +92,11 @@ pub struct RankState {
 }
 
 impl RankState {
+    /// The account it is charged to: its project's, else its owner's.
+    pub fn payer(&self) -> &str {
+        self.account.as_deref().unwrap_or(&self.owner)
+    }
+
     /// The bid in force: zero while the owner is out of credit or once the rank
     /// reached its spending ceiling.
     pub fn effective_bid(&self) -> Bid {
@@ -138,8 +147,10 @@ pub struct DueDebit {
     pub job: JobId,
     /// Rank.
     pub rank: u32,
-    /// Who pays.
+    /// Who pays (for a project's debit, the member who spent).
     pub user: String,
+    /// The project that pays, `None` for `user`'s personal account.
+    pub account: Option<String>,
     /// Micro-credits, positive.
     pub amount: i64,
     /// Start of the interval.
@@ -286,6 +297,7 @@ impl Book {
         self.accrue_all(now);
         let state = RankState {
             owner: owner.to_string(),
+            account: None,
             cgroup,
             bid,
             dry: false,
@@ -394,6 +406,14 @@ impl Book {
         (count, restored)
     }
 
+    /// Charges rank `key` to project `account` (for its owner, a member) rather
+    /// than to its owner's personal account.
+    pub fn set_account(&mut self, key: &Key, account: String) {
+        if let Some(r) = self.ranks.get_mut(key) {
+            r.account = Some(account);
+        }
+    }
+
     /// Sets the most rank `key` may be charged, micro-credits (its share of the job's
     /// spending ceiling); checked at every tick ([`Book::reach_ceilings`]).
     pub fn set_ceiling(&mut self, key: &Key, ceiling: i64) {
@@ -422,13 +442,32 @@ impl Book {
         newly
     }
 
-    /// Marks every rank of `user` out of credit; returns the control queues of the
-    /// ranks that were not already (each gets one notice).
-    pub fn run_dry(&mut self, user: &str) -> Vec<(Key, mpsc::Sender<Control>)> {
+    /// Marks every rank that `payer` pays for (a user's personal account or a
+    /// project) out of credit; returns the control queues of the ranks that were
+    /// not already (each gets one notice).
+    pub fn run_dry(&mut self, payer: &str) -> Vec<(Key, mpsc::Sender<Control>)> {
+        self.run_dry_if(|r| r.payer() == payer)
+    }
+
+    /// Marks every rank `owner` runs on project `project`'s account out of
+    /// credit (the project refused that member's charge: its limit, or it is no
+    /// member any more); returns the control queues as [`Book::run_dry`].
+    pub fn run_dry_member(
+        &mut self,
+        project: &str,
+        owner: &str,
+    ) -> Vec<(Key, mpsc::Sender<Control>)> {
+        self.run_dry_if(|r| r.account.as_deref() == Some(project) && r.owner == owner)
+    }
+
+    fn run_dry_if(
+        &mut self,
+        pays: impl Fn(&RankState) -> bool,
+    ) -> Vec<(Key, mpsc::Sender<Control>)> {
         self.accrue_all(Instant::now());
         let mut newly = Vec::new();
         for (key, r) in self.ranks.iter_mut() {
-            if r.owner == user && !r.dry && !r.bid.is_zero() && !r.batch {
+            if pays(r) && !r.dry && !r.bid.is_zero() && !r.batch {
                 r.dry = true;
                 newly.push((*key, r.control.clone()));
             }
@@ -668,6 +707,7 @@ fn take_debit(key: &Key, r: &mut RankState, now: Instant) -> Option<DueDebit> {
         job: key.0,
         rank: key.1,
         user: r.owner.clone(),
+        account: r.account.clone(),
         amount,
         start,
         end: now,

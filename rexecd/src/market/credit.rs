@@ -1,7 +1,11 @@
 //! Credit checks: whether a user may bid a positive rate on this node, asked of
 //! accountd and cached for a short while; and, over the same connection path, claims
 //! of signed batch ranks ([`Credit::claim`]) and the records of their ends
-//! ([`Credit::record_end`]).
+//! ([`Credit::record_end`]). [`Credit::payer`] tells which account a job is
+//! charged to (accountd's resolve: the project named by `rexec -A`, else the
+//! user's default project, else its personal account) and checks the
+//! project's balance as [`Credit::check`] checks a user's; the cache holds
+//! projects' balances beside users' (no user may hold a project's name).
 //!
 //! A positive balance read from accountd (or from a debit's receipt) is trusted for
 //! `balance_cache`; a balance at or below zero is never trusted from the cache (it is
@@ -19,6 +23,7 @@ use proto::account::{
     AccountOp, AccountReply, BalanceQuery, Claim, ErrorCode as AccountCode, RankEnd,
 };
 use proto::node::{ErrorCode, ErrorReply};
+use proto::project::{ChargedAccount, ProjectOp, ProjectReply, WhichAccount};
 use tokio_rustls::TlsConnector;
 
 use crate::config::market_table::LedgerConfig;
@@ -145,6 +150,65 @@ impl Credit {
 }
 
 impl Credit {
+    /// The project a job of `user` bidding `bid` is charged to, `None` for its
+    /// personal account, after the checks of a launch: `asked` (`rexec -A`)
+    /// must name a project `user` belongs to (refused otherwise, also while
+    /// accountd cannot be asked), and a positive bid needs a positive balance
+    /// there. With none asked, accountd tells the user's default project; where
+    /// it names none (or accountd predates projects, or cannot be asked, or the
+    /// bid is zero and nothing is asked at all), the personal account is
+    /// checked exactly as [`Credit::check`] does.
+    pub async fn payer(
+        &self,
+        user: &str,
+        asked: Option<&str>,
+        bid: money::Bid,
+    ) -> Result<Option<String>, ErrorReply> {
+        let node = &self.node;
+        let ledger = match (&self.ledger, asked) {
+            (Some(l), Some(_)) => l,
+            (Some(l), None) if !bid.is_zero() => l,
+            _ => return self.check(user, bid).await.map(|()| None),
+        };
+        let (ledger, connector) = ledger;
+        let which = match (self.resolve(ledger, connector, user, asked).await, asked) {
+            (Ok(w), _) => w,
+            (Err(_), None) => return self.check(user, bid).await.map(|()| None),
+            (Err(Lookup::NoAccount(message)), Some(project)) => {
+                return Err(ErrorReply::new(
+                    ErrorCode::NoCredit,
+                    format!("node {node}: {user} may not charge project {project}: {message}"),
+                ));
+            }
+            (Err(Lookup::Unreachable(why)), Some(project)) => {
+                return Err(ErrorReply::new(
+                    ErrorCode::AccountUnavailable,
+                    format!(
+                        "node {node}: cannot check that {user} may charge project {project} \
+                         ({why}); nothing was started"
+                    ),
+                ));
+            }
+        };
+        let Some(project) = which.project else {
+            self.saw(user, which.balance);
+            return self.check(user, bid).await.map(|()| None);
+        };
+        self.saw(&project, which.balance);
+        if bid.is_zero() || which.balance > 0 {
+            return Ok(Some(project));
+        }
+        Err(ErrorReply::new(
+            ErrorCode::NoCredit,
+            format!(
+                "node {node}: project {project}'s balance for {user} is {} credits; a bid of \
+                 {bid} credits per minute needs credit (ask the project's admin), but a zero \
+                 bid (-r 0) still runs, on CPU that no bidding job wants",
+                money::format_credits(which.balance)
+            ),
+        ))
+    }
+
     /// Claims a signed batch rank at accountd, so that it starts once in the
     /// cluster. A transport failure is tried once more (accountd answers a repeat
     /// from this node `Claimed`, so a lost reply strands nothing); a rank claimed
@@ -286,6 +350,50 @@ impl Credit {
             .await
             .map_err(Lookup::Unreachable)?;
         query_on(client, user).await
+    }
+
+    async fn resolve(
+        &self,
+        ledger: &LedgerConfig,
+        connector: &TlsConnector,
+        user: &str,
+        asked: Option<&str>,
+    ) -> Result<ChargedAccount, Lookup> {
+        let client = self
+            .connect(ledger, connector)
+            .await
+            .map_err(Lookup::Unreachable)?;
+        resolve_on(client, user, asked).await
+    }
+}
+
+/// accountd's answer to which account `user`'s job is charged to (`asked`, or
+/// its default). A refusal (no member, no such project, no account) is
+/// `NoAccount` with accountd's words; an accountd that predates projects is
+/// `Unreachable`.
+async fn resolve_on(
+    mut client: AccountClient,
+    user: &str,
+    asked: Option<&str>,
+) -> Result<ChargedAccount, Lookup> {
+    let op = AccountOp::Project(ProjectOp::Resolve(WhichAccount {
+        user: user.to_string(),
+        project: asked.map(str::to_string),
+    }));
+    let reply = client.call(op).await;
+    client.close().await;
+    match reply {
+        Ok(AccountReply::Project(ProjectReply::Account(a))) => Ok(a),
+        Ok(other) => Err(Lookup::Unreachable(format!(
+            "accountd answered which account to charge with {}",
+            other.name()
+        ))),
+        Err(ClientError::Server(e))
+            if !e.code.is_retryable() && e.code != AccountCode::Unsupported =>
+        {
+            Err(Lookup::NoAccount(e.message))
+        }
+        Err(e) => Err(Lookup::Unreachable(e.to_string())),
     }
 }
 

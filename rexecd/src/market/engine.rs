@@ -30,7 +30,11 @@ impl Market {
             },
             cpu_us: d.cpu_ns / 1000,
         };
-        match debits.charge(Charge::Debit(debit)).await {
+        let charge = match d.account {
+            None => Charge::Debit(debit),
+            Some(project) => Charge::ProjectDebit(proto::project::ProjectDebit { project, debit }),
+        };
+        match debits.charge(charge).await {
             Ok(()) => self.meters.journaled(),
             Err(e) => tracing::error!(job = %d.job, rank = d.rank, user = %d.user,
                 amount = d.amount, error = %e, "cannot journal a charge; it is lost"),
@@ -252,11 +256,12 @@ impl Market {
 
     /// Takes a debit's outcome; true when a user ran dry (weights must change).
     fn settled(&self, s: Settlement) -> bool {
-        let (user, balance) = match s {
+        let (user, balance, member) = match s {
             Settlement::Applied { charge, receipt } => {
                 self.meters.delivered();
-                self.credit.saw(charge.user(), receipt.balance_now);
-                (charge.user().to_string(), receipt.balance_now)
+                let payer = charge.project().unwrap_or(charge.user()).to_string();
+                self.credit.saw(&payer, receipt.balance_now);
+                (payer, receipt.balance_now, None)
             }
             Settlement::Refused {
                 charge,
@@ -265,17 +270,24 @@ impl Market {
             } => {
                 tracing::error!(key = %charge.key(), user = charge.user(), ?code,
                     "accountd refused a charge for good: {message}");
-                if code != AccountCode::UnknownUser {
-                    return false;
+                match charge.project() {
+                    // The project refused this member: its limit, or no member now.
+                    Some(project) => (project.to_string(), 0, Some(charge.user().to_string())),
+                    None if code == AccountCode::UnknownUser => {
+                        self.credit.saw(charge.user(), 0);
+                        (charge.user().to_string(), 0, None)
+                    }
+                    None => return false,
                 }
-                self.credit.saw(charge.user(), 0);
-                (charge.user().to_string(), 0)
             }
         };
         if balance > 0 {
             return false;
         }
-        let newly = self.book().run_dry(&user);
+        let newly = match &member {
+            Some(owner) => self.book().run_dry_member(&user, owner),
+            None => self.book().run_dry(&user),
+        };
         if !newly.is_empty() {
             self.changed.notify_one();
         }

@@ -282,6 +282,22 @@ impl Market {
         self.book.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether `user` may bid `bid` micro-credits a minute here charged to
+    /// `account` (`rexec -A`; `None` for its default project or personal
+    /// account): as [`Market::check_bid`], and a member of the project with a
+    /// positive balance there. Returns the bid and the project to charge, `None`
+    /// for the user's personal account.
+    pub async fn check_payer(
+        &self,
+        user: &str,
+        account: Option<&str>,
+        bid: i64,
+    ) -> Result<(Bid, Option<String>), ErrorReply> {
+        let bid = self.check_rate(bid)?;
+        let payer = self.credit.payer(user, account, bid).await?;
+        Ok((bid, payer))
+    }
+
     /// Whether `user` may bid `bid` micro-credits a minute here: not negative, within
     /// `max_rate`, and (when positive) with a positive balance.
     pub async fn check_bid(&self, user: &str, bid: i64) -> Result<Bid, ErrorReply> {
@@ -342,11 +358,14 @@ impl Market {
     }
 
     /// Adds a rank to the market; a `batch` rank is not charged here (its queue
-    /// charges it; see [`book::RankState::batch`]).
+    /// charges it; see [`book::RankState::batch`]); one with an `account` is
+    /// charged to that project, for its owner.
+    #[allow(clippy::too_many_arguments)]
     pub fn join(
         &self,
         key: Key,
         owner: &str,
+        account: Option<&str>,
         cgroup: u64,
         bid: Bid,
         control: mpsc::Sender<Control>,
@@ -356,6 +375,9 @@ impl Market {
         book.join(key, owner, cgroup, bid, control, Instant::now());
         if batch {
             book.set_batch(&key);
+        }
+        if let Some(account) = account {
+            book.set_account(&key, account.to_string());
         }
         drop(book);
         self.changed.notify_one();
@@ -437,12 +459,13 @@ impl Market {
         bid: i64,
         may: impl Fn(&str) -> bool,
     ) -> Result<(u32, Bid), ErrorReply> {
-        let owners: Vec<String> = {
+        // Each owner with the account its ranks charge (a project's, or its own).
+        let owners: Vec<(String, Option<String>)> = {
             let book = self.book();
-            let mut o: Vec<String> = book
+            let mut o: Vec<(String, Option<String>)> = book
                 .ranks()
                 .filter(|((id, _), r)| *id == job && may(&r.owner))
-                .map(|(_, r)| r.owner.clone())
+                .map(|(_, r)| (r.owner.clone(), r.account.clone()))
                 .collect();
             o.sort();
             o.dedup();
@@ -452,8 +475,11 @@ impl Market {
             return Ok((0, Bid::ZERO));
         }
         let mut checked = Bid::ZERO;
-        for owner in &owners {
-            checked = self.check_bid(owner, bid).await?;
+        for (owner, account) in &owners {
+            checked = match account {
+                None => self.check_bid(owner, bid).await?,
+                Some(_) => self.check_payer(owner, account.as_deref(), bid).await?.0,
+            };
         }
         let (count, restored) = self.book().rebid(job, checked, |r| may(&r.owner));
         if count > 0 {
@@ -519,13 +545,13 @@ fn log_replay(journal: &std::path::Path, pending: &[Charge]) {
     let (mut debits, mut debited, mut refunds, mut refunded) = (0usize, 0i64, 0usize, 0i64);
     for c in pending {
         match c {
-            Charge::Debit(d) => {
+            Charge::Debit(_) | Charge::ProjectDebit(_) => {
                 debits += 1;
-                debited = debited.saturating_add(d.amount);
+                debited = debited.saturating_add(c.amount());
             }
-            Charge::Refund(r) => {
+            Charge::Refund(_) => {
                 refunds += 1;
-                refunded = refunded.saturating_add(r.amount);
+                refunded = refunded.saturating_add(c.amount());
             }
         }
     }

@@ -29,6 +29,7 @@ async fn busy_market(dir: &std::path::Path, jobs: u64, cpus: f64) -> Arc<Market>
             market.join(
                 key,
                 "ann",
+                None,
                 job * 2 + u64::from(rank),
                 Bid::from_credits(1),
                 tx,

@@ -151,11 +151,12 @@ impl Registry {
     /// checked), gives it a fresh cgroup id and enters it in the market (a `batch`
     /// rank, of a signed job, uncharged by this node). Refuses a rank already running,
     /// a job id another user holds, and a rank of a user who already runs the most
-    /// ranks allowed.
+    /// ranks allowed. A rank with an `account` is charged to that project.
     pub fn register(
         self: &Arc<Self>,
         launch: &Launch,
         owner: &str,
+        account: Option<&str>,
         bid: money::Bid,
         control: mpsc::Sender<Control>,
         queue: Option<&str>,
@@ -207,7 +208,8 @@ impl Registry {
         };
         inner.ranks.insert(key, entry);
         // Under the registry's lock, so the market never holds a rank the registry lacks.
-        self.market.join(key, owner, cgroup, bid, control, batch);
+        self.market
+            .join(key, owner, account, cgroup, bid, control, batch);
         Ok(Slot {
             registry: Arc::clone(self),
             key,

@@ -51,7 +51,7 @@ impl Registry {
         control: mpsc::Sender<Control>,
     ) -> Result<Slot, RegistryError> {
         let bid = money::Bid::new(launch.bid).unwrap();
-        self.register(launch, owner, bid, control, None)
+        self.register(launch, owner, None, bid, control, None)
     }
 }
 
@@ -165,10 +165,17 @@ async fn a_queue_sees_and_signals_only_the_ranks_it_started() {
     // ann's own launch, a rank batchd started for ann, one another queue started.
     let _own = registry.reg(&launch(1, 0, 0), "ann", own_tx).unwrap();
     let _queued = registry
-        .register(&launch(2, 0, 0), "ann", bid, queued_tx, Some("batchd"))
+        .register(
+            &launch(2, 0, 0),
+            "ann",
+            None,
+            bid,
+            queued_tx,
+            Some("batchd"),
+        )
         .unwrap();
     let _other = registry
-        .register(&launch(3, 0, 0), "ann", bid, other_tx, Some("q2"))
+        .register(&launch(3, 0, 0), "ann", None, bid, other_tx, Some("q2"))
         .unwrap();
 
     let queue = peer(Role::Service, "batchd");

@@ -36,11 +36,12 @@ pub(super) async fn launch<S>(
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (control_tx, control_rx) = mpsc::channel(crate::registry::CONTROL_QUEUE);
-    let started = prepare(&shared, &peer, &request, control_tx, pmi).await;
+    let started = prepare(&shared, &peer, &request, control_tx, pmi, None).await;
     run_or_refuse(shared, &peer, &request, started, reader, writer, control_rx).await;
 }
 
-/// Handles `LaunchCapped` to the end of the session: as `launch`, and the rank's
+/// Handles `LaunchCapped` to the end of the session: as `launch`, charged to the
+/// project it names (its owner a member, checked as a balance is), and the rank's
 /// share of the job's spending ceiling is entered in the market before the program
 /// runs a tick (see [`crate::market::Market::set_ceiling`]).
 pub(super) async fn launch_capped<S>(
@@ -65,8 +66,17 @@ pub(super) async fn launch_capped<S>(
         _ => {
             let ceiling = request.rank_ceiling();
             let key = (request.launch.job, request.launch.rank);
-            let started = prepare(&shared, &peer, &request.launch, control_tx, request.pmi).await;
-            if started.is_ok() {
+            let account = request.account.as_deref();
+            let started = prepare(
+                &shared,
+                &peer,
+                &request.launch,
+                control_tx,
+                request.pmi,
+                account,
+            )
+            .await;
+            if let (Ok(_), Some(ceiling)) = (&started, ceiling) {
                 shared.registry.market().set_ceiling(key, ceiling);
             }
             started
@@ -111,32 +121,48 @@ pub(super) async fn run_or_refuse<S>(
     }
 }
 
-/// Checks, registers and spawns; on success the program runs.
+/// Checks, registers and spawns; on success the program runs, charged to
+/// project `account` when one is named (`rexec -A`).
 async fn prepare(
     shared: &Arc<Shared>,
     peer: &PeerIdentity,
     request: &Launch,
     control: mpsc::Sender<Control>,
     pmi: bool,
+    account: Option<&str>,
 ) -> Result<Job, ErrorReply> {
     authorize(shared, peer, request)?;
     let user = resolve_user(shared, &peer.name).await?;
-    // The bid is checked here, where it is enforced: max_rate and the owner's credit.
-    let bid = shared
+    // The bid is checked here, where it is enforced: max_rate and the payer's credit
+    // (the owner's, or the project's it charges as a member).
+    let (bid, payer) = shared
         .registry
         .market()
-        .check_bid(user.name(), request.bid)
+        .check_payer(user.name(), account, request.bid)
         .await?;
-    create(shared, request, user, bid, control, None, pmi).await
+    create(
+        shared,
+        request,
+        user,
+        payer.as_deref(),
+        bid,
+        control,
+        None,
+        pmi,
+    )
+    .await
 }
 
-/// Registers the rank (one a `queue` started is not charged by this node), creates its
-/// cgroup and spawns the program in it as `user` (with a PMI channel when `pmi`);
-/// on failure nothing is left behind.
+/// Registers the rank (one a `queue` started is not charged by this node; one with
+/// an `account` is charged to that project), creates its cgroup and spawns the
+/// program in it as `user` (with a PMI channel when `pmi`); on failure nothing is
+/// left behind.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn create(
     shared: &Arc<Shared>,
     request: &Launch,
     user: JobUser,
+    account: Option<&str>,
     bid: money::Bid,
     control: mpsc::Sender<Control>,
     queue: Option<&str>,
@@ -148,7 +174,7 @@ pub(super) async fn create(
         .for_rank(request.options.mem_bytes, &shared.config.name)?;
     let slot = shared
         .registry
-        .register(request, user.name(), bid, control, queue)
+        .register(request, user.name(), account, bid, control, queue)
         .map_err(|e| {
             let code = match e {
                 RegistryError::UserLimit { .. } => ErrorCode::Busy,

@@ -130,6 +130,7 @@ async fn checked_start(
         shared,
         &admitted.launch,
         user,
+        None,
         bid,
         control,
         Some(queue),

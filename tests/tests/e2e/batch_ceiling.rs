@@ -14,7 +14,7 @@ use rexec_tests::cluster::TEST_USER;
 const LIMIT: Duration = Duration::from_secs(30);
 
 /// The test user's client configuration with the queue in `[batch]`.
-fn batch_config(m: &BatchMarket) -> PathBuf {
+pub(crate) fn batch_config(m: &BatchMarket) -> PathBuf {
     let base = &m.market.config;
     let text = std::fs::read_to_string(base).expect("client config");
     let path = base.with_extension("ceiling.toml");

@@ -514,3 +514,38 @@ fn the_caps_count_what_other_work_took_from_throttled_ranks() {
     let unknown = caps_beside(got, [0.3, 0.45, 0.6], None, 5);
     assert!((unknown - sleepy).abs() < 1e-9, "{unknown} {sleepy}");
 }
+
+#[test]
+fn a_rank_charged_to_a_project_bills_the_project_and_runs_dry_with_it_not_its_owner() {
+    // Two ranks of u0 (one paid by project chem) and one of u1.
+    let mut sim = Sim::new(1, Policy::Contention, &[4, 4]);
+    sim.add(3, "u0", Bid::from_credits(4));
+    let paid = sim.keys[2];
+    sim.book.set_account(&paid, "chem".into());
+    sim.second(&[0.33, 0.33, 0.34], &[1, 1, 1]);
+    let due = sim
+        .book
+        .due_debits(sim.t0 + sim.now, Duration::from_secs(1), Duration::ZERO);
+    let payers: Vec<(JobId, &str, Option<&str>)> = due
+        .iter()
+        .map(|d| (d.job, d.user.as_str(), d.account.as_deref()))
+        .collect();
+    assert!(payers.contains(&(paid.0, "u0", Some("chem"))), "{due:?}");
+    assert!(payers.contains(&(JobId(1), "u0", None)), "{due:?}");
+
+    // u0's own account running dry leaves the project's rank bidding.
+    assert_eq!(sim.book.run_dry("u0").len(), 1);
+    assert!(!sim.book.get(&paid).unwrap().dry);
+    // chem refusing another member changes nothing; refusing u0, or running dry, does.
+    assert!(sim.book.run_dry_member("chem", "u1").is_empty());
+    assert_eq!(sim.book.run_dry_member("chem", "u0").len(), 1);
+    assert!(sim.book.get(&paid).unwrap().dry);
+    assert!(
+        sim.book.run_dry("chem").is_empty(),
+        "only one notice per rank"
+    );
+    assert!(
+        !sim.book.get(&sim.keys[1]).unwrap().dry,
+        "u1 pays for itself"
+    );
+}
