@@ -49,6 +49,7 @@ type Reader<S> = FrameReader<ReadHalf<S>>;
 type Writer<S> = FrameWriter<WriteHalf<S>>;
 
 /// What waiting for the next frame produced.
+#[allow(clippy::large_enum_variant, reason = "one short-lived value per frame received, matched at once")]
 enum Incoming {
     Frame(ToNode),
     Closed,
