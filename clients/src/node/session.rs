@@ -271,12 +271,12 @@ pub fn launch_request(
     account: Option<&str>,
 ) -> ToNode {
     if max_cost.is_some() || account.is_some() {
-        return ToNode::LaunchCapped(proto::node::CappedLaunch {
+        return ToNode::LaunchCapped(Box::new(proto::node::CappedLaunch {
             launch: launch.clone(),
             pmi,
             max_cost,
             account: account.map(str::to_string),
-        });
+        }));
     }
     match pmi {
         true => ToNode::LaunchPmi(launch.clone()),

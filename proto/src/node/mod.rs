@@ -106,7 +106,7 @@ crate::tagged::tagged_enum! {
         /// the node drops the rank to bid 0 once its charges reach its share of the
         /// ceiling, and charges the project named. Answered like `Launch`; a
         /// node that predates this tag refuses it as unsupported.
-        14 => LaunchCapped(CappedLaunch),
+        14 => LaunchCapped(Box<CappedLaunch>),
     }
 }
 

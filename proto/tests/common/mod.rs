@@ -104,12 +104,12 @@ pub fn to_node() -> impl Strategy<Value = ToNode> {
             proptest::option::of("[a-z]{0,8}"),
         )
             .prop_map(|(launch, pmi, max_cost, account)| {
-                ToNode::LaunchCapped(CappedLaunch {
+                ToNode::LaunchCapped(Box::new(CappedLaunch {
                     launch,
                     pmi,
                     max_cost,
                     account,
-                })
+                }))
             }),
     ]
 }

@@ -49,7 +49,6 @@ type Reader<S> = FrameReader<ReadHalf<S>>;
 type Writer<S> = FrameWriter<WriteHalf<S>>;
 
 /// What waiting for the next frame produced.
-#[allow(clippy::large_enum_variant, reason = "one short-lived value per frame received, matched at once")]
 enum Incoming {
     Frame(ToNode),
     Closed,
@@ -127,7 +126,7 @@ where
                 return launch::launch(shared, peer, request, reader, writer, true).await;
             }
             Incoming::Frame(ToNode::LaunchCapped(request)) => {
-                return launch::launch_capped(shared, peer, request, reader, writer).await;
+                return launch::launch_capped(shared, peer, *request, reader, writer).await;
             }
             Incoming::Frame(ToNode::LaunchSigned(request)) => {
                 return signed::launch(shared, peer, request, reader, writer).await;
