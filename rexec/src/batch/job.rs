@@ -110,21 +110,21 @@ pub fn signer(config: &Config) -> Result<JobSigner, Error> {
     })
 }
 
-/// Signs `spec`, under `--max-cost` when given (see [`proto::batch::JobTerms`]).
+/// Signs `spec`, under `--max-cost` and with the batch script when there are
+/// (see [`proto::batch::JobTerms`]).
 pub fn sign(signer: &JobSigner, spec: &JobSpec, args: &SubmitArgs) -> Result<SignedJob, Error> {
     let max_cost = args
         .max_cost
         .as_deref()
         .map(|text| crate::request::max_cost(text, "--max-cost"))
         .transpose()?;
-    let signed = match max_cost {
-        None => signer.sign(spec),
-        Some(max_cost) => signer.sign_with_terms(
-            spec,
-            &proto::batch::JobTerms {
-                max_cost: Some(max_cost),
-            },
-        ),
+    let terms = proto::batch::JobTerms {
+        max_cost,
+        script: args.script.clone(),
+    };
+    let signed = match terms.is_empty() {
+        true => signer.sign(spec),
+        false => signer.sign_with_terms(spec, &terms),
     };
     signed.map_err(|e| Error::Failed(format!("cannot sign the job: {e}")))
 }

@@ -59,6 +59,8 @@ pub(super) struct Job {
     pub(super) pmi: Option<std::os::unix::net::UnixStream>,
     /// A signed batch rank's end, recorded for accountd when its program exits.
     pub(super) signed_end: Option<proto::account::RankEnd>,
+    /// A signed job's script file, removed when the rank is dropped.
+    pub(super) script: Option<crate::signed::script::ScriptFile>,
 }
 
 impl Job {
@@ -83,6 +85,7 @@ impl Job {
             notice: None,
             pmi: None,
             signed_end: None,
+            script: None,
         }
     }
 }
