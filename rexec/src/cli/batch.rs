@@ -87,7 +87,8 @@ pub struct SubmitArgs {
     #[arg(short = 'n', long = "nranks", value_name = "WIDTH", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=crate::MAX_RANKS as i64))]
     pub width: u32,
-    /// How long the job runs (e.g. 90m, 2h, 1d): what the queue plans with.
+    /// How long the job runs (e.g. 90m, 2h, 1d): what the queue plans with (here or in a
+    /// batch script's #REXEC line).
     #[arg(long, value_name = "DURATION", required = true)]
     pub length: String,
     /// Bid in credits per CPU-minute, as for `rexec -r` (default 0).

@@ -5,8 +5,10 @@
 //! changes nothing; a bad directive is a usage error naming its line.
 
 use std::path::Path;
+use std::time::Duration;
 
 use rexec_tests::batch::{BatchMarket, BatchOptions};
+use rexec_tests::cluster::TEST_USER;
 
 use super::live::{batch, job_id, start};
 
@@ -132,6 +134,52 @@ fn the_submitted_bytes_run_whatever_becomes_of_the_file() {
     std::fs::remove_file(&path).unwrap();
     std::fs::write(dir.join("removed"), "").unwrap();
     assert_eq!(output_of(&m, &config, &child), "still here\n");
+}
+
+#[test]
+fn the_copy_goes_when_the_rank_is_cancelled_or_cannot_start() {
+    let test = "the_copy_goes_when_the_rank_is_cancelled_or_cannot_start";
+    let Some((m, config)) = start(test, BatchOptions::default()) else {
+        return;
+    };
+    let dir = m.market.dir.path();
+    let path = dir.join("long.sh");
+    script(
+        &path,
+        "#!/bin/sh\n#REXEC --length 30s\necho \"$0\"\nexec sleep 60\n",
+    );
+    let job = job_id(&batch(&m, &config, &["submit", path.to_str().unwrap()]));
+    let mut copy = String::new();
+    let seen = rexec_tests::wait_until(Duration::from_secs(30), || {
+        copy = batch(&m, &config, &["output", &job]).out();
+        !copy.is_empty()
+    });
+    assert!(seen.is_some(), "the job never ran\n{}", m.batchd.log());
+    let copy = Path::new(copy.trim_end()).to_path_buf();
+    assert!(copy.exists(), "{} while it runs", copy.display());
+    let out = batch(&m, &config, &["cancel", &job]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let gone = rexec_tests::wait_until(Duration::from_secs(30), || !copy.exists());
+    assert!(gone.is_some(), "{} left after cancel", copy.display());
+
+    // An interpreter that does not exist: the node cannot start it, and removes it.
+    let base = copy.parent().unwrap().parent().unwrap().to_path_buf();
+    let path = dir.join("broken.sh");
+    script(
+        &path,
+        "#!/no/such/interpreter\n#REXEC --length 30s --no-requeue\n",
+    );
+    let job = job_id(&batch(&m, &config, &["submit", path.to_str().unwrap()]));
+    let out = batch(&m, &config, &["wait", &job]);
+    assert_ne!(out.code, Some(0), "{out:?}");
+    let prefix = format!("rexec-script-{TEST_USER}-{job}-");
+    let left: Vec<_> = std::fs::read_dir(&base)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left after a failed start: {left:?}");
 }
 
 #[test]
