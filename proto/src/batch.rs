@@ -130,12 +130,23 @@ pub struct JobTerms {
     /// The project account charged (`rexec submit -A`); `None` for the user's
     /// default project, or its personal account where it has none.
     pub account: Option<String>,
+    /// A batch script's bytes (`rexec submit script.sh`), at most
+    /// [`MAX_SCRIPT_BYTES`]: the node writes them to a file only the job's user can
+    /// read and runs that file with `argv[1..]` as its arguments (`argv[0]` is the
+    /// script's name as submitted, never looked up), so what runs is what was
+    /// signed, whatever happens to the script on disk afterwards.
+    pub script: Option<Vec<u8>>,
 }
+
+/// Most bytes a batch script may have ([`JobTerms::script`]): half a frame
+/// ([`crate::DEFAULT_MAX_FRAME`]), leaving the rest to the spec, its environment,
+/// the certificate and the signature.
+pub const MAX_SCRIPT_BYTES: usize = crate::DEFAULT_MAX_FRAME / 2;
 
 impl JobTerms {
     /// True when no term is set (nothing follows the spec).
     pub fn is_empty(&self) -> bool {
-        self.max_cost.is_none() && self.account.is_none()
+        self.max_cost.is_none() && self.account.is_none() && self.script.is_none()
     }
 
     /// The bytes to sign for `spec` under these terms.
@@ -149,9 +160,16 @@ impl JobTerms {
     ///     array: None, after: vec![], options: JobOptions::default() };
     /// let none = JobTerms::default();
     /// assert_eq!(none.encode(&spec).unwrap(), postcard::to_stdvec(&spec).unwrap());
-    /// let capped = JobTerms { max_cost: Some(5), account: Some("chem".into()) };
+    /// let capped = JobTerms { max_cost: Some(5), account: Some("chem".into()), script: None };
     /// let bytes = capped.encode(&spec).unwrap();
-    /// assert_eq!(JobTerms::decode(&bytes).unwrap(), (spec, capped));
+    /// assert_eq!(JobTerms::decode(&bytes).unwrap(), (spec.clone(), capped));
+    /// let script = JobTerms { max_cost: None, account: None, script: Some(b"#!/bin/sh\ntrue\n".to_vec()) };
+    /// assert!(!script.is_empty());
+    /// let bytes = script.encode(&spec).unwrap();
+    /// assert_eq!(JobTerms::decode(&bytes).unwrap(), (spec.clone(), script));
+    /// let huge = JobTerms { max_cost: None, account: None, script: Some(vec![b'#'; MAX_SCRIPT_BYTES + 1]) };
+    /// let e = JobTerms::decode(&huge.encode(&spec).unwrap()).unwrap_err();
+    /// assert!(e.contains("script of"), "{e}");
     /// ```
     pub fn encode(&self, spec: &JobSpec) -> Result<Vec<u8>, postcard::Error> {
         let mut bytes = postcard::to_stdvec(spec)?;
@@ -162,7 +180,7 @@ impl JobTerms {
     }
 
     /// The spec and terms of signed bytes: nothing after the spec is no terms;
-    /// anything after the terms is an error.
+    /// anything after the terms, or a script over [`MAX_SCRIPT_BYTES`], is an error.
     pub fn decode(bytes: &[u8]) -> Result<(JobSpec, JobTerms), String> {
         let (spec, rest) =
             postcard::take_from_bytes::<JobSpec>(bytes).map_err(|e| e.to_string())?;
@@ -170,7 +188,13 @@ impl JobTerms {
             return Ok((spec, JobTerms::default()));
         }
         match postcard::take_from_bytes::<JobTerms>(rest) {
-            Ok((terms, [])) => Ok((spec, terms)),
+            Ok((terms, [])) => match &terms.script {
+                Some(script) if script.len() > MAX_SCRIPT_BYTES => Err(format!(
+                    "the job's script of {} bytes is over the {MAX_SCRIPT_BYTES} allowed",
+                    script.len()
+                )),
+                _ => Ok((spec, terms)),
+            },
             Ok((_, after)) => Err(format!("{} bytes after the spec's terms", after.len())),
             Err(e) => Err(format!("the spec's terms cannot be decoded: {e}")),
         }

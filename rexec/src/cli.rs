@@ -386,8 +386,14 @@ pub fn form(args: &[OsString]) -> Form {
 /// The form of `args` and the word that decided it (`None` when no word did: only
 /// options, or `--`, or a word that is not UTF-8).
 fn deciding_word(args: &[OsString]) -> (Form, Option<&str>) {
-    let mut words = args.iter();
-    while let Some(word) = words.next() {
+    let (form, word) = deciding(args);
+    (form, word.map(|(_, w)| w))
+}
+
+/// [`deciding_word`] with the word's index in `args`.
+fn deciding(args: &[OsString]) -> (Form, Option<(usize, &str)>) {
+    let mut words = args.iter().enumerate();
+    while let Some((at, word)) = words.next() {
         let Some(w) = word.to_str() else {
             return (Form::Run, None);
         };
@@ -420,18 +426,19 @@ fn deciding_word(args: &[OsString]) -> (Form, Option<&str>) {
         } else {
             Form::Run
         };
-        return (form, Some(w));
+        return (form, Some((at, w)));
     }
     (Form::Run, None)
 }
 
 /// Parse the whole command line (including the program name). On a usage error it
 /// exits 2: an unknown option with one `rexec: ` line naming it ([`unknown_option`]),
+/// a batch script that cannot be submitted with one naming the script and its line,
 /// anything else with clap's message (`--help` and `--version` exit 0).
 pub fn parse(argv: Vec<OsString>) -> Invocation {
     match try_parse(&argv) {
         Ok(invocation) => invocation,
-        Err(e) => match unknown_option(&argv, &e) {
+        Err(e) => match unknown_option(&argv, &e).or_else(|| own_line(&e)) {
             Some(line) => {
                 crate::say(&line);
                 std::process::exit(crate::exit::USAGE);
@@ -445,9 +452,58 @@ pub fn parse(argv: Vec<OsString>) -> Invocation {
 pub fn try_parse(argv: &[OsString]) -> Result<Invocation, clap::Error> {
     Ok(match form(argv.get(1..).unwrap_or(&[])) {
         Form::Admin => Invocation::Admin(AdminArgs::try_parse_from(argv)?),
-        Form::Batch => Invocation::Batch(batch::BatchArgs::try_parse_from(argv)?),
+        Form::Batch => Invocation::Batch(batch_args(argv)?),
         Form::Run => Invocation::Run(RunArgs::try_parse_from(argv)?),
     })
+}
+
+/// The batch form of `argv`; for `rexec submit SCRIPT`, with the script's
+/// `#REXEC` directives under the command line's options and its bytes kept
+/// ([`crate::batch::script`]). A bad directive is a usage error naming its line.
+fn batch_args(argv: &[OsString]) -> Result<batch::BatchArgs, clap::Error> {
+    use crate::batch::script;
+    use clap::CommandFactory;
+    let strict = || batch::BatchArgs::try_parse_from(argv);
+    let Some((at, "submit")) = deciding(argv.get(1..).unwrap_or(&[])).1 else {
+        return strict();
+    };
+    // A script may give --length itself: ask clap without it first.
+    let relaxed = batch::BatchArgs::command()
+        .mut_subcommand("submit", |c| c.mut_arg("length", |a| a.required(false)));
+    let Ok(matches) = relaxed.try_get_matches_from(argv) else {
+        return strict();
+    };
+    let Some(submit) = matches.subcommand_matches("submit") else {
+        return strict();
+    };
+    let Some(program) = submit.get_one::<String>("command").cloned() else {
+        return strict();
+    };
+    let usage = |e: script::ScriptError| {
+        clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{e}\n"))
+    };
+    let Some(bytes) = script::read(&program).map_err(usage)? else {
+        return strict();
+    };
+    let given = script::explicit(submit);
+    let merged = script::merge(argv, at + 1, &program, &bytes, &given).map_err(usage)?;
+    let mut args = batch::BatchArgs::try_parse_from(&merged)?;
+    if let batch::BatchCommand::Submit(submit) = &mut args.command {
+        submit.script = Some(bytes);
+    }
+    Ok(args)
+}
+
+/// The line of an error rexec made itself (a batch script's, see [`batch_args`]),
+/// without clap's `error: `.
+fn own_line(error: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ErrorKind};
+    if error.kind() != ErrorKind::InvalidValue || error.get(ContextKind::InvalidArg).is_some() {
+        return None;
+    }
+    let text = error.to_string();
+    let line = text.lines().next()?;
+    Some(line.strip_prefix("error: ").unwrap_or(line).to_string())
 }
 
 /// The line (without `rexec: `) for clap's `error` on `argv` when it is an option

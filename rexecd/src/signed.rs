@@ -18,6 +18,8 @@
 //!
 //! [`ends`]: when a claimed rank exits, its end is kept beside its marker and sent
 //! to accountd, so that a job that ran to its end is never claimed again.
+//!
+//! [`script`]: a job that carries its script runs a private copy of it.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -319,6 +321,7 @@ impl StartedRanks {
 
 pub mod ends;
 pub mod limits;
+pub mod script;
 #[cfg(test)]
 mod tests;
 

@@ -130,7 +130,8 @@ pub fn signer(config: &Config) -> Result<JobSigner, Error> {
     })
 }
 
-/// Signs `spec`, under `--max-cost` and `-A` when given (see [`proto::batch::JobTerms`]).
+/// Signs `spec`, under `--max-cost` and `-A` and with the batch script when there
+/// are (see [`proto::batch::JobTerms`]).
 pub fn sign(signer: &JobSigner, spec: &JobSpec, args: &SubmitArgs) -> Result<SignedJob, Error> {
     let max_cost = args
         .max_cost
@@ -140,6 +141,7 @@ pub fn sign(signer: &JobSigner, spec: &JobSpec, args: &SubmitArgs) -> Result<Sig
     let terms = proto::batch::JobTerms {
         max_cost,
         account: args.account.clone(),
+        script: args.script.clone(),
     };
     let signed = match terms.is_empty() {
         true => signer.sign(spec),

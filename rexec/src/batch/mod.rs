@@ -9,6 +9,8 @@
 //! - [`link`]: finding the queue and calling it; what its refusals mean for the
 //!   exit status.
 //! - [`services`]: the queue as a selector knows it, without a `[batch]` address.
+//! - [`script`]: batch scripts, their `#REXEC` directives and the rule that
+//!   makes a program one.
 //! - [`submit`]: `rexec submit`.
 //! - [`list`]: `rexec queue` and `rexec cancel`.
 //! - [`follow`]: `rexec output` and `rexec wait`, by polling.
@@ -20,6 +22,7 @@ pub mod history;
 pub mod job;
 pub mod link;
 pub mod list;
+pub mod script;
 pub mod services;
 pub mod submit;
 pub mod when;

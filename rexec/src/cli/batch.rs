@@ -35,6 +35,11 @@ of this shell, as rexec does. The job id (16 hex digits) is printed alone on std
 An array (--array 0-999%4) is one signed submission of many tasks; a node starts only the
 indices you signed. `rexec queue` shows its tasks folded (JOB_[0-999]), `rexec cancel JOB`
 cancels them all and JOB_7 one, `rexec wait JOB` waits for all and exits with the worst.
+A batch script (PROG a readable file starting with #!) is signed with the job, its bytes, not
+its path: each node runs a private copy, so editing the file later changes nothing. Lines
+`#REXEC OPTIONS...` after the #! line, up to the first line that is not blank or a comment,
+give options of rexec submit (e.g. #REXEC -n 4 --length 10m --after JOB); an option on the
+command line wins over a directive, and an unknown one is a usage error naming its line.
 The queue: the configuration's [batch] table (address = \"host:port\", server_name), else the
 queue a selector knows of. A refused submission (no credit, wider than the market, a bad
 signature) exits 254 with one line saying why; a queue that cannot be reached exits 255.";
@@ -86,9 +91,10 @@ pub struct SubmitArgs {
     #[arg(short = 'n', long = "nranks", value_name = "WIDTH", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=crate::MAX_RANKS as i64))]
     pub width: u32,
-    /// How long the job runs (e.g. 90m, 2h, 1d): what the queue plans with, and its
-    /// time limit: at it the ranks get SIGTERM, then SIGKILL after the queue's
-    /// kill_wait (default 30s), and the job ends TIMEOUT, charged for what ran.
+    /// How long the job runs (e.g. 90m, 2h, 1d; here or in a batch script's #REXEC
+    /// line): what the queue plans with, and its time limit: at it the ranks get
+    /// SIGTERM, then SIGKILL after the queue's kill_wait (default 30s), and the job
+    /// ends TIMEOUT, charged for what ran.
     #[arg(long, value_name = "DURATION", required = true)]
     pub length: String,
     /// Bid in credits per CPU-minute, as for `rexec -r` (default 0).
@@ -164,6 +170,10 @@ pub struct SubmitArgs {
     /// program whose name starts with - comes after --.
     #[arg(value_name = "PROG [ARGS...]", required = true, num_args = 1.., trailing_var_arg = true)]
     pub command: Vec<String>,
+    /// The program's bytes when it is a batch script ([`crate::batch::script`]),
+    /// signed with the job; set by [`crate::cli::try_parse`].
+    #[arg(skip)]
+    pub script: Option<Vec<u8>>,
 }
 
 /// Arguments of `rexec queue`.

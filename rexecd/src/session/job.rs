@@ -63,6 +63,8 @@ pub(super) struct Job {
     pub(super) mem_limit: Option<u64>,
     /// The rank's time limit, when it has one.
     pub(super) time_limit: Option<proto::node::TimeLimit>,
+    /// A signed job's script file, removed when the rank is dropped.
+    pub(super) script: Option<crate::signed::script::ScriptFile>,
 }
 
 impl Job {
@@ -89,6 +91,7 @@ impl Job {
             signed_end: None,
             mem_limit: None,
             time_limit: request.options.time_limit,
+            script: None,
         }
     }
 }

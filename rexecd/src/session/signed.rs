@@ -7,7 +7,8 @@
 //! the spec's user would, without a terminal, metered and weighted at the queue's
 //! bid capped at `max_rate`, but not charged by this node (the queue charges it).
 //! When its program exits, its end is recorded for accountd before the queue hears
-//! the `Exit` ([`crate::signed::ends`]).
+//! the `Exit` ([`crate::signed::ends`]). A job that carries its script runs a
+//! private copy of it, removed when the rank ends ([`crate::signed::script`]).
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -22,6 +23,7 @@ use super::job::Job;
 use super::launch::{check_allowed, create, internal, resolve_user, run_or_refuse};
 use super::{Reader, Shared, Writer};
 use crate::control::Control;
+use crate::signed::script::ScriptFile;
 use crate::signed::{Admitted, admit};
 
 /// Handles `LaunchSigned` to the end of the session.
@@ -97,6 +99,8 @@ async fn checked_start(
     let user_name = &admitted.job.user;
     check_allowed(&shared.config, user_name)?;
     let user = resolve_user(shared, user_name).await?;
+    // A script is written first: a node that cannot write it claims nothing.
+    let (launch, script) = with_script(admitted, &user, node).await?;
     let market = shared.registry.market();
     let bid = market.batch_rate(admitted.launch.bid)?;
     let replayed = || {
@@ -128,7 +132,7 @@ async fn checked_start(
     }
     let mut job = create(
         shared,
-        &admitted.launch,
+        &launch,
         user,
         None,
         bid,
@@ -138,7 +142,35 @@ async fn checked_start(
     )
     .await?;
     job.signed_end = Some(admitted.end());
+    job.script = script;
     Ok(job)
+}
+
+/// The rank to start: the admitted launch, or, for a job that carries its script,
+/// the launch running that script's private copy (kept until the rank ends; see
+/// [`crate::signed::script`]).
+async fn with_script(
+    admitted: &Admitted,
+    user: &crate::spawn::JobUser,
+    node: &str,
+) -> Result<(Launch, Option<ScriptFile>), ErrorReply> {
+    let mut launch = admitted.launch.clone();
+    let Some(bytes) = admitted.job.terms.script.clone() else {
+        return Ok((launch, None));
+    };
+    let c = admitted.claim();
+    let tag = format!("{}-{}-{}-{}", c.user, c.job, c.attempt, c.rank);
+    let (name, owner, node_name) = (launch.argv[0].clone(), user.clone(), node.to_string());
+    let file = blocking(move || {
+        ScriptFile::write(&std::env::temp_dir(), &tag, &name, &bytes, &owner).map_err(|e| {
+            internal(format!(
+                "node {node_name}: cannot write the job's script to a private file: {e}"
+            ))
+        })
+    })
+    .await?;
+    launch.argv[0] = file.path().to_string_lossy().into_owned();
+    Ok((launch, Some(file)))
 }
 
 /// Runs file work off the async threads.

@@ -6,11 +6,13 @@
 //! spec, a deadline before the length, a certificate that cannot sign, no queue
 //! configured) exits 2 before anything is sent, and a queue that cannot be
 //! reached exits 255. [`live`] runs the batch market of [`rexec_tests::batch`]
-//! (nodes, accountd, vexecd, batchd) and types the commands against it.
+//! (nodes, accountd, vexecd, batchd) and types the commands against it;
+//! [`scripts`] submits batch scripts with `#REXEC` directives to it.
 
 mod history;
 mod live;
 mod local;
+mod scripts;
 
 /// `stderr` is one `rexec: ` line holding `want`.
 fn one_line_in(stderr: &str, want: &str) {
