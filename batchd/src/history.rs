@@ -137,7 +137,8 @@ mod tests {
             signature: vec![],
             cert: vec![],
         };
-        let mut rec = crate::store::JobRecord::queued(0, 1, "alice".into(), signed.into(), submitted_ms);
+        let mut rec =
+            crate::store::JobRecord::queued(0, 1, "alice".into(), signed.into(), submitted_ms);
         rec.state = state;
         rec.ended_ms = Some(ended_ms);
         Job::new(rec, spec)
