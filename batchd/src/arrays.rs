@@ -165,12 +165,23 @@ pub fn fold(entries: Vec<QueueEntry>) -> Vec<QueueEntry> {
 #[derive(Debug, Default)]
 pub struct Window {
     room: HashMap<u64, u32>,
+    /// The last arrival number of each array whose tasks' numbers are
+    /// consecutive (no other job's between them).
+    end: HashMap<u64, i64>,
 }
 
 impl Window {
     /// The room of every array in `q` on a market of `procs` processors.
     pub fn of(q: &Queue, procs: u32) -> Window {
-        let mut room = HashMap::new();
+        let mut busy: HashMap<u64, u32> = HashMap::new();
+        for j in q.index.holding.values().filter_map(|id| q.jobs.get(id)) {
+            if let Some((a, _)) = j.rec.array
+                && matches!(j.rec.state, JobState::Running | JobState::Suspended)
+            {
+                *busy.entry(a).or_default() += 1;
+            }
+        }
+        let mut window = Window::default();
         for (id, tasks) in &q.arrays {
             let Some(spec) = tasks.first().and_then(|t| q.jobs.get(t)).map(|j| &j.spec) else {
                 continue;
@@ -180,16 +191,23 @@ impl Window {
             let room_now = if max == 0 {
                 fit
             } else {
-                let busy = tasks
-                    .iter()
-                    .filter_map(|t| q.jobs.get(t))
-                    .filter(|j| matches!(j.rec.state, JobState::Running | JobState::Suspended))
-                    .count() as u32;
+                let busy = busy.get(id).copied().unwrap_or(0);
                 max.saturating_sub(busy).min(fit)
             };
-            room.insert(*id, room_now);
+            window.room.insert(*id, room_now);
+            if let Some(&(low, high)) = q.index.spans.get(id)
+                && high - low + 1 == tasks.len() as i64
+            {
+                window.end.insert(*id, high);
+            }
         }
-        Window { room }
+        window
+    }
+
+    /// The last arrival number of `array`'s tasks, when nothing else arrived
+    /// between its first and last (so a walk in arrival order may jump past it).
+    pub fn end(&self, array: Option<(u64, u32)>) -> Option<i64> {
+        self.end.get(&array?.0).copied()
     }
 
     /// Whether a waiting task of `array` may be shown to the policy (taking a

@@ -12,6 +12,8 @@ use proto::node::JobId;
 
 use crate::store::JobRecord;
 
+pub mod index;
+
 /// One job.
 #[derive(Debug, Clone)]
 pub struct Job {
@@ -109,6 +111,10 @@ pub struct Queue {
     pub policy_order: Vec<u64>,
     /// Each array's tasks (ids, in index order), by the array's id.
     pub arrays: HashMap<u64, Vec<u64>>,
+    /// The jobs by state; a change of a job's state must call [`Queue::touched`].
+    pub index: index::Index,
+    /// The job whose `estimated_start` the last decision set, if any.
+    pub estimated: Option<u64>,
 }
 
 /// The refusal of a job that is not in the queue (or not the asker's to see).
@@ -148,9 +154,19 @@ impl Queue {
         self.next_seq = self.next_seq.max(job.rec.seq + 1);
         if let Some((array, _)) = job.rec.array {
             self.arrays.entry(array).or_default().push(job.rec.id);
+            self.index.arrived(array, job.rec.seq);
         }
         self.order.insert(job.rec.seq, job.rec.id);
+        self.index.set(&job);
         self.jobs.insert(job.rec.id, job);
+    }
+
+    /// Files job `id` under its state now: called after every change of a
+    /// job's record, so the decision's [`index::Index`] stays true.
+    pub fn touched(&mut self, id: u64) {
+        if let Some(j) = self.jobs.get(&id) {
+            self.index.set(j);
+        }
     }
 
     /// Takes the next arrival number.

@@ -64,12 +64,12 @@ impl Sched {
             self.start(id, rate, now_ms).await;
         }
         let mut q = self.shared.lock_queue();
-        let ids: HashMap<u64, u64> = jobs.waiting.iter().map(|e| (e.job.id, e.id)).collect();
         q.policy_order = order
             .iter()
-            .filter_map(|seq| ids.get(seq).copied())
+            .filter_map(|seq| jobs.waiting_id_of(*seq))
             .collect();
-        for j in q.jobs.values_mut() {
+        // Only the job the last decision reserved for has an estimated start.
+        if let Some(j) = q.estimated.take().and_then(|id| q.jobs.get_mut(&id)) {
             j.estimated_start = None;
         }
         if let Some((seq, at)) = d.reserved
@@ -77,6 +77,7 @@ impl Sched {
             && let Some(j) = q.jobs.get_mut(&id)
         {
             j.estimated_start = Some(((epoch / 1000) + at).max(0) as u64);
+            q.estimated = Some(id);
         }
         self.shared.metrics.decided(started);
     }
@@ -347,8 +348,10 @@ impl Sched {
                 false
             }
         };
-        if let Some(j) = self.shared.lock_queue().jobs.get_mut(&id) {
+        let mut q = self.shared.lock_queue();
+        if let Some(j) = q.jobs.get_mut(&id) {
             change(&mut j.rec);
+            q.touched(id);
         }
         stored
     }

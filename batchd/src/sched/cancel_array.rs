@@ -77,6 +77,7 @@ impl Sched {
                     j.rec.state = r.state;
                     j.rec.ended_ms = r.ended_ms;
                     j.rec.reason = r.reason;
+                    q.touched(r.id);
                 }
             }
         }

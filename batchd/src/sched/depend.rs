@@ -103,8 +103,10 @@ impl Sched {
             let mut parents: HashMap<u64, Option<Parent>> = HashMap::new();
             let mut changed = Vec::new();
             for j in q
-                .jobs
+                .index
+                .dependent
                 .values()
+                .filter_map(|id| q.jobs.get(id))
                 .filter(|j| j.rec.state == JobState::Dependent)
             {
                 let mut all_met = true;
@@ -155,6 +157,7 @@ impl Sched {
                 j.rec.state = r.state;
                 j.rec.ended_ms = r.ended_ms;
                 j.rec.reason = r.reason;
+                q.touched(r.id);
             }
         }
     }

@@ -39,15 +39,20 @@ pub fn utility(spec: &JobSpec) -> Utility {
 
 /// The simulator's view of one queued or running job.
 pub fn sim_job(epoch_ms: i64, clock: Clock, j: &Job) -> SimJob {
-    let estimate = j.spec.length_s.clamp(1, i64::MAX as u64) as i64;
+    sim_job_of(epoch_ms, clock, j.rec.seq, j.rec.submitted_ms, &j.spec)
+}
+
+/// The simulator's view of job `seq` of `spec`, submitted at `submitted_ms`.
+fn sim_job_of(epoch_ms: i64, clock: Clock, seq: i64, submitted_ms: i64, spec: &JobSpec) -> SimJob {
+    let estimate = spec.length_s.clamp(1, i64::MAX as u64) as i64;
     SimJob {
-        id: j.rec.seq as u64,
-        submit: secs(epoch_ms, clock.seen_at(j.rec.submitted_ms)),
-        width: j.spec.width,
+        id: seq as u64,
+        submit: secs(epoch_ms, clock.seen_at(submitted_ms)),
+        width: spec.width,
         runtime: estimate,
         estimate,
-        utility: utility(&j.spec),
-        queue: j.spec.priority,
+        utility: utility(spec),
+        queue: spec.priority,
         class: 0,
     }
 }
@@ -77,27 +82,79 @@ pub struct Entry {
 
 /// Collects the jobs the policy decides over on the tick at `tick_ms`, on a
 /// market of `procs` processors (an array's queued tasks within its
-/// [`crate::arrays::Window`]).
+/// [`crate::arrays::Window`]). It visits the jobs holding processors and the
+/// queued ones from the queue's [`crate::queue::index::Index`], and jumps past
+/// an array's remaining tasks once its window is full, so its cost follows
+/// what the policy is shown, not how many jobs the queue keeps.
 pub fn collect(q: &Queue, clock: Clock, tick_ms: i64, procs: u32) -> Jobs {
     let mut window = crate::arrays::Window::of(q, procs);
-    let mut waiting = Vec::new();
-    let mut running = Vec::new();
-    for j in q.in_order() {
-        let entry = || Entry {
-            job: sim_job(q.epoch_ms, clock, j),
-            since: secs(q.epoch_ms, j.rec.started_ms.unwrap_or(q.epoch_ms)),
-            // Work is measured between decisions, which run a few ms after
-            // their ticks: 999 ms between two ticks is one second, not zero.
-            done: (j.rec.done_ms + 500).div_euclid(1000),
-            preempted: j.preempted,
-            id: j.rec.id,
-        };
+    let entry = |j: &Job| Entry {
+        job: sim_job(q.epoch_ms, clock, j),
+        since: secs(q.epoch_ms, j.rec.started_ms.unwrap_or(q.epoch_ms)),
+        // Work is measured between decisions, which run a few ms after
+        // their ticks: 999 ms between two ticks is one second, not zero.
+        done: (j.rec.done_ms + 500).div_euclid(1000),
+        preempted: j.preempted,
+        id: j.rec.id,
+    };
+    let (mut suspended, mut running) = (Vec::new(), Vec::new());
+    for j in q.index.holding.values().filter_map(|id| q.jobs.get(id)) {
         match j.rec.state {
-            JobState::Queued if clock.seen_at(j.rec.submitted_ms) > tick_ms => {}
-            JobState::Queued if !window.admit(j.rec.array) => {}
-            JobState::Queued | JobState::Suspended => waiting.push(entry()),
-            JobState::Running => running.push(entry()),
+            JobState::Suspended => suspended.push(entry(j)),
+            JobState::Running => running.push(entry(j)),
             _ => {}
+        }
+    }
+    let mut queued = Vec::new();
+    let mut from = i64::MIN;
+    'walk: loop {
+        for (&seq, w) in q.index.queued.range(from..) {
+            debug_assert!(
+                q.jobs
+                    .get(&w.id)
+                    .is_some_and(|j| j.rec.state == JobState::Queued
+                        && j.rec.submitted_ms == w.submitted_ms
+                        && j.rec.done_ms == w.done_ms
+                        && j.preempted == w.preempted),
+                "the queue's index is out of date for job {}",
+                w.id
+            );
+            if clock.seen_at(w.submitted_ms) > tick_ms {
+                continue;
+            }
+            if window.admit(w.array) {
+                queued.push(Entry {
+                    job: sim_job_of(q.epoch_ms, clock, seq, w.submitted_ms, &w.spec),
+                    since: secs(q.epoch_ms, w.started_ms.unwrap_or(q.epoch_ms)),
+                    done: (w.done_ms + 500).div_euclid(1000),
+                    preempted: w.preempted,
+                    id: w.id,
+                });
+            } else if let Some(end) = window.end(w.array)
+                && end > seq
+            {
+                // None of the array's other queued tasks can be shown.
+                from = end + 1;
+                continue 'walk;
+            }
+        }
+        break;
+    }
+    // Waiting in arrival order, as the policy's ties break.
+    let mut waiting = Vec::with_capacity(queued.len() + suspended.len());
+    let (mut a, mut b) = (
+        queued.into_iter().peekable(),
+        suspended.into_iter().peekable(),
+    );
+    loop {
+        let next = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if y.job.id < x.job.id => b.next(),
+            (Some(_), _) => a.next(),
+            (None, _) => b.next(),
+        };
+        match next {
+            Some(e) => waiting.push(e),
+            None => break,
         }
     }
     Jobs { waiting, running }
@@ -134,12 +191,21 @@ impl Jobs {
 
     /// The queue id of policy job `seq`.
     pub fn id_of(&self, seq: u64) -> Option<u64> {
-        self.waiting
-            .iter()
-            .chain(&self.running)
-            .find(|e| e.job.id == seq)
-            .map(|e| e.id)
+        self.waiting_id_of(seq).or_else(|| find(&self.running, seq))
     }
+
+    /// The queue id of waiting policy job `seq`.
+    pub fn waiting_id_of(&self, seq: u64) -> Option<u64> {
+        find(&self.waiting, seq)
+    }
+}
+
+/// The queue id of policy job `seq` among `entries` (in arrival order).
+fn find(entries: &[Entry], seq: u64) -> Option<u64> {
+    entries
+        .binary_search_by_key(&(seq as i64), |e| e.job.id as i64)
+        .ok()
+        .map(|i| entries[i].id)
 }
 
 #[cfg(test)]
@@ -227,6 +293,133 @@ mod tests {
             4,
         );
         assert_eq!(jobs.waiting[0].done, 1);
+    }
+
+    /// The snapshot as it was built before the queue kept its index: every
+    /// job walked in arrival order.
+    fn collect_by_walking(q: &Queue, clock: Clock, tick_ms: i64, procs: u32) -> Vec<Vec<u64>> {
+        let mut window = crate::arrays::Window::of(q, procs);
+        let (mut waiting, mut running) = (Vec::new(), Vec::new());
+        for j in q.in_order() {
+            let e = vec![
+                j.rec.id,
+                j.rec.seq as u64,
+                sim_job(q.epoch_ms, clock, j).submit as u64,
+                secs(q.epoch_ms, j.rec.started_ms.unwrap_or(q.epoch_ms)) as u64,
+                (j.rec.done_ms + 500).div_euclid(1000) as u64,
+                j.preempted as u64,
+            ];
+            match j.rec.state {
+                JobState::Queued if clock.seen_at(j.rec.submitted_ms) > tick_ms => {}
+                JobState::Queued if !window.admit(j.rec.array) => {}
+                JobState::Queued | JobState::Suspended => waiting.push(e),
+                JobState::Running => running.push(e),
+                _ => {}
+            }
+        }
+        waiting.push(vec![u64::MAX]);
+        waiting.extend(running);
+        waiting
+    }
+
+    fn flat(jobs: &Jobs) -> Vec<Vec<u64>> {
+        let e = |e: &Entry| {
+            vec![
+                e.id,
+                e.job.id,
+                e.job.submit as u64,
+                e.since as u64,
+                e.done as u64,
+                e.preempted as u64,
+            ]
+        };
+        let mut out: Vec<Vec<u64>> = jobs.waiting.iter().map(e).collect();
+        out.push(vec![u64::MAX]);
+        out.extend(jobs.running.iter().map(e));
+        out
+    }
+
+    #[test]
+    fn the_index_shows_the_policy_what_walking_every_job_did() {
+        let mut q = Queue::default();
+        let signed = std::sync::Arc::new(proto::batch::SignedJob {
+            spec: vec![],
+            signature: vec![],
+            cert: vec![],
+        });
+        let mut next_id = 100;
+        let mut add = |q: &mut Queue, spec: std::sync::Arc<JobSpec>, array, submitted_ms| {
+            next_id += 1;
+            let seq = q.take_seq();
+            let mut rec = crate::store::JobRecord::queued(
+                seq,
+                next_id,
+                "alice".into(),
+                signed.clone(),
+                submitted_ms,
+            );
+            rec.array = array;
+            q.insert(Job::new(rec, spec));
+            next_id
+        };
+        let single = std::sync::Arc::new(spec(2, 60, Worth::Rate(5)));
+        let mut swept = spec(1, 30, Worth::Rate(1));
+        swept.array = Some("0-39%3".parse().expect("a range"));
+        let swept = std::sync::Arc::new(swept);
+        let mut wide = spec(3, 30, Worth::Rate(2));
+        wide.array = Some("0-19".parse().expect("a range"));
+        let wide = std::sync::Arc::new(wide);
+        let mut ids = Vec::new();
+        for n in 0..10 {
+            ids.push(add(&mut q, single.clone(), None, n * 700));
+        }
+        for i in 0..40 {
+            ids.push(add(&mut q, swept.clone(), Some((7, i)), 1_000));
+        }
+        for n in 0..5 {
+            ids.push(add(&mut q, single.clone(), None, 2_000 + n));
+        }
+        for i in 0..20 {
+            // Submitted after some of the ticks decided below.
+            ids.push(add(&mut q, wide.clone(), Some((8, i)), 6_500));
+        }
+        // Every state, in both arrays and between them.
+        let states = [
+            JobState::Running,
+            JobState::Queued,
+            JobState::Suspended,
+            JobState::Held,
+            JobState::Finished,
+            JobState::Dependent,
+            JobState::Queued,
+            JobState::Cancelled,
+        ];
+        for (n, id) in ids.iter().enumerate() {
+            if n % 3 == 0 {
+                continue;
+            }
+            let j = q.jobs.get_mut(id).expect("a job");
+            j.rec.state = states[(n * 7) % states.len()];
+            if j.rec.state != JobState::Queued {
+                j.rec.started_ms = Some(n as i64 * 100);
+                j.rec.done_ms = n as i64 * 333;
+                j.preempted = (n % 2) as u32;
+            }
+            q.touched(*id);
+        }
+        let clock = Clock::new(0, std::time::Duration::from_secs(1));
+        for tick_ms in [0, 3_000, 5_000, 7_000, 60_000] {
+            for procs in [1, 4, 9, 100] {
+                let walked = collect_by_walking(&q, clock, tick_ms, procs);
+                let jobs = collect(&q, clock, tick_ms, procs);
+                assert_eq!(flat(&jobs), walked, "tick {tick_ms} on {procs} processors");
+                for w in &walked {
+                    if w.len() > 1 {
+                        assert_eq!(jobs.id_of(w[1]), Some(w[0]));
+                    }
+                }
+            }
+        }
     }
 
     #[test]
