@@ -13,6 +13,10 @@ Run as root from the workspace, on a quiet two-CPU v1 or v2 host:
     python3 rexecd/benches/scripts/beside_loop_runs.py 10              # nice 19 and nice 0
     python3 rexecd/benches/scripts/beside_loop_runs.py 10 --nice 19
     python3 rexecd/benches/scripts/beside_loop_runs.py 10 --nice 19 --autogroup
+    python3 rexecd/benches/scripts/beside_loop_runs.py 10 --nice 19 --weight kernel
+
+`--weight` is the node's `cgroup_weight` (default 10000, as in the suite's test;
+`kernel` leaves the kernel's default, 100 on v2 and 1024 shares on v1).
 
 `--autogroup` also sets the loop's session autogroup to its nice level: where the
 kernel groups sessions (`kernel.sched_autogroup_enabled = 1`) a root-level process
@@ -33,9 +37,10 @@ LINE = re.compile(
     r"other work ([\d.]+) model \[([^\]]*)\]")
 
 
-def one_run(binary, nice, autogroup, log):
+def one_run(binary, nice, autogroup, weight, log):
     env = dict(os.environ, REXEC_BESIDE_NICE=str(nice),
-               REXEC_BESIDE_AUTOGROUP="1" if autogroup else "0")
+               REXEC_BESIDE_AUTOGROUP="1" if autogroup else "0",
+               REXEC_BESIDE_WEIGHT=weight)
     out = subprocess.run([binary, TEST, "--exact", "--nocapture", "--test-threads", "1"],
                          capture_output=True, text=True, env=env)
     if log is not None:
@@ -57,18 +62,22 @@ def main():
                     help="the loop's nice level (repeatable; default 19 and 0)")
     ap.add_argument("--autogroup", action="store_true",
                     help="set the loop's autogroup to its nice level too")
+    ap.add_argument("--weight", default="10000",
+                    help="the node's cgroup_weight (v2 units), or 'kernel' for the kernel's "
+                         "default (default 10000, as the suite's test)")
     ap.add_argument("--log", help="append every run's test output here")
     args = ap.parse_args()
     binary = test_binary()
     log = open(args.log, "a") if args.log else None
     for nice in args.nice or [19, 0]:
         met = 0
-        group = ", its autogroup too" if args.autogroup else ""
+        group = (", its autogroup too" if args.autogroup else "") + \
+            f", the market's cgroup_weight {args.weight}"
         print(f"beside a nice {nice} busy loop{group}")
         print("run  jobs' total (worst)  loop (most)  other work  worst job  "
               "(targets: total >= 1.9, worst job <= 2 points of one CPU)")
         for k in range(1, args.runs + 1):
-            rc, intervals = one_run(binary, nice, args.autogroup, log)
+            rc, intervals = one_run(binary, nice, args.autogroup, args.weight, log)
             if not intervals:
                 print(f"{k:>3}  the test printed no interval (exit {rc})")
                 continue
