@@ -5,8 +5,9 @@ real rexecd, single-threaded jobs bidding 40, 30 and 20 on a node that owns both
 beside one `nice -n NICE` shell busy all the time that the test starts outside the
 market, in a session of its own) N times for each nice level asked for, and prints,
 per run, the jobs' total CPU and the loop's over the worst interval, and the worst
-job's error against its model share in points of one CPU, against the test's targets
-(at least 1.9 of 2 CPUs together, every job within 2 points, every interval).
+job's error against its model share of what the jobs received together, in points of
+one CPU, against the test's targets (at least 1.9 of 2 CPUs together, every job within
+2 points, every interval).
 
 Run as root from the workspace, on a quiet two-CPU v1 or v2 host:
 
@@ -50,7 +51,9 @@ def one_run(binary, nice, autogroup, weight, log):
     for m in LINE.finditer(out.stderr):
         jobs = [float(x) for x in m.group(3).split(",")]
         model = [float(x) for x in m.group(7).split(",")]
-        points = max(abs(j - w) * 100 for j, w in zip(jobs, model))
+        # As the test judges: against the model's division of what the jobs received.
+        total = sum(jobs)
+        points = max(abs(j - w * total / sum(model)) * 100 for j, w in zip(jobs, model))
         intervals.append((float(m.group(4)), float(m.group(5)), float(m.group(6)), points))
     return out.returncode, intervals
 
