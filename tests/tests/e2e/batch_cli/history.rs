@@ -14,7 +14,7 @@ use proto::history::HistoryQuery;
 use rexec_tests::batch::BatchOptions;
 use rexec_tests::cluster::TEST_USER;
 
-use super::live::{batch, job_id, start, with_queue};
+use super::live::{batch, job_id, start_with, with_queue};
 use super::one_line_in;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -98,16 +98,21 @@ fn now_ms() -> i64 {
 
 #[test]
 fn history_shows_what_each_job_measured_was_charged_and_achieved() {
-    let metrics = SocketAddr::from(([127, 0, 0, 1], testhost::net::port()));
-    let Some((m, config)) = start(
+    let mut metrics = None;
+    let Some((m, config)) = start_with(
         "history_shows_what_each_job_measured_was_charged_and_achieved",
-        BatchOptions {
-            extra_config: format!("\n[metrics]\nlisten = \"{metrics}\"\n"),
-            ..BatchOptions::default()
+        || {
+            let addr = SocketAddr::from(([127, 0, 0, 1], testhost::net::port()));
+            metrics = Some(addr);
+            BatchOptions {
+                extra_config: format!("\n[metrics]\nlisten = \"{addr}\"\n"),
+                ..BatchOptions::default()
+            }
         },
     ) else {
         return;
     };
+    let metrics = metrics.expect("taken when the market started");
     let run = |config: &std::path::Path, args: &[&str]| {
         m.market
             .rexec()

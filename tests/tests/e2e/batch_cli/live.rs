@@ -31,10 +31,19 @@ pub(super) fn with_queue(m: &BatchMarket, base: &Path) -> PathBuf {
 /// The batch market with `o` and the test user's configuration naming its
 /// queue; `None` where `test` cannot run.
 pub(super) fn start(test: &str, o: BatchOptions) -> Option<(BatchMarket, PathBuf)> {
+    start_with(test, || o)
+}
+
+/// As [`start`], with the options made only once `test` may run (making them may
+/// take a port, which needs root's counter file).
+pub(super) fn start_with(
+    test: &str,
+    options: impl FnOnce() -> BatchOptions,
+) -> Option<(BatchMarket, PathBuf)> {
     if !rexec_tests::can_run(test) {
         return None;
     }
-    let m = BatchMarket::start(o);
+    let m = BatchMarket::start(options());
     let config = batch_config(&m);
     Some((m, config))
 }
