@@ -25,7 +25,7 @@ const ROOT: &str = "/sys/fs/cgroup";
 /// Every test the VM runs, by its full libtest name: the real rexecd on v2, these
 /// v2-only tests, and the generic real-cgroup tests, which on the VM meet v2 instead
 /// of this host's v1.
-pub const GUEST_TESTS: [&str; 19] = [
+pub const GUEST_TESTS: [&str; 22] = [
     "rexecd_vm::guest_rexecd_weights_bids_and_kills_an_escaped_grandchild_on_v2",
     "v2_vm::guest_detects_the_unified_layout_and_enables_cpu_for_jobs",
     "v2_vm::guest_cpu_weight_follows_bids_and_the_kernel_splits_by_it",
@@ -40,6 +40,9 @@ pub const GUEST_TESTS: [&str; 19] = [
     "cgroup_real::detection_matches_the_hierarchy_in_use",
     "cgroup_real::an_emptied_job_is_removed_in_every_hierarchy",
     "cgroup_real::favordynmods_lands_on_every_cgroup2_mount",
+    "cgroup_real::a_capped_burner_stands_throttled_and_the_sample_says_for_how_long",
+    "cgroup_real::peak_memory_is_what_the_v1_memory_controller_counted",
+    "cgroup_real::the_parent_takes_its_weight_against_other_work_in_the_kernels_unit",
     "cpuset_real::a_parent_pinned_to_cpu_0_confines_its_jobs_and_is_removed_everywhere",
     "cpuset_real::a_parent_pinned_to_the_last_cpu_confines_its_jobs",
     "cpuset_real::a_cpu_the_machine_lacks_is_refused_naming_it_and_leaves_nothing",
@@ -104,7 +107,12 @@ fn guest_detects_the_unified_layout_and_enables_cpu_for_jobs() {
     let job = jobs.job_path(1);
     assert_eq!(job, Path::new(ROOT).join(&t.name).join("job-1"));
     let controllers = words(&job.join("cgroup.controllers"));
-    assert_eq!(controllers, ["cpu", "pids"], "what the parent delegates");
+    // cpu for weights and caps, memory for --mem (limits and the OOM kill), pids.
+    assert_eq!(
+        controllers,
+        ["cpu", "memory", "pids"],
+        "what the parent delegates"
+    );
     for file in [
         "cpu.weight",
         "cpu.stat",
