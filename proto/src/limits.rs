@@ -131,10 +131,59 @@ where
 /// the end of the input shows only as a failed read of the field; that failure means
 /// "absent" here. Use it only on fields that come after every field of the first
 /// release, and on every such field (each may be the first one an old sender lacks).
+/// Only the end of the input means "absent": a field that is there but malformed is
+/// an error, as it would be anywhere else in the message.
 pub(crate) fn trailing<'de, D, T>(d: D) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de> + Default,
 {
-    Ok(T::deserialize(d).unwrap_or_default())
+    match T::deserialize(d) {
+        Ok(value) => Ok(value),
+        Err(e) if is_end_of_input(&e) => Ok(T::default()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether a decode error is postcard's end of the input (the serde error type is
+/// generic here, so it is known by its message, which postcard 1 keeps stable; a
+/// test below holds it to postcard's own error).
+fn is_end_of_input(e: &impl std::fmt::Display) -> bool {
+    e.to_string() == postcard::Error::DeserializeUnexpectedEnd.to_string()
+}
+
+#[cfg(test)]
+mod trailing_tests {
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Serialize)]
+    struct First {
+        a: u32,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    struct Later {
+        a: u32,
+        #[serde(default, deserialize_with = "super::trailing")]
+        b: Option<u32>,
+    }
+
+    #[test]
+    fn an_absent_field_reads_as_its_default_and_a_malformed_one_is_an_error() {
+        let old = postcard::to_allocvec(&First { a: 7 }).unwrap();
+        assert_eq!(
+            postcard::from_bytes::<Later>(&old).unwrap(),
+            Later { a: 7, b: None }
+        );
+        let new = postcard::to_allocvec(&Later { a: 7, b: Some(9) }).unwrap();
+        assert_eq!(postcard::from_bytes::<Later>(&new).unwrap().b, Some(9));
+        // An Option's tag may only be 0 or 1: the field is there, and wrong.
+        let mut bad = old.clone();
+        bad.push(2);
+        assert!(postcard::from_bytes::<Later>(&bad).is_err());
+        // Cut inside the field: the end of the input, as from an older sender.
+        let mut cut = old;
+        cut.push(1);
+        assert_eq!(postcard::from_bytes::<Later>(&cut).unwrap().b, None);
+    }
 }
