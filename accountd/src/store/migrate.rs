@@ -3,7 +3,9 @@
 //! (and project document, see [`super::projects`])
 //! from the source into an empty target in one transaction, then the target
 //! is checked: as many entries, every balance equal, the same chain head, and
-//! its own audit (sums, keys, chain) clean. A target that holds anything is
+//! its own audit (sums, keys, chain) clean. Entries stream from the source into
+//! the target one at a time, so memory does not grow with the ledger's length
+//! (the chain head covers every entry's content, and the audit checks the chain). A target that holds anything is
 //! refused before a row is written. Refused requests (`refusals`) are not
 //! copied: they are the old store's audit trail and stay with it.
 
@@ -44,12 +46,60 @@ pub struct Migrated {
     pub projects: usize,
 }
 
-type Entry = (EntryColumns, Option<String>, Option<Vec<u8>>);
+/// Entries counted, and the last one's chain hash, of a stream of entries.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Streamed {
+    count: usize,
+    head: Option<Vec<u8>>,
+}
 
-fn entries_of(db: &mut dyn Rows) -> Result<Vec<Entry>, AccountError> {
-    let mut out = Vec::new();
-    db.each_chained(&mut |c, idem, hash| out.push((c, idem, hash)))?;
-    Ok(out)
+/// Counts the entries of `db` and finds its chain head, one entry at a time.
+fn stream_of(db: &mut dyn Rows) -> Result<Streamed, AccountError> {
+    let mut seen = Streamed::default();
+    db.each_chained(&mut |_, _, hash| {
+        seen.count += 1;
+        seen.head = hash;
+    })?;
+    Ok(seen)
+}
+
+/// Writes one source entry into the target under the same id.
+fn copy_entry(
+    rows: &mut dyn Rows,
+    e: &EntryColumns,
+    idem: &Option<String>,
+    hash: &Option<Vec<u8>>,
+) -> Result<(), MigrateError> {
+    let id = rows.next_entry_id()?;
+    if id != e.id {
+        return Err(MigrateError::Mismatch(format!(
+            "the source's entry ids are not consecutive (entry {} would become {id})",
+            e.id
+        )));
+    }
+    let key = match (&e.node, &e.job, e.seq, idem) {
+        (Some(n), Some(j), Some(s), Some(k)) => Some((n.as_str(), j.as_str(), s, k.as_str())),
+        _ => None,
+    };
+    rows.insert_entry(&EntryRow {
+        id,
+        hash: hash.as_deref().unwrap_or_default(),
+        at_us: e.at_us,
+        user: &e.user,
+        amount: e.amount,
+        kind: &e.kind,
+        key,
+        rank: e.rank,
+        interval: match e.interval {
+            (Some(s), Some(t)) => Some((s, t)),
+            _ => None,
+        },
+        cpu_us: e.cpu_us,
+        actor: &e.actor,
+        reason: e.reason.as_deref(),
+        balance_after: e.balance_after,
+    })?;
+    Ok(())
 }
 
 /// Copies `source` into the empty ledger behind `target`, then checks the
@@ -60,13 +110,14 @@ pub fn migrate(
     check: &mut dyn Reader,
 ) -> Result<Migrated, MigrateError> {
     let accounts = source.accounts()?;
-    let entries = entries_of(source)?;
+    let mut entries = Streamed::default();
     let claims = source.claims()?;
     let ends = source.ends()?;
     let docs = super::projects::documents(source)?;
     let mut failed: Option<MigrateError> = None;
     let kept = target.transaction(&mut |tx| {
         let mut copy = || -> Result<(), MigrateError> {
+            entries = Streamed::default();
             let rows = tx.rows();
             let held = rows.accounts()?.len();
             if held > 0 || rows.last_hash()?.is_some() {
@@ -76,39 +127,17 @@ pub fn migrate(
                 rows.insert_account(&a.user, a.created_us, &a.created_by)?;
                 rows.set_balance(&a.user, a.balance)?;
             }
-            for (e, idem, hash) in &entries {
-                let id = rows.next_entry_id()?;
-                if id != e.id {
-                    return Err(MigrateError::Mismatch(format!(
-                        "the source's entry ids are not consecutive (entry {} would become {id})",
-                        e.id
-                    )));
-                }
-                let key = match (&e.node, &e.job, e.seq, idem) {
-                    (Some(n), Some(j), Some(s), Some(k)) => {
-                        Some((n.as_str(), j.as_str(), s, k.as_str()))
+            let mut copied: Result<(), MigrateError> = Ok(());
+            source.each_chained(&mut |e, idem, hash| {
+                if copied.is_ok() {
+                    copied = copy_entry(rows, &e, &idem, &hash);
+                    if copied.is_ok() {
+                        entries.count += 1;
+                        entries.head = hash;
                     }
-                    _ => None,
-                };
-                rows.insert_entry(&EntryRow {
-                    id,
-                    hash: hash.as_deref().unwrap_or_default(),
-                    at_us: e.at_us,
-                    user: &e.user,
-                    amount: e.amount,
-                    kind: &e.kind,
-                    key,
-                    rank: e.rank,
-                    interval: match e.interval {
-                        (Some(s), Some(t)) => Some((s, t)),
-                        _ => None,
-                    },
-                    cpu_us: e.cpu_us,
-                    actor: &e.actor,
-                    reason: e.reason.as_deref(),
-                    balance_after: e.balance_after,
-                })?;
-            }
+                }
+            })?;
+            copied?;
             for (c, r) in &claims {
                 rows.insert_claim(c, &r.node, r.at_us)?;
             }
@@ -147,7 +176,7 @@ pub fn migrate(
     verdict?;
     Ok(Migrated {
         accounts: accounts.len(),
-        entries: entries.len(),
+        entries: entries.count,
         claims: claims.len(),
         ends: ends.len(),
         projects: docs.len(),
@@ -158,7 +187,7 @@ pub fn migrate(
 fn verify(
     rows: &mut dyn Rows,
     accounts: &[super::rows::AccountRow],
-    entries: &[Entry],
+    entries: &Streamed,
     claims: usize,
     ends: usize,
 ) -> Result<(), MigrateError> {
@@ -174,15 +203,14 @@ fn verify(
             "the accounts or balances differ".into(),
         ));
     }
-    let copy = entries_of(rows)?;
-    if copy.len() != entries.len() {
+    let copy = stream_of(rows)?;
+    if copy.count != entries.count {
         return Err(MigrateError::Mismatch(format!(
             "{} entries copied of {}",
-            copy.len(),
-            entries.len()
+            copy.count, entries.count
         )));
     }
-    if copy.last().map(|e| &e.2) != entries.last().map(|e| &e.2) {
+    if copy.head != entries.head {
         return Err(MigrateError::Mismatch("the chain heads differ".into()));
     }
     let report = audit::audit(rows)?;
