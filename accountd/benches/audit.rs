@@ -8,7 +8,8 @@
 //!
 //! `AUDIT_POSTGRES=1` also copies each size into a real PostgreSQL server of
 //! the benchmark's own (`tests/src/postgres.rs`) with `accountctl migrate`
-//! and audits it there. The target: a 10-million-entry ledger
+//! and audits it there (printing the migration's own time and peak memory,
+//! which no longer grows with the ledger either). The target: a 10-million-entry ledger
 //! audited in at most 64 MB on both backends; `AUDIT_ENTRIES=10000000`
 //! measures that directly (slowly). Run with `cargo bench -p accountd --bench
 //! audit`.
@@ -41,15 +42,10 @@ fn peak_kib(pid: u32) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// Runs the offline audit of the ledger `config` names: seconds, peak KiB.
-fn audit(config: &Path, anchors: &Path, entries: u64) -> (f64, u64) {
+/// Runs `cmd` to its end, sampling its peak memory: seconds, peak KiB, output.
+fn sampled(cmd: &mut Command) -> (f64, u64, std::process::Output) {
     let started = Instant::now();
-    let mut child = Command::new(ACCOUNTCTL)
-        .arg("audit")
-        .arg("--anchors")
-        .arg(anchors)
-        .arg("--ledger")
-        .arg(config)
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -62,7 +58,23 @@ fn audit(config: &Path, anchors: &Path, entries: u64) -> (f64, u64) {
         std::thread::sleep(Duration::from_millis(5));
     }
     let secs = started.elapsed().as_secs_f64();
-    let out = child.wait_with_output().expect("accountctl output");
+    (
+        secs,
+        peak,
+        child.wait_with_output().expect("accountctl output"),
+    )
+}
+
+/// Runs the offline audit of the ledger `config` names: seconds, peak KiB.
+fn audit(config: &Path, anchors: &Path, entries: u64) -> (f64, u64) {
+    let (secs, peak, out) = sampled(
+        Command::new(ACCOUNTCTL)
+            .arg("audit")
+            .arg("--anchors")
+            .arg(anchors)
+            .arg("--ledger")
+            .arg(config),
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && text.contains(&format!("{entries} entries")),
@@ -139,14 +151,19 @@ fn main() {
                 ),
             )
             .unwrap();
-            let moved = Command::new(ACCOUNTCTL)
-                .args(["migrate", "--from"])
-                .arg(&lite_conf)
-                .arg("--to")
-                .arg(&pg_conf)
-                .output()
-                .expect("run accountctl migrate");
+            let (secs, peak, moved) = sampled(
+                Command::new(ACCOUNTCTL)
+                    .args(["migrate", "--from"])
+                    .arg(&lite_conf)
+                    .arg("--to")
+                    .arg(&pg_conf),
+            );
             assert!(moved.status.success(), "migrate: {moved:?}");
+            println!(
+                "   migrate {entries:>10} entries into PostgreSQL in {secs:6.1} s ({:>9.0} entries/s), peak RSS {:6.1} MiB",
+                entries as f64 / secs,
+                peak as f64 / 1024.0
+            );
             let m = audit(&pg_conf, &anchors, entries);
             report("PostgreSQL", entries, m);
             post.push((entries, m.1));
