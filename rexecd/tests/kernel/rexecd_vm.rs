@@ -123,3 +123,58 @@ async fn guest_rexecd_weights_bids_and_kills_an_escaped_grandchild_on_v2() {
     assert!(d.wait_exit(PATIENCE).success(), "log:\n{}", d.log());
     assert!(!parent.exists(), "rexecd removed its parent cgroup on stop");
 }
+
+/// Fills one 100 MiB buffer at once (`dd` reads /dev/zero into a block that size),
+/// then says it survived: quick even under the VM's emulated CPU, well inside the
+/// session's heartbeat limit (this client sends none).
+const HOG: &str = "dd if=/dev/zero of=/dev/null bs=104857600 count=1 && echo survived";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "runs inside the VM booted by vm::v2_suite_passes_inside_a_real_cgroup2_kernel"]
+async fn guest_rexecd_kills_a_rank_over_its_memory_and_says_out_of_memory_on_v2() {
+    in_vm();
+    assert!(can_run("guest_rexecd_oom"));
+    let mut d = Daemon::start("vm-oom", &[]);
+    let parent = cpu_dir(&d.parent).unwrap();
+    d.wait_for_log_line(PATIENCE, |l| {
+        l.contains("job cgroups ready") && l.contains("version=V2")
+    });
+    let mut user = d.user().await;
+    let mut request = launch(&["/bin/sh", "-c", HOG]);
+    request.options.mem_bytes = Some(32 << 20);
+    user.start(request).await;
+    // While it runs, its cgroup holds the limit in v2's file.
+    let limited = eventually_async(PATIENCE, || async {
+        d.job_cgroups().iter().any(|j| {
+            std::fs::read_to_string(parent.join(j).join("memory.max"))
+                .is_ok_and(|m| m.trim() == (32u64 << 20).to_string())
+        })
+    })
+    .await;
+    let out = user.outcome().await;
+    assert!(limited, "no job cgroup with memory.max 32 MiB: {out:?}");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("survived"),
+        "the hog survived its limit: {out:?}"
+    );
+    let oom: Vec<_> = out
+        .notices
+        .iter()
+        .filter(|n| n.kind == proto::node::NoticeKind::OutOfMemory)
+        .collect();
+    assert_eq!(
+        oom.len(),
+        1,
+        "one out-of-memory notice: {out:?}\n{}",
+        d.log()
+    );
+    assert!(
+        oom[0].text.contains("rank 0") && oom[0].text.contains("32M"),
+        "{}",
+        oom[0].text
+    );
+    assert!(eventually_async(PATIENCE, || async { d.job_cgroups().is_empty() }).await);
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(d.wait_exit(PATIENCE).success(), "log:\n{}", d.log());
+    assert!(!parent.exists(), "rexecd removed its parent cgroup on stop");
+}

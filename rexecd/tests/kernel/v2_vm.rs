@@ -25,8 +25,9 @@ const ROOT: &str = "/sys/fs/cgroup";
 /// Every test the VM runs, by its full libtest name: the real rexecd on v2, these
 /// v2-only tests, and the generic real-cgroup tests, which on the VM meet v2 instead
 /// of this host's v1.
-pub const GUEST_TESTS: [&str; 22] = [
+pub const GUEST_TESTS: [&str; 23] = [
     "rexecd_vm::guest_rexecd_weights_bids_and_kills_an_escaped_grandchild_on_v2",
+    "rexecd_vm::guest_rexecd_kills_a_rank_over_its_memory_and_says_out_of_memory_on_v2",
     "v2_vm::guest_detects_the_unified_layout_and_enables_cpu_for_jobs",
     "v2_vm::guest_cpu_weight_follows_bids_and_the_kernel_splits_by_it",
     "v2_vm::guest_usage_rises_for_a_busy_job_and_not_for_an_idle_one",
