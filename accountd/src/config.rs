@@ -242,7 +242,7 @@ pub struct Flags {
     /// How long a silent connection is kept, e.g. 300 (seconds), 5m or 1.5s [default: 300].
     // The file's key counts whole seconds (`idle_timeout_secs`), so this flag is
     // applied after the layering ([`Settings::idle_timeout`]).
-    #[arg(long, value_parser = proto::duration::parse_duration)]
+    #[arg(long, value_parser = timespan::parse_duration)]
     #[serde(skip)]
     pub idle_timeout: Option<Duration>,
     /// Most simultaneous connections from one address, handshakes included [default: 256].

@@ -260,7 +260,7 @@ impl Config {
         }
         let tick = match &s.queue.tick {
             None => DEFAULT_TICK,
-            Some(t) => proto::duration::parse_duration(t)
+            Some(t) => timespan::parse_duration(t)
                 .map_err(|e| ConfigError::invalid("tick", e.to_string()))?,
         };
         if tick < Duration::from_millis(10) {
@@ -269,7 +269,7 @@ impl Config {
         let max_output = s.queue.max_output.unwrap_or(DEFAULT_MAX_OUTPUT);
         let kill_wait = match &s.queue.kill_wait {
             None => DEFAULT_KILL_WAIT,
-            Some(t) => proto::duration::parse_duration(t)
+            Some(t) => timespan::parse_duration(t)
                 .map_err(|e| ConfigError::invalid("kill_wait", e.to_string()))?,
         };
         let max_batch = s.store.max_batch.unwrap_or(DEFAULT_MAX_BATCH);

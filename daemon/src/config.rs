@@ -225,7 +225,7 @@ fn one_line(text: &str, e: &toml::de::Error) -> String {
 }
 
 /// Writes a duration flag (`Option<Duration>`, parsed by clap with
-/// `proto::duration`) as the file would hold it, whole milliseconds: put
+/// `timespan`) as the file would hold it, whole milliseconds: put
 /// `#[serde(serialize_with = "daemon::config::millis")]` on the flag.
 pub fn millis<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
     match d {

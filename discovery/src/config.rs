@@ -21,8 +21,8 @@ use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use proto::announce::{DEFAULT_CLUSTER, DEFAULT_GROUP, DEFAULT_PORT, MAX_CLUSTER};
-use proto::duration::parse_duration;
 use serde::Deserialize;
+use timespan::parse_duration;
 
 /// Default announcement period.
 pub const DEFAULT_PERIOD: Duration = Duration::from_secs(2);

@@ -15,7 +15,6 @@
 //! - [`account`]: messages to and from the account service (accountd).
 //! - [`select`]: messages to and from the selector (vexecd).
 //! - [`batch`]: signed batch jobs and the queue's protocol (batchd).
-//! - [`duration`]: the one parser of durations people write (`5s`, `1.5s`, `250ms`).
 //! - [`size`]: the one parser of memory sizes people write (`512M`, `2G`).
 //! - [`output`]: batch output file patterns (`%j`, `%a`, `%r`, `%n`) and their expansion.
 //!
@@ -63,7 +62,6 @@ pub mod account;
 pub mod announce;
 pub mod batch;
 pub mod chunk;
-pub mod duration;
 pub mod frame;
 pub mod history;
 pub mod limits;

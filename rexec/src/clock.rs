@@ -1,5 +1,5 @@
 //! Heartbeat timing: the interval and timeout (`REXEC_HEARTBEAT_TIMEOUT`, read
-//! with [`proto::duration`]), printing durations, and [`Pause`], which keeps a client that
+//! with [`timespan`]), printing durations, and [`Pause`], which keeps a client that
 //! stopped itself (Ctrl-Z) from blaming the nodes for the silence it caused.
 //!
 //! While the client is stopped it reads nothing, so on resume every node
@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use proto::duration::parse_duration;
+use timespan::parse_duration;
 use tokio::time::Instant;
 
 /// How often the client sends a heartbeat.
@@ -33,7 +33,7 @@ pub fn timeout_from_env() -> Result<Duration, String> {
 }
 
 /// The heartbeat timeout `value` (the variable's text, if set) names, read by the
-/// parser every rexec binary uses ([`proto::duration::parse_duration`]).
+/// parser every rexec binary uses ([`timespan::parse_duration`]).
 fn timeout_from(value: Option<String>) -> Result<Duration, String> {
     match value {
         Some(v) => parse_duration(&v).map_err(|e| format!("{TIMEOUT_VAR}={v:?}: {e}")),

@@ -200,7 +200,7 @@ pub async fn run(
 ) -> Result<(), Error> {
     let config = load(config)?;
     let bid = crate::request::bid(&args.rate, "-r", &config)?;
-    let length = proto::duration::parse_duration(&args.length)
+    let length = timespan::parse_duration(&args.length)
         .map_err(|e| Error::Usage(format!("--length {}: {e}", args.length)))?;
     let ask = Ask {
         bid,

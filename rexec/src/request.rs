@@ -209,7 +209,7 @@ pub fn length(text: Option<&str>, policy: Option<&str>) -> Result<Option<u64>, E
     let ms = match text {
         None => None,
         Some(text) => Some(
-            proto::duration::parse_duration(text)
+            timespan::parse_duration(text)
                 .map_err(|e| Error::Usage(format!("--length {text}: {e}")))?
                 .as_millis() as u64,
         ),

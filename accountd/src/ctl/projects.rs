@@ -211,7 +211,7 @@ pub fn income_op(cmd: &IncomeCmd) -> Result<ProjectOp, ArgError> {
             every,
             cap,
         } => {
-            let period = proto::duration::parse_span(every)
+            let period = timespan::parse_span(every)
                 .map_err(|e| ArgError::Every(every.clone(), e.to_string()))?;
             Ok(ProjectOp::Income(SetIncome {
                 project: project.clone(),

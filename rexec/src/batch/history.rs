@@ -108,7 +108,7 @@ pub fn parse_since(
             "--since {text:?}: give a local time (YYYY-MM-DD[THH:MM[:SS]]) or a span back from now (30m, 2h, 7d)"
         ))
     };
-    if let Ok(span) = proto::duration::parse_span(text) {
+    if let Ok(span) = timespan::parse_span(text) {
         return Ok(now_ms.saturating_sub(span.as_millis().min(i64::MAX as u128) as i64));
     }
     let (date, time) = text.split_once('T').unwrap_or((text, "00:00:00"));

@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use certs::jobsign::{JobSignError, JobSigner, check_spec};
 use proto::batch::{JobSpec, SignedJob, Worth};
-use proto::duration::parse_span;
+use timespan::parse_span;
 
 use super::worth;
 use crate::cli::batch::{DEFAULT_ATTEMPTS, SubmitArgs};

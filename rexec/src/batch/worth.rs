@@ -15,7 +15,7 @@ use std::path::Path;
 
 use money::{MicroCredits, parse_credits};
 use proto::batch::{MAX_UTILITY_POINTS, Worth};
-use proto::duration::parse_offset;
+use timespan::parse_offset;
 
 /// Largest utility file read, bytes.
 pub const MAX_UTILITY_FILE: u64 = 64 * 1024;
@@ -88,8 +88,8 @@ pub fn value_by_deadline(value: &str, deadline: &str, length_s: u64) -> Result<W
              to you, in credits"
         )));
     }
-    let d = proto::duration::parse_span(deadline)
-        .map_err(|e| shape(format!("--deadline {deadline}: {e}")))?;
+    let d =
+        timespan::parse_span(deadline).map_err(|e| shape(format!("--deadline {deadline}: {e}")))?;
     if d.as_secs() <= length_s {
         return Err(shape(format!(
             "--deadline {deadline} must be later than --length ({}): the job is worth its value \

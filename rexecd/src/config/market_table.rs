@@ -29,7 +29,7 @@ use money::Bid;
 use serde::Deserialize;
 use stride::Policy;
 
-use proto::duration::parse_duration;
+use timespan::parse_duration;
 
 use super::ConfigError;
 use crate::cgroup::CpuSet;

@@ -82,8 +82,8 @@ use std::time::Duration;
 
 use daemon::config::{CapSettings, NoOtherKeys, TlsSettings};
 use daemon::serve::AcceptLimits;
-use proto::duration::parse_duration;
 use serde::Deserialize;
+use timespan::parse_duration;
 
 pub use flags::Flags;
 pub use market_table::{MarketConfig, ShareControl};

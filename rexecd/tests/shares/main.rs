@@ -119,7 +119,7 @@ struct Busy {
 fn share_tick() -> Duration {
     std::env::var("REXEC_SHARE_TICK")
         .ok()
-        .and_then(|t| proto::duration::parse_duration(&t).ok())
+        .and_then(|t| timespan::parse_duration(&t).ok())
         .unwrap_or(Duration::from_millis(500))
 }
 

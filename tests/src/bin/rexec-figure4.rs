@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use proto::duration::parse_duration;
+use timespan::parse_duration;
 
 const BIDS: [f64; 4] = [40.0, 30.0, 20.0, 10.0];
 /// Largest gap, in points of the node, between a measured and a model share.

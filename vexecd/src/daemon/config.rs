@@ -37,8 +37,8 @@ use ::daemon::flags::{CommonFlags, DaemonFlags};
 use ::daemon::serve::AcceptLimits;
 use certs::TlsPaths;
 use discovery::config::{DiscoveryConfig, DiscoveryFile};
-use proto::duration::parse_duration;
 use serde::{Deserialize, Serialize};
+use timespan::parse_duration;
 
 use crate::table::{ClusterFilter, Network, TableConfig};
 
@@ -134,7 +134,7 @@ pub struct Flags {
     #[arg(long)]
     pub max_connections: Option<usize>,
     /// How long a silent connection is kept, e.g. 300 (seconds), 5m [default: 5m].
-    #[arg(long, value_parser = proto::duration::parse_duration)]
+    #[arg(long, value_parser = timespan::parse_duration)]
     #[serde(serialize_with = "::daemon::config::millis")]
     pub idle_timeout: Option<Duration>,
 }

@@ -69,7 +69,7 @@ const OFFSET: Rules = Rules {
 ///
 /// ```
 /// use std::time::Duration;
-/// use proto::duration::parse_duration;
+/// use timespan::parse_duration;
 /// assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
 /// assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
 /// assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
@@ -89,7 +89,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use proto::duration::parse_span;
+/// use timespan::parse_span;
 /// assert_eq!(parse_span("7d"), Ok(Duration::from_secs(7 * 86_400)));
 /// assert_eq!(parse_span("36h"), Ok(Duration::from_secs(36 * 3_600)));
 /// assert!(parse_span("0").is_err());
@@ -104,7 +104,7 @@ pub fn parse_span(text: &str) -> Result<Duration, DurationError> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use proto::duration::parse_offset;
+/// use timespan::parse_offset;
 /// assert_eq!(parse_offset("0"), Ok(Duration::ZERO));
 /// assert_eq!(parse_offset("2h"), Ok(Duration::from_secs(7_200)));
 /// assert!(parse_offset("-1s").is_err());
