@@ -82,7 +82,7 @@ pub fn list(
     peer: &PeerIdentity,
     q: HistoryQuery,
 ) -> Result<BatchReply, BatchError> {
-    let user = crate::ops::whose(peer, q.user.as_ref())?;
+    let user = crate::ops::access::whose(peer, q.user.as_ref())?;
     let since = q.since_ms.unwrap_or(i64::MIN);
     let mut list: Vec<HistoryEntry> = {
         let queue = shared.lock_queue();

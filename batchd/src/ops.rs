@@ -10,8 +10,11 @@ use proto::batch::{
 };
 
 use crate::Shared;
+use crate::ops::access::whose;
 use crate::queue::{Job, cost_estimate, no_such};
 use crate::store::{JobRecord, StoreError, Write};
+
+pub(crate) mod access;
 
 /// Most output bytes of one stream in one answer.
 pub const OUTPUT_CHUNK: usize = 256 * 1024;
@@ -294,34 +297,6 @@ fn queue(shared: &Shared, peer: &PeerIdentity, q: QueueQuery) -> Result<BatchRep
         .lock_queue()
         .list(user.as_deref(), q.ended, q.expand, MAX_QUEUE_LIST);
     Ok(BatchReply::Queue(list))
-}
-
-/// Whose jobs `peer` lists when asking for `asked`'s: a user only her own (`None`
-/// means hers), an admin anyone's (`None`: everyone's).
-pub(crate) fn whose(
-    peer: &PeerIdentity,
-    asked: Option<&String>,
-) -> Result<Option<String>, BatchError> {
-    Ok(match (peer.role, asked) {
-        (Role::Admin, u) => u.cloned(),
-        (Role::User, None) => Some(peer.name.clone()),
-        (Role::User, Some(u)) if *u == peer.name => Some(u.clone()),
-        (Role::User, Some(u)) => {
-            return Err(err(
-                Code::Forbidden,
-                format!(
-                    "user {} may list only their own jobs, not {u:?}'s",
-                    peer.name
-                ),
-            ));
-        }
-        _ => {
-            return Err(err(
-                Code::Forbidden,
-                format!("{} {} may not list the queue", peer.role, peer.name),
-            ));
-        }
-    })
 }
 
 async fn output(

@@ -13,6 +13,7 @@ use proto::node::JobId;
 use crate::store::JobRecord;
 
 pub mod index;
+pub mod views;
 
 /// One job.
 #[derive(Debug, Clone)]
@@ -217,7 +218,7 @@ impl Queue {
     /// The client's view of job `id` (or of array `id`, all its tasks in one).
     pub fn entry(&self, id: u64) -> Option<QueueEntry> {
         if let Some(tasks) = self.arrays.get(&id) {
-            return crate::arrays::summary(self, id, tasks);
+            return views::summary(self, id, tasks);
         }
         let j = self.jobs.get(&id)?;
         Some(self.entry_of(j, None))
@@ -295,7 +296,7 @@ impl Queue {
             out.extend(done.into_iter().map(|j| self.entry_of(j, None)));
         }
         if !expand {
-            out = crate::arrays::fold(out);
+            out = views::fold(out);
         }
         out.truncate(max);
         out

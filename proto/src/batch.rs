@@ -24,12 +24,13 @@ use serde::{Deserialize, Serialize};
 
 // From the defining modules, not through `crate::node`, whose `ToNode` carries
 // this module's `SignedLaunch`.
+use crate::job::JobId;
 use crate::node::exit::ExitStatus;
-use crate::node::launch::JobId;
 
 pub mod after;
 pub mod array;
 
+pub use crate::job::JobState;
 pub use after::After;
 pub use array::ArraySpec;
 
@@ -340,56 +341,6 @@ pub struct QueueQuery {
 
 /// Most entries one queue listing holds.
 pub const MAX_QUEUE_LIST: usize = 10_000;
-
-crate::tagged::code_enum! {
-    /// Where a job is in its life.
-    pub enum JobState {
-        /// Waiting for processors.
-        1 => Queued,
-        /// Its ranks are running.
-        2 => Running,
-        /// Preempted: its ranks are stopped and it waits to resume.
-        3 => Suspended,
-        /// Every rank exited; `exit` says how.
-        4 => Finished,
-        /// Cancelled by its owner or an admin.
-        5 => Cancelled,
-        /// Could not run (refused by every node, out of attempts, out of credit).
-        6 => Failed,
-        /// Waiting, but its owner's balance cannot pay for it; not started until it can.
-        7 => Held,
-        /// Stopped when its charges reached its spending ceiling (`--max-cost`).
-        8 => CostLimit,
-        /// Waiting for the jobs it depends on (`--after`) to end as it asks.
-        9 => Dependent,
-        /// It reached its length (time limit): its ranks got SIGTERM, then SIGKILL.
-        10 => Timeout,
-        /// A rank went over its memory (`--mem`) and the kernel killed it.
-        11 => OutOfMemory,
-    }
-}
-
-impl JobState {
-    /// Whether a job in this state has ended (finished, cancelled, failed, timed out,
-    /// out of memory or stopped at its spending ceiling): it will not run again.
-    ///
-    /// ```
-    /// use proto::batch::JobState;
-    /// assert!(JobState::Timeout.is_ended() && JobState::OutOfMemory.is_ended());
-    /// assert!(!JobState::Running.is_ended() && !JobState::Held.is_ended());
-    /// ```
-    pub fn is_ended(self) -> bool {
-        matches!(
-            self,
-            JobState::Finished
-                | JobState::Cancelled
-                | JobState::Failed
-                | JobState::Timeout
-                | JobState::OutOfMemory
-                | JobState::CostLimit
-        )
-    }
-}
 
 /// One job as the queue sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

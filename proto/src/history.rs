@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::batch::JobState;
-use crate::node::{ExitStatus, JobId};
+use crate::job::{JobId, JobState};
+use crate::node::exit::ExitStatus;
 
 /// Which ended jobs to list.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

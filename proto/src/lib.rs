@@ -9,10 +9,12 @@
 //!   skip messages they do not know; the rules for evolving the protocol.
 //! - [`limits`]: how many elements a message may hold, enforced while decoding.
 //! - [`chunk`]: raw stdin/stdout/stderr bytes, encoded compactly.
+//! - [`job`]: a job's id and its state, named by every protocol below.
 //! - [`node`]: the client/node protocol (rexec and admin tools to rexecd).
 //! - [`announce`]: the multicast announcement datagram of nodes, selectors
 //!   and the account service.
 //! - [`account`]: messages to and from the account service (accountd).
+//! - [`ledger`]: the account service's records (a debit, a receipt, a ledger row).
 //! - [`select`]: messages to and from the selector (vexecd).
 //! - [`batch`]: signed batch jobs and the queue's protocol (batchd).
 //! - [`size`]: the one parser of memory sizes people write (`512M`, `2G`).
@@ -64,6 +66,8 @@ pub mod batch;
 pub mod chunk;
 pub mod frame;
 pub mod history;
+pub mod job;
+pub mod ledger;
 pub mod limits;
 pub mod node;
 pub mod output;

@@ -7,7 +7,7 @@
 //! (the node's name) and `%%` (a `%`). A relative result is relative to the job's
 //! working directory (the node opens it there, as the user).
 
-use crate::node::JobId;
+use crate::job::JobId;
 
 /// The longest pattern (and expanded path) accepted, bytes.
 pub const MAX_PATTERN: usize = 4096;

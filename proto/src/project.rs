@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::account::{ChargeReceipt, Debit, LedgerEntry, ReportRow};
+use crate::ledger::{ChargeReceipt, Debit, LedgerEntry, ReportRow};
 
 /// The period of a member's limit: calendar periods in UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,7 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::node::launch::JobId;
+use crate::job::JobId;
 
 /// Most dependencies one job may have.
 pub const MAX_AFTER: usize = 64;

@@ -18,7 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::node::launch::JobId;
+use crate::job::JobId;
 
 /// Most tasks one array may have (each is a job in the queue's memory and store).
 pub const MAX_ARRAY_TASKS: u32 = 100_000;

@@ -1,45 +1,9 @@
-//! Starting a job: the job id, the terminal size, the [`Launch`] request
+//! Starting a job: the terminal size, the [`Launch`] request
 //! with its validation, and the [`Started`] answer.
-
-use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// A job's id, chosen by the client and shared by all its ranks; written
-/// as 16 lowercase hex digits.
-///
-/// ```
-/// use proto::node::JobId;
-/// let id: JobId = "00000000deadbeef".parse().unwrap();
-/// assert_eq!(id, JobId(0xdead_beef));
-/// assert_eq!(id.to_string(), "00000000deadbeef");
-/// assert!("xyz".parse::<JobId>().is_err());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct JobId(pub u64);
-
-impl fmt::Display for JobId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:016x}", self.0)
-    }
-}
-
-/// A job id that is not 1 to 16 hex digits.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a job id; job ids are 1 to 16 hex digits, as printed by `rexec jobs`")]
-pub struct ParseJobIdError(pub String);
-
-impl FromStr for JobId {
-    type Err = ParseJobIdError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let ok = !s.is_empty() && s.len() <= 16 && s.bytes().all(|b| b.is_ascii_hexdigit());
-        match ok.then(|| u64::from_str_radix(s, 16)) {
-            Some(Ok(v)) => Ok(JobId(v)),
-            _ => Err(ParseJobIdError(s.to_owned())),
-        }
-    }
-}
+use crate::job::JobId;
 
 /// A terminal's size in character cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

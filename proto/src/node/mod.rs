@@ -47,13 +47,14 @@ mod usage;
 
 pub use admin::{JobInfo, JobList, Kill, Killed, Rebid, Rebidded};
 pub use exit::{Exit, ExitStatus};
-pub use launch::{CappedLaunch, JobId, Launch, LaunchError, ParseJobIdError, Started, WindowSize};
+pub use launch::{CappedLaunch, Launch, LaunchError, Started, WindowSize};
 pub use options::{RankOptions, TimeLimit};
 pub use signal::{ParseSignalError, Signal};
 pub use status::{ErrorCode, ErrorReply, Heartbeat, Notice, NoticeKind, STDIN_WINDOW, StdinTaken};
 pub use usage::RankUsage;
 
 pub use crate::chunk::{CHUNK_SIZE, Chunk};
+pub use crate::job::{JobId, ParseJobIdError};
 
 use serde::{Deserialize, Serialize};
 

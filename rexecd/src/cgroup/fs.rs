@@ -1,4 +1,4 @@
-//! Small file helpers shared by the v1 and v2 code: read, write and list control files,
+//! Small file helpers shared by the v1 and v2 code: read, write, list and parse control files,
 //! always turning an I/O error into a [`CgroupError`] that names the path.
 
 use std::fs;
@@ -134,6 +134,29 @@ pub(crate) fn parse_job_dir(name: &str) -> Option<u64> {
 /// `base/parent/job-<id>`.
 pub(crate) fn job_path(base: &Path, parent: &Path, id: u64) -> PathBuf {
     base.join(parent).join(job_dir_name(id))
+}
+
+/// Parses a single unsigned integer file such as `cpu.shares` or `cpuacct.usage`.
+pub(crate) fn parse_u64(path: &Path, text: &str) -> Result<u64> {
+    text.trim().parse().map_err(|_| CgroupError::Parse {
+        path: path.to_path_buf(),
+        detail: format!("expected an unsigned integer, found {:?}", text.trim()),
+    })
+}
+
+/// The value of `key` in a flat keyed file such as `cpu.stat` or `cgroup.events`.
+pub(crate) fn keyed_value(path: &Path, text: &str, key: &str) -> Result<u64> {
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        if words.next() == Some(key) {
+            let value = words.next().unwrap_or("");
+            return parse_u64(path, value);
+        }
+    }
+    Err(CgroupError::Parse {
+        path: path.to_path_buf(),
+        detail: format!("no {key} line"),
+    })
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::path::Path;
 
 use super::error::Result;
 use super::fs;
-use super::v2::keyed_value;
+use super::fs::keyed_value;
 
 /// Writes a v1 limit into the job's directory in the `memory` hierarchy.
 pub(super) fn set_v1(dir: &Path, bytes: u64) -> Result<()> {
@@ -37,7 +37,7 @@ pub(super) fn oom_kills_v1(dir: &Path) -> Result<u64> {
         return keyed_value(&control, &text, "oom_kill");
     }
     let failcnt = dir.join("memory.failcnt");
-    super::parse_u64(&failcnt, &fs::read(&failcnt)?)
+    fs::parse_u64(&failcnt, &fs::read(&failcnt)?)
 }
 
 /// Writes a v2 limit into the job's directory.

@@ -341,14 +341,6 @@ fn kill_each(cgroup: &Path, pids: &[ProcessId]) -> Result<()> {
     Ok(())
 }
 
-/// Parses a single unsigned integer file such as `cpu.shares` or `cpuacct.usage`.
-fn parse_u64(path: &Path, text: &str) -> Result<u64> {
-    text.trim().parse().map_err(|_| CgroupError::Parse {
-        path: path.to_path_buf(),
-        detail: format!("expected an unsigned integer, found {:?}", text.trim()),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,8 +367,8 @@ mod tests {
     #[test]
     fn integers_parse_with_path_in_error() {
         let p = Path::new("/x/cpu.shares");
-        assert_eq!(parse_u64(p, "1024\n").unwrap(), 1024);
-        let err = parse_u64(p, "max").unwrap_err().to_string();
+        assert_eq!(fs::parse_u64(p, "1024\n").unwrap(), 1024);
+        let err = fs::parse_u64(p, "max").unwrap_err().to_string();
         assert!(
             err.contains("/x/cpu.shares") && err.contains("max"),
             "{err}"

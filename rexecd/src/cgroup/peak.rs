@@ -7,7 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{CgroupVersion, JobCgroups, detect, fs, parse_u64};
+use super::fs::parse_u64;
+use super::{CgroupVersion, JobCgroups, detect, fs};
 
 impl JobCgroups {
     /// The most memory job `id`'s cgroup used, bytes; `None` when the kernel does not

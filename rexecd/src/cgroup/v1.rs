@@ -18,9 +18,9 @@ use std::time::Duration;
 use super::cpuset::{self, CpuSet};
 use super::detect::V1Mounts;
 use super::error::{CgroupError, Result};
+use super::fs::parse_u64;
 use super::{
     CgroupBackend, CgroupJoin, CgroupVersion, CpuQuota, ParentName, WeightRange, fs, kill_each,
-    parse_u64,
 };
 
 /// The v1 cpuset files a cgroup needs before it can take a task.
@@ -310,7 +310,7 @@ impl CgroupBackend for V1Cgroups {
 
     fn throttled(&self, id: u64) -> Result<Duration> {
         let path = self.job_path(id).join("cpu.stat");
-        let ns = super::v2::keyed_value(&path, &fs::read(&path)?, "throttled_time")?;
+        let ns = fs::keyed_value(&path, &fs::read(&path)?, "throttled_time")?;
         Ok(Duration::from_nanos(ns))
     }
 

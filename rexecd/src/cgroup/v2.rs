@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use super::cpuset::{self, CpuSet};
 use super::error::{CgroupError, Result};
+use super::fs::{keyed_value, parse_u64};
 use super::{
     CgroupBackend, CgroupJoin, CgroupVersion, CpuQuota, ParentName, WeightRange, fs, kill_each,
-    parse_u64,
 };
 use crate::sys::ProcessId;
 
@@ -90,21 +90,6 @@ impl V2Cgroups {
     fn file(&self, id: u64, name: &str) -> PathBuf {
         self.job_path(id).join(name)
     }
-}
-
-/// The value of `key` in a flat keyed file such as `cpu.stat` or `cgroup.events`.
-pub fn keyed_value(path: &Path, text: &str, key: &str) -> Result<u64> {
-    for line in text.lines() {
-        let mut words = line.split_whitespace();
-        if words.next() == Some(key) {
-            let value = words.next().unwrap_or("");
-            return parse_u64(path, value);
-        }
-    }
-    Err(CgroupError::Parse {
-        path: path.to_path_buf(),
-        detail: format!("no {key} line"),
-    })
 }
 
 impl CgroupBackend for V2Cgroups {

@@ -6,20 +6,23 @@
 //!
 //! Everything here is plain computation on numbers handed in (samples, instants), so
 //! it is tested without a kernel; the engine does the I/O around it. What it asks of
-//! the kernel for its ranks (weights, caps, placement) is in `kernel`.
+//! the kernel for its ranks (weights, caps, placement) is in `kernel`; who pays for a
+//! rank and running dry are in `payer`; a rank's spending ceiling is in `ceiling`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use money::Bid;
-use proto::node::{JobId, Notice, NoticeKind};
+use proto::node::JobId;
 use stride::{Claim, Job, Meter, Policy};
 use tokio::sync::mpsc;
 
 use super::control;
 use super::idle::NodeCpu;
 use crate::control::Control;
+pub use ceiling::ceiling_notice;
 pub use kernel::Placed;
+pub use payer::{dry_notice, restored_notice};
 
 /// Samples kept per rank for the "measured over the last window" share.
 const WINDOW: usize = 10;
@@ -92,11 +95,6 @@ pub struct RankState {
 }
 
 impl RankState {
-    /// The account it is charged to: its project's, else its owner's.
-    pub fn payer(&self) -> &str {
-        self.account.as_deref().unwrap_or(&self.owner)
-    }
-
     /// The bid in force: zero while the owner is out of credit or once the rank
     /// reached its spending ceiling.
     pub fn effective_bid(&self) -> Bid {
@@ -406,79 +404,6 @@ impl Book {
         (count, restored)
     }
 
-    /// Charges rank `key` to project `account` (for its owner, a member) rather
-    /// than to its owner's personal account.
-    pub fn set_account(&mut self, key: &Key, account: String) {
-        if let Some(r) = self.ranks.get_mut(key) {
-            r.account = Some(account);
-        }
-    }
-
-    /// Sets the most rank `key` may be charged, micro-credits (its share of the job's
-    /// spending ceiling); checked at every tick ([`Book::reach_ceilings`]).
-    pub fn set_ceiling(&mut self, key: &Key, ceiling: i64) {
-        if let Some(r) = self.ranks.get_mut(key) {
-            r.ceiling = Some(ceiling);
-        }
-    }
-
-    /// Drops to bid 0, for good, every rank whose charges reached its ceiling; returns
-    /// each such rank newly capped with what it was charged, its ceiling and its
-    /// control queue (each gets one notice).
-    pub fn reach_ceilings(&mut self) -> Vec<(Key, i64, i64, mpsc::Sender<Control>)> {
-        let mut newly = Vec::new();
-        for (key, r) in self.ranks.iter_mut() {
-            let Some(ceiling) = r.ceiling else { continue };
-            if r.capped || r.batch || r.bid.is_zero() || r.meter.total() < ceiling {
-                continue;
-            }
-            r.capped = true;
-            newly.push((*key, r.meter.total(), ceiling, r.control.clone()));
-        }
-        if !newly.is_empty() {
-            self.changed();
-            self.recompute();
-        }
-        newly
-    }
-
-    /// Marks every rank that `payer` pays for (a user's personal account or a
-    /// project) out of credit; returns the control queues of the ranks that were
-    /// not already (each gets one notice).
-    pub fn run_dry(&mut self, payer: &str) -> Vec<(Key, mpsc::Sender<Control>)> {
-        self.run_dry_if(|r| r.payer() == payer)
-    }
-
-    /// Marks every rank `owner` runs on project `project`'s account out of
-    /// credit (the project refused that member's charge: its limit, or it is no
-    /// member any more); returns the control queues as [`Book::run_dry`].
-    pub fn run_dry_member(
-        &mut self,
-        project: &str,
-        owner: &str,
-    ) -> Vec<(Key, mpsc::Sender<Control>)> {
-        self.run_dry_if(|r| r.account.as_deref() == Some(project) && r.owner == owner)
-    }
-
-    fn run_dry_if(
-        &mut self,
-        pays: impl Fn(&RankState) -> bool,
-    ) -> Vec<(Key, mpsc::Sender<Control>)> {
-        self.accrue_all(Instant::now());
-        let mut newly = Vec::new();
-        for (key, r) in self.ranks.iter_mut() {
-            if pays(r) && !r.dry && !r.bid.is_zero() && !r.batch {
-                r.dry = true;
-                newly.push((*key, r.control.clone()));
-            }
-        }
-        if !newly.is_empty() {
-            self.changed();
-            self.recompute();
-        }
-        newly
-    }
-
     fn changed(&mut self) {
         self.generation += 1;
     }
@@ -719,43 +644,8 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// The notice a rank gets when its owner runs dry on this node.
-pub fn dry_notice(node: &str, user: &str, job: JobId, balance: i64) -> Control {
-    Control::Notice(Notice {
-        kind: NoticeKind::OutOfCredit,
-        text: format!(
-            "node {node}: {user} is out of credit (balance {}); job {job} keeps running at bid 0 \
-             on CPU nobody else wants; after a grant, `rexec bid {job} RATE` restores the bid",
-            money::format_credits(balance)
-        ),
-    })
-}
-
-/// The notice a rank gets when its charges reach its share of the job's ceiling.
-pub fn ceiling_notice(node: &str, key: Key, charged: i64, ceiling: i64) -> Control {
-    let (job, rank) = key;
-    Control::Notice(Notice {
-        kind: NoticeKind::CostLimit,
-        text: format!(
-            "node {node}: job {job} reached its spending ceiling (rank {rank} was charged {} of \
-             its {} credits); it keeps running at bid 0, where it is free",
-            money::format_credits(charged),
-            money::format_credits(ceiling)
-        ),
-    })
-}
-
-/// The notice a dry rank gets when a re-bid restores its bid.
-pub fn restored_notice(node: &str, bid: Bid) -> Control {
-    Control::Notice(Notice {
-        kind: NoticeKind::CreditRestored,
-        text: format!(
-            "node {node}: credit restored; the job bids {} credits per minute again",
-            money::format_credits(bid.micros_per_minute())
-        ),
-    })
-}
-
+mod ceiling;
 mod kernel;
+mod payer;
 #[cfg(test)]
 mod tests;

@@ -130,7 +130,7 @@ pub(super) struct Running<'a> {
     /// The relay of the rank's PMI channel, for `LaunchPmi`.
     pub(super) pmi: Option<crate::pmi::Relay>,
     /// The rank's time limit, while it has one to enforce.
-    pub(super) limit: Option<super::limits::LimitClock>,
+    pub(super) limit: Option<super::limit_clock::LimitClock>,
 }
 
 /// Runs the rank to its end.
@@ -210,7 +210,7 @@ pub(super) async fn run<S>(
         pmi,
         limit: None,
     };
-    state.limit = super::limits::LimitClock::new(state.job.time_limit, Instant::now());
+    state.limit = super::limit_clock::LimitClock::new(state.job.time_limit, Instant::now());
     if let Some(text) = state.job.notice.take() {
         state.notice(text);
     }
@@ -220,7 +220,9 @@ pub(super) async fn run<S>(
 
     let end = loop {
         let flooded = state.flooded();
-        let limit_due = state.limit.map_or_else(super::limits::never, |c| c.due());
+        let limit_due = state
+            .limit
+            .map_or_else(super::limit_clock::never, |c| c.due());
         tokio::select! {
             status = state.job.child.wait() => break End::Exited(status),
             _ = tokio::time::sleep_until(limit_due), if state.limit.is_some_and(|c| !c.paused()) => {

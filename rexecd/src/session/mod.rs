@@ -11,6 +11,7 @@ mod admin;
 mod end;
 mod job;
 mod launch;
+mod limit_clock;
 mod limits;
 mod signed;
 
