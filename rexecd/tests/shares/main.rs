@@ -13,8 +13,10 @@
 #[path = "../daemon/util/mod.rs"]
 mod util;
 
+mod background;
 mod beside;
 mod measure;
+mod one_cpu;
 mod pinned;
 mod placed;
 
