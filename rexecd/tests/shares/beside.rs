@@ -4,7 +4,9 @@
 //! together the jobs receive at least [`MIN_FRACTION`] of the node's two CPUs (the
 //! loop's CPU is judged there), and each is within [`MAX_POINTS`] of one CPU of its
 //! model share of what they received together, in every interval (see [`judge`]).
-//! Every interval is judged; none is excused for the other work. The same judge holds
+//! Every interval is judged; none is excused for other work, and the total is short
+//! only by what other work than the loop took beyond a quiet node's own (on this
+//! shared machine, other helpers' builds; see [`judge`]). The same judge holds
 //! the 3:1 jobs on one CPU beside the loop (`one_cpu`).
 //!
 //! The benchmark (`rexecd/benches/scripts/beside_loop_runs.py`) also runs it beside a
@@ -46,6 +48,12 @@ pub(crate) fn division(want: &[f64], used: &[f64]) -> (Vec<f64>, f64) {
     (points, worst)
 }
 
+/// Other work than the loop (CPUs) that a quiet node itself runs beside the jobs:
+/// rexecd, the test measuring, kernel threads (0.02 to 0.03 CPU measured quiet,
+/// docs/BENCHMARKS.md). Beyond it, what other work took is not the loop's and is
+/// not held against the market (see [`judge`]).
+const QUIET_OTHER: f64 = 0.05;
+
 /// What one interval measured, and why it failed (`None`: it passed): the jobs
 /// together at least [`MIN_FRACTION`] of the CPUs the model divides among them (the
 /// node's, when they contend; what the loop took is judged there), and each job
@@ -53,16 +61,26 @@ pub(crate) fn division(want: &[f64], used: &[f64]) -> (Vec<f64>, f64) {
 /// [`division`]). Both against the model's CPUs would contradict each other: at 1.9
 /// CPU together the bid of 40 is 4.4 points under its 2-CPU share by arithmetic
 /// alone, however well divided.
-fn judge(want: &[f64], used: &[f64]) -> Option<String> {
+///
+/// `others` is the CPU work other than the loop took meanwhile. On a quiet node it is
+/// [`QUIET_OTHER`] or less and the bound is the whole [`MIN_FRACTION`]. Beyond it
+/// (on this shared machine, other helpers' builds: eight nice-0 autogroups take 0.12
+/// to 0.25 CPU from a parent of weight 10000, the kernel's division by weight) it is
+/// taken off the bound, so that an interval fails only for CPU the jobs left idle or
+/// to the loop, which is what the caps must not do: CPU freed by throttling goes to
+/// the loop, always runnable, before anyone else. The loop's CPU is never excused.
+fn judge(want: &[f64], used: &[f64], others: f64) -> Option<String> {
     let total: f64 = used.iter().sum();
     let modelled: f64 = want.iter().sum();
-    let least = MIN_FRACTION * modelled;
+    let excused = (others - QUIET_OTHER).max(0.0);
+    let least = MIN_FRACTION * modelled - excused;
     let (points, worst) = division(want, used);
     (total < least || worst > MAX_POINTS).then(|| {
         format!(
-            "jobs received {used:.3?} ({total:.3} CPU together, at least {least:.2}), model \
-             {want:.3?} of {modelled:.0} CPUs: {points:.1?} points off the model's division \
-             of {total:.3} (at most {MAX_POINTS})"
+            "jobs received {used:.3?} ({total:.3} CPU together, at least {least:.2}: \
+             {MIN_FRACTION} of the node less {excused:.2} other work than the loop took), \
+             model {want:.3?} of {modelled:.0} CPUs: {points:.1?} points off the model's \
+             division of {total:.3} (at most {MAX_POINTS})"
         )
     })
 }
@@ -70,24 +88,37 @@ fn judge(want: &[f64], used: &[f64]) -> Option<String> {
 #[test]
 fn an_interval_fails_short_of_the_node_or_off_the_model() {
     let want = [0.889, 0.667, 0.444];
-    assert_eq!(judge(&want, &[0.88, 0.66, 0.44]), None);
+    let quiet = 0.03;
+    assert_eq!(judge(&want, &[0.88, 0.66, 0.44], quiet), None);
     // Issue 41's run: the right ratio, 1.43 CPU together.
-    let short = judge(&want, &[0.641, 0.483, 0.309]).expect("1.43 of 2 CPUs fails");
+    let short = judge(&want, &[0.641, 0.483, 0.309], quiet).expect("1.43 of 2 CPUs fails");
     assert!(
         short.contains("1.433 CPU together, at least 1.90"),
         "{short}"
     );
     // The whole node, divided wrongly.
-    assert!(judge(&want, &[0.92, 0.64, 0.44]).is_some());
+    assert!(judge(&want, &[0.92, 0.64, 0.44], quiet).is_some());
     // 1.95 CPU together, divided as the model divides it: passes.
-    assert_eq!(judge(&want, &[0.867, 0.650, 0.433]), None);
+    assert_eq!(judge(&want, &[0.867, 0.650, 0.433], quiet), None);
     // 1.95 together, the bid of 20 given 3 points of the bid of 40's.
-    assert!(judge(&want, &[0.837, 0.650, 0.463]).is_some());
+    assert!(judge(&want, &[0.837, 0.650, 0.463], quiet).is_some());
+    // Other work than the loop up to a quiet node's own is not excused: 1.89 fails.
+    assert!(judge(&want, &[0.840, 0.630, 0.420], QUIET_OTHER).is_some());
+    // Beside other helpers' builds (0.13 CPU, measured), 1.86 passes...
+    assert_eq!(judge(&want, &[0.830, 0.623, 0.412], 0.13), None);
+    // ...and 1.80 does not: 0.07 went idle or to the loop.
+    assert!(judge(&want, &[0.800, 0.600, 0.400], 0.13).is_some());
     // 3:1 on one CPU: 0.95 of it together, and 2 points.
     let one = [0.75, 0.25];
-    assert_eq!(judge(&one, &[0.72, 0.24]), None);
-    assert!(judge(&one, &[0.70, 0.24]).is_some(), "0.94 of one CPU");
-    assert!(judge(&one, &[0.69, 0.29]).is_some(), "4.5 points off");
+    assert_eq!(judge(&one, &[0.72, 0.24], quiet), None);
+    assert!(
+        judge(&one, &[0.70, 0.24], quiet).is_some(),
+        "0.94 of one CPU"
+    );
+    assert!(
+        judge(&one, &[0.69, 0.29], quiet).is_some(),
+        "4.5 points off"
+    );
 }
 
 /// Jobs of one node beside the busy loop, measured and judged (see the module's
@@ -105,8 +136,8 @@ pub(crate) fn judged_beside(
     let started = Instant::now();
     std::thread::sleep(SETTLE_MIN);
     let settled = loop {
-        let (used, _) = shares(jobs, SETTLE_WINDOW);
-        if judge(&want, &used).is_none() {
+        let ((used, outside), loop_cpus) = background.while_running(|| shares(jobs, SETTLE_WINDOW));
+        if judge(&want, &used, outside - loop_cpus).is_none() {
             break true;
         }
         if started.elapsed() >= SETTLE_MAX {
@@ -122,12 +153,12 @@ pub(crate) fn judged_beside(
     for k in 0..INTERVALS {
         let ((used, outside), loop_cpus) = background.while_running(|| shares(jobs, INTERVAL));
         let total: f64 = used.iter().sum();
+        let others = (outside - loop_cpus).max(0.0);
         eprintln!(
             "{label} beside nice {nice}: interval {k}: jobs {used:.3?} total {total:.3} loop \
-             {loop_cpus:.3} other work {:.3} model {want:.3?}",
-            (outside - loop_cpus).max(0.0)
+             {loop_cpus:.3} other work {others:.3} model {want:.3?}"
         );
-        if let Some(why) = judge(&want, &used) {
+        if let Some(why) = judge(&want, &used, others) {
             failures.push(format!("interval {k}: {why}"));
         }
     }
