@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crate::background::{Loop, market_weight, nice, weighted};
 use crate::measure::{model, shares};
 use crate::util::{Daemon, can_run};
-use crate::{Busy, SERIAL, node_config, start_busy, stop};
+use crate::{Busy, node_config, serial, start_busy, stop};
 
 /// Least CPU the jobs receive together, as a fraction of the node's CPUs (1.9 of 2).
 const MIN_FRACTION: f64 = 0.95;
@@ -36,7 +36,7 @@ const SETTLE_MAX: Duration = Duration::from_secs(15);
 
 /// Each job's error (points of one CPU) against its model share of what the jobs
 /// received together (the division, as `figure_4_live` judges it), and the worst.
-pub(crate) fn division(want: &[f64], used: &[f64]) -> (Vec<f64>, f64) {
+fn division(want: &[f64], used: &[f64]) -> (Vec<f64>, f64) {
     let total: f64 = used.iter().sum();
     let modelled: f64 = want.iter().sum();
     let points: Vec<f64> = used
@@ -170,7 +170,7 @@ async fn figure_4_beside_a_busy_background_loop() {
     if !can_run("shares") {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _serial = serial().await;
     let nice = nice();
     let parent = format!("rexecd-test-{}-beside", std::process::id());
     let weight = market_weight();

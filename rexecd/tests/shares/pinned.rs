@@ -26,7 +26,7 @@ use std::time::Duration;
 use crate::background::{Loop, market_weight, nice, weighted};
 use crate::measure::shares_per_cpu;
 use crate::util::{Daemon, can_run, cpu_dir};
-use crate::{Busy, SERIAL, start_busy, stop};
+use crate::{Busy, serial, start_busy, stop};
 
 /// How far A's share may fall (in CPUs) when B gets busy, for pinned nodes, beyond what
 /// other work took on A's CPU meanwhile: noise of measuring, not the other node.
@@ -257,7 +257,7 @@ async fn nodes_pinned_to_cpu_0_and_cpu_1_do_not_slow_each_other() {
     if !can_run("shares") {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _serial = serial().await;
     let failures = pinned_and_unpinned(None).await;
     assert!(failures.is_empty(), "{failures:#?}");
 }
@@ -267,7 +267,7 @@ async fn pinned_nodes_keep_their_cpus_beside_a_busy_background_loop() {
     if !can_run("shares") {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _serial = serial().await;
     let (nice, weight) = (nice(), market_weight());
     eprintln!("pinned nodes beside nice {nice}: their cgroup weight {weight}");
     let background = Loop::start(nice, None);
