@@ -50,9 +50,9 @@ pub(crate) struct Measured {
     pub seconds: Vec<(f64, f64)>,
 }
 
-/// Measures `jobs` over `window`, second by second, against the model on 2 CPUs.
-pub(crate) fn errors(jobs: &[&Busy], window: Duration) -> Measured {
-    let want = model(2, jobs);
+/// Measures `jobs` over `window`, second by second, against the model on `cpus` CPUs.
+pub(crate) fn errors(jobs: &[&Busy], cpus: u32, window: Duration) -> Measured {
+    let want = model(cpus, jobs);
     let mut seconds = Vec::new();
     let mut total = vec![0.0; jobs.len()];
     let mut outside_total = 0.0;

@@ -15,7 +15,7 @@
 use std::time::{Duration, Instant};
 
 use crate::util::{Daemon, can_run};
-use crate::{Busy, SERIAL, node_config, start_busy, stop};
+use crate::{Busy, node_config, serial, start_busy, stop};
 
 /// The CPUs a job's processes may run on, from `/proc/<pid>/status` (the first
 /// process of its cgroup: the test's jobs are one shell each).
@@ -158,7 +158,7 @@ async fn single_threaded_jobs_are_placed_while_contended_and_freed_after() {
         }
     };
     let (cpus, all) = listed(pair);
-    let _serial = SERIAL.lock().await;
+    let _serial = serial().await;
     let parent = format!("rexecd-test-{}-placed", std::process::id());
     let config = format!(
         "{}{}",
