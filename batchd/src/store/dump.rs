@@ -247,7 +247,7 @@ impl Tables for LiteTables {
 pub struct PgTables(pub postgres::Client);
 
 /// Rows per `INSERT` when copying into PostgreSQL.
-const PG_CHUNK: usize = 1000;
+const PG_CHUNK: usize = 10_000;
 
 fn pg(e: postgres::Error) -> StoreError {
     super::pg::pg_error(&e)
@@ -279,32 +279,55 @@ impl Tables for PgTables {
         let mut tx = self.0.transaction().map_err(pg)?;
         tx.batch_execute("DELETE FROM meta").map_err(pg)?;
         for (t, rows) in tables {
+            // One array parameter per column: the chunk's rows in one statement.
+            let casts: Vec<String> = t
+                .cols
+                .iter()
+                .enumerate()
+                .map(|(i, (_, ty))| {
+                    let ty = match ty {
+                        Int => "BIGINT",
+                        Text => "TEXT",
+                        Blob => "BYTEA",
+                    };
+                    format!("${}::{ty}[]", i + 1)
+                })
+                .collect();
+            let sql = format!(
+                "INSERT INTO {}({}) SELECT * FROM unnest({})",
+                t.name,
+                t.columns(),
+                casts.join(", ")
+            );
             for chunk in rows.chunks(PG_CHUNK) {
-                let n = t.cols.len();
-                let values: Vec<String> = (0..chunk.len())
-                    .map(|r| {
-                        let marks: Vec<String> =
-                            (1..=n).map(|c| format!("${}", r * n + c)).collect();
-                        format!("({})", marks.join(", "))
-                    })
-                    .collect();
-                let sql = format!(
-                    "INSERT INTO {}({}) VALUES {}",
-                    t.name,
-                    t.columns(),
-                    values.join(", ")
-                );
-                let params: Vec<Box<dyn ToSql + Sync>> = chunk
+                let params: Vec<Box<dyn ToSql + Sync>> = t
+                    .cols
                     .iter()
-                    .flat_map(|row| row.iter().zip(t.cols.iter()))
-                    .map(|(v, (_, ty))| -> Box<dyn ToSql + Sync> {
-                        match (v, ty) {
-                            (Val::Int(x), _) => Box::new(*x),
-                            (Val::Text(s), _) => Box::new(s.clone()),
-                            (Val::Blob(b), _) => Box::new(b.clone()),
-                            (Val::Null, Int) => Box::new(None::<i64>),
-                            (Val::Null, Text) => Box::new(None::<String>),
-                            (Val::Null, Blob) => Box::new(None::<Vec<u8>>),
+                    .enumerate()
+                    .map(|(i, (_, ty))| -> Box<dyn ToSql + Sync> {
+                        let col = chunk.iter().map(|row| &row[i]);
+                        match ty {
+                            Int => Box::new(
+                                col.map(|v| match v {
+                                    Val::Int(x) => Some(*x),
+                                    _ => None,
+                                })
+                                .collect::<Vec<_>>(),
+                            ),
+                            Text => Box::new(
+                                col.map(|v| match v {
+                                    Val::Text(x) => Some(x.clone()),
+                                    _ => None,
+                                })
+                                .collect::<Vec<_>>(),
+                            ),
+                            Blob => Box::new(
+                                col.map(|v| match v {
+                                    Val::Blob(x) => Some(x.clone()),
+                                    _ => None,
+                                })
+                                .collect::<Vec<_>>(),
+                            ),
                         }
                     })
                     .collect();
