@@ -15,6 +15,9 @@
 //! [store]
 //! path = "/var/lib/rexec/batchd.db"
 //! max_batch = 1024              # submissions per group commit
+//! # postgres = "host=db1 port=5432 dbname=queue user=batchd sslmode=require"
+//! # password_file = "/etc/rexec/batchd-db.password"   # or peer authentication
+//! # ca = "/etc/rexec/db-ca.pem"   # the database server's CA: TLS to it, verified
 //!
 //! [queue]
 //! policy = "easy"               # any of marketsim's policies
@@ -42,6 +45,11 @@
 //! [metrics]                     # Prometheus metrics, off without it (see `crate::metrics`)
 //! listen = "127.0.0.1:9482"
 //! ```
+//!
+//! With `[store] postgres` the queue lives in that PostgreSQL database instead
+//! of the SQLite file `path` (the same settings as accountd's `[store]`: no
+//! password in the string, `password_file` for it, `ca` for TLS);
+//! `batchd migrate` moves a queue between the two.
 //!
 //! The policy is checked at start: an unknown name is refused, naming the valid
 //! ones. Changing it takes effect at the next start and keeps the queue.
@@ -113,6 +121,36 @@ pub struct StoreSettings {
     pub path: Option<PathBuf>,
     /// Writes per group commit.
     pub max_batch: Option<usize>,
+    /// PostgreSQL connection string (`host=… dbname=… user=…`), without a password.
+    pub postgres: Option<String>,
+    /// File holding the database password.
+    pub password_file: Option<PathBuf>,
+    /// CA certificate of the database server (TLS, verified).
+    pub ca: Option<PathBuf>,
+}
+
+impl StoreSettings {
+    /// Where the queue is: the PostgreSQL database when `postgres` is set,
+    /// else the SQLite file `path`.
+    pub fn location(&self) -> Result<crate::store::Location, ConfigError> {
+        use crate::store::{Location, PgConfig};
+        match &self.postgres {
+            Some(conninfo) => Ok(Location::Postgres(PgConfig {
+                conninfo: conninfo.clone(),
+                password_file: self.password_file.clone(),
+                ca: self.ca.clone(),
+            })),
+            None if self.password_file.is_some() || self.ca.is_some() => Err(ConfigError::invalid(
+                "[store]",
+                "password_file and ca need postgres = \"host=… dbname=… user=…\"",
+            )),
+            None => self
+                .path
+                .clone()
+                .map(Location::Sqlite)
+                .ok_or(ConfigError::Missing("store path (--store)")),
+        }
+    }
 }
 
 /// `[queue]`.
@@ -209,8 +247,10 @@ pub struct Config {
     pub accountd: Vec<String>,
     /// accountd's certificate name.
     pub accountd_name: String,
-    /// The store file.
+    /// The store file (empty when the queue is in PostgreSQL).
     pub store: PathBuf,
+    /// Where the queue is: the SQLite file `store`, or a PostgreSQL database.
+    pub location: crate::store::Location,
     /// Writes per group commit.
     pub max_batch: usize,
     /// Policy name (valid).
@@ -316,10 +356,8 @@ impl Config {
             accountd_name: s
                 .accountd_name
                 .unwrap_or_else(|| clients::account::DEFAULT_SERVER_NAME.into()),
-            store: s
-                .store
-                .path
-                .ok_or(ConfigError::Missing("store path (--store)"))?,
+            location: s.store.location()?,
+            store: s.store.path.unwrap_or_default(),
             max_batch,
             policy,
             tick,
@@ -388,6 +426,29 @@ mod tests {
         assert!(e.to_string().contains("unknown field `polcy`"), "{e}");
         assert!(parse(&format!("{base}colour = 1\n")).is_err());
         assert_eq!(parse(base).unwrap().policy, "fifo");
+    }
+
+    #[test]
+    fn the_store_is_a_sqlite_file_or_a_postgresql_database() {
+        use crate::store::{Location, PgConfig};
+        let base = "ca = \"/c\"\ncert = \"/c\"\nkey = \"/k\"\n[selectors]\nv = \"a:1\"\n";
+        let lite = parse(&format!("{base}[store]\npath = \"/q.db\"\n")).unwrap();
+        assert_eq!(lite.location, Location::Sqlite("/q.db".into()));
+        let pg = parse(&format!(
+            "{base}[store]\npostgres = \"host=db dbname=q\"\npassword_file = \"/p\"\nca = \"/ca\"\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            pg.location,
+            Location::Postgres(PgConfig {
+                conninfo: "host=db dbname=q".into(),
+                password_file: Some("/p".into()),
+                ca: Some("/ca".into()),
+            })
+        );
+        let e = parse(&format!("{base}[store]\npath = \"/q.db\"\nca = \"/ca\"\n")).unwrap_err();
+        assert!(e.to_string().contains("need postgres"), "{e}");
+        assert!(parse(base).is_err(), "a store is needed");
     }
 
     #[test]

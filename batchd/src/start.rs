@@ -80,8 +80,8 @@ pub async fn open(cfg: Config) -> Result<Opened, StartError> {
         .identity
         .map(|i| i.name)
         .ok_or_else(|| StartError::NoIdentity(cfg.tls.cert.display().to_string()))?;
-    let (store, loaded) = Store::open(&cfg.store, cfg.max_batch, crate::unix_now_ms())?;
-    let reader = Reader::open(&cfg.store)?;
+    let (store, loaded) = Store::open_at(&cfg.location, cfg.max_batch, crate::unix_now_ms())?;
+    let reader = Reader::open_at(&cfg.location)?;
     let mut queue = Queue {
         epoch_ms: loaded.epoch_ms,
         ..Queue::default()
@@ -113,7 +113,7 @@ pub async fn open(cfg: Config) -> Result<Opened, StartError> {
             j.out = [out, err];
         }
     }
-    tracing::info!(jobs = queue.jobs.len(), store = %cfg.store.display(), policy = %cfg.policy, epoch_ms = queue.epoch_ms, "queue opened");
+    tracing::info!(jobs = queue.jobs.len(), store = %cfg.location, policy = %cfg.policy, epoch_ms = queue.epoch_ms, "queue opened");
     let (commands, commands_rx) = tokio::sync::mpsc::unbounded_channel();
     let (journal, journal_rx) = tokio::sync::mpsc::unbounded_channel();
     let ledger = crate::ledger::Ledger::new(

@@ -79,9 +79,12 @@ pub(super) fn insert(conn: &Connection, a: &ArrayRecord) -> rusqlite::Result<()>
 /// Every array's signed job and id by its first arrival number, with its task count.
 pub(super) type Arrays = BTreeMap<i64, (u64, i64, Arc<SignedJob>)>;
 
+/// The query of the arrays (the same SQL on both backends).
+pub(super) const LOAD_SQL: &str = "SELECT id, signed, first_seq, count FROM arrays";
+
 /// Reads the arrays (undecodable ones are left out: their tasks then fail to load).
 pub(super) fn load(conn: &Connection) -> rusqlite::Result<Arrays> {
-    let mut stmt = conn.prepare("SELECT id, signed, first_seq, count FROM arrays")?;
+    let mut stmt = conn.prepare(LOAD_SQL)?;
     let rows = stmt.query_map([], |r| {
         Ok((
             r.get::<_, i64>(0)? as u64,
@@ -90,9 +93,14 @@ pub(super) fn load(conn: &Connection) -> rusqlite::Result<Arrays> {
             r.get::<_, i64>(3)?,
         ))
     })?;
+    let rows = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(decode(rows))
+}
+
+/// The arrays from their rows `(id, signed, first_seq, count)`.
+pub(super) fn decode(rows: Vec<(u64, Vec<u8>, i64, i64)>) -> Arrays {
     let mut out = Arrays::new();
-    for row in rows {
-        let (id, blob, first, count) = row?;
+    for (id, blob, first, count) in rows {
         match postcard::from_bytes::<SignedJob>(&blob) {
             Ok(s) => {
                 out.insert(first, (id, count, Arc::new(s)));
@@ -100,7 +108,7 @@ pub(super) fn load(conn: &Connection) -> rusqlite::Result<Arrays> {
             Err(e) => tracing::error!(array = id, error = %e, "a stored array does not decode"),
         }
     }
-    Ok(out)
+    out
 }
 
 /// The array a task row of arrival number `seq` belongs to: its id and signed job.

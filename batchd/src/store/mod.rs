@@ -1,12 +1,19 @@
-//! The queue's durable state: one SQLite file ([`schema`]) written by one
-//! thread in group commits ([`writer`]), so that a submission is acknowledged
-//! only once it is on disk and many submissions share one `fsync`. The daemon
-//! keeps the live queue in memory and writes every change of a job through
-//! [`Store::write`] before acting on it (a start is recorded, attempt counted,
-//! before any rank is launched). [`Store::load`] reads it all back at start.
+//! The queue's durable state, on one of two backends ([`Location`]): a SQLite
+//! file ([`schema`], the default) or a PostgreSQL database ([`pg`]), with the
+//! same tables and the same meaning. One thread writes in group commits
+//! ([`writer`], over a [`writer::Backend`]), so that a submission is
+//! acknowledged only once it is durable and many submissions share one
+//! commit. The daemon keeps the live queue in memory and writes every change
+//! of a job through [`Store::write`] before acting on it (a start is recorded,
+//! attempt counted, before any rank is launched); [`Store::open`] reads it all
+//! back at start. [`migrate`] copies a queue between backends and checks the
+//! copy through a canonical dump ([`dump`]).
 
 pub mod arrays;
 pub mod debits;
+pub mod dump;
+pub mod migrate;
+pub mod pg;
 pub mod schema;
 pub mod usage;
 pub mod writer;
@@ -17,6 +24,8 @@ use std::sync::{Arc, Mutex};
 use proto::batch::{JobState, SignedJob};
 use proto::node::ExitStatus;
 use rusqlite::{Connection, params};
+
+pub use accountd::store::pg::PgConfig;
 
 pub use arrays::ArrayRecord;
 pub use debits::PendingDebit;
@@ -94,6 +103,24 @@ impl JobRecord {
     }
 }
 
+/// Where the queue is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database (`[store] postgres`, `password_file`, `ca`).
+    Postgres(PgConfig),
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Sqlite(p) => write!(f, "{}", p.display()),
+            Location::Postgres(c) => write!(f, "PostgreSQL {}", c.conninfo),
+        }
+    }
+}
+
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -113,18 +140,21 @@ pub enum StoreError {
         detail: String,
     },
     /// Another schema version.
-    #[error("queue file {} has schema version {found}; this batchd reads version {}", path.display(), schema::SCHEMA_VERSION)]
+    #[error(
+        "queue store {store} has schema version {found}; this batchd reads version {}",
+        schema::SCHEMA_VERSION
+    )]
     SchemaVersion {
-        /// The path.
-        path: PathBuf,
-        /// What the file says.
+        /// The file or database.
+        store: String,
+        /// What the store says.
         found: String,
     },
-    /// A value in the file is not what this build wrote.
-    #[error("queue file {} is corrupt: {detail}", path.display())]
+    /// A value in the store is not what this build wrote.
+    #[error("queue store {store} is corrupt: {detail}")]
     Corrupt {
-        /// The path.
-        path: PathBuf,
+        /// The file or database.
+        store: String,
         /// What.
         detail: String,
     },
@@ -136,6 +166,12 @@ pub enum StoreError {
         /// Why.
         source: rusqlite::Error,
     },
+    /// PostgreSQL failed (or could not be reached), with PostgreSQL's own reason.
+    #[error("queue database: {0}")]
+    Postgres(String),
+    /// A group commit failed as a whole.
+    #[error("cannot commit to the queue's store: {0}")]
+    Commit(String),
     /// A job with this id exists.
     #[error("job {0:016x} was submitted before")]
     Duplicate(u64),
@@ -147,7 +183,7 @@ pub enum StoreError {
     Thread(std::io::Error),
 }
 
-/// What [`Store::load`] reads back.
+/// What [`Store::open`] reads back.
 #[derive(Debug)]
 pub struct Loaded {
     /// The queue's epoch, UTC ms (policy time 0).
@@ -160,11 +196,96 @@ pub struct Loaded {
     pub debits: Vec<PendingDebit>,
 }
 
-fn corrupt(path: &Path, detail: String) -> StoreError {
+fn corrupt(store: &str, detail: String) -> StoreError {
     StoreError::Corrupt {
-        path: path.to_path_buf(),
+        store: store.to_string(),
         detail,
     }
+}
+
+/// The columns of `jobs` the loader reads, in this order, on both backends.
+pub(crate) const JOB_COLUMNS: &str = "seq, id, \"user\", signed, submitted_ms, state, attempts, \
+    started_ms, ended_ms, nodes, charged, charge_seq, done_ms, exit, reason, truncated";
+
+/// One `jobs` row as both backends read it ([`JOB_COLUMNS`]).
+pub(crate) type JobRow = (
+    i64,
+    i64,
+    String,
+    Vec<u8>,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    String,
+    i64,
+    i64,
+    i64,
+    Option<Vec<u8>>,
+    Option<String>,
+    i64,
+);
+
+/// A job record from its row (a task's signed job from its array).
+pub(crate) fn decode_job(
+    r: JobRow,
+    arrays: &arrays::Arrays,
+    store: &str,
+) -> Result<JobRecord, StoreError> {
+    let (signed, array) = if r.3.is_empty() {
+        let (array, signed) = arrays::of_task(arrays, r.0)
+            .ok_or_else(|| corrupt(store, format!("job seq {}: a task of no array", r.0)))?;
+        let index = (r.1 as u64).wrapping_sub(array).wrapping_sub(1);
+        let index = u32::try_from(index)
+            .map_err(|_| corrupt(store, format!("job seq {}: not a task of its array", r.0)))?;
+        (signed, Some((array, index)))
+    } else {
+        let signed: SignedJob = postcard::from_bytes(&r.3)
+            .map_err(|e| corrupt(store, format!("job seq {}: signed job: {e}", r.0)))?;
+        (Arc::new(signed), None)
+    };
+    let exit = match r.13 {
+        None => None,
+        Some(b) => Some(
+            postcard::from_bytes(&b)
+                .map_err(|e| corrupt(store, format!("job seq {}: exit: {e}", r.0)))?,
+        ),
+    };
+    let state = u16::try_from(r.5)
+        .map_err(|_| corrupt(store, format!("job seq {}: state {}", r.0, r.5)))?;
+    let attempts = u32::try_from(r.6)
+        .map_err(|_| corrupt(store, format!("job seq {}: attempts {}", r.0, r.6)))?;
+    Ok(JobRecord {
+        seq: r.0,
+        id: r.1 as u64,
+        user: r.2,
+        signed,
+        submitted_ms: r.4,
+        state: JobState::from(state),
+        attempts,
+        started_ms: r.7,
+        ended_ms: r.8,
+        nodes: if r.9.is_empty() {
+            Vec::new()
+        } else {
+            r.9.split(',').map(str::to_string).collect()
+        },
+        charged: r.10,
+        charge_seq: r.11 as u64,
+        done_ms: r.12,
+        exit,
+        reason: r.14,
+        truncated: r.15 as u64,
+        array,
+    })
+}
+
+/// The epoch as `meta` holds it.
+pub(crate) fn parse_epoch(value: &str, store: &str) -> Result<i64, StoreError> {
+    value
+        .parse()
+        .map_err(|_| corrupt(store, format!("meta.epoch_ms is {value:?}")))
 }
 
 /// Reads every job row.
@@ -173,34 +294,13 @@ pub(crate) fn load_jobs(conn: &Connection, path: &Path) -> Result<Loaded, StoreE
         path: path.to_path_buf(),
         source,
     };
+    let store = path.display().to_string();
     let mut stmt = conn
-        .prepare(
-            "SELECT seq, id, user, signed, submitted_ms, state, attempts, started_ms, ended_ms,
-                    nodes, charged, charge_seq, done_ms, exit, reason, truncated
-             FROM jobs ORDER BY seq",
-        )
+        .prepare(&format!("SELECT {JOB_COLUMNS} FROM jobs ORDER BY seq"))
         .map_err(sql)?;
-    type Row = (
-        i64,
-        i64,
-        String,
-        Vec<u8>,
-        i64,
-        u16,
-        u32,
-        Option<i64>,
-        Option<i64>,
-        String,
-        i64,
-        i64,
-        i64,
-        Option<Vec<u8>>,
-        Option<String>,
-        i64,
-    );
     let rows = stmt
         .query_map([], |r| {
-            Ok::<Row, _>((
+            Ok::<JobRow, _>((
                 r.get(0)?,
                 r.get(1)?,
                 r.get(2)?,
@@ -223,49 +323,7 @@ pub(crate) fn load_jobs(conn: &Connection, path: &Path) -> Result<Loaded, StoreE
     let arrays = arrays::load(conn).map_err(sql)?;
     let mut jobs = Vec::new();
     for row in rows {
-        let r = row.map_err(sql)?;
-        let (signed, array) = if r.3.is_empty() {
-            let (array, signed) = arrays::of_task(&arrays, r.0)
-                .ok_or_else(|| corrupt(path, format!("job seq {}: a task of no array", r.0)))?;
-            let index = (r.1 as u64).wrapping_sub(array).wrapping_sub(1);
-            let index = u32::try_from(index)
-                .map_err(|_| corrupt(path, format!("job seq {}: not a task of its array", r.0)))?;
-            (signed, Some((array, index)))
-        } else {
-            let signed: SignedJob = postcard::from_bytes(&r.3)
-                .map_err(|e| corrupt(path, format!("job seq {}: signed job: {e}", r.0)))?;
-            (Arc::new(signed), None)
-        };
-        let exit = match r.13 {
-            None => None,
-            Some(b) => Some(
-                postcard::from_bytes(&b)
-                    .map_err(|e| corrupt(path, format!("job seq {}: exit: {e}", r.0)))?,
-            ),
-        };
-        jobs.push(JobRecord {
-            seq: r.0,
-            id: r.1 as u64,
-            user: r.2,
-            signed,
-            submitted_ms: r.4,
-            state: JobState::from(r.5),
-            attempts: r.6,
-            started_ms: r.7,
-            ended_ms: r.8,
-            nodes: if r.9.is_empty() {
-                Vec::new()
-            } else {
-                r.9.split(',').map(str::to_string).collect()
-            },
-            charged: r.10,
-            charge_seq: r.11 as u64,
-            done_ms: r.12,
-            exit,
-            reason: r.14,
-            truncated: r.15 as u64,
-            array,
-        });
+        jobs.push(decode_job(row.map_err(sql)?, &arrays, &store)?);
     }
     let mut out = conn
         .prepare(
@@ -285,13 +343,12 @@ pub(crate) fn load_jobs(conn: &Connection, path: &Path) -> Result<Loaded, StoreE
         .map_err(sql)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(sql)?;
-    let epoch_ms = conn
+    let epoch: String = conn
         .query_row("SELECT value FROM meta WHERE key = 'epoch_ms'", [], |r| {
-            r.get::<_, String>(0)
+            r.get(0)
         })
-        .map_err(sql)?
-        .parse()
-        .map_err(|_| corrupt(path, "meta.epoch_ms".into()))?;
+        .map_err(sql)?;
+    let epoch_ms = parse_epoch(&epoch, &store)?;
     let debits = debits::pending(conn).map_err(sql)?;
     Ok(Loaded {
         epoch_ms,
@@ -301,19 +358,32 @@ pub(crate) fn load_jobs(conn: &Connection, path: &Path) -> Result<Loaded, StoreE
     })
 }
 
-/// The reading side: kept output, read on its own connection.
-pub struct Reader {
-    conn: Mutex<Connection>,
-    path: PathBuf,
+/// The reading side: kept output and usage, read on a connection of its own.
+pub struct Reader(ReaderKind);
+
+enum ReaderKind {
+    Lite {
+        conn: Mutex<Connection>,
+        path: PathBuf,
+    },
+    Pg(pg::PgReader),
 }
 
 impl Reader {
     /// Opens a reader of the file the writer opened.
     pub fn open(path: &Path) -> Result<Reader, StoreError> {
-        Ok(Reader {
-            conn: Mutex::new(schema::open_reader(path)?),
-            path: path.to_path_buf(),
-        })
+        Reader::open_at(&Location::Sqlite(path.to_path_buf()))
+    }
+
+    /// Opens a reader of the store the writer opened.
+    pub fn open_at(at: &Location) -> Result<Reader, StoreError> {
+        Ok(Reader(match at {
+            Location::Sqlite(path) => ReaderKind::Lite {
+                conn: Mutex::new(schema::open_reader(path)?),
+                path: path.clone(),
+            },
+            Location::Postgres(cfg) => ReaderKind::Pg(pg::PgReader::open(cfg)?),
+        }))
     }
 
     /// Up to `max` bytes of `stream` (1 stdout, 2 stderr) of job `id` from `from`.
@@ -324,38 +394,67 @@ impl Reader {
         from: u64,
         max: usize,
     ) -> Result<Vec<u8>, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let sql = |source| StoreError::Sql {
-            path: self.path.clone(),
-            source,
-        };
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT offset, data FROM output WHERE job = ?1 AND stream = ?2
-                 AND offset + length(data) > ?3 ORDER BY offset",
-            )
-            .map_err(sql)?;
-        let mut rows = stmt
-            .query(params![id as i64, stream, from as i64])
-            .map_err(sql)?;
-        let mut buf = Vec::new();
-        while let Some(row) = rows.next().map_err(sql)? {
-            let offset: i64 = row.get(0).map_err(sql)?;
-            let data: Vec<u8> = row.get(1).map_err(sql)?;
-            let skip = (from as i64 - offset).max(0) as usize;
-            if offset as u64 + skip as u64 != from + buf.len() as u64 {
-                break; // a gap: never expected, stop at it
+        match &self.0 {
+            ReaderKind::Lite { conn, path } => {
+                let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+                let sql = |source| StoreError::Sql {
+                    path: path.clone(),
+                    source,
+                };
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT offset, data FROM output WHERE job = ?1 AND stream = ?2
+                         AND offset + length(data) > ?3 ORDER BY offset",
+                    )
+                    .map_err(sql)?;
+                let mut rows = stmt
+                    .query(params![id as i64, stream, from as i64])
+                    .map_err(sql)?;
+                let mut chunks = Vec::new();
+                while let Some(row) = rows.next().map_err(sql)? {
+                    chunks.push((row.get(0).map_err(sql)?, row.get(1).map_err(sql)?));
+                }
+                Ok(join_output(chunks, from, max))
             }
-            let take = &data[skip.min(data.len())..];
-            let room = max - buf.len();
-            buf.extend_from_slice(&take[..take.len().min(room)]);
-            if buf.len() >= max {
-                break;
-            }
+            ReaderKind::Pg(r) => Ok(join_output(r.output(id, stream, from)?, from, max)),
         }
-        Ok(buf)
+    }
+
+    /// What job `id`'s ranks used, as their nodes reported it.
+    pub fn job_usage(&self, id: u64) -> Result<JobUsage, StoreError> {
+        match &self.0 {
+            ReaderKind::Lite { conn, path } => {
+                let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+                usage::job_usage(&conn, id).map_err(|source| StoreError::Sql {
+                    path: path.clone(),
+                    source,
+                })
+            }
+            ReaderKind::Pg(r) => r.job_usage(id),
+        }
     }
 }
 
+/// Up to `max` bytes from offset `from` of the stored chunks `(offset, data)`
+/// (in offset order, each reaching past `from`), stopping at a gap.
+fn join_output(chunks: Vec<(i64, Vec<u8>)>, from: u64, max: usize) -> Vec<u8> {
+    let mut buf = Vec::new();
+    for (offset, data) in chunks {
+        let skip = (from as i64 - offset).max(0) as usize;
+        if offset as u64 + skip as u64 != from + buf.len() as u64 {
+            break; // a gap: never expected, stop at it
+        }
+        let take = &data[skip.min(data.len())..];
+        let room = max - buf.len();
+        buf.extend_from_slice(&take[..take.len().min(room)]);
+        if buf.len() >= max {
+            break;
+        }
+    }
+    buf
+}
+
+#[cfg(test)]
+mod testdb;
 #[cfg(test)]
 mod tests;

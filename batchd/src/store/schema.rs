@@ -124,7 +124,7 @@ pub fn open_writer(path: &Path, now_ms: i64) -> Result<(Connection, i64), StoreE
     match get("schema_version")? {
         Some(v) if v != SCHEMA_VERSION.to_string() => {
             return Err(StoreError::SchemaVersion {
-                path: path.to_path_buf(),
+                store: path.display().to_string(),
                 found: v,
             });
         }
@@ -138,10 +138,7 @@ pub fn open_writer(path: &Path, now_ms: i64) -> Result<(Connection, i64), StoreE
         }
     }
     let epoch = match get("epoch_ms")? {
-        Some(v) => v.parse().map_err(|_| StoreError::Corrupt {
-            path: path.to_path_buf(),
-            detail: format!("meta.epoch_ms is {v:?}"),
-        })?,
+        Some(v) => super::parse_epoch(&v, &path.display().to_string())?,
         None => {
             conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('epoch_ms', ?1)",

@@ -1,7 +1,9 @@
-//! The store's own checks: what is committed comes back after a reopen, a
-//! duplicate id is refused alone in its group, output reads by offset, and
-//! the debit journal keeps what accountd has not taken.
+//! The store's own checks, each on both backends: what is committed comes
+//! back after a reopen, a duplicate id is refused alone in its group, output
+//! reads by offset, the debit journal keeps what accountd has not taken, and
+//! ranks' usage sums up.
 
+use super::testdb::{Kind, TestDb, both_async};
 use super::*;
 use proto::batch::SignedJob;
 
@@ -19,9 +21,9 @@ fn record(seq: i64, id: u64) -> JobRecord {
     )
 }
 
-/// A new store at `path` holding job 7.
-async fn with_job_7(path: &std::path::Path) -> Store {
-    let (store, _) = Store::open(path, 64, 5).unwrap();
+/// A new store at `at` holding job 7.
+async fn with_job_7(at: &Location) -> Store {
+    let (store, _) = Store::open_at(at, 64, 5).unwrap();
     store
         .write(Write::Insert(Box::new(record(0, 7))))
         .await
@@ -29,11 +31,12 @@ async fn with_job_7(path: &std::path::Path) -> Store {
     store
 }
 
-#[tokio::test]
-async fn an_array_is_stored_once_and_its_tasks_come_back_with_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("q.db");
-    let store = with_job_7(&path).await;
+both_async! {
+#[test]
+async fn an_array_is_stored_once_and_its_tasks_come_back_with_it(kind: Kind) {
+    let db = TestDb::new(kind);
+    let at = db.location();
+    let store = with_job_7(&at).await;
     let signed = record(0, 0).signed;
     let tasks: Vec<JobRecord> = (0..3)
         .map(|i| {
@@ -67,7 +70,7 @@ async fn an_array_is_stored_once_and_its_tasks_come_back_with_it() {
     done.state = JobState::Cancelled;
     store.write(Write::UpdateMany(vec![done])).await.unwrap();
     store.close();
-    let (_, loaded) = Store::open(&path, 64, 5).unwrap();
+    let (_, loaded) = Store::open_at(&at, 64, 5).unwrap();
     type Row = (u64, Option<(u64, u32)>, JobState);
     let got: Vec<Row> = loaded
         .jobs
@@ -85,22 +88,15 @@ async fn an_array_is_stored_once_and_its_tasks_come_back_with_it() {
         ]
     );
     assert!(loaded.jobs.iter().all(|j| *j.signed == *signed));
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let sigs: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM jobs WHERE length(signed) > 0",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(sigs, 2, "the tasks' rows hold no signature");
+    let sigs = db.text("SELECT count(*) FROM jobs WHERE length(signed) > 0");
+    assert_eq!(sigs, "2", "the tasks' rows hold no signature");
 }
 
-#[tokio::test]
-async fn committed_jobs_come_back_and_duplicates_are_refused_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("q.db");
-    let (store, loaded) = Store::open(&path, 64, 5).unwrap();
+#[test]
+async fn committed_jobs_come_back_and_duplicates_are_refused_alone(kind: Kind) {
+    let db = TestDb::new(kind);
+    let at = db.location();
+    let (store, loaded) = Store::open_at(&at, 64, 5).unwrap();
     assert_eq!(loaded.epoch_ms, 5);
     assert!(loaded.jobs.is_empty());
     let writes = (0..50).map(|i| store.write(Write::Insert(Box::new(record(i, 100 + i as u64)))));
@@ -131,23 +127,23 @@ async fn committed_jobs_come_back_and_duplicates_are_refused_alone() {
             .unwrap();
     }
     store.close();
-    let (store, loaded) = Store::open(&path, 64, 99).unwrap();
+    let (store, loaded) = Store::open_at(&at, 64, 99).unwrap();
     assert_eq!(loaded.epoch_ms, 5, "the epoch is kept");
     assert_eq!(loaded.jobs.len(), 50);
     assert_eq!(loaded.jobs[3], r);
     assert_eq!(loaded.output, vec![(103, 11, 0)]);
-    let reader = Reader::open(&path).unwrap();
+    let reader = Reader::open_at(&at).unwrap();
     assert_eq!(reader.output(103, 1, 3, 100).unwrap(), b"lo world");
     assert_eq!(reader.output(103, 1, 0, 4).unwrap(), b"hell");
     assert!(reader.output(103, 2, 0, 4).unwrap().is_empty());
     store.close();
 }
 
-#[tokio::test]
-async fn recorded_debits_stay_in_the_journal_until_delivered_or_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("q.db");
-    let store = with_job_7(&path).await;
+#[test]
+async fn recorded_debits_stay_in_the_journal_until_delivered_or_refused(kind: Kind) {
+    let db = TestDb::new(kind);
+    let at = db.location();
+    let store = with_job_7(&at).await;
     let debit = |seq: u64| PendingDebit {
         job: 7,
         seq,
@@ -180,24 +176,102 @@ async fn recorded_debits_stay_in_the_journal_until_delivered_or_refused() {
         .unwrap();
     store.close();
     // After a restart: the charged total and the one debit still owed.
-    let (store, loaded) = Store::open(&path, 64, 99).unwrap();
+    let (store, loaded) = Store::open_at(&at, 64, 99).unwrap();
     assert_eq!(loaded.jobs[0].charged, 6_000);
     assert_eq!(loaded.jobs[0].charge_seq, 3);
     assert_eq!(loaded.debits, vec![debit(2)]);
     store.close();
     // The refused one is kept, marked, for an admin to see.
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let why: String = conn
-        .query_row(
-            "SELECT refused FROM debits WHERE job = 7 AND seq = 3",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let why = db.text("SELECT refused FROM debits WHERE job = 7 AND seq = 3");
     assert_eq!(why, "no such user");
 }
 
-async fn futures_join<F: std::future::Future>(fs: impl Iterator<Item = F>) -> Vec<F::Output> {
+#[test]
+async fn a_jobs_usage_sums_its_ranks_cpu_and_knows_its_peak_only_from_every_rank(kind: Kind) {
+    let db = TestDb::new(kind);
+    let at = db.location();
+    let (store, _) = Store::open_at(&at, 8, 1).unwrap();
+    for w in [
+        rank(1, 0, 0, 1500, Some(4 << 20)),
+        rank(1, 0, 1, 500, Some(9 << 20)),
+        // A second attempt's rank adds its CPU time too.
+        rank(1, 1, 0, 250, Some(1 << 20)),
+        rank(2, 0, 0, 100, Some(1 << 20)),
+        rank(2, 0, 1, 100, None),
+    ] {
+        store.write(w).await.unwrap();
+    }
+    // A repeated report of one rank replaces it.
+    store
+        .write(rank(1, 0, 1, 500, Some(9 << 20)))
+        .await
+        .unwrap();
+    let reader = Reader::open_at(&at).unwrap();
+    assert_eq!(
+        reader.job_usage(1).unwrap(),
+        JobUsage {
+            cpu_nanos: Some(2_250_000_000),
+            peak_memory: Some(9 << 20)
+        }
+    );
+    assert_eq!(
+        reader.job_usage(2).unwrap(),
+        JobUsage {
+            cpu_nanos: Some(200_000_000),
+            peak_memory: None
+        }
+    );
+    assert_eq!(reader.job_usage(3).unwrap(), JobUsage::default());
+    store.close();
+}
+
+#[test]
+async fn a_failing_write_is_refused_alone_and_its_group_is_kept(kind: Kind) {
+    let db = TestDb::new(kind);
+    let at = db.location();
+    let store = with_job_7(&at).await;
+    // An update the database refuses (a check added behind the store's back)
+    // fails by itself; the writes sharing its group commit are kept.
+    db.exec(
+        "CREATE TRIGGER no_nine BEFORE UPDATE ON jobs WHEN NEW.attempts = 9
+         BEGIN SELECT RAISE(ABORT, 'nine'); END",
+        "ALTER TABLE jobs ADD CONSTRAINT no_nine CHECK (attempts <> 9)",
+    );
+    let mut bad = record(0, 7);
+    bad.attempts = 9;
+    let mut good = record(0, 7);
+    good.attempts = 2;
+    let writes = vec![
+        store.write(Write::Insert(Box::new(record(1, 8)))),
+        store.write(Write::Update(Box::new(bad))),
+        store.write(Write::Insert(Box::new(record(2, 9)))),
+    ];
+    let results = futures_join(writes.into_iter()).await;
+    assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+    assert!(results[1].is_err(), "{results:?}");
+    store.write(Write::Update(Box::new(good))).await.unwrap();
+    store.close();
+    let (_, loaded) = Store::open_at(&at, 64, 5).unwrap();
+    let ids: Vec<(u64, u32)> = loaded.jobs.iter().map(|j| (j.id, j.attempts)).collect();
+    assert_eq!(ids, [(7, 2), (8, 0), (9, 0)]);
+}
+}
+
+fn rank(job: u64, attempt: u32, rank: u32, cpu_ms: u64, peak: Option<u64>) -> Write {
+    Write::RankUsage(Box::new(RankUsage {
+        job,
+        attempt,
+        rank,
+        node: format!("n{rank}"),
+        cpu_nanos: cpu_ms * 1_000_000,
+        peak_memory: peak,
+        ended_ms: 7,
+    }))
+}
+
+pub(super) async fn futures_join<F: std::future::Future>(
+    fs: impl Iterator<Item = F>,
+) -> Vec<F::Output> {
     // Drive them together so they share group commits; a future that finished is
     // never polled again.
     let mut pending: Vec<Option<std::pin::Pin<Box<F>>>> = fs.map(|f| Some(Box::pin(f))).collect();

@@ -7,8 +7,6 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Reader, StoreError};
-
 /// The table (created with the others).
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS rank_usage(
@@ -69,93 +67,31 @@ pub(super) fn insert(conn: &Connection, u: &RankUsage) -> rusqlite::Result<()> {
     Ok(())
 }
 
-impl Reader {
-    /// What job `id`'s ranks used, as their nodes reported it.
-    pub fn job_usage(&self, id: u64) -> Result<JobUsage, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let sql = |source| StoreError::Sql {
-            path: self.path.clone(),
-            source,
-        };
-        let row = conn
-            .prepare_cached(
-                "SELECT SUM(cpu_nanos), MAX(peak_memory), COUNT(*), COUNT(peak_memory)
-                 FROM rank_usage WHERE job = ?1 HAVING COUNT(*) > 0",
-            )
-            .map_err(sql)?
-            .query_row([id as i64], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, Option<i64>>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, i64>(3)?,
-                ))
-            })
-            .optional()
-            .map_err(sql)?;
-        Ok(match row {
-            None => JobUsage::default(),
-            Some((cpu, peak, ranks, peaks)) => JobUsage {
-                cpu_nanos: Some(cpu.max(0) as u64),
-                peak_memory: peak.filter(|_| peaks == ranks).map(|p| p.max(0) as u64),
-            },
-        })
+/// What a job's ranks used from its usage row: the sum of CPU time, the
+/// largest peak, the count of ranks and of ranks with a peak (`None`: no rank).
+pub(super) fn usage_of(row: Option<(i64, Option<i64>, i64, i64)>) -> JobUsage {
+    match row {
+        None => JobUsage::default(),
+        Some((cpu, peak, ranks, peaks)) => JobUsage {
+            cpu_nanos: Some(cpu.max(0) as u64),
+            peak_memory: peak.filter(|_| peaks == ranks).map(|p| p.max(0) as u64),
+        },
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::{Store, Write};
+/// The query of a job's usage row (the same SQL on both backends, its one
+/// parameter the job).
+pub(super) const USAGE_SQL: &str =
+    "SELECT CAST(SUM(cpu_nanos) AS BIGINT), MAX(peak_memory), COUNT(*), COUNT(peak_memory)
+     FROM rank_usage WHERE job = $1 HAVING COUNT(*) > 0";
 
-    fn rank(job: u64, attempt: u32, rank: u32, cpu_ms: u64, peak: Option<u64>) -> Write {
-        Write::RankUsage(Box::new(RankUsage {
-            job,
-            attempt,
-            rank,
-            node: format!("n{rank}"),
-            cpu_nanos: cpu_ms * 1_000_000,
-            peak_memory: peak,
-            ended_ms: 7,
-        }))
-    }
-
-    #[tokio::test]
-    async fn a_jobs_usage_sums_its_ranks_cpu_and_knows_its_peak_only_from_every_rank() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("q.db");
-        let (store, _) = Store::open(&path, 8, 1).unwrap();
-        for w in [
-            rank(1, 0, 0, 1500, Some(4 << 20)),
-            rank(1, 0, 1, 500, Some(9 << 20)),
-            // A second attempt's rank adds its CPU time too.
-            rank(1, 1, 0, 250, Some(1 << 20)),
-            rank(2, 0, 0, 100, Some(1 << 20)),
-            rank(2, 0, 1, 100, None),
-        ] {
-            store.write(w).await.unwrap();
-        }
-        // A repeated report of one rank replaces it.
-        store
-            .write(rank(1, 0, 1, 500, Some(9 << 20)))
-            .await
-            .unwrap();
-        let reader = Reader::open(&path).unwrap();
-        assert_eq!(
-            reader.job_usage(1).unwrap(),
-            JobUsage {
-                cpu_nanos: Some(2_250_000_000),
-                peak_memory: Some(9 << 20)
-            }
-        );
-        assert_eq!(
-            reader.job_usage(2).unwrap(),
-            JobUsage {
-                cpu_nanos: Some(200_000_000),
-                peak_memory: None
-            }
-        );
-        assert_eq!(reader.job_usage(3).unwrap(), JobUsage::default());
-        store.close();
-    }
+/// What job `id`'s ranks used.
+pub(super) fn job_usage(conn: &Connection, id: u64) -> rusqlite::Result<JobUsage> {
+    let row = conn
+        .prepare_cached(USAGE_SQL)?
+        .query_row([id as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .optional()?;
+    Ok(usage_of(row))
 }

@@ -1,9 +1,11 @@
 //! The store's writer thread and the async handle to it. Writes queue up on a
 //! channel; the thread takes what is waiting (up to `max_batch`) and applies it
-//! in one transaction, each write under its own savepoint so that one refused
-//! write (a duplicate id) leaves the others in, then commits once (one `fsync`
-//! for the whole group) and only then answers each caller. This is how durable
-//! submissions reach thousands per second on one disk.
+//! through its [`Backend`] in one transaction, so that one refused write (a
+//! duplicate id) leaves the others in, then commits once (one `fsync` for the
+//! whole group) and only then answers each caller. This is how durable
+//! submissions reach thousands per second on one disk. The SQLite backend is
+//! here ([`Lite`]: each write under its own savepoint); PostgreSQL's is
+//! [`super::pg::PgWriter`].
 
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
@@ -11,7 +13,34 @@ use std::thread::JoinHandle;
 use rusqlite::{Connection, params};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{JobRecord, Loaded, StoreError, load_jobs, schema};
+use super::{JobRecord, Loaded, Location, StoreError, load_jobs, schema};
+
+/// What the writer thread writes through: one backend's group commit.
+pub trait Backend: Send + 'static {
+    /// Applies `batch` in one transaction: the result of each write (a refused
+    /// one left out, the others kept), or why the transaction as a whole failed
+    /// (then nothing of it is stored).
+    fn apply(&mut self, batch: &[&Write]) -> Result<Vec<Result<(), StoreError>>, String>;
+
+    /// Called once the writer has written everything, before it stops.
+    fn close(&mut self) {}
+}
+
+/// The SQLite backend: one connection to the file.
+pub struct Lite {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Backend for Lite {
+    fn apply(&mut self, batch: &[&Write]) -> Result<Vec<Result<(), StoreError>>, String> {
+        apply(&mut self.conn, batch, &self.path).map_err(|e| e.to_string())
+    }
+
+    fn close(&mut self) {
+        let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
+    }
+}
 
 /// One change to the store.
 #[derive(Debug, Clone)]
@@ -68,35 +97,64 @@ struct Queued {
 pub struct Store {
     tx: mpsc::Sender<Queued>,
     thread: Option<JoinHandle<()>>,
-    path: PathBuf,
+    at: Location,
 }
 
 impl Store {
     /// Opens (creating when missing) the queue file, reads it back, and starts
     /// the writer thread.
     pub fn open(path: &Path, max_batch: usize, now_ms: i64) -> Result<(Store, Loaded), StoreError> {
-        let (conn, _epoch) = schema::open_writer(path, now_ms)?;
-        let loaded = load_jobs(&conn, path)?;
+        Store::open_at(&Location::Sqlite(path.to_path_buf()), max_batch, now_ms)
+    }
+
+    /// Opens (creating the schema when missing) the queue at `at`, reads it
+    /// back, and starts the writer thread.
+    pub fn open_at(
+        at: &Location,
+        max_batch: usize,
+        now_ms: i64,
+    ) -> Result<(Store, Loaded), StoreError> {
+        let (backend, loaded): (Box<dyn Backend>, Loaded) = match at {
+            Location::Sqlite(path) => {
+                let (conn, _epoch) = schema::open_writer(path, now_ms)?;
+                let loaded = load_jobs(&conn, path)?;
+                let lite = Lite {
+                    conn,
+                    path: path.clone(),
+                };
+                (Box::new(lite), loaded)
+            }
+            Location::Postgres(cfg) => {
+                // The synchronous client runs its own runtime: never on the
+                // caller's (an async task's) thread.
+                let opened = std::thread::scope(|s| {
+                    s.spawn(|| super::pg::PgWriter::open(cfg, now_ms))
+                        .join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+                });
+                let (w, loaded) = opened?;
+                (Box::new(w), loaded)
+            }
+        };
         let (tx, rx) = mpsc::channel(max_batch.max(1) * 4);
-        let p = path.to_path_buf();
         let max_batch = max_batch.max(1);
         let thread = std::thread::Builder::new()
             .name("batchd-store".into())
-            .spawn(move || writer_loop(conn, rx, max_batch, p))
+            .spawn(move || writer_loop(backend, rx, max_batch))
             .map_err(StoreError::Thread)?;
         Ok((
             Store {
                 tx,
                 thread: Some(thread),
-                path: path.to_path_buf(),
+                at: at.clone(),
             },
             loaded,
         ))
     }
 
-    /// The file.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Where the queue is.
+    pub fn location(&self) -> &Location {
+        &self.at
     }
 
     /// Applies `write` and returns once it is committed.
@@ -127,12 +185,7 @@ impl Store {
     }
 }
 
-fn writer_loop(
-    mut conn: Connection,
-    mut rx: mpsc::Receiver<Queued>,
-    max_batch: usize,
-    path: PathBuf,
-) {
+fn writer_loop(mut backend: Box<dyn Backend>, mut rx: mpsc::Receiver<Queued>, max_batch: usize) {
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
@@ -142,8 +195,8 @@ fn writer_loop(
                 Err(_) => break,
             }
         }
-        let results = apply(&mut conn, &batch, &path);
-        match results {
+        let writes: Vec<&Write> = batch.iter().map(|q| &q.write).collect();
+        match backend.apply(&writes) {
             Ok(results) => {
                 for (q, r) in batch.drain(..).zip(results) {
                     if let Some(reply) = q.reply {
@@ -155,34 +208,28 @@ fn writer_loop(
                 tracing::error!(error = %e, "queue store commit failed");
                 for q in batch.drain(..) {
                     if let Some(reply) = q.reply {
-                        let _ = reply.send(Err(StoreError::Sql {
-                            path: path.clone(),
-                            source: rusqlite::Error::SqliteFailure(
-                                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR),
-                                Some(e.to_string()),
-                            ),
-                        }));
+                        let _ = reply.send(Err(StoreError::Commit(e.clone())));
                     }
                 }
             }
         }
     }
-    let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
+    backend.close();
 }
 
 /// Applies a group in one transaction: the result of each write, or the
 /// transaction's own failure.
 fn apply(
     conn: &mut Connection,
-    batch: &[Queued],
+    batch: &[&Write],
     path: &Path,
 ) -> rusqlite::Result<Vec<Result<(), StoreError>>> {
     let mut tx = conn.transaction()?;
     tx.set_drop_behavior(rusqlite::DropBehavior::Rollback);
     let mut results = Vec::with_capacity(batch.len());
-    for q in batch {
+    for &write in batch {
         let sp = tx.savepoint()?;
-        let r = one(&sp, &q.write);
+        let r = one(&sp, write);
         match r {
             Ok(()) => {
                 sp.commit()?;
@@ -190,7 +237,7 @@ fn apply(
             }
             Err(e) => {
                 drop(sp); // rolls back this write only
-                results.push(Err(match (&q.write, e.sqlite_error_code()) {
+                results.push(Err(match (write, e.sqlite_error_code()) {
                     (Write::Insert(j), Some(rusqlite::ErrorCode::ConstraintViolation)) => {
                         StoreError::Duplicate(j.id)
                     }
