@@ -14,6 +14,8 @@
 //! user's job is charged to.
 //! | service | nothing but `WhoAmI`; except a batch queue ([`is_batch_queue`]: named `batchd` or `batchd-*`), which charges its jobs as a node charges its ranks: debit with its own name in the key, and read any user's balance |
 //!
+//! | service named `ledger-reader` or `ledger-reader-*` ([`is_ledger_reader`]) | read the spend summary (`Spend`: each project's net charge per hour, aggregates only; what the market page's ledger panel shows), as admins may; nothing else |
+//!
 //! Everyone may ask `WhoAmI` and `Head` (the latest signed chain head: it
 //! is meant to be kept by anyone, and shows nobody's account). Anything else is refused with
 //! [`ErrorCode::Forbidden`], and the server records the refusal.
@@ -42,6 +44,15 @@ pub enum Route {
 /// `batchd-SOMETHING` (the queue daemon's certificate, see OPERATIONS.md).
 pub fn is_batch_queue(peer: &PeerIdentity) -> bool {
     peer.role == Role::Service && (peer.name == "batchd" || peer.name.starts_with("batchd-"))
+}
+
+/// Whether `peer` is a ledger reader: a service certificate named
+/// `ledger-reader` or `ledger-reader-SOMETHING`, which the CA's admin issues
+/// on purpose to a selector whose market page admins read (OPERATIONS.md).
+/// It may read the spend summary and nothing else.
+pub fn is_ledger_reader(peer: &PeerIdentity) -> bool {
+    peer.role == Role::Service
+        && (peer.name == "ledger-reader" || peer.name.starts_with("ledger-reader-"))
 }
 
 /// The actor recorded in ledger entries: `role:name`.
@@ -140,6 +151,8 @@ pub fn authorize(peer: &PeerIdentity, op: AccountOp) -> Result<Route, AccountErr
         }
         AccountOp::Report(_) | AccountOp::Audit => admin_only(peer, op, false),
         AccountOp::Project(p) => project(peer, p),
+        AccountOp::Spend(_) if is_ledger_reader(peer) => Ok(Route::Read(op)),
+        AccountOp::Spend(_) => admin_only(peer, op, false),
         AccountOp::Unknown { tag } => Err(AccountError::new(
             ErrorCode::Unsupported,
             format!("this accountd does not know operation {tag}; upgrade accountd"),
@@ -376,6 +389,44 @@ mod tests {
                 ErrorCode::Malformed
             );
         }
+        // The spend summary: admins and ledger readers, nobody else; a ledger
+        // reader reads nothing else.
+        let spend = AccountOp::Spend(proto::spend::SpendQuery { hours: 24 });
+        let reader = id(Role::Service, "ledger-reader-v1");
+        for who in [&admin, &reader, &id(Role::Service, "ledger-reader")] {
+            assert_eq!(
+                authorize(who, spend.clone()),
+                Ok(Route::Read(spend.clone()))
+            );
+        }
+        for who in [
+            &node,
+            &alice,
+            &svc,
+            &queue,
+            &id(Role::Service, "ledger-readerx"),
+        ] {
+            assert_eq!(
+                authorize(who, spend.clone()).unwrap_err().code,
+                ErrorCode::Forbidden
+            );
+        }
+        for op in [
+            balance(Some("bob")),
+            AccountOp::Audit,
+            debit("ledger-reader-v1"),
+        ] {
+            assert_eq!(
+                authorize(&reader, op).unwrap_err().code,
+                ErrorCode::Forbidden
+            );
+        }
+        let report = AccountOp::Report(ReportQuery {
+            by: ReportBy::User,
+            since_us: None,
+            until_us: None,
+        });
+        assert!(authorize(&reader, report).is_err());
         assert_eq!(authorize(&svc, AccountOp::WhoAmI), Ok(Route::WhoAmI));
         assert_eq!(authorize(&svc, AccountOp::Head), Ok(Route::Head));
         assert_eq!(

@@ -197,6 +197,11 @@ crate::tagged::tagged_enum! {
         14 => RankEnd(RankEnd),
         /// Project accounts and income ([`crate::project`]).
         20 => Project(crate::project::ProjectOp),
+        /// Admin, or a ledger reader (a service certificate named
+        /// `ledger-reader` or `ledger-reader-*`): each project's net spend
+        /// per hour over the last hours ([`crate::spend`]; answered `Spend`).
+        /// An accountd older than this answers `Unsupported`.
+        21 => Spend(crate::spend::SpendQuery),
     }
 }
 
@@ -268,6 +273,8 @@ crate::tagged::tagged_enum! {
         12 => Ended,
         /// Answer to `Project`.
         20 => Project(crate::project::ProjectReply),
+        /// Answer to `Spend`.
+        21 => Spend(crate::spend::HourlySpend),
     }
 }
 

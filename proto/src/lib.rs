@@ -74,6 +74,7 @@ pub mod output;
 pub mod project;
 pub mod select;
 pub mod size;
+pub mod spend;
 pub mod tagged;
 
 pub use chunk::Chunk;

@@ -42,6 +42,12 @@ pub const MAX_LISTED: usize = 8192;
 /// Most entries in one job list; a node with more ranks lists the first ones.
 pub const MAX_JOBS: usize = 4_096;
 
+/// Most hours one spend summary covers (a week).
+pub const MAX_SPEND_HOURS: u32 = 168;
+
+/// Most projects one spend summary lists (the reply counts the rest).
+pub const MAX_SPEND_PROJECTS: usize = 256;
+
 /// Largest body of one request to accountd. No valid request comes near it
 /// (names are at most 64 bytes and a reason 500, so the largest is well under
 /// 1 KiB); accountd reads requests with this limit, so a connection can make it
@@ -114,6 +120,24 @@ where
     T: Deserialize<'de>,
 {
     bounded_vec::<D, T, MAX_JOBS>(d)
+}
+
+/// `deserialize_with` for the projects of a spend summary.
+pub(crate) fn spend_projects<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    bounded_vec::<D, T, MAX_SPEND_PROJECTS>(d)
+}
+
+/// `deserialize_with` for one project's hours in a spend summary.
+pub(crate) fn spend_hours<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    bounded_vec::<D, T, { MAX_SPEND_HOURS as usize }>(d)
 }
 
 /// `deserialize_with` for a selector's node listing.

@@ -105,6 +105,11 @@ impl Accountd {
         }
     }
 
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Start again on the same ledger and address.
     pub fn restart(&mut self) {
         self.kill9();

@@ -3,7 +3,7 @@
 //! backend of the storage interface ([`rows`]): a SQLite file ([`lite`],
 //! [`schema`]; the embedded default) or a PostgreSQL database ([`pg`], which
 //! several accountd may serve at once). The ledger's rules ([`ledger`],
-//! [`claims`], [`query`], [`audit`], [`projects`]) are written once, against [`rows::Rows`].
+//! [`claims`], [`query`], [`audit`], [`projects`], [`spend`]) are written once, against [`rows::Rows`].
 //! Async callers talk to both threads through channels ([`Store`]).
 //!
 //! Group commit: the writer takes every request waiting in its queue (up to
@@ -23,6 +23,7 @@ pub mod projects;
 pub mod query;
 pub mod rows;
 pub mod schema;
+pub mod spend;
 mod sums;
 mod threads;
 

@@ -510,6 +510,9 @@ fn answer(conn: &mut dyn Rows, op: &AccountOp) -> Result<AccountReply, AccountEr
         AccountOp::Project(p) => {
             projects::read(conn, p, crate::time::now_us()).map(AccountReply::Project)
         }
+        AccountOp::Spend(q) => {
+            super::spend::hourly(conn, q.hours, crate::time::now_us()).map(AccountReply::Spend)
+        }
         other => Err(AccountError::new(
             ErrorCode::Malformed,
             format!("{} is not a query", other.name()),

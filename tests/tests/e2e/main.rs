@@ -34,6 +34,7 @@ mod market_discovery;
 mod market_dry;
 mod market_estimate;
 mod market_figure4;
+mod market_ledger;
 mod market_page;
 mod market_projects;
 mod metrics;

@@ -22,6 +22,16 @@
 //!
 //! [discovery]                           # required: see discovery::config
 //! cluster = "rexec"
+//!
+//! [metrics]                             # the metrics and the market page
+//! listen = "127.0.0.1:9478"
+//!
+//! [ledger]                              # the page's ledger panel: a page for admins only
+//! accountd = "10.0.0.2:7475"
+//! cert = "/etc/rexec/service-ledger-reader.pem"
+//! key = "/etc/rexec/service-ledger-reader.key"
+//! hours = 24                            # 1 to 168
+//! every = "10s"                         # how often accountd is asked
 //! ```
 //!
 //! Paths in the file are taken as written (absolute in a deployment). The file is
@@ -40,6 +50,7 @@ use discovery::config::{DiscoveryConfig, DiscoveryFile};
 use serde::{Deserialize, Serialize};
 use timespan::parse_duration;
 
+use super::page::ledger::{LedgerConfig, LedgerFile};
 use crate::table::{ClusterFilter, Network, TableConfig};
 
 /// Default name: the service name `rexec-certs issue service` gives
@@ -94,6 +105,8 @@ pub struct Settings {
     pub discovery: Option<DiscoveryFile>,
     /// `[metrics] listen`: where to serve Prometheus metrics (off without it).
     pub metrics: Option<exposition::MetricsFile>,
+    /// `[ledger]`: the market page's ledger panel (off without it).
+    pub ledger: Option<LedgerFile>,
     /// Any other key: refused by name.
     #[serde(flatten)]
     _unknown: NoOtherKeys,
@@ -179,6 +192,8 @@ pub struct Config {
     pub idle_timeout: Duration,
     /// Where to serve Prometheus metrics, if anywhere.
     pub metrics: Option<SocketAddr>,
+    /// The market page's ledger panel, if on.
+    pub ledger: Option<LedgerConfig>,
 }
 
 /// Why the configuration is unusable: what every daemon's may be
@@ -337,6 +352,19 @@ impl Config {
             Some(m) => m.address().map_err(|e| invalid("metrics", e.to_string()))?,
             None => None,
         };
+        let ledger = match &s.ledger {
+            None => None,
+            Some(_) if metrics.is_none() => {
+                return Err(invalid(
+                    "ledger",
+                    "the ledger panel is on the market page: set [metrics] listen too",
+                ));
+            }
+            Some(l) => Some(
+                l.resolve(tls.ca.clone(), tls.crl.clone())
+                    .map_err(|(what, message)| invalid(what, message))?,
+            ),
+        };
         let idle_timeout = match s.idle_timeout {
             Some(t) => parse_duration(&t).map_err(|e| invalid("idle_timeout", e.to_string()))?,
             None => DEFAULT_IDLE_TIMEOUT,
@@ -363,6 +391,7 @@ impl Config {
             max_connections_per_identity: limits.per_identity,
             idle_timeout,
             metrics,
+            ledger,
         })
     }
 }
@@ -388,6 +417,21 @@ mod tests {
         assert_eq!(c.advertise, Some("10.0.0.5:7478".parse().unwrap()));
         assert_eq!(c.table.cluster.networks.len(), 1);
         assert_eq!(c.idle_timeout, Duration::from_secs(300));
+        let ledger = c.ledger.unwrap();
+        assert_eq!(
+            (ledger.accountd.as_str(), ledger.hours),
+            ("10.0.0.2:7475", 24)
+        );
+        assert_eq!(ledger.tls.ca, c.tls.ca);
+    }
+
+    #[test]
+    fn the_ledger_panel_needs_the_page() {
+        let e = parse(&format!(
+            "{BASE}listen = \"127.0.0.1:0\"\n[discovery]\n[ledger]\naccountd = \"h:1\"\ncert = \"/r.pem\"\nkey = \"/r.key\"\n"
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("[metrics] listen"), "{e}");
     }
 
     #[test]

@@ -79,6 +79,8 @@ pub struct Daemon {
     shared: Arc<Shared>,
     prover: tokio_rustls::TlsConnector,
     metrics: Option<exposition::Endpoint>,
+    /// The ledger panel's client side (`[ledger]`).
+    ledger: Option<tokio_rustls::TlsConnector>,
 }
 
 impl Daemon {
@@ -118,6 +120,11 @@ impl Daemon {
         let shared = Arc::new(Shared::new(NodeTable::new(config.table.clone())));
         // The selector's own certificate opens the handshakes that prove nodes' moves.
         let prover = certs::connector(&config.tls)?;
+        // The ledger reader's certificate, loaded now so that a bad one stops the start.
+        let ledger = match &config.ledger {
+            Some(l) => Some(certs::connector(&l.tls)?),
+            None => None,
+        };
         let metrics =
             match config.metrics {
                 Some(addr) => Some(exposition::Endpoint::bind(addr).await.map_err(|cause| {
@@ -139,6 +146,7 @@ impl Daemon {
             shared,
             prover,
             metrics,
+            ledger,
         })
     }
 
@@ -203,6 +211,7 @@ impl Daemon {
             shared,
             prover,
             metrics,
+            ledger,
             ..
         } = self;
         let period = config.discovery.period;
@@ -211,11 +220,14 @@ impl Daemon {
         background.spawn(prove::run(shared.clone(), prover, held));
         if let Some(endpoint) = metrics {
             let registry = Arc::new(self::metrics::registry(shared.clone(), shared.recorder()));
-            let market = Arc::new(page::Market::new(
-                shared.clone(),
-                &config.name,
-                &config.discovery.cluster,
-            ));
+            let mut market =
+                page::Market::new(shared.clone(), &config.name, &config.discovery.cluster);
+            if let (Some(l), Some(connector)) = (&config.ledger, ledger) {
+                let panel = Arc::new(page::ledger::Ledger::new(&l.accountd));
+                background.spawn(page::ledger::poll(panel.clone(), l.clone(), connector));
+                market = market.with_ledger(panel);
+            }
+            let market = Arc::new(market);
             background.spawn(page::sample(market.clone(), period));
             background.spawn(endpoint.serve_routes(
                 registry,

@@ -62,6 +62,8 @@ pub struct Page {
     pub rows: Vec<Row>,
     /// Live nodes left off the page.
     pub more: usize,
+    /// The ledger panel, on a page for admins (`[ledger]` configured).
+    pub ledger: Option<super::ledger::Shown>,
 }
 
 /// Fetch the page again every `REFRESH_SECONDS` and swap its body in; on a failed
@@ -98,7 +100,8 @@ th:first-child,td:first-child{text-align:left}td.chart{padding:.2em}\
 svg .frame{fill:#f6f8fa;stroke:#ccc}svg .price{fill:none;stroke:#c0392b;stroke-width:1.5}\
 svg line.zero{stroke:#444;stroke-width:1}svg line.top{stroke:#ccc;stroke-dasharray:2 3}\
 svg .axis{font:9px sans-serif;fill:#666}.note{color:#555;max-width:60em}\
-td.contended{color:#c0392b;font-weight:600}";
+td.contended{color:#c0392b;font-weight:600}\
+svg.bars rect{fill:#2e86c1}.unreachable{color:#c0392b;font-weight:600}";
 
 /// The whole document.
 pub fn render(page: &Page) -> String {
@@ -174,6 +177,9 @@ pub fn render(page: &Page) -> String {
             page.more
         );
     }
+    if let Some(ledger) = &page.ledger {
+        super::ledger::render(&mut out, ledger);
+    }
     let _ = writeln!(
         out,
         "<p class=\"note\">A node's price is the sum of the bids competing on it, whether \
@@ -224,6 +230,7 @@ mod tests {
             dropped: 1,
             rows: vec![row("<script>alert('x')</script>&\"")],
             more: 0,
+            ledger: None,
         };
         let html = render(&page);
         // The page's own refresh script is the only one.

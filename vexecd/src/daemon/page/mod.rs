@@ -5,11 +5,14 @@
 //! (every chart on one scale) from the [`history`] the daemon samples once per
 //! announcement period ([`sample`]). [`html`] writes the document, [`chart`] the
 //! charts. It holds nothing a node's announcements do not already tell the whole
-//! group, so whoever may scrape the metrics may read it.
+//! group, so whoever may scrape the metrics may read it; except the [`ledger`]
+//! panel (each project's spend per hour, read from accountd), which is on only
+//! where `[ledger]` is configured: a page for admins.
 
 pub mod chart;
 pub mod history;
 pub mod html;
+pub mod ledger;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,6 +20,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use self::history::PriceHistory;
 use self::html::{Page, Row};
+use self::ledger::Ledger;
 use super::stats::Shared;
 
 /// Where the page is served.
@@ -32,6 +36,7 @@ pub struct Market {
     served: AtomicU64,
     selector: String,
     cluster: String,
+    ledger: Option<Arc<Ledger>>,
 }
 
 impl Market {
@@ -44,7 +49,14 @@ impl Market {
             served: AtomicU64::new(0),
             selector: selector.to_string(),
             cluster: cluster.to_string(),
+            ledger: None,
         }
+    }
+
+    /// The page with the ledger panel showing what `ledger` holds.
+    pub fn with_ledger(mut self, ledger: Arc<Ledger>) -> Market {
+        self.ledger = Some(ledger);
+        self
     }
 
     fn history(&self) -> std::sync::MutexGuard<'_, PriceHistory> {
@@ -111,6 +123,7 @@ impl Market {
             dropped: stats.dropped().iter().map(|(_, n)| n).sum(),
             rows,
             more,
+            ledger: self.ledger.as_ref().map(|l| l.shown()),
         }
     }
 
