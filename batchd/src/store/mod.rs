@@ -7,6 +7,7 @@
 
 pub mod arrays;
 pub mod debits;
+pub mod payer;
 pub mod schema;
 pub mod usage;
 pub mod writer;
@@ -20,6 +21,7 @@ use rusqlite::{Connection, params};
 
 pub use arrays::ArrayRecord;
 pub use debits::PendingDebit;
+pub use payer::Payer;
 pub use usage::{JobUsage, RankUsage};
 pub use writer::{Store, Write};
 
@@ -61,6 +63,9 @@ pub struct JobRecord {
     pub truncated: u64,
     /// For a task of an array: the array's id and the task's index.
     pub array: Option<(u64, u32)>,
+    /// Who pays, as resolved at submission ([`payer`]); `None` for a job
+    /// queued before the queue recorded it: its signed terms say.
+    pub payer: Option<Payer>,
 }
 
 impl JobRecord {
@@ -90,6 +95,7 @@ impl JobRecord {
             reason: None,
             truncated: 0,
             array: None,
+            payer: None,
         }
     }
 }
@@ -221,6 +227,7 @@ pub(crate) fn load_jobs(conn: &Connection, path: &Path) -> Result<Loaded, StoreE
         })
         .map_err(sql)?;
     let arrays = arrays::load(conn).map_err(sql)?;
+    let payers = payer::load(conn).map_err(sql)?;
     let mut jobs = Vec::new();
     for row in rows {
         let r = row.map_err(sql)?;
@@ -264,6 +271,7 @@ pub(crate) fn load_jobs(conn: &Connection, path: &Path) -> Result<Loaded, StoreE
             exit,
             reason: r.14,
             truncated: r.15 as u64,
+            payer: payers.get(&array.map_or(r.1 as u64, |(a, _)| a)).cloned(),
             array,
         });
     }

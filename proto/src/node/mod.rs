@@ -47,7 +47,9 @@ mod usage;
 
 pub use admin::{JobInfo, JobList, Kill, Killed, Rebid, Rebidded};
 pub use exit::{Exit, ExitStatus};
-pub use launch::{CappedLaunch, JobId, Launch, LaunchError, ParseJobIdError, Started, WindowSize};
+pub use launch::{
+    CappedLaunch, JobId, Launch, LaunchError, ParseJobIdError, Started, WindowSize, rank_share,
+};
 pub use options::{RankOptions, TimeLimit};
 pub use signal::{ParseSignalError, Signal};
 pub use status::{ErrorCode, ErrorReply, Heartbeat, Notice, NoticeKind, STDIN_WINDOW, StdinTaken};

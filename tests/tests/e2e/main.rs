@@ -35,6 +35,7 @@ mod market_dry;
 mod market_estimate;
 mod market_figure4;
 mod market_page;
+mod market_project_ceiling;
 mod market_projects;
 mod metrics;
 mod metrics_cost;
