@@ -9,9 +9,11 @@
 //!
 //! Projects: a node (or batch queue) charges a project for one of its
 //! members (own name in the key; the ledger checks membership and limits);
-//! a user changes the members of a project it is the admin of, and its own
-//! default project; nodes, admins and the user itself ask which account a
-//! user's job is charged to.
+//! a user changes the members of a project it is the admin of (and its
+//! spending ceiling per job), and its own default project; nodes, admins and
+//! the user itself ask which account a user's job is charged to, with that
+//! account's balance, ceiling and (for `rexec estimate`) 7-day burn rate: a
+//! member so reads its project's, and nobody else's.
 //! | service | nothing but `WhoAmI`; except a batch queue ([`is_batch_queue`]: named `batchd` or `batchd-*`), which charges its jobs as a node charges its ranks: debit with its own name in the key, and read any user's balance |
 //!
 //! | service named `ledger-reader` or `ledger-reader-*` ([`is_ledger_reader`]) | read the spend summary (`Spend`: each project's net charge per hour, aggregates only; what the market page's ledger panel shows), as admins may; nothing else |
@@ -174,7 +176,7 @@ fn project(peer: &PeerIdentity, p: ProjectOp) -> Result<Route, AccountError> {
         ProjectOp::List | ProjectOp::Report(_) | ProjectOp::Forecast => {
             admin_only(peer, op(p), false)
         }
-        ProjectOp::Members(_) | ProjectOp::Default(_) => match peer.role {
+        ProjectOp::Members(_) | ProjectOp::Default(_) | ProjectOp::Ceiling(_) => match peer.role {
             Role::Admin | Role::User => Ok(Route::Write(op(p))),
             _ => Err(forbidden(
                 peer,

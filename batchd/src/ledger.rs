@@ -108,12 +108,19 @@ impl Ledger {
         }
     }
 
-    /// The account `user`'s job charged to `project` pays from, and its balance
-    /// (accountd's resolve: refused when `user` is no member).
-    pub async fn resolve(&self, user: &str, project: &str) -> Result<ChargedAccount, ClientError> {
+    /// The account `user`'s job charged to `project` (`None`: the user's
+    /// default project, or its personal account) pays from, its balance and
+    /// the project's ceiling per job (accountd's resolve: refused when `user`
+    /// is no member).
+    pub async fn resolve(
+        &self,
+        user: &str,
+        project: Option<&str>,
+    ) -> Result<ChargedAccount, ClientError> {
         let op = AccountOp::Project(ProjectOp::Resolve(WhichAccount {
             user: user.to_string(),
-            project: Some(project.to_string()),
+            project: project.map(str::to_string),
+            burn: false,
         }));
         match self.call(op).await? {
             AccountReply::Project(ProjectReply::Account(a)) => Ok(a),

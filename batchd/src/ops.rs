@@ -155,38 +155,38 @@ async fn submit(
     let terms = proto::batch::JobTerms::decode(&signed.spec)
         .map(|(_, t)| t)
         .unwrap_or_default();
-    let max_cost = terms.max_cost;
+    let project = payer_of(shared, &spec.user, terms.account.as_deref()).await?;
+    let ceiling = project.as_ref().and_then(|p| p.max_cost_per_job);
+    let max_cost = proto::project::job_ceiling(terms.max_cost, ceiling);
     if let Some(max) = max_cost
         && cost > max
     {
+        let whose = match (&project, ceiling) {
+            (Some(p), Some(c)) if c == max => format!(
+                "project {}'s ceiling per job of {} credits (its admin sets it)",
+                p.project.as_deref().unwrap_or_default(),
+                money::format_credits(max)
+            ),
+            _ => format!(
+                "spending ceiling of {} credits (--max-cost)",
+                money::format_credits(max)
+            ),
+        };
         return Err(err(
             Code::OverCeiling,
             format!(
                 "the job's worst case, {} credits (its rate x {} rank(s) x its length), is \
-                 above its spending ceiling of {} credits (--max-cost); bid less, run shorter \
-                 or narrower, or raise the ceiling",
+                 above its {whose}; bid less, run shorter or narrower, or raise the ceiling",
                 money::format_credits(cost),
                 spec.width,
-                money::format_credits(max)
             ),
         ));
     }
-    // A job charged to a project: its owner must be a member (whatever the cost),
-    // and the project's balance (within the member's limit) pays.
-    let project = match &terms.account {
-        Some(project) => Some(shared.ledger.resolve(&spec.user, project).await.map_err(
-            |e| match e {
-                clients::rpc::RpcError::Server(e) if !e.code.is_retryable() => {
-                    err(Code::NoCredit, e.message)
-                }
-                e => err(
-                    Code::Unavailable,
-                    format!("cannot check project {project} at accountd: {e}; retry"),
-                ),
-            },
-        )?),
-        None => None,
+    let payer = crate::store::Payer {
+        account: project.as_ref().and_then(|p| p.project.clone()),
+        max_cost,
     };
+    let project = project.filter(|p| p.project.is_some());
     if cost > 0 {
         let balance = match &project {
             Some(p) => p.balance,
@@ -209,11 +209,12 @@ async fn submit(
         }
     }
     if spec.array.is_some() {
-        return submit_array(shared, peer, spec, signed).await;
+        return submit_array(shared, peer, spec, signed, payer).await;
     }
     let now = crate::unix_now_ms();
     let seq = shared.lock_queue().take_seq();
     let mut rec = JobRecord::queued(seq, spec.id.0, spec.user.clone(), signed.into(), now);
+    rec.payer = Some(payer);
     dependent(&mut rec, &spec);
     shared
         .store
@@ -237,6 +238,30 @@ async fn submit(
     Ok(BatchReply::Submitted(Submitted { job: id, position }))
 }
 
+/// The account `user`'s job pays from, as accountd resolves it: `asked` (`-A`,
+/// signed), whose member `user` must be (refused otherwise, also while
+/// accountd cannot be asked), else the user's default project. With none
+/// asked, an accountd that cannot tell (unreachable, predating projects, no
+/// account) leaves the personal account, as before projects: its balance is
+/// checked as it always was.
+async fn payer_of(
+    shared: &Shared,
+    user: &str,
+    asked: Option<&str>,
+) -> Result<Option<proto::project::ChargedAccount>, BatchError> {
+    match (shared.ledger.resolve(user, asked).await, asked) {
+        (Ok(a), _) => Ok(Some(a)),
+        (Err(_), None) => Ok(None),
+        (Err(clients::rpc::RpcError::Server(e)), Some(_)) if !e.code.is_retryable() => {
+            Err(err(Code::NoCredit, e.message))
+        }
+        (Err(e), Some(project)) => Err(err(
+            Code::Unavailable,
+            format!("cannot check project {project} at accountd: {e}; retry"),
+        )),
+    }
+}
+
 /// A job with dependencies starts `Dependent`, saying on what.
 fn dependent(rec: &mut JobRecord, spec: &proto::batch::JobSpec) {
     if !spec.after.is_empty() {
@@ -251,6 +276,7 @@ async fn submit_array(
     peer: &PeerIdentity,
     spec: proto::batch::JobSpec,
     signed: SignedJob,
+    payer: crate::store::Payer,
 ) -> Result<BatchReply, BatchError> {
     let count = spec.array.map_or(0, |a| a.count());
     let first_seq = {
@@ -262,6 +288,7 @@ async fn submit_array(
     let mut array = crate::arrays::tasks(&spec, signed.into(), first_seq, crate::unix_now_ms());
     for t in &mut array.tasks {
         dependent(t, &spec);
+        t.payer = Some(payer.clone());
     }
     {
         let q = shared.lock_queue();

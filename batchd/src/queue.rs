@@ -30,9 +30,11 @@ pub struct Job {
     pub estimated_start: Option<u64>,
     /// Suspensions since the queue started (policies preempt a job once).
     pub preempted: u32,
-    /// Its signed spending ceiling, micro-credits (`--max-cost`), if any.
+    /// Its spending ceiling, micro-credits: the lower of its signed
+    /// `--max-cost` and its project's ceiling per job, if any.
     pub max_cost: Option<i64>,
-    /// The project it is charged to (`rexec submit -A`, signed), if any.
+    /// The project it is charged to (`rexec submit -A`, signed, else the
+    /// owner's default project at submission), if any.
     pub account: Option<String>,
 }
 
@@ -45,6 +47,10 @@ impl Job {
         let terms = proto::batch::JobTerms::decode(&rec.signed.spec)
             .map(|(_, terms)| terms)
             .unwrap_or_default();
+        let (max_cost, account) = match &rec.payer {
+            Some(p) => (p.max_cost, p.account.clone()),
+            None => (terms.max_cost, terms.account),
+        };
         Job {
             rec,
             spec,
@@ -52,8 +58,8 @@ impl Job {
             rate,
             estimated_start: None,
             preempted: 0,
-            max_cost: terms.max_cost,
-            account: terms.account,
+            max_cost,
+            account,
         }
     }
 

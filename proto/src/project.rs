@@ -122,6 +122,21 @@ pub struct WhichAccount {
     pub user: String,
     /// The project asked for (`-A`), `None` for the user's default.
     pub project: Option<String>,
+    /// Also tell the account's burn rate ([`ChargedAccount::burn_per_day`]),
+    /// which reads the last 7 days of the ledger (`rexec estimate` asks; a
+    /// node's launch does not). Appended after the first release.
+    #[serde(default, deserialize_with = "crate::limits::trailing")]
+    pub burn: bool,
+}
+
+/// Set or lift a project's spending ceiling per job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetCeiling {
+    /// The project.
+    pub project: String,
+    /// The most one job charged to the project may cost, micro-credits
+    /// (`None` lifts it).
+    pub max_cost_per_job: Option<i64>,
 }
 
 crate::tagged::tagged_enum! {
@@ -149,6 +164,9 @@ crate::tagged::tagged_enum! {
         9 => Forecast,
         /// accountd itself: grant the income that is due (answered `Granted`).
         10 => Tick,
+        /// Admin or the project's admin: set the project's spending ceiling
+        /// per job (answered `Done`).
+        11 => Ceiling(SetCeiling),
     }
 }
 
@@ -212,6 +230,33 @@ pub struct ChargedAccount {
     /// The balance the job may spend: the account's, lowered to what is left
     /// of the member's limit in its period.
     pub balance: i64,
+    /// The project's spending ceiling per job, micro-credits (`None`: none,
+    /// or a personal account). Every job charged to the project stops at it,
+    /// or at its own `--max-cost` if lower. Appended after the first release.
+    #[serde(default, deserialize_with = "crate::limits::trailing")]
+    pub max_cost_per_job: Option<i64>,
+    /// What the account burnt per day over the last 7 days (net charges),
+    /// micro-credits; `Some` only when [`WhichAccount::burn`] asked. Appended
+    /// after the first release.
+    #[serde(default, deserialize_with = "crate::limits::trailing")]
+    pub burn_per_day: Option<i64>,
+}
+
+/// A job's spending ceiling: the lower of its own (`--max-cost`) and its
+/// project's ceiling per job, where either is set.
+///
+/// ```
+/// use proto::project::job_ceiling;
+/// assert_eq!(job_ceiling(Some(5), Some(3)), Some(3));
+/// assert_eq!(job_ceiling(None, Some(3)), Some(3));
+/// assert_eq!(job_ceiling(Some(5), None), Some(5));
+/// assert_eq!(job_ceiling(None, None), None);
+/// ```
+pub fn job_ceiling(own: Option<i64>, project: Option<i64>) -> Option<i64> {
+    match (own, project) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 crate::tagged::tagged_enum! {

@@ -263,6 +263,11 @@ pub struct EstimateArgs {
     /// Say which selector answered.
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
+    /// The project the run would charge (as for a run): its balance, burn rate
+    /// and ceiling per job are shown (default: your default project, or your
+    /// personal account).
+    #[arg(short = 'A', long = "account", value_name = "ACCOUNT")]
+    pub account: Option<String>,
 }
 
 /// Arguments of `rexec stats`.

@@ -15,10 +15,11 @@
 //! default; a node that announces a charge while not contended is charging under
 //! the paper's rule (`paper`: pay whenever another job is there), and is quoted so.
 //!
-//! The balance is the caller's own account, asked of accountd at `ACCOUNTD_ADDR`
-//! or the configuration's `[accountd] address`; without either it is said to be
-//! unknown. (A project's balance and burn rate belong beside it once jobs charge
-//! projects: see [`balance_line`].)
+//! Beside it, the account the run would pay from (the project `-A` names, else
+//! the caller's default project, else its personal account), its balance, its
+//! burn rate over the last 7 days and the project's ceiling per job, asked of
+//! accountd at `ACCOUNTD_ADDR` or the configuration's `[accountd] address`;
+//! without either the balance is said to be unknown (see [`balance_line`]).
 
 use std::path::Path;
 use std::time::Duration;
@@ -190,6 +191,8 @@ pub struct Ask<'a> {
     pub max_price: Option<i64>,
     /// Say which selector answered.
     pub verbose: bool,
+    /// The project the run would charge (`-A`), `None` for the default.
+    pub account: Option<&'a str>,
 }
 
 /// Run `rexec estimate`.
@@ -212,6 +215,7 @@ pub async fn run(
         policy: &args.policy,
         max_price: crate::request::max_price(args.max_price.as_deref())?,
         verbose: args.verbose,
+        account: args.account.as_deref(),
     };
     print(&config, &ask).await
 }
@@ -278,25 +282,88 @@ pub async fn print(config: &crate::config::Config, ask: &Ask<'_>) -> Result<(), 
     let e = estimate(&nodes, ask.bid, ask.length)
         .map_err(|e| Error::Usage(format!("this estimate overflows: {e}")))?;
     print!("{}", report(&e, ask.bid, ask.length));
-    println!("{}", balance_line(config).await);
+    println!("{}", balance_line(config, ask.account).await);
     Ok(())
 }
 
-/// `balance: ...` for the caller's own account (see the module docs). Here, once
-/// jobs charge projects, the project's balance and its burn rate go beside it.
-pub async fn balance_line(config: &crate::config::Config) -> String {
-    match own_balance(config).await {
-        Ok((user, micros)) => format!(
-            "balance: {} credits ({user}, personal account)",
-            money::format_credits(micros)
-        ),
+/// `balance: ...` for the account the run would pay from: the project `account`
+/// names (`-A`), else the caller's default project, else its personal account,
+/// as accountd resolves it for the caller (a member reads its project's
+/// balance, nobody else's), with its burn rate over the last 7 days (as
+/// `accountctl report --forecast` counts it) and the project's ceiling per job.
+pub async fn balance_line(config: &crate::config::Config, account: Option<&str>) -> String {
+    match paying_account(config, account).await {
+        Ok(p) => p.line(),
         Err(why) => format!("balance: unknown ({why})"),
     }
 }
 
-/// The caller's balance and name, asked of accountd.
-async fn own_balance(config: &crate::config::Config) -> Result<(String, i64), String> {
-    use proto::account::{AccountOp, AccountReply, BalanceQuery};
+/// The account a run pays from, as accountd told it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paying {
+    /// The caller.
+    pub user: String,
+    /// The project, `None` for the personal account.
+    pub project: Option<String>,
+    /// What the caller may spend there, micro-credits (a project's balance,
+    /// lowered to what is left of the member's limit).
+    pub balance: i64,
+    /// Net charges per day over the last 7 days, when accountd tells them.
+    pub burn_per_day: Option<i64>,
+    /// The project's ceiling per job, micro-credits.
+    pub max_cost_per_job: Option<i64>,
+}
+
+impl Paying {
+    /// The line `rexec estimate` prints.
+    ///
+    /// ```
+    /// use rexec::estimate::Paying;
+    /// let p = Paying { user: "alice".into(), project: Some("chem".into()), balance: 90_000_000,
+    ///     burn_per_day: Some(1_500_000), max_cost_per_job: Some(5_000_000) };
+    /// assert_eq!(p.line(), "balance: 90 credits (project chem, spent by alice); burn 1.5 \
+    ///     credits a day over the last 7 days; ceiling per job 5 credits (the project's)");
+    /// let p = Paying { project: None, burn_per_day: None, max_cost_per_job: None, ..p };
+    /// assert_eq!(p.line(), "balance: 90 credits (alice, personal account)");
+    /// ```
+    pub fn line(&self) -> String {
+        let mut out = match &self.project {
+            Some(p) => format!(
+                "balance: {} credits (project {p}, spent by {})",
+                money::format_credits(self.balance),
+                self.user
+            ),
+            None => format!(
+                "balance: {} credits ({}, personal account)",
+                money::format_credits(self.balance),
+                self.user
+            ),
+        };
+        if let Some(b) = self.burn_per_day {
+            out += &format!(
+                "; burn {} credits a day over the last 7 days",
+                money::format_credits(b)
+            );
+        }
+        if let Some(c) = self.max_cost_per_job {
+            out += &format!(
+                "; ceiling per job {} credits (the project's)",
+                money::format_credits(c)
+            );
+        }
+        out
+    }
+}
+
+/// Asks accountd which account the caller's run pays from (`account`, else
+/// its default), with its balance and burn; an accountd that predates
+/// projects tells the personal balance alone (and cannot honour `-A`).
+async fn paying_account(
+    config: &crate::config::Config,
+    account: Option<&str>,
+) -> Result<Paying, String> {
+    use proto::account::{AccountOp, AccountReply, BalanceQuery, ErrorCode};
+    use proto::project::{ProjectOp, ProjectReply, WhichAccount};
     let (address, server_name) = accountd_address(config).ok_or_else(|| {
         "no accountd address: set ACCOUNTD_ADDR or address under [accountd] in the config file"
             .to_string()
@@ -310,15 +377,56 @@ async fn own_balance(config: &crate::config::Config) -> Result<(String, i64), St
     )
     .await
     .map_err(|e| e.to_string())?;
-    let reply = client
-        .call(AccountOp::Balance(BalanceQuery { user: None }))
+    let user = match client.call(AccountOp::WhoAmI).await {
+        Ok(AccountReply::WhoAmI(i)) => i.name,
+        Ok(other) => {
+            client.close().await;
+            return Err(format!("accountd answered {}", other.name()));
+        }
+        Err(e) => {
+            client.close().await;
+            return Err(e.to_string());
+        }
+    };
+    let which = client
+        .call(AccountOp::Project(ProjectOp::Resolve(WhichAccount {
+            user: user.clone(),
+            project: account.map(str::to_string),
+            burn: true,
+        })))
         .await;
-    client.close().await;
-    match reply {
-        Ok(AccountReply::Balance(b)) => Ok((b.user, b.balance)),
+    let answer = match which {
+        Ok(AccountReply::Project(ProjectReply::Account(a))) => Ok(Paying {
+            user,
+            project: a.project,
+            balance: a.balance,
+            burn_per_day: a.burn_per_day,
+            max_cost_per_job: a.max_cost_per_job,
+        }),
+        Err(clients::rpc::RpcError::Server(e))
+            if e.code == ErrorCode::Unsupported && account.is_none() =>
+        {
+            let own = client
+                .call(AccountOp::Balance(BalanceQuery { user: None }))
+                .await;
+            match own {
+                Ok(AccountReply::Balance(b)) => Ok(Paying {
+                    user,
+                    project: None,
+                    balance: b.balance,
+                    burn_per_day: None,
+                    max_cost_per_job: None,
+                }),
+                Ok(other) => Err(format!("accountd answered {}", other.name())),
+                Err(e) => Err(e.to_string()),
+            }
+        }
         Ok(other) => Err(format!("accountd answered {}", other.name())),
+        Err(clients::rpc::RpcError::Server(e)) => Err(e.message),
         Err(e) => Err(e.to_string()),
-    }
+    };
+    client.close().await;
+    answer
 }
 
 /// accountd's address and certificate name: `ACCOUNTD_ADDR`, else the config file's

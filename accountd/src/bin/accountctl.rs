@@ -485,6 +485,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (ProjectCmd::Default { user, project }, ProjectReply::Done) => {
                     println!("default of {user}: {project}");
                 }
+                (
+                    ProjectCmd::Set {
+                        project,
+                        max_cost_per_job,
+                    },
+                    ProjectReply::Done,
+                ) => {
+                    println!("{project}: max cost per job {max_cost_per_job}");
+                }
                 _ => bail!("accountd gave an unexpected answer"),
             }
         }

@@ -6,7 +6,7 @@ use clap::Subcommand;
 use money::{format_credits_fixed, parse_credits};
 use proto::project::{
     ChangeMembers, CreateProject, ForecastRow, Income, LimitPeriod, MemberLimit, ProjectInfo,
-    ProjectOp, SetDefault, SetIncome,
+    ProjectOp, SetCeiling, SetDefault, SetIncome,
 };
 
 use super::format::{Format, render};
@@ -74,6 +74,17 @@ pub enum ProjectCmd {
         /// alice=200/month (day, week or month), or alice=none to lift it.
         #[arg(required = true)]
         limits: Vec<String>,
+    },
+    /// Set a project's terms (admin or the project's admin): its spending
+    /// ceiling per job.
+    Set {
+        /// The project.
+        project: String,
+        /// The most one job charged to the project may cost, in credits, or
+        /// `none` to lift it; each job stops at it, or at its own --max-cost
+        /// if lower.
+        #[arg(long = "max-cost-per-job")]
+        max_cost_per_job: String,
     },
     /// Set a user's default project (admin, or the user itself); `none` for
     /// the personal account.
@@ -182,6 +193,16 @@ pub fn project_op(cmd: &ProjectCmd) -> Result<ProjectOp, ArgError> {
         ProjectCmd::Default { user, project } => Ok(ProjectOp::Default(SetDefault {
             user: user.clone(),
             project: (project != "none").then(|| project.clone()),
+        })),
+        ProjectCmd::Set {
+            project,
+            max_cost_per_job,
+        } => Ok(ProjectOp::Ceiling(SetCeiling {
+            project: project.clone(),
+            max_cost_per_job: match max_cost_per_job.as_str() {
+                "none" => None,
+                text => Some(credits(text)?),
+            },
         })),
         ProjectCmd::List { .. } => Ok(ProjectOp::List),
     }

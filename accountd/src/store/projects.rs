@@ -14,7 +14,10 @@
 //! sets their limits; members spend, through the nodes that run their jobs
 //! ([`ProjectOp::Debit`]: the entry is the project's, its reason names the
 //! member: `spent by alice`); a user may choose its own default project
-//! among those it belongs to.
+//! among those it belongs to. Admins and the project's admin set its spending
+//! ceiling per job ([`ProjectOp::Ceiling`]); [`ProjectOp::Resolve`] tells it
+//! to the nodes and the batch queue beside the account a job pays from, and
+//! (asked by a member, for `rexec estimate`) the account's 7-day burn rate.
 //!
 //! Member limits are per calendar period in UTC (a day; a week from Monday;
 //! a month): a debit that would lift what the member spent in the current
@@ -39,8 +42,8 @@ use proto::account::{
 };
 use proto::project::{
     ChangeMembers, ChargedAccount, CreateProject, ForecastRow, Income, LimitPeriod, MemberLimit,
-    ProjectDebit, ProjectGrouping, ProjectInfo, ProjectOp, ProjectReply, SetDefault, SetIncome,
-    WhichAccount,
+    ProjectDebit, ProjectGrouping, ProjectInfo, ProjectOp, ProjectReply, SetCeiling, SetDefault,
+    SetIncome, WhichAccount,
 };
 use serde::{Deserialize, Serialize};
 
@@ -65,6 +68,10 @@ struct Doc {
     admin: Option<String>,
     members: BTreeMap<String, Member>,
     income: Option<Income>,
+    /// The most one job charged to the project may cost (absent in documents
+    /// written before ceilings: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_cost_per_job: Option<i64>,
 }
 
 /// One member: its limit and what it spent in the limit's period `period`.
@@ -174,6 +181,7 @@ pub fn write(
         ProjectOp::Income(i) => set_income(db, i, actor, now_us, max),
         ProjectOp::Debit(d) => debit(db, d, actor, now_us, max).map(ProjectReply::Charged),
         ProjectOp::Tick => tick(db, actor, now_us, max).map(ProjectReply::Granted),
+        ProjectOp::Ceiling(c) => set_ceiling(db, c, actor, max).map(|()| ProjectReply::Done),
         other => Err(refuse(
             ErrorCode::Malformed,
             format!("{} is not a write", other.name()),
@@ -231,6 +239,7 @@ fn create(
             .map(|m| (m.clone(), Member::default()))
             .collect(),
         income: None,
+        max_cost_per_job: None,
     };
     save(db, &c.name, &doc)?;
     info(db, &c.name, &doc, now_us).map(ProjectReply::Project)
@@ -341,6 +350,32 @@ fn set_income(
     doc.income = (i.amount > 0).then(|| i.clone());
     save(db, &s.project, &doc)?;
     info(db, &s.project, &doc, now_us).map(ProjectReply::Project)
+}
+
+/// Sets or lifts a project's spending ceiling per job: admins and the
+/// project's admin may, as they manage its members.
+fn set_ceiling(
+    db: &mut dyn Rows,
+    c: &SetCeiling,
+    actor: &str,
+    max: i64,
+) -> Result<(), AccountError> {
+    let mut doc = need(db, &c.project)?;
+    if !manages(actor, &doc) {
+        return Err(refuse(
+            ErrorCode::Forbidden,
+            format!(
+                "{actor} may not set the spending ceiling of {:?}: only admins and the project's \
+                 admin may",
+                c.project
+            ),
+        ));
+    }
+    if let Some(m) = c.max_cost_per_job {
+        check_positive(m, max)?;
+    }
+    doc.max_cost_per_job = c.max_cost_per_job;
+    save(db, &c.project, &doc)
 }
 
 fn not_member(user: &str, project: &str) -> AccountError {
@@ -487,9 +522,12 @@ fn resolve(
     };
     let Some(p) = project else {
         let b = super::query::balance(db, &w.user)?;
+        let burn_per_day = w.burn.then(|| burn(db, &w.user, now_us)).transpose()?;
         return Ok(ChargedAccount {
             project: None,
             balance: b.balance,
+            max_cost_per_job: None,
+            burn_per_day,
         });
     };
     let doc = need(db, &p)?;
@@ -501,10 +539,47 @@ fn resolve(
     if let Some(l) = m.limit {
         balance = balance.min(l.amount - spent_now(m, now_us));
     }
+    let burn_per_day = w.burn.then(|| burn(db, &p, now_us)).transpose()?;
     Ok(ChargedAccount {
         project: Some(p),
         balance,
+        max_cost_per_job: doc.max_cost_per_job,
+        burn_per_day,
     })
+}
+
+/// What `account` burnt per day over the 7 days before `now_us` (net of
+/// refunds), as the forecast counts it.
+fn burn(db: &mut dyn Rows, account: &str, now_us: i64) -> Result<i64, AccountError> {
+    let one: HashSet<String> = [account.to_string()].into();
+    Ok(burnt(db, &one, now_us)?
+        .get(account)
+        .copied()
+        .unwrap_or(0)
+        .saturating_neg()
+        / 7)
+}
+
+/// Net charges (debits and refunds) of each of `accounts` over the 7 days
+/// before `now_us`.
+fn burnt(
+    db: &mut dyn Rows,
+    accounts: &HashSet<String>,
+    now_us: i64,
+) -> Result<HashMap<String, i64>, AccountError> {
+    let since = now_us - 7 * DAY_US;
+    let mut net: HashMap<String, i64> = HashMap::new();
+    db.each_chained(&mut |e, _, _| {
+        if (e.kind == "debit" || e.kind == "refund")
+            && e.at_us >= since
+            && e.at_us < now_us
+            && accounts.contains(&e.user)
+        {
+            let n = net.entry(e.user.clone()).or_default();
+            *n = n.saturating_add(e.amount);
+        }
+    })?;
+    Ok(net)
 }
 
 /// The refusal of a plain debit or refund naming a project's account: a
@@ -574,18 +649,7 @@ pub fn report(
 /// when it runs dry at that rate.
 pub fn forecast(db: &mut dyn Rows, now_us: i64) -> Result<Vec<ForecastRow>, AccountError> {
     let projects = project_names(db)?;
-    let since = now_us - 7 * DAY_US;
-    let mut net: HashMap<String, i64> = HashMap::new();
-    db.each_chained(&mut |e, _, _| {
-        if (e.kind == "debit" || e.kind == "refund")
-            && e.at_us >= since
-            && e.at_us < now_us
-            && projects.contains(&e.user)
-        {
-            let n = net.entry(e.user.clone()).or_default();
-            *n = n.saturating_add(e.amount);
-        }
-    })?;
+    let net = burnt(db, &projects, now_us)?;
     let mut names: Vec<_> = projects.into_iter().collect();
     names.sort();
     let mut out = Vec::new();

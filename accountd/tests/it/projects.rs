@@ -153,6 +153,7 @@ async fn members_spend_and_others_are_refused(b: Backend) {
         AccountOp::Project(ProjectOp::Resolve(WhichAccount {
             user: user.into(),
             project: None,
+            burn: false,
         }))
     };
     d.admin(&["create", "alice", "--initial", "3"]).ok();
@@ -178,12 +179,83 @@ async fn members_spend_and_others_are_refused(b: Backend) {
         ops.call(AccountOp::Project(ProjectOp::Resolve(WhichAccount {
             user: "dave".into(),
             project: Some("chem".into()),
+            burn: false,
         })))
         .await,
     );
     assert_eq!(code, ErrorCode::Forbidden);
     let audit = d.admin(&["audit"]);
     assert!(audit.ok().starts_with("audit passed"), "{audit:?}");
+}
+
+/// The project's ceiling per job: its admin (or an admin) sets and lifts
+/// it, a member who is not its admin may not; a member reads its project's
+/// balance, 7-day burn and ceiling (what `rexec estimate` shows), a user who
+/// is no member reads nothing of it.
+#[tokio::test]
+async fn a_project_ceiling_is_set_by_its_admin_and_members_read_balance_burn_and_ceiling() {
+    let d = Backend::Lite.start().await;
+    let mut node = chem_of_alice_and_bob(&d, &["--admin", "carol"]).await;
+    node.call(spend("n1", "j1", 1, "chem", "alice", 14 * C))
+        .await
+        .unwrap();
+    d.ctl(
+        Role::User,
+        "bob",
+        &["project", "set", "chem", "--max-cost-per-job", "5"],
+    )
+    .fails_with("user:bob may not set the spending ceiling of \"chem\"");
+    d.ctl(
+        Role::User,
+        "carol",
+        &["project", "set", "chem", "--max-cost-per-job", "5"],
+    )
+    .ok();
+    d.ctl(
+        Role::User,
+        "carol",
+        &["project", "set", "chem", "--max-cost-per-job", "0"],
+    )
+    .fails_with("");
+    let ask = |user: &str, project: Option<&str>| {
+        AccountOp::Project(ProjectOp::Resolve(WhichAccount {
+            user: user.into(),
+            project: project.map(str::to_string),
+            burn: true,
+        }))
+    };
+    let mut bob = d.client(Role::User, "bob").await;
+    let AccountReply::Project(ProjectReply::Account(a)) =
+        bob.call(ask("bob", Some("chem"))).await.unwrap()
+    else {
+        panic!("no account")
+    };
+    assert_eq!(a.project.as_deref(), Some("chem"));
+    assert_eq!(a.balance, 86 * C);
+    assert_eq!(a.max_cost_per_job, Some(5 * C));
+    assert_eq!(a.burn_per_day, Some(2 * C), "14 credits over 7 days");
+    // The node asks without burn, and learns the ceiling.
+    let AccountReply::Project(ProjectReply::Account(a)) =
+        node.call(ask("alice", Some("chem"))).await.unwrap()
+    else {
+        panic!("no account")
+    };
+    assert_eq!(a.max_cost_per_job, Some(5 * C));
+    // No member, no reading; nor another user's.
+    let mut dave = d.client(Role::User, "dave").await;
+    let (code, msg) = refusal(dave.call(ask("dave", Some("chem"))).await);
+    assert_eq!(code, ErrorCode::Forbidden, "{msg}");
+    let (code, _) = refusal(dave.call(ask("bob", Some("chem"))).await);
+    assert_eq!(code, ErrorCode::Forbidden);
+    // An admin lifts it.
+    d.admin(&["project", "set", "chem", "--max-cost-per-job", "none"])
+        .ok();
+    let AccountReply::Project(ProjectReply::Account(a)) =
+        bob.call(ask("bob", Some("chem"))).await.unwrap()
+    else {
+        panic!("no account")
+    };
+    assert_eq!(a.max_cost_per_job, None);
 }
 
 #[tokio::test]

@@ -60,6 +60,9 @@ pub(super) fn insert(conn: &Connection, a: &ArrayRecord) -> rusqlite::Result<()>
         first_seq,
         a.tasks.len() as i64
     ])?;
+    if let Some(p) = a.tasks.first().and_then(|t| t.payer.as_ref()) {
+        super::payer::insert(conn, a.id, p)?;
+    }
     let mut task = conn.prepare_cached(
         "INSERT INTO jobs(seq, id, user, signed, submitted_ms, state)
          VALUES (?1, ?2, ?3, x'', ?4, ?5)",

@@ -106,6 +106,10 @@ pub const TABLES: &[Table] = &[
         ],
     },
     Table {
+        name: "job_payer",
+        cols: &[("job", Int), ("account", Text), ("max_cost", Int)],
+    },
+    Table {
         name: "rank_usage",
         cols: &[
             ("job", Int),

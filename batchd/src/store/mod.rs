@@ -13,6 +13,7 @@ pub mod arrays;
 pub mod debits;
 pub mod dump;
 pub mod migrate;
+pub mod payer;
 pub mod pg;
 pub mod schema;
 pub mod usage;
@@ -29,6 +30,7 @@ pub use accountd::store::pg::PgConfig;
 
 pub use arrays::ArrayRecord;
 pub use debits::PendingDebit;
+pub use payer::Payer;
 pub use usage::{JobUsage, RankUsage};
 pub use writer::{Store, Write};
 
@@ -70,6 +72,9 @@ pub struct JobRecord {
     pub truncated: u64,
     /// For a task of an array: the array's id and the task's index.
     pub array: Option<(u64, u32)>,
+    /// Who pays, as resolved at submission ([`payer`]); `None` for a job
+    /// queued before the queue recorded it: its signed terms say.
+    pub payer: Option<Payer>,
 }
 
 impl JobRecord {
@@ -99,6 +104,7 @@ impl JobRecord {
             reason: None,
             truncated: 0,
             array: None,
+            payer: None,
         }
     }
 }
@@ -231,6 +237,7 @@ pub(crate) type JobRow = (
 pub(crate) fn decode_job(
     r: JobRow,
     arrays: &arrays::Arrays,
+    payers: &std::collections::HashMap<u64, Payer>,
     store: &str,
 ) -> Result<JobRecord, StoreError> {
     let (signed, array) = if r.3.is_empty() {
@@ -277,6 +284,7 @@ pub(crate) fn decode_job(
         exit,
         reason: r.14,
         truncated: r.15 as u64,
+        payer: payers.get(&array.map_or(r.1 as u64, |(a, _)| a)).cloned(),
         array,
     })
 }
@@ -321,9 +329,10 @@ pub(crate) fn load_jobs(conn: &Connection, path: &Path) -> Result<Loaded, StoreE
         })
         .map_err(sql)?;
     let arrays = arrays::load(conn).map_err(sql)?;
+    let payers = payer::load(conn).map_err(sql)?;
     let mut jobs = Vec::new();
     for row in rows {
-        jobs.push(decode_job(row.map_err(sql)?, &arrays, &store)?);
+        jobs.push(decode_job(row.map_err(sql)?, &arrays, &payers, &store)?);
     }
     let mut out = conn
         .prepare(

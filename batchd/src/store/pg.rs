@@ -82,6 +82,11 @@ CREATE TABLE IF NOT EXISTS rank_usage(
     ended_ms BIGINT NOT NULL,
     PRIMARY KEY(job, attempt, rank)
 );
+CREATE TABLE IF NOT EXISTS job_payer(
+    job BIGINT PRIMARY KEY,
+    account TEXT,
+    max_cost BIGINT
+);
 CREATE TABLE IF NOT EXISTS arrays(
     id BIGINT PRIMARY KEY,
     "user" TEXT NOT NULL,
@@ -160,6 +165,20 @@ pub fn load(c: &mut Client) -> Result<Loaded, StoreError> {
             })
             .collect(),
     );
+    let payers = c
+        .query("SELECT job, account, max_cost FROM job_payer", &[])
+        .map_err(e)?
+        .iter()
+        .map(|r| {
+            (
+                r.get::<_, i64>(0) as u64,
+                super::Payer {
+                    account: r.get(1),
+                    max_cost: r.get(2),
+                },
+            )
+        })
+        .collect();
     let rows = c
         .query(&format!("SELECT {JOB_COLUMNS} FROM jobs ORDER BY seq"), &[])
         .map_err(e)?;
@@ -183,7 +202,7 @@ pub fn load(c: &mut Client) -> Result<Loaded, StoreError> {
             r.get(14),
             r.get(15),
         );
-        jobs.push(decode_job(row, &arrays, store)?);
+        jobs.push(decode_job(row, &arrays, &payers, store)?);
     }
     let output = c
         .query(
@@ -306,6 +325,9 @@ impl PgWriter {
                 if n == 0 {
                     return Ok(Err(StoreError::Duplicate(j.id)));
                 }
+                if let Some(p) = &j.payer {
+                    self.payer(j.id, p)?;
+                }
                 self.update(j).map(Ok)
             }
             Write::InsertArray(a) => self.insert_array(a),
@@ -382,6 +404,9 @@ impl PgWriter {
             )?;
             all = n == a.tasks.len() as u64;
         }
+        if let (true, Some(p)) = (all, a.tasks.first().and_then(|t| t.payer.as_ref())) {
+            self.payer(a.id, p)?;
+        }
         if all {
             self.simple("RELEASE SAVEPOINT arr")?;
             Ok(Ok(()))
@@ -389,6 +414,16 @@ impl PgWriter {
             self.simple("ROLLBACK TO SAVEPOINT arr; RELEASE SAVEPOINT arr")?;
             Ok(Err(StoreError::Duplicate(a.id)))
         }
+    }
+
+    /// Records who pays for signed job `job` ([`super::payer`]).
+    fn payer(&mut self, job: u64, p: &super::Payer) -> Result<(), postgres::Error> {
+        self.exec(
+            "INSERT INTO job_payer(job, account, max_cost) VALUES ($1, $2, $3)
+             ON CONFLICT (job) DO UPDATE SET account = EXCLUDED.account, max_cost = EXCLUDED.max_cost",
+            &[&(job as i64), &p.account, &p.max_cost],
+        )
+        .map(|_| ())
     }
 
     fn update(&mut self, j: &JobRecord) -> Result<(), postgres::Error> {

@@ -112,6 +112,8 @@ pub fn open_writer(path: &Path, now_ms: i64) -> Result<(Connection, i64), StoreE
     super::debits::upgrade(&conn).map_err(sql(path))?;
     conn.execute_batch(super::usage::SCHEMA)
         .map_err(sql(path))?;
+    conn.execute_batch(super::payer::SCHEMA)
+        .map_err(sql(path))?;
     conn.execute_batch(super::arrays::SCHEMA)
         .map_err(sql(path))?;
     let get = |key: &str| {

@@ -272,6 +272,9 @@ fn one(conn: &Connection, write: &Write) -> rusqlite::Result<()> {
                 j.submitted_ms,
                 j.state.code()
             ])?;
+            if let Some(p) = &j.payer {
+                super::payer::insert(conn, j.id, p)?;
+            }
             update(conn, j)
         }
         Write::InsertArray(a) => super::arrays::insert(conn, a),

@@ -65,6 +65,21 @@ pub struct CappedLaunch {
     pub account: Option<String>,
 }
 
+/// Rank `rank`'s share of a job's ceiling `max_cost` over `nranks` ranks:
+/// `max_cost / nranks`, one micro-credit more below `max_cost % nranks`
+/// (a negative ceiling counts as 0).
+///
+/// ```
+/// assert_eq!(proto::node::rank_share(10, 0, 3), 4);
+/// assert_eq!(proto::node::rank_share(10, 2, 3), 3);
+/// ```
+pub fn rank_share(max_cost: i64, rank: u32, nranks: u32) -> i64 {
+    let n = i64::from(nranks.max(1));
+    let r = i64::from(rank);
+    let max = max_cost.max(0);
+    max / n + i64::from(r < max % n)
+}
+
 impl CappedLaunch {
     /// What rank `launch.rank` may be charged: its share of `max_cost`.
     ///
@@ -82,10 +97,11 @@ impl CappedLaunch {
     /// assert_eq!(c.rank_ceiling(), None);
     /// ```
     pub fn rank_ceiling(&self) -> Option<i64> {
-        let n = i64::from(self.launch.nranks.max(1));
-        let r = i64::from(self.launch.rank);
-        let max = self.max_cost?.max(0);
-        Some(max / n + i64::from(r < max % n))
+        Some(rank_share(
+            self.max_cost?,
+            self.launch.rank,
+            self.launch.nranks,
+        ))
     }
 
     /// Checks the launch ([`Launch::validate`]) and that the ceiling is not negative.

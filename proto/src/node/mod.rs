@@ -47,7 +47,7 @@ mod usage;
 
 pub use admin::{JobInfo, JobList, Kill, Killed, Rebid, Rebidded};
 pub use exit::{Exit, ExitStatus};
-pub use launch::{CappedLaunch, Launch, LaunchError, Started, WindowSize};
+pub use launch::{CappedLaunch, Launch, LaunchError, Started, WindowSize, rank_share};
 pub use options::{RankOptions, TimeLimit};
 pub use signal::{ParseSignalError, Signal};
 pub use status::{ErrorCode, ErrorReply, Heartbeat, Notice, NoticeKind, STDIN_WINDOW, StdinTaken};

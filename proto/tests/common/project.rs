@@ -72,8 +72,13 @@ pub fn project_op() -> impl Strategy<Value = ProjectOp> {
         (text(), debit())
             .prop_map(|(project, debit)| ProjectOp::Debit(ProjectDebit { project, debit })),
         Just(ProjectOp::List),
-        (text(), option::of(text()))
-            .prop_map(|(user, project)| ProjectOp::Resolve(WhichAccount { user, project })),
+        (text(), option::of(text()), any::<bool>()).prop_map(|(user, project, burn)| {
+            ProjectOp::Resolve(WhichAccount {
+                user,
+                project,
+                burn,
+            })
+        }),
         (
             grouping(),
             option::of(any::<i64>()),
@@ -86,6 +91,12 @@ pub fn project_op() -> impl Strategy<Value = ProjectOp> {
             })),
         Just(ProjectOp::Forecast),
         Just(ProjectOp::Tick),
+        (text(), option::of(any::<i64>())).prop_map(|(project, max_cost_per_job)| {
+            ProjectOp::Ceiling(SetCeiling {
+                project,
+                max_cost_per_job,
+            })
+        }),
     ]
 }
 
@@ -113,9 +124,20 @@ pub fn project_reply() -> impl Strategy<Value = ProjectReply> {
         Just(ProjectReply::Done),
         charge_receipt().prop_map(ProjectReply::Charged),
         vec(info(), 0..3).prop_map(ProjectReply::Projects),
-        (option::of(text()), any::<i64>()).prop_map(|(project, balance)| {
-            ProjectReply::Account(ChargedAccount { project, balance })
-        }),
+        (
+            option::of(text()),
+            any::<i64>(),
+            option::of(any::<i64>()),
+            option::of(any::<i64>())
+        )
+            .prop_map(|(project, balance, max_cost_per_job, burn_per_day)| {
+                ProjectReply::Account(ChargedAccount {
+                    project,
+                    balance,
+                    max_cost_per_job,
+                    burn_per_day,
+                })
+            }),
         vec(report_row(), 0..3).prop_map(ProjectReply::Report),
         vec(
             (text(), any::<i64>(), any::<i64>(), option::of(any::<i64>())).prop_map(

@@ -28,6 +28,22 @@ use tokio_rustls::TlsConnector;
 
 use crate::config::market_table::LedgerConfig;
 
+/// The account a job is charged to, as a launch's checks found it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Payer {
+    /// The project charged, `None` for the owner's personal account.
+    pub project: Option<String>,
+    /// The project's spending ceiling per job, micro-credits, if it has one
+    /// (`accountctl project set P --max-cost-per-job C`).
+    pub max_cost_per_job: Option<i64>,
+}
+
+impl Payer {
+    fn personal() -> Payer {
+        Payer::default()
+    }
+}
+
 /// How long one balance query may take.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -150,8 +166,8 @@ impl Credit {
 }
 
 impl Credit {
-    /// The project a job of `user` bidding `bid` is charged to, `None` for its
-    /// personal account, after the checks of a launch: `asked` (`rexec -A`)
+    /// The account a job of `user` bidding `bid` is charged to (a project, with
+    /// its ceiling per job, or the personal account), after the checks of a launch: `asked` (`rexec -A`)
     /// must name a project `user` belongs to (refused otherwise, also while
     /// accountd cannot be asked), and a positive bid needs a positive balance
     /// there. With none asked, accountd tells the user's default project; where
@@ -163,17 +179,17 @@ impl Credit {
         user: &str,
         asked: Option<&str>,
         bid: money::Bid,
-    ) -> Result<Option<String>, ErrorReply> {
+    ) -> Result<Payer, ErrorReply> {
         let node = &self.node;
         let ledger = match (&self.ledger, asked) {
             (Some(l), Some(_)) => l,
             (Some(l), None) if !bid.is_zero() => l,
-            _ => return self.check(user, bid).await.map(|()| None),
+            _ => return self.check(user, bid).await.map(|()| Payer::personal()),
         };
         let (ledger, connector) = ledger;
         let which = match (self.resolve(ledger, connector, user, asked).await, asked) {
             (Ok(w), _) => w,
-            (Err(_), None) => return self.check(user, bid).await.map(|()| None),
+            (Err(_), None) => return self.check(user, bid).await.map(|()| Payer::personal()),
             (Err(Lookup::NoAccount(message)), Some(project)) => {
                 return Err(ErrorReply::new(
                     ErrorCode::NoCredit,
@@ -192,11 +208,14 @@ impl Credit {
         };
         let Some(project) = which.project else {
             self.saw(user, which.balance);
-            return self.check(user, bid).await.map(|()| None);
+            return self.check(user, bid).await.map(|()| Payer::personal());
         };
         self.saw(&project, which.balance);
         if bid.is_zero() || which.balance > 0 {
-            return Ok(Some(project));
+            return Ok(Payer {
+                project: Some(project),
+                max_cost_per_job: which.max_cost_per_job,
+            });
         }
         Err(ErrorReply::new(
             ErrorCode::NoCredit,
@@ -379,6 +398,7 @@ async fn resolve_on(
     let op = AccountOp::Project(ProjectOp::Resolve(WhichAccount {
         user: user.to_string(),
         project: asked.map(str::to_string),
+        burn: false,
     }));
     let reply = client.call(op).await;
     client.close().await;

@@ -285,14 +285,14 @@ impl Market {
     /// Whether `user` may bid `bid` micro-credits a minute here charged to
     /// `account` (`rexec -A`; `None` for its default project or personal
     /// account): as [`Market::check_bid`], and a member of the project with a
-    /// positive balance there. Returns the bid and the project to charge, `None`
-    /// for the user's personal account.
+    /// positive balance there. Returns the bid and the account to charge, with
+    /// the project's spending ceiling per job.
     pub async fn check_payer(
         &self,
         user: &str,
         account: Option<&str>,
         bid: i64,
-    ) -> Result<(Bid, Option<String>), ErrorReply> {
+    ) -> Result<(Bid, credit::Payer), ErrorReply> {
         let bid = self.check_rate(bid)?;
         let payer = self.credit.payer(user, account, bid).await?;
         Ok((bid, payer))

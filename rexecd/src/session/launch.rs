@@ -36,14 +36,13 @@ pub(super) async fn launch<S>(
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (control_tx, control_rx) = mpsc::channel(crate::registry::CONTROL_QUEUE);
-    let started = prepare(&shared, &peer, &request, control_tx, pmi, None).await;
+    let started = prepare(&shared, &peer, &request, control_tx, pmi, None, None).await;
     run_or_refuse(shared, &peer, &request, started, reader, writer, control_rx).await;
 }
 
 /// Handles `LaunchCapped` to the end of the session: as `launch`, charged to the
-/// project it names (its owner a member, checked as a balance is), and the rank's
-/// share of the job's spending ceiling is entered in the market before the program
-/// runs a tick (see [`crate::market::Market::set_ceiling`]).
+/// project it names (its owner a member, checked as a balance is), under the
+/// job's spending ceiling (see [`prepare`]).
 pub(super) async fn launch_capped<S>(
     shared: Arc<Shared>,
     peer: PeerIdentity,
@@ -64,22 +63,16 @@ pub(super) async fn launch_capped<S>(
             ),
         )),
         _ => {
-            let ceiling = request.rank_ceiling();
-            let key = (request.launch.job, request.launch.rank);
-            let account = request.account.as_deref();
-            let started = prepare(
+            prepare(
                 &shared,
                 &peer,
                 &request.launch,
                 control_tx,
                 request.pmi,
-                account,
+                request.account.as_deref(),
+                request.max_cost,
             )
-            .await;
-            if let (Ok(_), Some(ceiling)) = (&started, ceiling) {
-                shared.registry.market().set_ceiling(key, ceiling);
-            }
-            started
+            .await
         }
     };
     run_or_refuse(
@@ -122,7 +115,11 @@ pub(super) async fn run_or_refuse<S>(
 }
 
 /// Checks, registers and spawns; on success the program runs, charged to
-/// project `account` when one is named (`rexec -A`).
+/// project `account` when one is named (`rexec -A`), else to the owner's
+/// default project or personal account. The job's spending ceiling is the
+/// lower of `max_cost` (`rexec --max-cost`) and the paying project's ceiling
+/// per job; the rank's share of it is entered in the market before the
+/// program runs a tick (see [`crate::market::Market::set_ceiling`]).
 async fn prepare(
     shared: &Arc<Shared>,
     peer: &PeerIdentity,
@@ -130,6 +127,7 @@ async fn prepare(
     control: mpsc::Sender<Control>,
     pmi: bool,
     account: Option<&str>,
+    max_cost: Option<i64>,
 ) -> Result<Job, ErrorReply> {
     authorize(shared, peer, request)?;
     let user = resolve_user(shared, &peer.name).await?;
@@ -140,17 +138,25 @@ async fn prepare(
         .market()
         .check_payer(user.name(), account, request.bid)
         .await?;
-    create(
+    let job = create(
         shared,
         request,
         user,
-        payer.as_deref(),
+        payer.project.as_deref(),
         bid,
         control,
         None,
         pmi,
     )
-    .await
+    .await?;
+    if let Some(c) = proto::project::job_ceiling(max_cost, payer.max_cost_per_job) {
+        let share = proto::node::rank_share(c, request.rank, request.nranks);
+        shared
+            .registry
+            .market()
+            .set_ceiling((request.job, request.rank), share);
+    }
+    Ok(job)
 }
 
 /// Registers the rank (one a `queue` started is not charged by this node; one with

@@ -36,6 +36,7 @@ mod market_estimate;
 mod market_figure4;
 mod market_ledger;
 mod market_page;
+mod market_project_ceiling;
 mod market_projects;
 mod metrics;
 mod metrics_cost;

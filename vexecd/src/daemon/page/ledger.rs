@@ -93,7 +93,7 @@ impl LedgerFile {
             return Err(("hours", format!("must be 1 to {MAX_SPEND_HOURS}")));
         }
         let every = match &self.every {
-            Some(t) => proto::duration::parse_duration(t).map_err(|e| ("every", e.to_string()))?,
+            Some(t) => timespan::parse_duration(t).map_err(|e| ("every", e.to_string()))?,
             None => DEFAULT_EVERY,
         };
         if every < Duration::from_secs(1) {
