@@ -2,6 +2,12 @@
 //! decision checked and applied (suspensions, starts, the market price, reservations).
 //! The queue is kept in arrival order incrementally (a suspended job goes back to its
 //! place by binary search), so policies that want arrival order never sort.
+//!
+//! Time runs in milliseconds: arrivals fall on whole seconds (a job's `submit`), ends
+//! fall wherever a job's run time puts them (whole seconds for a trace's `runtime`,
+//! any millisecond for runs measured on the live queue). The policy sees whole seconds,
+//! as the live queue shows it: `now` and a run's `since` rounded down, work done
+//! rounded to the nearest second (`batchd::sched::snapshot`).
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
@@ -20,7 +26,17 @@ enum State {
     Done,
 }
 
-/// One job's bookkeeping.
+/// Milliseconds to the whole seconds a policy sees, rounded down.
+fn secs(ms: i64) -> i64 {
+    ms.div_euclid(1000)
+}
+
+/// Work done in milliseconds to the policy's seconds, rounded to the nearest.
+fn done_secs(ms: i64) -> i64 {
+    (ms + 500).div_euclid(1000)
+}
+
+/// One job's bookkeeping (times and work in milliseconds).
 #[derive(Clone, Copy)]
 struct Js {
     state: State,
@@ -49,7 +65,7 @@ impl Js {
         end: 0,
     };
 
-    /// Charges what the job owes at its current rate up to `now`.
+    /// Charges what the job owes at its current rate up to `now` (micro-credits × 3 600 000).
     fn accrue(&mut self, width: u32, now: i64) {
         self.charge += self.rate as i128 * width as i128 * (now - self.rate_since) as i128;
         self.rate_since = now;
@@ -59,6 +75,10 @@ impl Js {
 /// A simulation in progress.
 pub(super) struct Sim<'a> {
     jobs: &'a [Job],
+    /// Each job's run time, ms.
+    runtime_ms: Vec<i64>,
+    /// Milliseconds per unit of the result's times (1000: seconds).
+    unit: i64,
     procs: u32,
     name: String,
     /// Job indices in arrival order, and each job's position in it.
@@ -78,7 +98,15 @@ pub(super) struct Sim<'a> {
 }
 
 impl<'a> Sim<'a> {
-    pub(super) fn new(jobs: &'a [Job], procs: u32, name: String) -> Self {
+    /// A simulation of `jobs` whose runs last `runtime_ms`, reporting times in units
+    /// of `unit` ms.
+    pub(super) fn new(
+        jobs: &'a [Job],
+        runtime_ms: Vec<i64>,
+        unit: i64,
+        procs: u32,
+        name: String,
+    ) -> Self {
         let mut order: Vec<usize> = (0..jobs.len()).collect();
         order.sort_by_key(|&i| (jobs[i].submit, jobs[i].id));
         let mut rank = vec![0usize; jobs.len()];
@@ -87,6 +115,8 @@ impl<'a> Sim<'a> {
         }
         Sim {
             jobs,
+            runtime_ms,
+            unit,
             procs,
             order,
             rank,
@@ -107,7 +137,12 @@ impl<'a> Sim<'a> {
         self.st[i].state == State::Running && self.st[i].epoch == epoch
     }
 
-    /// The next instant something happens (an arrival or a completion), if any.
+    /// When job `i` arrives, ms.
+    fn arrival(&self, i: usize) -> i64 {
+        self.jobs[i].submit.saturating_mul(1000)
+    }
+
+    /// The next instant (ms) something happens (an arrival or a completion), if any.
     pub(super) fn next_instant(&mut self) -> Option<i64> {
         while let Some(&Reverse((_, i, e))) = self.ends.peek() {
             if self.live(i, e) {
@@ -115,7 +150,7 @@ impl<'a> Sim<'a> {
             }
             self.ends.pop();
         }
-        let t_arr = self.order.get(self.next).map(|&i| self.jobs[i].submit);
+        let t_arr = self.order.get(self.next).map(|&i| self.arrival(i));
         let t_end = self.ends.peek().map(|r| r.0.0);
         match (t_arr, t_end) {
             (Some(a), Some(e)) => Some(a.min(e)),
@@ -151,14 +186,14 @@ impl<'a> Sim<'a> {
             let s = &mut self.st[i];
             s.state = State::Done;
             s.end = now;
-            s.done = self.jobs[i].runtime;
+            s.done = self.runtime_ms[i];
         }
     }
 
     /// Queues every job submitted at or before `now`.
     pub(super) fn admit_arrivals(&mut self, now: i64) {
         while let Some(&i) = self.order.get(self.next) {
-            if self.jobs[i].submit > now {
+            if self.arrival(i) > now {
                 break;
             }
             self.st[i].state = State::Queued;
@@ -171,7 +206,7 @@ impl<'a> Sim<'a> {
     fn as_queued(&self, i: usize) -> Queued<'a> {
         Queued {
             job: &self.jobs[i],
-            done: self.st[i].done,
+            done: done_secs(self.st[i].done),
             preempted: self.st[i].preempted,
         }
     }
@@ -180,7 +215,7 @@ impl<'a> Sim<'a> {
     pub(super) fn snapshot(&self, now: i64) -> Snapshot<'_> {
         let (jobs, st) = (self.jobs, &self.st);
         Snapshot {
-            now,
+            now: secs(now),
             procs: self.procs,
             queued: Cow::Borrowed(&self.queued),
             running: self
@@ -188,8 +223,8 @@ impl<'a> Sim<'a> {
                 .iter()
                 .map(|&i| Running {
                     job: &jobs[i],
-                    since: st[i].since,
-                    done_before: st[i].done,
+                    since: secs(st[i].since),
+                    done_before: done_secs(st[i].done),
                     preempted: st[i].preempted,
                 })
                 .collect(),
@@ -199,7 +234,7 @@ impl<'a> Sim<'a> {
     fn policy_error(&self, now: i64, why: String) -> SimError {
         SimError::Policy {
             policy: self.name.clone(),
-            now,
+            now: secs(now),
             why,
         }
     }
@@ -280,7 +315,7 @@ impl<'a> Sim<'a> {
         s.rate_since = now;
         s.rate = rate;
         s.start.get_or_insert(now);
-        let end = now + self.jobs[i].runtime - s.done;
+        let end = now + self.runtime_ms[i] - s.done;
         self.ends.push(Reverse((end, i, s.epoch)));
         self.running.push(i);
         Ok(())
@@ -302,25 +337,36 @@ impl<'a> Sim<'a> {
         if self.running.is_empty() && self.next == self.order.len() && !self.queue.is_empty() {
             return Err(SimError::Stalled {
                 policy: self.name.clone(),
-                now,
+                now: secs(now),
                 waiting: self.queue.len(),
             });
         }
         Ok(())
     }
 
-    /// The result, with every job's outcome.
+    /// The result, with every job's outcome, its times in units of `unit` ms.
     pub(super) fn finish(mut self) -> SimResult {
+        let u = self.unit;
         self.res.outcomes = self
             .st
             .iter()
             .map(|s| Outcome {
-                start: s.start.unwrap_or(0),
-                end: s.end,
+                start: s.start.unwrap_or(0).div_euclid(u),
+                end: s.end.div_euclid(u),
                 preempted: s.preempted,
-                charge: (s.charge / 3600) as Micros,
+                charge: (s.charge / 3_600_000) as Micros,
             })
             .collect();
+        for s in &mut self.res.segments {
+            s.start = s.start.div_euclid(u);
+            s.end = s.end.div_euclid(u);
+        }
+        for p in &mut self.res.prices {
+            p.0 = p.0.div_euclid(u);
+        }
+        for r in &mut self.res.reservations {
+            r.0 = r.0.div_euclid(u);
+        }
         self.res
     }
 }

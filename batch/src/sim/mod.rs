@@ -1,6 +1,8 @@
 //! The event-driven simulator: arrivals and completions are events; after each batch of
 //! events at one instant the policy sees a [`Snapshot`] and its [`Decision`] is checked and
-//! applied. It records every run segment (so an independent checker can audit the
+//! applied. A processor freed by a job's end is given out at that end, not at a later
+//! tick: the live queue (`batchd`) decides at each end too, so [`simulate_ms`] replays
+//! a live run to the millisecond. It records every run segment (so an independent checker can audit the
 //! schedule), per-job outcomes, charges, the market price over time and reservations.
 //! A policy that breaks the rules (starts an unknown job, overcommits the machine) or
 //! leaves work waiting forever is an error, never a panic.
@@ -39,6 +41,14 @@ pub enum SimError {
         now: i64,
         /// What it did.
         why: String,
+    },
+    /// Run times given for a different number of jobs.
+    #[error("{runtimes} run times for {jobs} jobs")]
+    Runtimes {
+        /// Jobs.
+        jobs: usize,
+        /// Run times.
+        runtimes: usize,
     },
     /// Jobs wait, nothing runs, nothing will arrive, and the policy starts nothing.
     #[error("policy {policy} stalled at t={now} with {waiting} jobs waiting")]
@@ -139,7 +149,46 @@ pub fn validate(jobs: &[Job], procs: u32) -> Result<(), SimError> {
 /// Runs `jobs` on `procs` processors under `policy`.
 pub fn simulate(jobs: &[Job], procs: u32, policy: &mut dyn Policy) -> Result<SimResult, SimError> {
     validate(jobs, procs)?;
-    let mut sim = engine::Sim::new(jobs, procs, policy.name());
+    let runtime_ms = jobs
+        .iter()
+        .map(|j| j.runtime.saturating_mul(1000))
+        .collect();
+    run(
+        engine::Sim::new(jobs, runtime_ms, 1000, procs, policy.name()),
+        policy,
+    )
+}
+
+/// Runs `jobs` on `procs` processors under `policy`, job `i` running
+/// `runtime_ms[i]` milliseconds (its `runtime` is only what the policy is shown),
+/// as the live queue ran them: each end is an instant of its own, to the
+/// millisecond, and the policy decides there, seeing whole seconds (see
+/// [`engine`]). Every time in the result is in milliseconds.
+pub fn simulate_ms(
+    jobs: &[Job],
+    runtime_ms: &[i64],
+    procs: u32,
+    policy: &mut dyn Policy,
+) -> Result<SimResult, SimError> {
+    validate(jobs, procs)?;
+    if runtime_ms.len() != jobs.len() {
+        return Err(SimError::Runtimes {
+            jobs: jobs.len(),
+            runtimes: runtime_ms.len(),
+        });
+    }
+    if let Some((j, _)) = jobs.iter().zip(runtime_ms).find(|(_, r)| **r < 1) {
+        return Err(SimError::InvalidJob {
+            id: j.id,
+            why: "run time must be at least 1 ms".into(),
+        });
+    }
+    let sim = engine::Sim::new(jobs, runtime_ms.to_vec(), 1, procs, policy.name());
+    run(sim, policy)
+}
+
+/// The event loop: at each instant, ends, then arrivals, then one decision.
+fn run(mut sim: engine::Sim<'_>, policy: &mut dyn Policy) -> Result<SimResult, SimError> {
     while let Some(now) = sim.next_instant() {
         sim.complete_due(now);
         sim.admit_arrivals(now);
@@ -149,3 +198,6 @@ pub fn simulate(jobs: &[Job], procs: u32, policy: &mut dyn Policy) -> Result<Sim
     }
     Ok(sim.finish())
 }
+
+#[cfg(test)]
+mod tests;

@@ -24,7 +24,9 @@ pub fn per_hour(per_minute: i64) -> i64 {
 }
 
 impl Sched {
-    /// One decision, on the tick at `tick_ms`: snapshot, policy, apply.
+    /// One decision, at `tick_ms` (a tick, or the end it gives the processors of):
+    /// snapshot, policy, apply. Starts and suspensions are recorded at that instant
+    /// (the policy's `since` and work done), however late the decision runs.
     pub(super) async fn decide(&mut self, clock: super::clock::Clock, tick_ms: i64) {
         let now_ms = crate::unix_now_ms();
         let procs = self.shared.market_processors();
@@ -126,9 +128,9 @@ impl Sched {
             return;
         };
         let rate_ph = rate.unwrap_or_else(|| per_hour(crate::queue::bid_rate(&spec)));
+        let decided_ms = self.decided;
         if state == JobState::Suspended {
-            let tick_ms = self.decided;
-            tracing::info!(job = %JobId(id), rate_ph, at_ms = now_ms, tick_ms, "resumed");
+            tracing::info!(job = %JobId(id), rate_ph, at_ms = now_ms, decided_ms, "resumed");
             if let Some(run) = self.runs.get_mut(&id) {
                 run.signal(Signal::Cont);
                 run.suspended = false;
@@ -137,7 +139,7 @@ impl Sched {
             }
             self.update(id, |r| {
                 r.state = JobState::Running;
-                r.started_ms = Some(now_ms);
+                r.started_ms = Some(decided_ms);
             })
             .await;
             return;
@@ -176,7 +178,7 @@ impl Sched {
                 r.state = JobState::Running;
                 attempt = r.attempts;
                 r.attempts += 1;
-                r.started_ms = Some(now_ms);
+                r.started_ms = Some(decided_ms);
                 r.nodes = names.clone();
                 r.reason = None;
                 r.done_ms = 0;
@@ -200,9 +202,9 @@ impl Sched {
                         rank: rank as u32,
                         bid,
                         nodes: names.clone(),
-                        // The tick it started on, however late the decision ran
-                        // (`REXEC_JOB_START_MS` on the node).
-                        started_ms: self.decided,
+                        // The instant it was decided on, however late the decision
+                        // ran (`REXEC_JOB_START_MS` on the node).
+                        started_ms: decided_ms,
                         array_index: array.map(|a| a.1),
                         kill_wait_ms: u64::try_from(self.shared.cfg.kill_wait.as_millis()).ok(),
                     },
@@ -210,14 +212,13 @@ impl Sched {
                 )
             })
             .collect();
-        let tick_ms = self.decided;
         tracing::info!(
             job = %JobId(id),
             attempt,
             nodes = ?names,
             rate_ph,
             at_ms = now_ms,
-            tick_ms,
+            decided_ms,
             "started"
         );
         self.runs.insert(
@@ -247,13 +248,13 @@ impl Sched {
         if let Some(j) = self.shared.lock_queue().jobs.get_mut(&id) {
             j.preempted += 1;
         }
+        let decided_ms = self.decided;
         self.update(id, |r| {
             r.state = JobState::Suspended;
-            r.done_ms += now_ms - r.started_ms.unwrap_or(now_ms);
+            r.done_ms += (decided_ms - r.started_ms.unwrap_or(decided_ms)).max(0);
         })
         .await;
-        let tick_ms = self.decided;
-        tracing::info!(job = %JobId(id), at_ms = now_ms, tick_ms, "suspended");
+        tracing::info!(job = %JobId(id), at_ms = now_ms, decided_ms, "suspended");
     }
 
     /// Ends job `id` in `state`, as heard at `at_ms`: final charge, ranks let

@@ -1,14 +1,20 @@
-//! The queue's clock. The simulator moves in whole seconds and, at each, first
-//! ends the jobs due then, then admits the jobs submitted then, then decides
-//! once. The live queue keeps the same order by deciding only on ticks that fall
-//! on whole multiples of the tick period since the queue's epoch (which survive
-//! a restart, since the epoch is stored): a job's end counts from when the
-//! queue heard it, and the processors it frees are given out at the first tick
-//! after that, however late the loop gets to the news or to the tick (see
-//! `Sched::advance`); a job submitted between two ticks is first seen at the
-//! next one, and that tick is its submission time as far as the policy knows. So every decision is made on
-//! everything that happened since the last one, as in the simulator, whatever
-//! order the network delivered it in.
+//! The queue's clock. The simulator moves from instant to instant (arrivals,
+//! which fall on whole seconds, and ends, to the millisecond) and, at each,
+//! first ends the jobs due then, then admits the jobs submitted then, then
+//! decides once (`batch::sim`). The live queue keeps the same order. It decides
+//! on ticks that fall on whole multiples of the tick period since the queue's
+//! epoch (which survive a restart, since the epoch is stored), and at each job's
+//! end: an end counts from when the queue heard it (its last rank's exit), and
+//! the processors it frees are given out by a decision at that instant, before
+//! any news heard later or the next tick, however late the loop gets to the news
+//! (see `Sched::advance`); an end heard exactly on a tick is that tick's
+//! decision. A job submitted between two ticks is first seen at the next tick,
+//! and that tick is its submission time as far as the policy knows; a decision
+//! at an end between ticks does not see it yet. The policy sees whole seconds
+//! since the epoch (an end's instant rounded down); a start or a suspension is
+//! recorded at its decision's instant. So every decision is made on everything
+//! that happened since the last one, as in the simulator, whatever order the
+//! network delivered it in, and a chain of short jobs loses no tick per job.
 
 use std::time::Duration;
 

@@ -1,6 +1,7 @@
 //! The decision loop: the only writer of a job's state once it is queued. On
-//! each tick of the queue's [`clock`] it builds the policy's [`snapshot`] of
-//! everything that happened since the last tick, calls the configured
+//! each tick of the queue's [`clock`], and at each job's end (the processors it
+//! frees are given out at once, see [`clock`]), it builds the policy's
+//! [`snapshot`] of everything that happened since the last decision, calls the configured
 //! `batch::policy::Policy`, and applies the decision ([`apply`]): suspends, market price, starts (each recorded in the
 //! store, attempt counted, before any rank is launched), reservations. It
 //! hears every rank's start, exit or loss ([`crate::rank`]), ends or requeues
@@ -83,8 +84,12 @@ pub struct Sched {
     held_checked: Option<tokio::time::Instant>,
     suspect: HashMap<String, tokio::time::Instant>,
     paid: HashMap<String, tokio::time::Instant>,
-    /// The last tick decided (UTC ms).
+    /// The instant of the last decision (UTC ms): a tick, or a job's end.
     decided: i64,
+    /// The last tick whose work was done (UTC ms).
+    ticked: i64,
+    /// The instant of the latest end handled and not decided on yet (UTC ms).
+    freed: Option<i64>,
     /// Ranks' news taken from the channel and not handled yet, in order.
     heard: VecDeque<RankEvent>,
 }
@@ -141,10 +146,13 @@ pub async fn run(
         suspect: HashMap::new(),
         paid: HashMap::new(),
         decided: i64::MIN,
+        ticked: i64::MIN,
+        freed: None,
         heard: VecDeque::new(),
     };
     let clock = clock::Clock::new(shared.lock_queue().epoch_ms, shared.cfg.tick);
     s.decided = clock.tick_at(crate::unix_now_ms());
+    s.ticked = s.decided;
     let mut tick = clock.interval(crate::unix_now_ms());
     tokio::pin!(shutdown);
     loop {
@@ -162,8 +170,14 @@ pub async fn run(
                 s.advance(clock, &mut news, None).await;
                 match cmd {
                     Command::Cancel { id, reply } => {
+                        let running = s.runs.len();
                         let r = s.cancel(id).await;
                         let _ = reply.send(r);
+                        // A cancel that freed processors is an end like any other.
+                        if s.runs.len() < running {
+                            s.freed = Some(crate::unix_now_ms());
+                            s.advance(clock, &mut news, None).await;
+                        }
                     }
                 }
             }
@@ -178,23 +192,37 @@ impl Sched {
     /// The work of the tick at `tick_ms`, once: settle what a restart left,
     /// release held jobs, charge, decide.
     async fn on_tick(&mut self, clock: clock::Clock, tick_ms: i64) {
-        if tick_ms <= self.decided {
+        if tick_ms <= self.ticked {
             return;
         }
-        self.decided = tick_ms;
+        self.ticked = tick_ms;
         self.recover().await;
         self.release_held().await;
         self.resolve_dependencies().await;
         self.charge_all(false).await;
+        self.decided = self.decided.max(tick_ms);
         self.decide(clock, tick_ms).await;
     }
 
+    /// The decision at the end heard at `end_ms`: the processors it freed are
+    /// given out now, not at the next tick. A decision already made at or after
+    /// `end_ms` (news that reached the loop after a decision it precedes, by a
+    /// hair) moves it to just after that one.
+    async fn on_end(&mut self, clock: clock::Clock, end_ms: i64) {
+        let at = end_ms.max(self.decided.saturating_add(1));
+        self.decided = at;
+        self.decide(clock, at).await;
+    }
+
     /// Handles the ranks' news and the ticks that came due, in the clock's
-    /// order: news heard before a tick is handled before that tick's decision,
-    /// news heard at or after it only after, however late the loop gets to
+    /// order: news heard before a tick (or at it) is handled before that tick's
+    /// decision, news heard after it only after, however late the loop gets to
     /// either (a loaded machine, a slow commit, a timer that lost a race with
-    /// the news). `timer` is the tick a timer firing now stands for; a tick
-    /// whose time has passed is decided even if its timer has not fired yet.
+    /// the news). A job's end is decided on at the instant it was heard, once
+    /// every news of that instant is handled, before any later news or tick
+    /// (an end that falls on a tick is that tick's decision). `timer` is the tick
+    /// a timer firing now stands for; a tick whose time has passed is decided
+    /// even if its timer has not fired yet.
     async fn advance(
         &mut self,
         clock: clock::Clock,
@@ -209,23 +237,35 @@ impl Sched {
                 .take()
                 .unwrap_or(i64::MIN)
                 .max(clock.tick_at(crate::unix_now_ms()));
-            if due > self.decided {
-                while self.heard.front().is_some_and(|ev| ev.at_ms < due) {
+            let tick_due = due > self.ticked;
+            let next = self.heard.front().map(|ev| ev.at_ms);
+            match (next, self.freed) {
+                // News before the pending end's decision is due (or at its instant).
+                (Some(at), freed) if freed.is_none_or(|f| at <= f) && (!tick_due || at <= due) => {
                     if let Some(ev) = self.heard.pop_front() {
+                        let running = self.runs.len();
                         self.on_event(ev).await;
+                        if self.runs.len() < running {
+                            self.freed = Some(self.freed.unwrap_or(at).max(at));
+                        }
                     }
                 }
-                self.on_tick(clock, due).await;
-                continue;
-            }
-            match self.heard.pop_front() {
-                Some(ev) => self.on_event(ev).await,
-                None => break,
+                // An end's decision, unless the tick due now falls on it.
+                (_, Some(f)) if !(tick_due && f == due) => {
+                    self.freed = None;
+                    self.on_end(clock, f).await;
+                }
+                _ if tick_due => {
+                    self.freed = None;
+                    self.on_tick(clock, due).await;
+                }
+                _ => break,
             }
         }
     }
 
-    /// A rank's news (the processors a job frees are given out at the next tick).
+    /// A rank's news (the processors a job frees are given out by the decision
+    /// at its end, see [`Sched::advance`]).
     async fn on_event(&mut self, ev: RankEvent) {
         let Some(run) = self.runs.get_mut(&ev.job) else {
             return;

@@ -1,8 +1,9 @@
 //! The queue as a `batch::policy::Snapshot`: what the simulator's policies
-//! see, built from the live queue on a tick of its [`Clock`]. Times are whole
-//! seconds since the queue's epoch; a job's `submit` is the first tick at or
-//! after its submission (when the queue first saw it), and a job submitted
-//! after the tick being decided waits for the next one; `estimate` and (unknown to
+//! see, built from the live queue at a decision (a tick of its [`Clock`], or a
+//! job's end). Times are whole seconds since the queue's epoch, rounded down;
+//! a job's `submit` is the first tick at or after its submission (when the
+//! queue first saw it), and a job submitted after the instant being decided
+//! waits for the next tick; `estimate` and (unknown to
 //! the queue) `runtime` its owner's length; its utility is its `Worth`: a rate
 //! `r` per CPU-minute is the constant utility `r × width × length` in minutes,
 //! a utility function is taken as given (`Utility::new`). Its `queue` is its
@@ -80,7 +81,7 @@ pub struct Entry {
     pub id: u64,
 }
 
-/// Collects the jobs the policy decides over on the tick at `tick_ms`, on a
+/// Collects the jobs the policy decides over at `tick_ms` (a tick or an end), on a
 /// market of `procs` processors (an array's queued tasks within its
 /// [`crate::arrays::Window`]). It visits the jobs holding processors and the
 /// queued ones from the queue's [`crate::queue::index::Index`], and jumps past

@@ -11,6 +11,7 @@ mod batch_agree;
 mod batch_arrays;
 mod batch_ceiling;
 mod batch_cli;
+mod batch_ends;
 mod batch_failures;
 mod batch_queue;
 mod batch_run;
