@@ -7,6 +7,10 @@
 //! computed in integers (`i128`, rounded toward negative infinity) so it is exact at every
 //! breakpoint. [`Utility::batch`] is the batch paper's shape: full value up to slowdown 1,
 //! then a linear decay to zero at the user's delay tolerance (a multiple of the job's length).
+//! The breakpoints are shared behind an [`Arc`]: a clone (a queue's snapshot copying a job's
+//! utility at every decision) allocates nothing.
+
+use std::sync::Arc;
 
 use thiserror::Error;
 
@@ -41,9 +45,10 @@ pub enum UtilityError {
 }
 
 /// A piecewise-linear utility function of completion time (seconds after submission).
+/// Cloning it shares its breakpoints.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Utility {
-    points: Vec<(i64, Micros)>,
+    points: Arc<[(i64, Micros)]>,
 }
 
 impl Utility {
@@ -61,7 +66,9 @@ impl Utility {
                 return Err(UtilityError::NotIncreasing { index: i, t });
             }
         }
-        Ok(Utility { points })
+        Ok(Utility {
+            points: points.into(),
+        })
     }
 
     /// The batch paper's shape: `value` if the job completes within `runtime` of
@@ -71,20 +78,26 @@ impl Utility {
         let runtime = runtime.max(1);
         let span = ((runtime as f64 * tolerance).round() as i64).max(1);
         Utility {
-            points: vec![(runtime, value), (runtime + span, 0)],
+            points: Arc::new([(runtime, value), (runtime + span, 0)]),
         }
     }
 
     /// A constant value whatever the completion time.
     pub fn constant(value: Micros) -> Self {
         Utility {
-            points: vec![(0, value)],
+            points: Arc::new([(0, value)]),
         }
     }
 
     /// The breakpoints.
     pub fn points(&self) -> &[(i64, Micros)] {
         &self.points
+    }
+
+    /// Whether `other` shares these breakpoints (one is a clone of the other), so
+    /// holding both costs one allocation.
+    pub fn shares(&self, other: &Utility) -> bool {
+        std::sync::Arc::ptr_eq(&self.points, &other.points)
     }
 
     /// The value (micro-credits) of completing `t` seconds after submission.

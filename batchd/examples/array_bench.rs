@@ -9,7 +9,10 @@
 //!
 //! (3) The same decision over 100,000 queued single jobs.
 //!
-//! `cargo run --release -p batchd --example array_bench`
+//! `cargo run --release -p batchd --example array_bench [submit] [arrays] [singles]`
+//! (every part without arguments; one part alone, e.g. under
+//! `valgrind --tool=callgrind`, to count its instructions; `BENCH_POLICIES=fifo,easy`
+//! decides with those policies only).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -66,8 +69,53 @@ fn main() {
         tempfile::tempdir_in(std::env::var("BENCH_DIR").unwrap_or_else(|_| "/var/tmp".into()))
             .expect("temp dir");
     let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let parts: Vec<String> = std::env::args().skip(1).collect();
+    let run = |part: &str| parts.is_empty() || parts.iter().any(|p| p == part);
 
-    // (1) A 10,000-task array, taken in.
+    if run("submit") {
+        submit(&dir, &rt);
+    }
+    let procs = 4000;
+    if run("arrays") {
+        // (2) One decision with 100,000 queued tasks: ten arrays of 10,000.
+        let mut q = Queue::default();
+        let mut seq = 0;
+        for a in 0..10u64 {
+            let s = spec(0x10_0000 * (a + 1), "0-9999");
+            let signed = Arc::new(signed(&s));
+            let mut array = batchd::arrays::tasks(&s, signed, seq, 0);
+            seq += 10_000;
+            let s = Arc::new(s);
+            for task in array.tasks.drain(..) {
+                q.insert(Job::new(task, s.clone()));
+            }
+        }
+        decisions(&mut q, procs, "tasks (10 arrays)");
+    }
+    if run("singles") {
+        // (3) The same with 100,000 single jobs (no array window to bound it).
+        // Their specs alike, shared to spare the machine's memory.
+        let mut q = Queue::default();
+        let mut s = spec(0x1000_0000, "0-0");
+        s.array = None;
+        let signed = Arc::new(signed(&s));
+        let s = Arc::new(s);
+        for n in 0..100_000u64 {
+            let rec = batchd::store::JobRecord::queued(
+                n as i64,
+                0x1000_0000 + n,
+                "alice".into(),
+                signed.clone(),
+                0,
+            );
+            q.insert(Job::new(rec, s.clone()));
+        }
+        decisions(&mut q, procs, "single jobs");
+    }
+}
+
+/// (1) A 10,000-task array, taken in: stored, committed and queued.
+fn submit(dir: &tempfile::TempDir, rt: &tokio::runtime::Runtime) {
     let mut times = Vec::new();
     for rep in 0..REPS {
         let (store, _) =
@@ -97,41 +145,6 @@ fn main() {
             "MISSED"
         }
     );
-
-    // (2) One decision with 100,000 queued tasks: ten arrays of 10,000.
-    let procs = 4000;
-    let mut q = Queue::default();
-    let mut seq = 0;
-    for a in 0..10u64 {
-        let s = spec(0x10_0000 * (a + 1), "0-9999");
-        let signed = Arc::new(signed(&s));
-        let mut array = batchd::arrays::tasks(&s, signed, seq, 0);
-        seq += 10_000;
-        let s = Arc::new(s);
-        for task in array.tasks.drain(..) {
-            q.insert(Job::new(task, s.clone()));
-        }
-    }
-    decisions(&mut q, procs, "tasks (10 arrays)");
-
-    // (3) The same with 100,000 single jobs (no array window to bound it).
-    // Their specs alike, shared to spare the machine's memory.
-    let mut q = Queue::default();
-    let mut s = spec(0x1000_0000, "0-0");
-    s.array = None;
-    let signed = Arc::new(signed(&s));
-    let s = Arc::new(s);
-    for n in 0..100_000u64 {
-        let rec = batchd::store::JobRecord::queued(
-            n as i64,
-            0x1000_0000 + n,
-            "alice".into(),
-            signed.clone(),
-            0,
-        );
-        q.insert(Job::new(rec, s.clone()));
-    }
-    decisions(&mut q, procs, "single jobs");
 }
 
 /// One decision of every policy over `q` with 95% of `procs` busy with its
@@ -157,7 +170,12 @@ fn decisions(q: &mut Queue, procs: u32, what: &str) {
     );
     println!("| policy | snapshot (ms) | decision (ms) | total (ms) | started | verdict |");
     println!("|---|---|---|---|---|---|");
-    for name in NAMES {
+    let only = std::env::var("BENCH_POLICIES").ok();
+    let chosen = |name: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|p| p == name))
+    };
+    for name in NAMES.iter().filter(|n| chosen(n)) {
         let (mut snaps, mut decs, mut totals) = (Vec::new(), Vec::new(), Vec::new());
         let mut started = 0;
         for rep in 0..REPS {

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use batch::utility::Utility;
 use certs::{PeerIdentity, Role};
 use proto::batch::{ArrayTasks, BatchError, BatchErrorCode, JobSpec, JobState, QueueEntry, Worth};
 use proto::node::JobId;
@@ -22,6 +23,9 @@ pub struct Job {
     pub rec: JobRecord,
     /// The spec, decoded from the signed bytes (an array's, shared by its tasks).
     pub spec: Arc<JobSpec>,
+    /// What it is worth to the policy, built once from its spec (a clone
+    /// shares it: a decision copies it without allocating).
+    pub utility: Utility,
     /// Kept output bytes: stdout, stderr.
     pub out: [u64; 2],
     /// What it bids or is charged now, micro-credits per CPU-minute.
@@ -43,6 +47,7 @@ impl Job {
     pub fn new(rec: JobRecord, spec: impl Into<Arc<JobSpec>>) -> Job {
         let spec = spec.into();
         let rate = bid_rate(&spec);
+        let utility = crate::sched::snapshot::utility(&spec);
         // The spec decoded from these bytes once already; the terms follow it.
         let terms = proto::batch::JobTerms::decode(&rec.signed.spec)
             .map(|(_, terms)| terms)
@@ -54,6 +59,7 @@ impl Job {
         Job {
             rec,
             spec,
+            utility,
             out: [0, 0],
             rate,
             estimated_start: None,

@@ -7,9 +7,9 @@
 //! every change of a job's record calls.
 
 use std::collections::{BTreeMap, HashMap};
-
 use std::sync::Arc;
 
+use batch::utility::Utility;
 use proto::batch::{JobSpec, JobState};
 
 use super::Job;
@@ -21,6 +21,8 @@ pub struct QueuedJob {
     pub id: u64,
     /// Its spec (an array's, shared by its tasks).
     pub spec: Arc<JobSpec>,
+    /// Its utility, shared with the job's (see [`Job::utility`]).
+    pub utility: Utility,
     /// When it was submitted, UTC ms.
     pub submitted_ms: i64,
     /// When it last started, UTC ms.
@@ -64,6 +66,7 @@ impl Index {
                 let q = QueuedJob {
                     id,
                     spec: j.spec.clone(),
+                    utility: j.utility.clone(),
                     submitted_ms: j.rec.submitted_ms,
                     started_ms: j.rec.started_ms,
                     done_ms: j.rec.done_ms,

@@ -40,11 +40,26 @@ pub fn utility(spec: &JobSpec) -> Utility {
 
 /// The simulator's view of one queued or running job.
 pub fn sim_job(epoch_ms: i64, clock: Clock, j: &Job) -> SimJob {
-    sim_job_of(epoch_ms, clock, j.rec.seq, j.rec.submitted_ms, &j.spec)
+    sim_job_of(
+        epoch_ms,
+        clock,
+        j.rec.seq,
+        j.rec.submitted_ms,
+        &j.spec,
+        &j.utility,
+    )
 }
 
-/// The simulator's view of job `seq` of `spec`, submitted at `submitted_ms`.
-fn sim_job_of(epoch_ms: i64, clock: Clock, seq: i64, submitted_ms: i64, spec: &JobSpec) -> SimJob {
+/// The simulator's view of job `seq` of `spec`, submitted at `submitted_ms`,
+/// worth `utility` (the job's, shared: no allocation).
+fn sim_job_of(
+    epoch_ms: i64,
+    clock: Clock,
+    seq: i64,
+    submitted_ms: i64,
+    spec: &JobSpec,
+    utility: &Utility,
+) -> SimJob {
     let estimate = spec.length_s.clamp(1, i64::MAX as u64) as i64;
     SimJob {
         id: seq as u64,
@@ -52,7 +67,7 @@ fn sim_job_of(epoch_ms: i64, clock: Clock, seq: i64, submitted_ms: i64, spec: &J
         width: spec.width,
         runtime: estimate,
         estimate,
-        utility: utility(spec),
+        utility: utility.clone(),
         queue: spec.priority,
         class: 0,
     }
@@ -106,7 +121,11 @@ pub fn collect(q: &Queue, clock: Clock, tick_ms: i64, procs: u32) -> Jobs {
             _ => {}
         }
     }
-    let mut queued = Vec::new();
+    // Waiting in arrival order, as the policy's ties break: the queued jobs
+    // (in arrival order) with the suspended ones (so too) merged in as the
+    // walk passes them, each entry written once.
+    let mut waiting = Vec::with_capacity(q.index.queued.len() + suspended.len());
+    let mut suspended = suspended.into_iter().peekable();
     let mut from = i64::MIN;
     'walk: loop {
         for (&seq, w) in q.index.queued.range(from..) {
@@ -124,8 +143,11 @@ pub fn collect(q: &Queue, clock: Clock, tick_ms: i64, procs: u32) -> Jobs {
                 continue;
             }
             if window.admit(w.array) {
-                queued.push(Entry {
-                    job: sim_job_of(q.epoch_ms, clock, seq, w.submitted_ms, &w.spec),
+                while let Some(s) = suspended.next_if(|s| s.job.id < seq as u64) {
+                    waiting.push(s);
+                }
+                waiting.push(Entry {
+                    job: sim_job_of(q.epoch_ms, clock, seq, w.submitted_ms, &w.spec, &w.utility),
                     since: secs(q.epoch_ms, w.started_ms.unwrap_or(q.epoch_ms)),
                     done: (w.done_ms + 500).div_euclid(1000),
                     preempted: w.preempted,
@@ -141,23 +163,7 @@ pub fn collect(q: &Queue, clock: Clock, tick_ms: i64, procs: u32) -> Jobs {
         }
         break;
     }
-    // Waiting in arrival order, as the policy's ties break.
-    let mut waiting = Vec::with_capacity(queued.len() + suspended.len());
-    let (mut a, mut b) = (
-        queued.into_iter().peekable(),
-        suspended.into_iter().peekable(),
-    );
-    loop {
-        let next = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) if y.job.id < x.job.id => b.next(),
-            (Some(_), _) => a.next(),
-            (None, _) => b.next(),
-        };
-        match next {
-            Some(e) => waiting.push(e),
-            None => break,
-        }
-    }
+    waiting.extend(suspended);
     Jobs { waiting, running }
 }
 
@@ -233,6 +239,15 @@ mod tests {
         }
     }
 
+    /// A signed job with nothing in it (the tests give the spec decoded).
+    fn unsigned() -> std::sync::Arc<proto::batch::SignedJob> {
+        std::sync::Arc::new(proto::batch::SignedJob {
+            spec: vec![],
+            signature: vec![],
+            cert: vec![],
+        })
+    }
+
     #[test]
     fn a_rate_is_its_value_over_the_job_and_back() {
         // 3 credits per CPU-minute, 4 CPUs, 10 minutes: 120 credits.
@@ -273,17 +288,7 @@ mod tests {
     fn work_done_is_rounded_to_the_nearest_second() {
         let mut q = Queue::default();
         let spec = spec(1, 10, Worth::Rate(1));
-        let mut rec = crate::store::JobRecord::queued(
-            0,
-            1,
-            "alice".into(),
-            std::sync::Arc::new(proto::batch::SignedJob {
-                spec: vec![],
-                signature: vec![],
-                cert: vec![],
-            }),
-            0,
-        );
+        let mut rec = crate::store::JobRecord::queued(0, 1, "alice".into(), unsigned(), 0);
         rec.state = JobState::Suspended;
         rec.done_ms = 999;
         q.insert(Job::new(rec, spec));
@@ -343,11 +348,7 @@ mod tests {
     #[test]
     fn the_index_shows_the_policy_what_walking_every_job_did() {
         let mut q = Queue::default();
-        let signed = std::sync::Arc::new(proto::batch::SignedJob {
-            spec: vec![],
-            signature: vec![],
-            cert: vec![],
-        });
+        let signed = unsigned();
         let mut next_id = 100;
         let mut add = |q: &mut Queue, spec: std::sync::Arc<JobSpec>, array, submitted_ms| {
             next_id += 1;
@@ -420,6 +421,44 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_snapshot_shares_each_jobs_utility_and_shows_its_value() {
+        let mut q = Queue::default();
+        let signed = unsigned();
+        let worths = [
+            Worth::Rate(3_000_000),
+            Worth::Utility(vec![(60, 10_000_000), (120, 0)]),
+            Worth::Utility(vec![(30, 5_000_000), (90, -1_000_000)]),
+        ];
+        let states = [JobState::Queued, JobState::Suspended, JobState::Running];
+        for (n, (worth, state)) in worths.iter().zip(states).enumerate() {
+            let seq = q.take_seq();
+            let mut rec = crate::store::JobRecord::queued(
+                seq,
+                10 + n as u64,
+                "alice".into(),
+                signed.clone(),
+                0,
+            );
+            rec.state = state;
+            q.insert(Job::new(rec, spec(2, 60, worth.clone())));
+        }
+        let jobs = collect(
+            &q,
+            Clock::new(0, std::time::Duration::from_secs(1)),
+            5_000,
+            8,
+        );
+        assert_eq!((jobs.waiting.len(), jobs.running.len()), (2, 1));
+        for e in jobs.waiting.iter().chain(&jobs.running) {
+            let j = &q.jobs[&e.id];
+            // The policy sees the utility the spec stands for...
+            assert_eq!(e.job.utility, utility(&j.spec), "job {}", e.id);
+            // ...without a copy of it made for the decision.
+            assert!(e.job.utility.shares(&j.utility), "job {} copied", e.id);
         }
     }
 
