@@ -93,6 +93,59 @@ async fn an_array_is_stored_once_and_its_tasks_come_back_with_it(kind: Kind) {
 }
 
 #[test]
+async fn who_pays_for_a_job_and_an_array_comes_back_after_a_reopen(kind: Kind) {
+    let db = TestDb::new(kind);
+    let at = db.location();
+    let (store, _) = Store::open_at(&at, 64, 5).unwrap();
+    let chem = Payer {
+        account: Some("chem".into()),
+        max_cost: Some(1_500_000),
+    };
+    let mut single = record(0, 7);
+    single.payer = Some(chem.clone());
+    store.write(Write::Insert(Box::new(single))).await.unwrap();
+    // No payer recorded: the job follows its signed terms.
+    store
+        .write(Write::Insert(Box::new(record(1, 8))))
+        .await
+        .unwrap();
+    let personal = Payer::default();
+    let tasks: Vec<JobRecord> = (0..2)
+        .map(|i| {
+            let mut t = record(2 + i, 1000 + 1 + i as u64);
+            t.array = Some((1000, i as u32));
+            t.payer = Some(personal.clone());
+            t
+        })
+        .collect();
+    store
+        .write(Write::InsertArray(Box::new(ArrayRecord {
+            id: 1000,
+            user: "alice".into(),
+            signed: record(0, 0).signed,
+            submitted_ms: 9,
+            tasks,
+        })))
+        .await
+        .unwrap();
+    store.close();
+    let (store, loaded) = Store::open_at(&at, 64, 5).unwrap();
+    let payers: Vec<(u64, Option<Payer>)> =
+        loaded.jobs.iter().map(|j| (j.id, j.payer.clone())).collect();
+    assert_eq!(
+        payers,
+        [
+            (7, Some(chem)),
+            (8, None),
+            (1001, Some(personal.clone())),
+            (1002, Some(personal)),
+        ]
+    );
+    assert_eq!(db.text("SELECT count(*) FROM job_payer"), "2", "one row per signed job");
+    store.close();
+}
+
+#[test]
 async fn committed_jobs_come_back_and_duplicates_are_refused_alone(kind: Kind) {
     let db = TestDb::new(kind);
     let at = db.location();
