@@ -1,8 +1,9 @@
 //! Dependencies (`--after`): on each tick, before the decision, every job
 //! waiting as `Dependent` is looked at against its parents. Once each parent
 //! ended as asked the job is queued, seen by the policy at this very tick;
-//! once one never can (a parent failed under `ok`, finished well under
-//! `notok`, or is not in the queue at all) the job fails, saying which parent
+//! once one never can (under `ok` a parent that failed, was cancelled, exited
+//! non-zero or ended at a limit, TIMEOUT, OUT_OF_MEMORY or COST_LIMIT; under
+//! `notok` one that finished with status 0; or one not in the queue at all) the job fails, saying which parent
 //! and why. A parent that is an array has ended when all its tasks have, and
 //! ended well when all of them finished with status 0 (under `ok` the first
 //! task that did not fails the child at once). The changes of one tick go to
@@ -43,6 +44,10 @@ fn bad_end(j: &Job) -> Option<String> {
         JobState::Finished => how("finished"),
         JobState::Failed => how("failed"),
         JobState::Cancelled => how("was cancelled"),
+        // Ended by a limit: whatever its ranks' status, it did not finish.
+        JobState::Timeout => Some(format!("{} ended TIMEOUT", JobId(j.rec.id))),
+        JobState::OutOfMemory => Some(format!("{} ended OUT_OF_MEMORY", JobId(j.rec.id))),
+        JobState::CostLimit => Some(format!("{} ended COST_LIMIT", JobId(j.rec.id))),
         _ => None,
     }
 }

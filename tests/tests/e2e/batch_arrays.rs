@@ -318,3 +318,42 @@ fn a_failed_parent_fails_its_child_saying_why() {
     assert_eq!(out.code, Some(2), "{out:?}");
     assert!(out.stderr.contains("--after"), "{out:?}");
 }
+
+#[test]
+fn a_parent_that_ran_out_of_time_fails_its_afterok_child() {
+    let test = "a_parent_that_ran_out_of_time_fails_its_afterok_child";
+    let o = BatchOptions {
+        kill_wait: "1s",
+        ..BatchOptions::default()
+    };
+    let Some((m, config)) = start(test, o) else {
+        return;
+    };
+    // Runs past its length of 1 s: SIGTERM, then SIGKILL, state TIMEOUT.
+    let a = job_id(&batch(
+        &m,
+        &config,
+        &["submit", "--length", "1s", "sh", "-c", "sleep 60"],
+    ));
+    let ok = submit(&m, &config, &["--after", &a, "sh", "-c", "echo never"]);
+    let notok = submit(
+        &m,
+        &config,
+        &["--after", &format!("{a}:notok"), "sh", "-c", "echo cleanup"],
+    );
+    let out = batch(&m, &config, &["wait", &a]);
+    assert_eq!(out.code, Some(251), "{out:?}\n{}", m.batchd.log());
+    // A job that ran out of time did not finish: --after :ok can never be met.
+    let out = batch(&m, &config, &["wait", &ok]);
+    assert_eq!(out.code, Some(253), "{out:?}");
+    assert!(
+        out.stderr.contains(&format!("{a} ended TIMEOUT"))
+            && out.stderr.contains(&format!("--after {a}:ok")),
+        "{out:?}"
+    );
+    let e = m.status(ok.parse::<JobId>().unwrap().0);
+    assert_eq!((e.state, e.attempts), (JobState::Failed, 0), "{e:?}");
+    let out = batch(&m, &config, &["wait", &notok]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(batch(&m, &config, &["output", &notok]).out(), "cleanup\n");
+}
