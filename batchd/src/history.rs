@@ -5,7 +5,7 @@
 //! in seconds after its submission, for a job that ran to its end (state
 //! `Finished`, whatever its exit code), and 0 for a cancelled or failed one, which
 //! delivered nothing. A rate bid is the constant utility it stands for
-//! ([`crate::sched::snapshot::utility`]). Users see their own jobs, admins anyone's.
+//! ([`crate::terms::utility`]). Users see their own jobs, admins anyone's.
 
 use certs::PeerIdentity;
 use proto::batch::{BatchError, BatchErrorCode, BatchReply, JobState};
@@ -20,7 +20,7 @@ pub fn achieved(j: &Job) -> i64 {
     match (j.rec.state, j.rec.ended_ms) {
         (JobState::Finished, Some(end)) => {
             let t = (end - j.rec.submitted_ms).div_euclid(1000);
-            crate::sched::snapshot::utility(&j.spec).value_at(t)
+            crate::terms::utility(&j.spec).value_at(t)
         }
         _ => 0,
     }
@@ -28,7 +28,7 @@ pub fn achieved(j: &Job) -> i64 {
 
 /// The most utility job `j` could achieve (completing at once), micro-credits.
 pub fn most(j: &Job) -> i64 {
-    crate::sched::snapshot::utility(&j.spec).max_value()
+    crate::terms::utility(&j.spec).max_value()
 }
 
 fn entry(j: &Job) -> HistoryEntry {

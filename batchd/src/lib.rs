@@ -50,6 +50,7 @@ pub mod sched;
 pub mod server;
 pub mod start;
 pub mod store;
+pub mod terms;
 pub mod verify;
 
 use std::sync::{Mutex, MutexGuard};

@@ -47,7 +47,7 @@ impl Job {
     pub fn new(rec: JobRecord, spec: impl Into<Arc<JobSpec>>) -> Job {
         let spec = spec.into();
         let rate = bid_rate(&spec);
-        let utility = crate::sched::snapshot::utility(&spec);
+        let utility = crate::terms::utility(&spec);
         // The spec decoded from these bytes once already; the terms follow it.
         let terms = proto::batch::JobTerms::decode(&rec.signed.spec)
             .map(|(_, terms)| terms)

@@ -38,7 +38,7 @@ impl Sched {
             return;
         }
         let started = std::time::Instant::now();
-        let now = snapshot::secs(epoch, tick_ms);
+        let now = crate::terms::secs(epoch, tick_ms);
         let (d, order) = {
             let snap = jobs.snapshot(now, procs);
             let d = self.policy.decide(&snap);

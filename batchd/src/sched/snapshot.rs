@@ -15,28 +15,11 @@ use std::borrow::Cow;
 use batch::job::Job as SimJob;
 use batch::policy::{Queued, Running, Snapshot};
 use batch::utility::Utility;
-use proto::batch::{JobSpec, JobState, Worth};
+use proto::batch::{JobSpec, JobState};
 
 use super::clock::Clock;
 use crate::queue::{Job, Queue};
-
-/// Seconds since the epoch of a UTC ms time.
-pub fn secs(epoch_ms: i64, at_ms: i64) -> i64 {
-    (at_ms - epoch_ms).div_euclid(1000)
-}
-
-/// The utility a spec stands for.
-pub fn utility(spec: &JobSpec) -> Utility {
-    match &spec.worth {
-        Worth::Rate(r) => {
-            let v = *r as i128 * spec.width as i128 * spec.length_s as i128 / 60;
-            Utility::constant(v.clamp(0, i64::MAX as i128) as i64)
-        }
-        Worth::Utility(points) => {
-            Utility::new(points.clone()).unwrap_or_else(|_| Utility::constant(0))
-        }
-    }
-}
+use crate::terms::secs;
 
 /// The simulator's view of one queued or running job.
 pub fn sim_job(epoch_ms: i64, clock: Clock, j: &Job) -> SimJob {
@@ -218,6 +201,8 @@ fn find(entries: &[Entry], seq: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::terms::utility;
+    use proto::batch::Worth;
 
     fn spec(width: u32, length_s: u64, worth: Worth) -> JobSpec {
         JobSpec {

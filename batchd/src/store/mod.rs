@@ -13,6 +13,7 @@ pub mod arrays;
 pub mod debits;
 pub mod dump;
 pub mod migrate;
+mod open;
 pub mod payer;
 pub mod pg;
 pub mod schema;

@@ -5,7 +5,7 @@
 //! whole group) and only then answers each caller. This is how durable
 //! submissions reach thousands per second on one disk. The SQLite backend is
 //! here ([`Lite`]: each write under its own savepoint); PostgreSQL's is
-//! [`super::pg::PgWriter`].
+//! `super::pg::PgWriter`, and [`super::open`] picks one.
 
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
@@ -30,6 +30,21 @@ pub trait Backend: Send + 'static {
 pub struct Lite {
     conn: Connection,
     path: PathBuf,
+}
+
+impl Lite {
+    /// Opens (creating when missing) the queue file at `path` and reads it back.
+    pub(super) fn open(path: &Path, now_ms: i64) -> Result<(Lite, Loaded), StoreError> {
+        let (conn, _epoch) = schema::open_writer(path, now_ms)?;
+        let loaded = load_jobs(&conn, path)?;
+        Ok((
+            Lite {
+                conn,
+                path: path.to_path_buf(),
+            },
+            loaded,
+        ))
+    }
 }
 
 impl Backend for Lite {
@@ -107,49 +122,24 @@ impl Store {
         Store::open_at(&Location::Sqlite(path.to_path_buf()), max_batch, now_ms)
     }
 
-    /// Opens (creating the schema when missing) the queue at `at`, reads it
-    /// back, and starts the writer thread.
-    pub fn open_at(
+    /// Starts the writer thread over `backend`, the queue at `at` (opened by
+    /// [`Store::open_at`], in [`super::open`]).
+    pub(super) fn start(
+        backend: Box<dyn Backend>,
         at: &Location,
         max_batch: usize,
-        now_ms: i64,
-    ) -> Result<(Store, Loaded), StoreError> {
-        let (backend, loaded): (Box<dyn Backend>, Loaded) = match at {
-            Location::Sqlite(path) => {
-                let (conn, _epoch) = schema::open_writer(path, now_ms)?;
-                let loaded = load_jobs(&conn, path)?;
-                let lite = Lite {
-                    conn,
-                    path: path.clone(),
-                };
-                (Box::new(lite), loaded)
-            }
-            Location::Postgres(cfg) => {
-                // The synchronous client runs its own runtime: never on the
-                // caller's (an async task's) thread.
-                let opened = std::thread::scope(|s| {
-                    s.spawn(|| super::pg::PgWriter::open(cfg, now_ms))
-                        .join()
-                        .unwrap_or_else(|p| std::panic::resume_unwind(p))
-                });
-                let (w, loaded) = opened?;
-                (Box::new(w), loaded)
-            }
-        };
+    ) -> Result<Store, StoreError> {
         let (tx, rx) = mpsc::channel(max_batch.max(1) * 4);
         let max_batch = max_batch.max(1);
         let thread = std::thread::Builder::new()
             .name("batchd-store".into())
             .spawn(move || writer_loop(backend, rx, max_batch))
             .map_err(StoreError::Thread)?;
-        Ok((
-            Store {
-                tx,
-                thread: Some(thread),
-                at: at.clone(),
-            },
-            loaded,
-        ))
+        Ok(Store {
+            tx,
+            thread: Some(thread),
+            at: at.clone(),
+        })
     }
 
     /// Where the queue is.

@@ -263,7 +263,7 @@ fn agree(policy: &'static str) {
                 width: p.width,
                 runtime: p.length as i64,
                 estimate: p.length as i64,
-                utility: batchd::sched::snapshot::utility(&spec),
+                utility: batchd::terms::utility(&spec),
                 queue: 0,
                 class: 0,
             }

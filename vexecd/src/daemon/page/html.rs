@@ -6,6 +6,7 @@
 //! without scripts `<meta http-equiv="refresh">` reloads it. Everything that came
 //! from the network (node names, addresses) goes through [`escape`].
 
+use super::escape::escape;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -72,23 +73,6 @@ const SCRIPT: &str = "<script>setTimeout(function refresh(){\
 fetch(location.href,{cache:\"no-store\"}).then(function(r){return r.text()}).then(function(t){\
 document.body.replaceWith(new DOMParser().parseFromString(t,\"text/html\").body);\
 setTimeout(refresh,PERIOD)},function(){setTimeout(refresh,PERIOD)})},PERIOD)</script>";
-
-/// `text` safe in HTML text and in a quoted attribute.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 fn milli(v: u32) -> String {
     format!("{}.{:02}", v / 1000, (v % 1000) / 10)

@@ -9,7 +9,7 @@
 //! keeps the last answer, or why there is none, in a [`Ledger`]; the page renders
 //! what is kept ([`render`]) and never waits for accountd, so the page works the
 //! same while accountd is down, and the panel says the ledger is unreachable.
-//! Project names come from the ledger and go through [`super::html::escape`].
+//! Project names come from the ledger and go through [`super::escape::escape`].
 
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -23,7 +23,7 @@ use serde::Deserialize;
 use tokio_rustls::TlsConnector;
 
 use super::chart::{clock, nice_ceiling};
-use super::html::escape;
+use super::escape::escape;
 
 /// Longest one try (connect and ask) may take.
 pub const TRY_LIMIT: Duration = Duration::from_secs(5);

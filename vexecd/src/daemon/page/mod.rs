@@ -10,6 +10,7 @@
 //! where `[ledger]` is configured: a page for admins.
 
 pub mod chart;
+pub mod escape;
 pub mod history;
 pub mod html;
 pub mod ledger;
