@@ -24,6 +24,15 @@ pub fn make_current_thread_realtime(priority: i32) -> Result<(), Errno> {
     Errno::result(unsafe { libc::sched_setscheduler(0, policy, &param) }).map(drop)
 }
 
+/// Puts the calling thread back under `SCHED_OTHER` (after
+/// [`make_current_thread_realtime`]).
+pub fn make_current_thread_normal() -> Result<(), Errno> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: as in `make_current_thread_realtime`: the `sched_param` lives on this
+    // stack frame for the whole call, and pid 0 names the calling thread only.
+    Errno::result(unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) }).map(drop)
+}
+
 /// The calling thread's scheduling policy (`SCHED_OTHER`, `SCHED_FIFO`, …), and
 /// whether its children start under `SCHED_OTHER` whatever it is
 /// (`SCHED_RESET_ON_FORK`).
