@@ -117,6 +117,7 @@ pub fn account_op() -> impl Strategy<Value = AccountOp> {
             ),
         Just(AccountOp::Head),
         super::project::project_op().prop_map(AccountOp::Project),
+        any::<u32>().prop_map(|hours| AccountOp::Spend(proto::spend::SpendQuery { hours })),
         (
             text(),
             super::job_id(),
@@ -190,6 +191,26 @@ pub fn ledger_entry() -> impl Strategy<Value = LedgerEntry> {
                 balance_after,
             },
         )
+}
+
+/// A spend summary within the decoder's bounds.
+pub fn hourly_spend() -> impl Strategy<Value = proto::spend::HourlySpend> {
+    (
+        any::<i64>(),
+        any::<u32>(),
+        vec(
+            (text(), vec(any::<i64>(), 0..5))
+                .prop_map(|(project, charged)| proto::spend::ProjectSpend { project, charged }),
+            0..3,
+        ),
+        any::<u64>(),
+    )
+        .prop_map(|(first_hour_us, hours, projects, more)| proto::spend::HourlySpend {
+            first_hour_us,
+            hours,
+            projects,
+            more,
+        })
 }
 
 pub fn report_row() -> impl Strategy<Value = ReportRow> {
@@ -268,6 +289,7 @@ pub fn account_reply() -> impl Strategy<Value = AccountReply> {
         Just(AccountReply::Claimed),
         Just(AccountReply::Ended),
         super::project::project_reply().prop_map(AccountReply::Project),
+        hourly_spend().prop_map(AccountReply::Spend),
         option::of(
             (
                 any::<i64>(),
