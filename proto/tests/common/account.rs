@@ -205,12 +205,14 @@ pub fn hourly_spend() -> impl Strategy<Value = proto::spend::HourlySpend> {
         ),
         any::<u64>(),
     )
-        .prop_map(|(first_hour_us, hours, projects, more)| proto::spend::HourlySpend {
-            first_hour_us,
-            hours,
-            projects,
-            more,
-        })
+        .prop_map(
+            |(first_hour_us, hours, projects, more)| proto::spend::HourlySpend {
+                first_hour_us,
+                hours,
+                projects,
+                more,
+            },
+        )
 }
 
 pub fn report_row() -> impl Strategy<Value = ReportRow> {
