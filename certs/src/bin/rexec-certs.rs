@@ -134,7 +134,9 @@ enum IssueWhat {
 
 /// The service names a certificate may carry: `accountd`; `vexecd` with an optional
 /// suffix so that several selectors each have a name of their own; and the batch
-/// queue, `batchd` or `batchd-SUFFIX` (the names accountd and rexecd take for a queue).
+/// queue, `batchd` or `batchd-SUFFIX` (the names accountd and rexecd take for a queue);
+/// and a reader of the ledger's spend summary for a market page's ledger panel,
+/// `ledger-reader` or `ledger-reader-SUFFIX` (the names accountd lets read it).
 fn service_name(name: &str) -> Result<String, String> {
     let suffix_ok = |s: &str| {
         s.len() <= 32
@@ -146,12 +148,16 @@ fn service_name(name: &str) -> Result<String, String> {
         || name == "batchd"
         || name
             .strip_prefix("batchd-")
+            .is_some_and(|s| !s.is_empty() && suffix_ok(s))
+        || name == "ledger-reader"
+        || name
+            .strip_prefix("ledger-reader-")
             .is_some_and(|s| !s.is_empty() && suffix_ok(s));
     if ok {
         Ok(name.to_string())
     } else {
         Err(format!(
-            "'{name}' is not a cluster service: use accountd, vexecd or vexecd<suffix> (vexecd1, vexecd-b), batchd or batchd-<suffix>"
+            "'{name}' is not a cluster service: use accountd, vexecd or vexecd<suffix> (vexecd1, vexecd-b), batchd or batchd-<suffix>, ledger-reader or ledger-reader-<suffix>"
         ))
     }
 }
