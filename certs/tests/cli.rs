@@ -145,7 +145,15 @@ fn init_issue_show_revoke() {
     ok(&["issue", "--dir", ca_s, "--out", out_s, "service", "vexecd"]);
     ok(&["issue", "--dir", ca_s, "--out", out_s, "service", "vexecd2"]);
     ok(&["issue", "--dir", ca_s, "--out", out_s, "service", "batchd"]);
-    ok(&["issue", "--dir", ca_s, "--out", out_s, "service", "ledger-reader-v1"]);
+    ok(&[
+        "issue",
+        "--dir",
+        ca_s,
+        "--out",
+        out_s,
+        "service",
+        "ledger-reader-v1",
+    ]);
     ok(&["issue", "--dir", ca_s, "--out", out_s, "admin", "ops"]);
     for stem in [
         "node-n1",
@@ -161,7 +169,13 @@ fn init_issue_show_revoke() {
         assert_eq!(mode(&out.join(format!("{stem}.pem"))), 0o644, "{stem}");
     }
     // Only the cluster's services exist (a clap usage error, with its usual hints).
-    for bad in ["sshd", "batchd-", "batchdx", "ledger-reader-", "ledger-readerx"] {
+    for bad in [
+        "sshd",
+        "batchd-",
+        "batchdx",
+        "ledger-reader-",
+        "ledger-readerx",
+    ] {
         let usage = rexec_certs(&["issue", "--dir", ca_s, "--out", out_s, "service", bad]);
         assert!(!usage.status.success(), "{bad}");
         let err = String::from_utf8_lossy(&usage.stderr);
