@@ -137,6 +137,9 @@ fn init_script(lib_dirs: &str) -> String {
 /bin/busybox --install -s
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
+# Only emergencies on the console: the kernel's own lines (an OOM kill a test causes
+# on purpose) must not cut into the test harness's result lines read below.
+echo 1 > /proc/sys/kernel/printk
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 # /tmp stays on the initramfs (a writable tmpfs already): a build tree under /tmp,
