@@ -188,8 +188,7 @@ impl Market {
                     if let Some(p) = placer.as_mut() {
                         p.set(Some(super::placer::Placement { jobs: placed.jobs }));
                     }
-                    // A packed layout keeps the caps; a split one needs none.
-                    (placed.tickets, book.caps(placed.capped))
+                    (placed.tickets, placed.caps)
                 }
                 None => {
                     if let Some(p) = placer.as_mut() {
