@@ -32,6 +32,14 @@ kernel groups sessions (`kernel.sched_autogroup_enabled = 1`) a root-level proce
 weighs as much as its autogroup whatever its own nice level, so without it a `nice
 -n 19` loop in a session of its own weighs as much as a `nice -n 0` one.
 
+The environment passes through to the tests: `REXEC_BESIDE_IDLE=1` runs the loop in
+a cgroup of its own with `cpu.idle = 1`, and `REXEC_BESIDE_LOOP_CPUS=1` confines
+`one_cpu`'s loop to CPU 1, off the node's CPU 0 (OPERATIONS, "Background work on a
+market node"):
+
+    REXEC_BESIDE_IDLE=1 python3 rexecd/benches/scripts/beside_loop_runs.py 5 --nice 19 --test figure4 --weight kernel
+    REXEC_BESIDE_LOOP_CPUS=1 python3 rexecd/benches/scripts/beside_loop_runs.py 5 --nice 0 --test one_cpu --weight kernel
+
 A run takes about 25 s (figure4, one_cpu) or 30 s (pinned). Results:
 docs/BENCHMARKS.md ("Beside a busy background loop").
 """

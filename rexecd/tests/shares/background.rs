@@ -11,7 +11,11 @@
 //! its session's autogroup, as at nice 0, whatever its own nice level;
 //! `REXEC_BESIDE_AUTOGROUP=1` also sets the autogroup's nice level
 //! (`/proc/PID/autogroup`) to the loop's, to measure a session that is at the lowest
-//! priority as a whole.
+//! priority as a whole. `REXEC_BESIDE_IDLE=1` moves the loop into a cgroup of its own
+//! at the top of the `cpu` hierarchy with `cpu.idle = 1` (v1 from Linux 5.15, and
+//! v2), the admin's other choice in OPERATIONS ("Background work on a market node"):
+//! measured with the market's parent at the kernel's weight (`REXEC_BESIDE_WEIGHT=kernel`),
+//! it shows what the idle group alone gives the jobs.
 
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -55,9 +59,11 @@ pub(crate) fn weighted(config: &str, weight: &str) -> String {
     )
 }
 
-/// The busy loop outside the market; killed when dropped.
+/// The busy loop outside the market; killed when dropped (and its idle group, if any,
+/// removed).
 pub(crate) struct Loop {
     child: Child,
+    idle_group: Option<std::path::PathBuf>,
 }
 
 impl Loop {
@@ -75,14 +81,35 @@ impl Loop {
             .args(&argv)
             .spawn()
             .expect("start the busy loop (setsid, taskset, nice, sh)");
-        let busy = Loop { child };
+        let mut busy = Loop {
+            child,
+            idle_group: None,
+        };
         // Running as the loop (not yet setsid, taskset or nice) before anything is
         // measured beside it.
         busy.wait_for_the_shell();
         if std::env::var("REXEC_BESIDE_AUTOGROUP").is_ok_and(|v| v == "1") {
             busy.set_autogroup_nice(&nice);
         }
+        if std::env::var("REXEC_BESIDE_IDLE").is_ok_and(|v| v == "1") {
+            busy.move_to_an_idle_group();
+        }
         busy
+    }
+
+    /// Moves the loop into a new cgroup at the top of the `cpu` hierarchy with
+    /// `cpu.idle = 1`: it then runs only on CPU that groups of normal weight leave.
+    fn move_to_an_idle_group(&mut self) {
+        let name = format!("rexec-test-{}-idle", std::process::id());
+        let dir = crate::util::cpu_dir(&name).expect("a cpu hierarchy");
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        self.idle_group = Some(dir.clone());
+        let idle = dir.join("cpu.idle");
+        std::fs::write(&idle, "1").unwrap_or_else(|e| panic!("{}: {e}", idle.display()));
+        let procs = dir.join("cgroup.procs");
+        std::fs::write(&procs, self.child.id().to_string())
+            .unwrap_or_else(|e| panic!("{}: {e}", procs.display()));
+        eprintln!("the loop runs in {} (cpu.idle = 1)", dir.display());
     }
 
     /// Waits until the loop's process is the shell (setsid has exec'd taskset or
@@ -132,5 +159,8 @@ impl Drop for Loop {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(dir) = &self.idle_group {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }

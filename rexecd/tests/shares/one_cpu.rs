@@ -90,7 +90,10 @@ async fn bids_3_and_1_on_one_cpu_keep_it_beside_a_busy_background_loop() {
     eprintln!("3:1 on one CPU beside nice {nice}: the market's cgroup weight {weight}");
     let daemon = Daemon::start_with_config(parent.clone(), &config);
     // The loop on the node's CPU: it contends for nothing but what the market sells.
-    let background = Loop::start(nice, Some(NODE_CPU));
+    // `REXEC_BESIDE_LOOP_CPUS` puts it elsewhere, to measure background work kept off
+    // the market's CPUs (OPERATIONS: `AllowedCPUs`, a cpuset).
+    let loop_cpus = std::env::var("REXEC_BESIDE_LOOP_CPUS").unwrap_or_else(|_| NODE_CPU.into());
+    let background = Loop::start(nice, Some(&loop_cpus));
     let jobs = start_jobs(&daemon).await;
     let live: Vec<&Busy> = jobs.iter().collect();
     let failures = tokio::task::block_in_place(|| {
