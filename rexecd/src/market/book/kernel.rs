@@ -38,6 +38,12 @@ impl Book {
     /// the node is contended, its model allocation scaled to what the jobs reach (see
     /// `control::caps`); else none.
     pub fn caps(&self, closed_loop: bool) -> Vec<(u64, Option<CpuQuota>)> {
+        self.caps_paying(closed_loop, true)
+    }
+
+    /// [`Self::caps`], with each cap moved by the rank's lag (`pay_lag`) or not: a
+    /// bound at the allocation alone, where the weights divide below it.
+    fn caps_paying(&self, closed_loop: bool, pay_lag: bool) -> Vec<(u64, Option<CpuQuota>)> {
         let model: Vec<f64> = self
             .ranks
             .values()
@@ -48,7 +54,7 @@ impl Book {
             .ranks
             .values()
             .map(|r| {
-                if r.tick_secs > 0.0 {
+                if pay_lag && r.tick_secs > 0.0 {
                     r.share.lag / r.tick_secs
                 } else {
                     0.0
@@ -103,21 +109,27 @@ impl Book {
                 (r.cgroup, control::corrected_tickets(base, r.share.gain))
             })
             .collect();
-        // Packed, every rank is capped at its allocation while the layout turns. Split,
-        // only the split ranks are: each shares every CPU it visits with a pinned rank,
-        // so its cap never leaves a CPU idle, and it bounds what the weights alone did
-        // not, a split rank ahead of its share for whole intervals (issue 41: 3.8 to
-        // 4.3 points of one CPU over 5 s in one run of ten, the loop beside it starved).
-        let split: Vec<u64> = jobs
-            .iter()
-            .filter(|j| !j.slot.is_pinned())
-            .map(|j| j.cgroup)
-            .collect();
-        let caps = self
-            .caps(true)
-            .into_iter()
-            .map(|(id, c)| (id, c.filter(|_| packed || split.contains(&id))))
-            .collect();
+        // Packed, every rank is capped at its allocation while the layout turns, the
+        // caps paying back lags. Split, only the split ranks are, and at their
+        // allocation (times the reach) alone: each shares every CPU it visits with a
+        // pinned rank, so its cap never leaves a CPU idle; it bounds what the weights
+        // alone did not, a split rank ahead of its share for whole intervals (issue 41:
+        // 3.8 to 4.3 points of one CPU over 5 s in one run of ten, the loop beside it
+        // starved), and leaves the division below it to the weights, which a cap
+        // that also paid back lags would correct a second time.
+        let caps = if packed {
+            self.caps(true)
+        } else {
+            let split: Vec<u64> = jobs
+                .iter()
+                .filter(|j| !j.slot.is_pinned())
+                .map(|j| j.cgroup)
+                .collect();
+            self.caps_paying(true, false)
+                .into_iter()
+                .map(|(id, c)| (id, c.filter(|_| split.contains(&id))))
+                .collect()
+        };
         Some(Placed {
             jobs,
             tickets,

@@ -12,7 +12,7 @@
 //! **split**: allowed on each CPU it covers, in turn, for the share of every
 //! [`PERIOD`] that its part there is of its allocation. Every CPU keeps a runnable
 //! pinned thread, so the node's CPU is never idle under the market; only a split job
-//! is capped (at its allocation, as `control::caps` caps any job), which never idles
+//! is capped (at its allocation times the caps' reach, a bound), which never idles
 //! a CPU since the pinned job there takes what the cap holds back.
 //!
 //! On each CPU the jobs present divide it by weight, and [`Plan::hints`] gives weights
