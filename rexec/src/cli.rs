@@ -26,6 +26,45 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// `--max-cost` and `-A`, as the run form and `rexec submit` take them: the
+/// flags and their parsing are written here once; each form says in its own
+/// help text (`mut_arg`) who enforces the ceiling.
+#[derive(Debug, Args)]
+pub struct Spending {
+    /// A spending ceiling, credits (decimal).
+    #[arg(
+        long = "max-cost",
+        value_name = "CREDITS",
+        allow_negative_numbers = true
+    )]
+    pub max_cost: Option<String>,
+    /// Charge project ACCOUNT rather than the default.
+    #[arg(short = 'A', long = "account", value_name = "ACCOUNT")]
+    pub account: Option<String>,
+}
+
+impl Spending {
+    /// `--max-cost` in micro-credits, when given: malformed is a usage error,
+    /// negative is refused (see [`crate::request::max_cost`]).
+    pub fn max_cost(&self) -> Result<Option<i64>, crate::exit::Error> {
+        self.max_cost
+            .as_deref()
+            .map(|text| crate::request::max_cost(text, "--max-cost"))
+            .transpose()
+    }
+}
+
+/// The run form's `--max-cost` help.
+const RUN_MAX_COST_HELP: &str = "A spending ceiling: the most the whole job may be charged, \
+    credits (decimal). The nodes enforce it: each rank may be charged its share (CREDITS / \
+    ranks), and a rank whose charges reach it runs on at bid 0, where it is free; you are told \
+    once. `rexec estimate` says what a run is likely to cost";
+
+/// The run form's `-A` help.
+const RUN_ACCOUNT_HELP: &str = "Charge project ACCOUNT (you must be one of its members) rather \
+    than your default project, or your personal account when you have no default. The job \
+    still runs as you";
+
 /// Which ranks read the client's standard input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StdinMode {
@@ -100,7 +139,9 @@ fn after_help() -> String {
     version,
     about = "Run a program on several cluster nodes as if it ran here",
     override_usage = "rexec [OPTIONS] [--] PROG [ARGS...]\n       rexec jobs [--nodes A,B,...]\n       rexec kill JOBID [--nodes A,B,...] [-s SIG]\n       rexec bid JOBID RATE [--nodes A,B,...]\n       rexec nodes [--length DURATION] [--policy P]\n       rexec submit|queue|cancel|output|wait ...",
-    after_help = after_help()
+    after_help = after_help(),
+    mut_arg("max_cost", |a| a.help(RUN_MAX_COST_HELP)),
+    mut_arg("account", |a| a.help(RUN_ACCOUNT_HELP))
 )]
 pub struct RunArgs {
     /// Bid in credits per minute.
@@ -130,21 +171,9 @@ pub struct RunArgs {
     /// completion predictions.
     #[arg(long, value_name = "DURATION")]
     pub length: Option<String>,
-    /// A spending ceiling: the most the whole job may be charged, credits (decimal).
-    /// The nodes enforce it: each rank may be charged its share (CREDITS / ranks), and
-    /// a rank whose charges reach it runs on at bid 0, where it is free; you are told
-    /// once. `rexec estimate` says what a run is likely to cost.
-    #[arg(
-        long = "max-cost",
-        value_name = "CREDITS",
-        allow_negative_numbers = true
-    )]
-    pub max_cost: Option<String>,
-    /// Charge project ACCOUNT (you must be one of its members) rather than your default
-    /// project, or your personal account when you have no default. The job still runs
-    /// as you.
-    #[arg(short = 'A', long = "account", value_name = "ACCOUNT")]
-    pub account: Option<String>,
+    /// `--max-cost` and `-A`.
+    #[command(flatten)]
+    pub spending: Spending,
     /// Prefix every output line with the rank that wrote it, as `[R] `.
     #[arg(short = 'l', long = "label")]
     pub label: bool,

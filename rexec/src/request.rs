@@ -36,15 +36,10 @@ pub fn check(args: &RunArgs) -> Result<Request, Error> {
     let timeout = crate::clock::timeout_from_env().map_err(Error::Usage)?;
     let config = load(args.config.as_deref())?;
     let bid = bid(&args.rate, "-r", &config)?;
-    let max_cost = args
-        .max_cost
-        .as_deref()
-        .map(|text| max_cost(text, "--max-cost"))
-        .transpose()?;
     Ok(Request {
         bid,
-        max_cost,
-        account: args.account.clone(),
+        max_cost: args.spending.max_cost()?,
+        account: args.spending.account.clone(),
         timeout,
         config,
     })
