@@ -378,18 +378,15 @@ pub fn grant(
     now_us: i64,
     max: i64,
 ) -> Result<EntryReceipt, AccountError> {
-    check_name("user", user)?;
-    check_positive(amount, max)?;
-    check_reason(reason)?;
-    admin_entry(
+    admin_change(
         db,
         user,
         amount,
         EntryKind::Grant,
-        None,
         reason,
         actor,
         now_us,
+        max,
     )
 }
 
@@ -403,19 +400,39 @@ pub fn adjust(
     now_us: i64,
     max: i64,
 ) -> Result<EntryReceipt, AccountError> {
-    check_name("user", user)?;
-    check_nonzero(amount, max)?;
-    check_reason(reason)?;
-    admin_entry(
+    admin_change(
         db,
         user,
         amount,
         EntryKind::Adjust,
-        None,
         reason,
         actor,
         now_us,
+        max,
     )
+}
+
+/// A grant or an adjustment: the user's name, the amount (a grant's positive,
+/// an adjustment's not zero, both at most `max`) and the reason checked in that
+/// order, then one admin entry without a key.
+#[allow(clippy::too_many_arguments)]
+fn admin_change(
+    db: &mut dyn Rows,
+    user: &str,
+    amount: i64,
+    kind: EntryKind,
+    reason: &str,
+    actor: &str,
+    now_us: i64,
+    max: i64,
+) -> Result<EntryReceipt, AccountError> {
+    check_name("user", user)?;
+    match kind {
+        EntryKind::Grant => check_positive(amount, max)?,
+        _ => check_nonzero(amount, max)?,
+    }
+    check_reason(reason)?;
+    admin_entry(db, user, amount, kind, None, reason, actor, now_us)
 }
 
 /// Adds credits under an idempotency key (a project's income for one
