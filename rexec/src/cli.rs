@@ -54,6 +54,45 @@ impl Spending {
     }
 }
 
+/// `--policy` and `--max-price`, as the run form and `rexec estimate` take them:
+/// how a selector chooses the nodes, and the highest price taken.
+#[derive(Debug, Args)]
+pub struct Choice {
+    /// How a selector chooses the nodes.
+    #[arg(long, value_name = "POLICY", default_value = crate::select::DEFAULT_POLICY)]
+    pub policy: String,
+    /// Only nodes whose price is at most this many credits per minute.
+    #[arg(
+        long = "max-price",
+        value_name = "CREDITS",
+        allow_negative_numbers = true
+    )]
+    pub max_price: Option<String>,
+}
+
+impl Choice {
+    /// `--max-price` in micro-credits per minute, when given (see
+    /// [`crate::request::max_price`]).
+    pub fn max_price(&self) -> Result<Option<i64>, crate::exit::Error> {
+        crate::request::max_price(self.max_price.as_deref())
+    }
+}
+
+/// The run form's `--policy` help.
+const RUN_POLICY_HELP: &str = "How a selector chooses nodes (without --nodes and [nodes]): \
+    lowest-price, least-loaded, random or history (history needs --length)";
+
+/// The run form's `--max-price` help.
+const RUN_MAX_PRICE_HELP: &str = "Choose only nodes whose price is at most this many credits \
+    per minute (decimal, like the bid)";
+
+/// `rexec estimate`'s `--policy` help.
+const ESTIMATE_POLICY_HELP: &str = "How a selector would choose the nodes (as for a run)";
+
+/// `rexec estimate`'s `--max-price` help.
+const ESTIMATE_MAX_PRICE_HELP: &str =
+    "Only nodes whose price is at most this many credits per minute (as for a run)";
+
 /// The run form's `--max-cost` help.
 const RUN_MAX_COST_HELP: &str = "A spending ceiling: the most the whole job may be charged, \
     credits (decimal). The nodes enforce it: each rank may be charged its share (CREDITS / \
@@ -140,6 +179,8 @@ fn after_help() -> String {
     about = "Run a program on several cluster nodes as if it ran here",
     override_usage = "rexec [OPTIONS] [--] PROG [ARGS...]\n       rexec jobs [--nodes A,B,...]\n       rexec kill JOBID [--nodes A,B,...] [-s SIG]\n       rexec bid JOBID RATE [--nodes A,B,...]\n       rexec nodes [--length DURATION] [--policy P]\n       rexec submit|queue|cancel|output|wait ...",
     after_help = after_help(),
+    mut_arg("policy", |a| a.help(RUN_POLICY_HELP)),
+    mut_arg("max_price", |a| a.help(RUN_MAX_PRICE_HELP)),
     mut_arg("max_cost", |a| a.help(RUN_MAX_COST_HELP)),
     mut_arg("account", |a| a.help(RUN_ACCOUNT_HELP))
 )]
@@ -155,18 +196,9 @@ pub struct RunArgs {
     /// Nodes to run on, in rank order; a node may appear more than once.
     #[arg(long, value_name = "A,B,...", value_delimiter = ',')]
     pub nodes: Option<Vec<String>>,
-    /// How a selector chooses nodes (without --nodes and [nodes]): lowest-price,
-    /// least-loaded, random or history (history needs --length).
-    #[arg(long, value_name = "POLICY", default_value = crate::select::DEFAULT_POLICY)]
-    pub policy: String,
-    /// Choose only nodes whose price is at most this many credits per minute
-    /// (decimal, like the bid).
-    #[arg(
-        long = "max-price",
-        value_name = "CREDITS",
-        allow_negative_numbers = true
-    )]
-    pub max_price: Option<String>,
+    /// `--policy` and `--max-price`.
+    #[command(flatten)]
+    pub choice: Choice,
     /// The job's expected CPU time (e.g. 90s, 20m), for the history policy's
     /// completion predictions.
     #[arg(long, value_name = "DURATION")]
@@ -262,6 +294,10 @@ pub enum AdminCommand {
 
 /// Arguments of `rexec estimate`.
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("policy", |a| a.help(ESTIMATE_POLICY_HELP)),
+    mut_arg("max_price", |a| a.help(ESTIMATE_MAX_PRICE_HELP))
+)]
 pub struct EstimateArgs {
     /// The bid, credits per minute of CPU on each node, as for `rexec -r`.
     #[arg(
@@ -279,16 +315,9 @@ pub struct EstimateArgs {
     /// How long the run lasts (e.g. 90s, 20m, 1h).
     #[arg(long, value_name = "DURATION", required = true)]
     pub length: String,
-    /// How a selector would choose the nodes (as for a run).
-    #[arg(long, value_name = "POLICY", default_value = crate::select::DEFAULT_POLICY)]
-    pub policy: String,
-    /// Only nodes whose price is at most this many credits per minute (as for a run).
-    #[arg(
-        long = "max-price",
-        value_name = "CREDITS",
-        allow_negative_numbers = true
-    )]
-    pub max_price: Option<String>,
+    /// `--policy` and `--max-price`, as for a run.
+    #[command(flatten)]
+    pub choice: Choice,
     /// Say which selector answered.
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
@@ -606,6 +635,40 @@ mod tests {
     }
 
     #[test]
+    fn max_cost_and_account_are_read_alike_by_the_run_form_and_submit() {
+        use crate::exit::Class;
+        let submit = |line: &str| {
+            let argv = format!("rexec submit --length 1m {line}");
+            match parse(argv.split(' ').map(OsString::from).collect()) {
+                Invocation::Batch(b) => match b.command {
+                    batch::BatchCommand::Submit(s) => s.spending,
+                    other => panic!("not submit: {other:?}"),
+                },
+                other => panic!("not submit: {other:?}"),
+            }
+        };
+        for spending in [
+            run("--max-cost 2.5 -A lab ./prog").spending,
+            submit("--max-cost 2.5 -A lab ./prog"),
+        ] {
+            assert_eq!(spending.max_cost().unwrap(), Some(2_500_000));
+            assert_eq!(spending.account.as_deref(), Some("lab"));
+        }
+        for spending in [run("./prog").spending, submit("./prog")] {
+            assert_eq!(spending.max_cost().unwrap(), None);
+            assert_eq!(spending.account, None);
+        }
+        for (text, class) in [("-1", Class::Refused), ("lots", Class::Usage)] {
+            let line = format!("--max-cost {text} ./prog");
+            for spending in [run(&line).spending, submit(&line)] {
+                let e = spending.max_cost().unwrap_err();
+                assert_eq!(e.class(), class, "{text}");
+                assert!(e.to_string().contains("--max-cost"), "{e}");
+            }
+        }
+    }
+
+    #[test]
     fn nodes_list_and_double_dash() {
         let r = run("--nodes a,b,a -t --kill-on-bad-exit -- jobs --help");
         assert_eq!(r.nodes.unwrap(), ["a", "b", "a"]);
@@ -649,10 +712,10 @@ mod tests {
     #[test]
     fn selection_options_and_the_nodes_form() {
         let r = run("-r 1 -n 3 --policy history --max-price 0.5 --length 90s ./prog");
-        assert_eq!(r.policy, "history");
-        assert_eq!(r.max_price.as_deref(), Some("0.5"));
+        assert_eq!(r.choice.policy, "history");
+        assert_eq!(r.choice.max_price.as_deref(), Some("0.5"));
         assert_eq!(r.length.as_deref(), Some("90s"));
-        assert_eq!(run("ls").policy, "lowest-price");
+        assert_eq!(run("ls").choice.policy, "lowest-price");
         let argv = [
             "rexec", "nodes", "--length", "20m", "--policy", "history", "-v",
         ];

@@ -176,11 +176,11 @@ pub fn validate(spec: &JobSpec) -> Result<(), Error> {
 /// What to ask a selector for, from `-n`, `--policy`, `--max-price` and
 /// `--length`; an error is a usage error.
 pub fn wanted(args: &RunArgs) -> Result<crate::choose::Wanted, Error> {
-    let max_price = max_price(args.max_price.as_deref())?;
-    let expected_cpu_ms = length(args.length.as_deref(), Some(&args.policy))?;
+    let max_price = args.choice.max_price()?;
+    let expected_cpu_ms = length(args.length.as_deref(), Some(&args.choice.policy))?;
     Ok(crate::choose::Wanted {
         count: args.nranks.unwrap_or(1),
-        policy: args.policy.clone(),
+        policy: args.choice.policy.clone(),
         max_price,
         expected_cpu_ms,
     })
