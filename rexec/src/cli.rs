@@ -26,6 +26,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::exit::Error;
+
 /// `--max-cost` and `-A`, as the run form and `rexec submit` take them: the
 /// flags and their parsing are written here once; each form says in its own
 /// help text (`mut_arg`) who enforces the ceiling.
@@ -45,12 +47,31 @@ pub struct Spending {
 
 impl Spending {
     /// `--max-cost` in micro-credits, when given: malformed is a usage error,
-    /// negative is refused (see [`crate::request::max_cost`]).
-    pub fn max_cost(&self) -> Result<Option<i64>, crate::exit::Error> {
-        self.max_cost
-            .as_deref()
-            .map(|text| crate::request::max_cost(text, "--max-cost"))
-            .transpose()
+    /// negative is refused.
+    ///
+    /// ```
+    /// use clap::Parser;
+    /// use rexec::exit::Class;
+    /// let cost = |v: &str| rexec::cli::RunArgs::parse_from(["rexec", "--max-cost", v, "ls"])
+    ///     .spending
+    ///     .max_cost();
+    /// assert_eq!(cost("2.5").unwrap(), Some(2_500_000));
+    /// assert_eq!(cost("-1").unwrap_err().class(), Class::Refused);
+    /// assert_eq!(cost("lots").unwrap_err().class(), Class::Usage);
+    /// ```
+    pub fn max_cost(&self) -> Result<Option<i64>, Error> {
+        let Some(text) = self.max_cost.as_deref() else {
+            return Ok(None);
+        };
+        let micros = money::parse_credits(text)
+            .map_err(|e| Error::Usage(format!("--max-cost {text}: {e}")))?;
+        if micros < 0 {
+            return Err(Error::Refused(format!(
+                "--max-cost {text}: a spending ceiling cannot be negative (0 runs the job at bid 0 \
+                 from its start)"
+            )));
+        }
+        Ok(Some(micros))
     }
 }
 
@@ -71,10 +92,21 @@ pub struct Choice {
 }
 
 impl Choice {
-    /// `--max-price` in micro-credits per minute, when given (see
-    /// [`crate::request::max_price`]).
-    pub fn max_price(&self) -> Result<Option<i64>, crate::exit::Error> {
-        crate::request::max_price(self.max_price.as_deref())
+    /// `--max-price` in micro-credits per minute, when given; malformed or
+    /// negative is a usage error.
+    pub fn max_price(&self) -> Result<Option<i64>, Error> {
+        let Some(text) = self.max_price.as_deref() else {
+            return Ok(None);
+        };
+        let micros = money::parse_credits(text)
+            .map_err(|e| Error::Usage(format!("--max-price {text}: {e}")))?;
+        if micros < 0 {
+            return Err(Error::Usage(format!(
+                "--max-price {text}: a price cap cannot be negative; give credits per minute like \
+                 0.5"
+            )));
+        }
+        Ok(Some(micros))
     }
 }
 

@@ -80,27 +80,6 @@ pub fn bid(text: &str, flag: &str, config: &Config) -> Result<Bid, Error> {
     Ok(bid)
 }
 
-/// A spending ceiling `text` (given as `flag`), credits: malformed is a usage error,
-/// negative is refused.
-///
-/// ```
-/// use rexec::exit::Class;
-/// assert_eq!(rexec::request::max_cost("2.5", "--max-cost").unwrap(), 2_500_000);
-/// assert_eq!(rexec::request::max_cost("-1", "--max-cost").unwrap_err().class(), Class::Refused);
-/// assert_eq!(rexec::request::max_cost("lots", "--max-cost").unwrap_err().class(), Class::Usage);
-/// ```
-pub fn max_cost(text: &str, flag: &str) -> Result<i64, Error> {
-    let micros =
-        money::parse_credits(text).map_err(|e| Error::Usage(format!("{flag} {text}: {e}")))?;
-    if micros < 0 {
-        return Err(Error::Refused(format!(
-            "{flag} {text}: a spending ceiling cannot be negative (0 runs the job at bid 0 from \
-             its start)"
-        )));
-    }
-    Ok(micros)
-}
-
 /// Where the ranks go, with the sessions already opened to check them
 /// (when a selector chose the nodes).
 pub async fn place_ranks(
@@ -184,19 +163,6 @@ pub fn wanted(args: &RunArgs) -> Result<crate::choose::Wanted, Error> {
         max_price,
         expected_cpu_ms,
     })
-}
-
-/// `--max-price` in micro-credits per minute; malformed or negative is a usage error.
-pub fn max_price(text: Option<&str>) -> Result<Option<i64>, Error> {
-    let Some(text) = text else { return Ok(None) };
-    let micros =
-        money::parse_credits(text).map_err(|e| Error::Usage(format!("--max-price {text}: {e}")))?;
-    if micros < 0 {
-        return Err(Error::Usage(format!(
-            "--max-price {text}: a price cap cannot be negative; give credits per minute like 0.5"
-        )));
-    }
-    Ok(Some(micros))
 }
 
 /// `--length` in milliseconds of CPU; `--policy history` needs it.
