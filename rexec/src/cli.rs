@@ -60,19 +60,30 @@ impl Spending {
     /// assert_eq!(cost("lots").unwrap_err().class(), Class::Usage);
     /// ```
     pub fn max_cost(&self) -> Result<Option<i64>, Error> {
-        let Some(text) = self.max_cost.as_deref() else {
-            return Ok(None);
-        };
-        let micros = money::parse_credits(text)
-            .map_err(|e| Error::Usage(format!("--max-cost {text}: {e}")))?;
-        if micros < 0 {
-            return Err(Error::Refused(format!(
-                "--max-cost {text}: a spending ceiling cannot be negative (0 runs the job at bid 0 \
-                 from its start)"
-            )));
-        }
-        Ok(Some(micros))
+        credits(
+            "--max-cost",
+            self.max_cost.as_deref(),
+            Error::Refused,
+            "a spending ceiling cannot be negative (0 runs the job at bid 0 from its start)",
+        )
     }
+}
+
+/// `text` given as `flag`, in micro-credits, when there is one: malformed is a
+/// usage error, negative is `negative` saying `why`.
+fn credits(
+    flag: &str,
+    text: Option<&str>,
+    negative: fn(String) -> Error,
+    why: &str,
+) -> Result<Option<i64>, Error> {
+    let Some(text) = text else { return Ok(None) };
+    let micros =
+        money::parse_credits(text).map_err(|e| Error::Usage(format!("{flag} {text}: {e}")))?;
+    if micros < 0 {
+        return Err(negative(format!("{flag} {text}: {why}")));
+    }
+    Ok(Some(micros))
 }
 
 /// `--policy` and `--max-price`, as the run form and `rexec estimate` take them:
@@ -95,18 +106,12 @@ impl Choice {
     /// `--max-price` in micro-credits per minute, when given; malformed or
     /// negative is a usage error.
     pub fn max_price(&self) -> Result<Option<i64>, Error> {
-        let Some(text) = self.max_price.as_deref() else {
-            return Ok(None);
-        };
-        let micros = money::parse_credits(text)
-            .map_err(|e| Error::Usage(format!("--max-price {text}: {e}")))?;
-        if micros < 0 {
-            return Err(Error::Usage(format!(
-                "--max-price {text}: a price cap cannot be negative; give credits per minute like \
-                 0.5"
-            )));
-        }
-        Ok(Some(micros))
+        credits(
+            "--max-price",
+            self.max_price.as_deref(),
+            Error::Usage,
+            "a price cap cannot be negative; give credits per minute like 0.5",
+        )
     }
 }
 
@@ -698,6 +703,22 @@ mod tests {
                 assert!(e.to_string().contains("--max-cost"), "{e}");
             }
         }
+        let e = run("--max-cost -1 ./prog").spending.max_cost().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--max-cost -1: a spending ceiling cannot be negative (0 runs the job at bid 0 from \
+             its start)"
+        );
+        let e = run("--max-price -1 ./prog").choice.max_price().unwrap_err();
+        assert_eq!(e.class(), Class::Usage);
+        assert_eq!(
+            e.to_string(),
+            "--max-price -1: a price cap cannot be negative; give credits per minute like 0.5"
+        );
+        assert_eq!(
+            run("--max-price 0.5 ./prog").choice.max_price().unwrap(),
+            Some(500_000)
+        );
     }
 
     #[test]
