@@ -7,7 +7,7 @@
 //! of peak memory per million entries between the smallest and the largest.
 //!
 //! `AUDIT_POSTGRES=1` also copies each size into a real PostgreSQL server of
-//! the benchmark's own (`tests/src/postgres.rs`) with `accountctl migrate`
+//! the benchmark's own (`testhost::postgres`) with `accountctl migrate`
 //! and audits it there (printing the migration's own time and peak memory,
 //! which no longer grows with the ledger either). The target: a 10-million-entry ledger
 //! audited in at most 64 MB on both backends; `AUDIT_ENTRIES=10000000`
@@ -18,9 +18,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[path = "../../tests/src/postgres.rs"]
-#[allow(dead_code)]
-mod pgserver;
+use testhost::postgres as pgserver;
 
 #[path = "support/ledger.rs"]
 mod ledger;

@@ -8,7 +8,7 @@
 //! `DEBITS_POSTGRES=1` measures, in the same run, group commit at 64
 //! connections on SQLite, on PostgreSQL behind one accountd, and behind two
 //! accountd sharing the database (32 connections each), on a real PostgreSQL
-//! server of the benchmark's own (`tests/src/postgres.rs`, fsync on).
+//! server of the benchmark's own (`testhost::postgres`, fsync on).
 //!
 //! With `DEBITS_POSTGRES=1` the same three ledgers are also measured with
 //! many debits to a frame: each connection sends `Debits` requests of
@@ -25,9 +25,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[path = "../../tests/src/postgres.rs"]
-#[allow(dead_code)]
-mod pgserver;
+use testhost::postgres as pgserver;
 
 #[path = "support/cpu.rs"]
 mod cpu;

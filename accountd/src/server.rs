@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use certs::{PeerIdentity, ReloadableAcceptor, TlsPaths};
 use daemon::ConnectionCaps;
-use daemon::admit::{Admitted, FrameLimits, NotAdmitted, admit};
+use daemon::admit::{Admitted, FrameLimits, Incoming, NotAdmitted, admit, next_request};
 use daemon::serve::{AcceptLimits, Gate};
 use proto::FrameError;
 use proto::account::{
@@ -312,21 +312,19 @@ impl Connection {
                 let _ = framed.send(&turned_away(message)).await;
                 break;
             }
-            let next = tokio::select! {
-                r = tokio::time::timeout(self.idle, framed.recv::<AccountRequest>()) => r,
-                _ = self.stop.changed() => break,
-            };
+            let next =
+                next_request::<AccountRequest, _>(&mut framed, self.idle, &mut self.stop).await;
             let response = match next {
-                Err(_) => {
+                Incoming::Idle => {
                     tracing::debug!(%addr, %peer, "idle connection closed");
                     break;
                 }
-                Ok(Ok(None)) => break,
-                Ok(Ok(Some(req))) => AccountResponse {
+                Incoming::Closed => break,
+                Incoming::Request(req) => AccountResponse {
                     id: req.id,
                     result: self.handle(&peer, req).await,
                 },
-                Ok(Err(e)) if e.is_recoverable() || matches!(e, FrameError::TooLarge { .. }) => {
+                Incoming::Malformed(e) => {
                     let err = AccountError::new(
                         ErrorCode::Malformed,
                         format!("malformed request from {peer}: {e}"),
@@ -343,7 +341,7 @@ impl Connection {
                     }
                     break;
                 }
-                Ok(Err(e)) => {
+                Incoming::Broken(e) => {
                     tracing::debug!(%addr, %peer, error = %e, "connection ended");
                     break;
                 }

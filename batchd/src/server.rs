@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use certs::ReloadableAcceptor;
 use daemon::ConnectionCaps;
-use daemon::admit::{Admitted, FrameLimits, NotAdmitted, admit};
+use daemon::admit::{Admitted, FrameLimits, Incoming, NotAdmitted, admit, next_request};
 use daemon::serve::Gate;
-use proto::FrameError;
 use proto::batch::{BatchError, BatchErrorCode, BatchRequest, BatchResponse};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -88,17 +87,14 @@ impl Connection {
         } = admitted;
         let idle = self.shared.cfg.idle_timeout;
         loop {
-            let next = tokio::select! {
-                r = tokio::time::timeout(idle, framed.recv::<BatchRequest>()) => r,
-                _ = self.stop.changed() => break,
-            };
+            let next = next_request::<BatchRequest, _>(&mut framed, idle, &mut self.stop).await;
             let response = match next {
-                Err(_) | Ok(Ok(None)) => break,
-                Ok(Ok(Some(req))) => BatchResponse {
+                Incoming::Idle | Incoming::Closed => break,
+                Incoming::Request(req) => BatchResponse {
                     id: req.id,
                     result: crate::ops::handle(&self.shared, &peer, req).await,
                 },
-                Ok(Err(e)) if e.is_recoverable() || matches!(e, FrameError::TooLarge { .. }) => {
+                Incoming::Malformed(e) => {
                     let r = refused(
                         0,
                         BatchErrorCode::Malformed,
@@ -110,7 +106,7 @@ impl Connection {
                     }
                     break;
                 }
-                Ok(Err(e)) => {
+                Incoming::Broken(e) => {
                     tracing::debug!(%addr, %peer, error = %e, "connection ended");
                     break;
                 }

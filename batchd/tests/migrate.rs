@@ -3,9 +3,7 @@
 //! the three dumps equal; a target that holds a queue and a connection string
 //! holding a password are refused with a clear error, writing nothing.
 
-#[path = "../../tests/src/postgres.rs"]
-#[allow(dead_code)]
-mod server;
+use testhost::postgres as server;
 
 use std::process::Command;
 use std::sync::Arc;
@@ -33,12 +31,7 @@ fn migrate(from: &std::path::Path, to: &std::path::Path) -> (bool, String, Strin
 
 #[test]
 fn batchd_migrate_moves_a_queue_to_postgresql_and_back() {
-    assert!(
-        server::available(),
-        "PostgreSQL is not installed: run deploy/setup-host"
-    );
-    let pg = server::Postgres::start();
-    pg.create_db("queue");
+    let pg = server::Postgres::with_database("queue");
     let dir = tempfile::tempdir().unwrap();
     let lite = dir.path().join("q.db");
     let rt = tokio::runtime::Runtime::new().unwrap();

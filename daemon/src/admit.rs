@@ -4,14 +4,20 @@
 //! in the daemon's own words and closed ([`admit`]). accountd, vexecd and batchd
 //! start every connection so; rexecd's sessions start their own way (a buffered
 //! reader, the stop signal during the handshake, the accept time for its metrics).
+//! Then each request is read with [`next_request`]: within the idle time, ended
+//! by the daemon's stop, and a frame that is not a request told apart from a
+//! stream that broke.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use certs::PeerIdentity;
-use proto::Framed;
+use proto::{FrameError, Framed};
 use serde::Serialize;
-use tokio::io::AsyncWriteExt;
+use serde::de::DeserializeOwned;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
@@ -72,12 +78,112 @@ pub async fn admit<R: Serialize>(
     }
 }
 
+/// What the next read of an admitted connection brought ([`next_request`]).
+#[derive(Debug)]
+pub enum Incoming<T> {
+    /// A request.
+    Request(T),
+    /// A frame that is not a request: the daemon answers it with a refusal, then
+    /// reads on when the stream is still in step ([`FrameError::is_recoverable`]:
+    /// a decode error) and closes otherwise (too large).
+    Malformed(FrameError),
+    /// Nothing arrived within the idle time.
+    Idle,
+    /// The peer closed between requests, or the daemon is stopping.
+    Closed,
+    /// The stream broke (the daemon logs why and closes).
+    Broken(FrameError),
+}
+
+/// Reads the next request from `framed`, waiting at most `idle`, and giving up
+/// as soon as `stop` changes (or its sender is gone).
+pub async fn next_request<T, S>(
+    framed: &mut Framed<S>,
+    idle: Duration,
+    stop: &mut watch::Receiver<bool>,
+) -> Incoming<T>
+where
+    T: DeserializeOwned,
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let next = tokio::select! {
+        r = tokio::time::timeout(idle, framed.recv::<T>()) => r,
+        _ = stop.changed() => return Incoming::Closed,
+    };
+    match next {
+        Err(_) => Incoming::Idle,
+        Ok(Ok(None)) => Incoming::Closed,
+        Ok(Ok(Some(request))) => Incoming::Request(request),
+        Ok(Err(e @ (FrameError::Decode(_) | FrameError::TooLarge { .. }))) => {
+            Incoming::Malformed(e)
+        }
+        Ok(Err(e)) => Incoming::Broken(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use certs::Role;
     use certs::testing::TestPki;
     use tokio::net::TcpListener;
+
+    #[tokio::test]
+    async fn next_request_tells_requests_bad_frames_silence_stops_and_breaks_apart() {
+        use tokio::io::AsyncWriteExt as _;
+        let idle = Duration::from_millis(50);
+        let (_stop_tx, mut stop) = watch::channel(false);
+        let (ours, theirs) = tokio::io::duplex(1024);
+        let mut framed = Framed::new(ours, 64);
+        let mut raw = theirs;
+        let mut next = async |framed: &mut Framed<_>| {
+            next_request::<(u8, String), _>(framed, idle, &mut stop).await
+        };
+
+        raw.write_all(&proto::encode_frame(&(7u8, "hi"), 64).unwrap())
+            .await
+            .unwrap();
+        assert!(matches!(next(&mut framed).await, Incoming::Request((7, s)) if s == "hi"));
+
+        // A whole frame that is no request: the stream stays in step.
+        raw.write_all(&[0, 0, 0, 1, 0xff]).await.unwrap();
+        let got = next(&mut framed).await;
+        assert!(
+            matches!(&got, Incoming::Malformed(e) if e.is_recoverable()),
+            "{got:?}"
+        );
+
+        assert!(matches!(next(&mut framed).await, Incoming::Idle));
+
+        // Over the limit: out of step.
+        raw.write_all(&[0, 0, 1, 0]).await.unwrap();
+        let got = next(&mut framed).await;
+        assert!(
+            matches!(&got, Incoming::Malformed(e) if !e.is_recoverable()),
+            "{got:?}"
+        );
+
+        // Cut in the middle of a frame: broken.
+        let (ours, mut raw) = tokio::io::duplex(1024);
+        let mut framed = Framed::new(ours, 64);
+        raw.write_all(&[0, 0, 0, 9, 1]).await.unwrap();
+        drop(raw);
+        let got = next(&mut framed).await;
+        assert!(matches!(got, Incoming::Broken(_)), "{got:?}");
+
+        // Closed between frames, and a stop while waiting.
+        let (ours, raw) = tokio::io::duplex(1024);
+        let mut framed = Framed::new(ours, 64);
+        drop(raw);
+        assert!(matches!(next(&mut framed).await, Incoming::Closed));
+        let (_raw, ours) = tokio::io::duplex(1024);
+        let mut framed = Framed::new(ours, 64);
+        let (stop_tx, mut stop) = watch::channel(false);
+        let waiting =
+            next_request::<(u8, String), _>(&mut framed, Duration::from_secs(60), &mut stop);
+        let (got, _) = tokio::join!(waiting, async { stop_tx.send(true).unwrap() });
+        assert!(matches!(got, Incoming::Closed), "{got:?}");
+    }
 
     #[tokio::test]
     async fn a_peer_over_its_cap_is_told_why_and_a_stranger_is_not_admitted() {

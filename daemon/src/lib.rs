@@ -5,7 +5,8 @@
 //! - [`announce`]: the address a daemon announces ([`announce::advertised`]) and a
 //!   service's announcement of itself ([`announce::announce_service`]).
 //! - [`admit`]: a TLS connection's start, handshake, framing and per-identity cap,
-//!   a peer over its cap answered in the daemon's own protocol.
+//!   a peer over its cap answered in the daemon's own protocol; then each request
+//!   read ([`admit::next_request`]).
 //! - `caps`: [`ConnectionCaps`], per-address and per-identity connection caps.
 //! - [`serve`]: [`serve::Gate`], a daemon's accept loop under its connection limits,
 //!   and [`serve::drain`], the end of it at shutdown.

@@ -26,6 +26,121 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::exit::Error;
+
+/// `--max-cost` and `-A`, as the run form and `rexec submit` take them: the
+/// flags and their parsing are written here once; each form says in its own
+/// help text (`mut_arg`) who enforces the ceiling.
+#[derive(Debug, Args)]
+pub struct Spending {
+    /// A spending ceiling, credits (decimal).
+    #[arg(
+        long = "max-cost",
+        value_name = "CREDITS",
+        allow_negative_numbers = true
+    )]
+    pub max_cost: Option<String>,
+    /// Charge project ACCOUNT rather than the default.
+    #[arg(short = 'A', long = "account", value_name = "ACCOUNT")]
+    pub account: Option<String>,
+}
+
+impl Spending {
+    /// `--max-cost` in micro-credits, when given: malformed is a usage error,
+    /// negative is refused.
+    ///
+    /// ```
+    /// use clap::Parser;
+    /// use rexec::exit::Class;
+    /// let cost = |v: &str| rexec::cli::RunArgs::parse_from(["rexec", "--max-cost", v, "ls"])
+    ///     .spending
+    ///     .max_cost();
+    /// assert_eq!(cost("2.5").unwrap(), Some(2_500_000));
+    /// assert_eq!(cost("-1").unwrap_err().class(), Class::Refused);
+    /// assert_eq!(cost("lots").unwrap_err().class(), Class::Usage);
+    /// ```
+    pub fn max_cost(&self) -> Result<Option<i64>, Error> {
+        credits(
+            "--max-cost",
+            self.max_cost.as_deref(),
+            Error::Refused,
+            "a spending ceiling cannot be negative (0 runs the job at bid 0 from its start)",
+        )
+    }
+}
+
+/// `text` given as `flag`, in micro-credits, when there is one: malformed is a
+/// usage error, negative is `negative` saying `why`.
+fn credits(
+    flag: &str,
+    text: Option<&str>,
+    negative: fn(String) -> Error,
+    why: &str,
+) -> Result<Option<i64>, Error> {
+    let Some(text) = text else { return Ok(None) };
+    let micros =
+        money::parse_credits(text).map_err(|e| Error::Usage(format!("{flag} {text}: {e}")))?;
+    if micros < 0 {
+        return Err(negative(format!("{flag} {text}: {why}")));
+    }
+    Ok(Some(micros))
+}
+
+/// `--policy` and `--max-price`, as the run form and `rexec estimate` take them:
+/// how a selector chooses the nodes, and the highest price taken.
+#[derive(Debug, Args)]
+pub struct Choice {
+    /// How a selector chooses the nodes.
+    #[arg(long, value_name = "POLICY", default_value = crate::select::DEFAULT_POLICY)]
+    pub policy: String,
+    /// Only nodes whose price is at most this many credits per minute.
+    #[arg(
+        long = "max-price",
+        value_name = "CREDITS",
+        allow_negative_numbers = true
+    )]
+    pub max_price: Option<String>,
+}
+
+impl Choice {
+    /// `--max-price` in micro-credits per minute, when given; malformed or
+    /// negative is a usage error.
+    pub fn max_price(&self) -> Result<Option<i64>, Error> {
+        credits(
+            "--max-price",
+            self.max_price.as_deref(),
+            Error::Usage,
+            "a price cap cannot be negative; give credits per minute like 0.5",
+        )
+    }
+}
+
+/// The run form's `--policy` help.
+const RUN_POLICY_HELP: &str = "How a selector chooses nodes (without --nodes and [nodes]): \
+    lowest-price, least-loaded, random or history (history needs --length)";
+
+/// The run form's `--max-price` help.
+const RUN_MAX_PRICE_HELP: &str = "Choose only nodes whose price is at most this many credits \
+    per minute (decimal, like the bid)";
+
+/// `rexec estimate`'s `--policy` help.
+const ESTIMATE_POLICY_HELP: &str = "How a selector would choose the nodes (as for a run)";
+
+/// `rexec estimate`'s `--max-price` help.
+const ESTIMATE_MAX_PRICE_HELP: &str =
+    "Only nodes whose price is at most this many credits per minute (as for a run)";
+
+/// The run form's `--max-cost` help.
+const RUN_MAX_COST_HELP: &str = "A spending ceiling: the most the whole job may be charged, \
+    credits (decimal). The nodes enforce it: each rank may be charged its share (CREDITS / \
+    ranks), and a rank whose charges reach it runs on at bid 0, where it is free; you are told \
+    once. `rexec estimate` says what a run is likely to cost";
+
+/// The run form's `-A` help.
+const RUN_ACCOUNT_HELP: &str = "Charge project ACCOUNT (you must be one of its members) rather \
+    than your default project, or your personal account when you have no default. The job \
+    still runs as you";
+
 /// Which ranks read the client's standard input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StdinMode {
@@ -100,7 +215,11 @@ fn after_help() -> String {
     version,
     about = "Run a program on several cluster nodes as if it ran here",
     override_usage = "rexec [OPTIONS] [--] PROG [ARGS...]\n       rexec jobs [--nodes A,B,...]\n       rexec kill JOBID [--nodes A,B,...] [-s SIG]\n       rexec bid JOBID RATE [--nodes A,B,...]\n       rexec nodes [--length DURATION] [--policy P]\n       rexec submit|queue|cancel|output|wait ...",
-    after_help = after_help()
+    after_help = after_help(),
+    mut_arg("policy", |a| a.help(RUN_POLICY_HELP)),
+    mut_arg("max_price", |a| a.help(RUN_MAX_PRICE_HELP)),
+    mut_arg("max_cost", |a| a.help(RUN_MAX_COST_HELP)),
+    mut_arg("account", |a| a.help(RUN_ACCOUNT_HELP))
 )]
 pub struct RunArgs {
     /// Bid in credits per minute.
@@ -114,37 +233,16 @@ pub struct RunArgs {
     /// Nodes to run on, in rank order; a node may appear more than once.
     #[arg(long, value_name = "A,B,...", value_delimiter = ',')]
     pub nodes: Option<Vec<String>>,
-    /// How a selector chooses nodes (without --nodes and [nodes]): lowest-price,
-    /// least-loaded, random or history (history needs --length).
-    #[arg(long, value_name = "POLICY", default_value = crate::select::DEFAULT_POLICY)]
-    pub policy: String,
-    /// Choose only nodes whose price is at most this many credits per minute
-    /// (decimal, like the bid).
-    #[arg(
-        long = "max-price",
-        value_name = "CREDITS",
-        allow_negative_numbers = true
-    )]
-    pub max_price: Option<String>,
+    /// `--policy` and `--max-price`.
+    #[command(flatten)]
+    pub choice: Choice,
     /// The job's expected CPU time (e.g. 90s, 20m), for the history policy's
     /// completion predictions.
     #[arg(long, value_name = "DURATION")]
     pub length: Option<String>,
-    /// A spending ceiling: the most the whole job may be charged, credits (decimal).
-    /// The nodes enforce it: each rank may be charged its share (CREDITS / ranks), and
-    /// a rank whose charges reach it runs on at bid 0, where it is free; you are told
-    /// once. `rexec estimate` says what a run is likely to cost.
-    #[arg(
-        long = "max-cost",
-        value_name = "CREDITS",
-        allow_negative_numbers = true
-    )]
-    pub max_cost: Option<String>,
-    /// Charge project ACCOUNT (you must be one of its members) rather than your default
-    /// project, or your personal account when you have no default. The job still runs
-    /// as you.
-    #[arg(short = 'A', long = "account", value_name = "ACCOUNT")]
-    pub account: Option<String>,
+    /// `--max-cost` and `-A`.
+    #[command(flatten)]
+    pub spending: Spending,
     /// Prefix every output line with the rank that wrote it, as `[R] `.
     #[arg(short = 'l', long = "label")]
     pub label: bool,
@@ -233,6 +331,10 @@ pub enum AdminCommand {
 
 /// Arguments of `rexec estimate`.
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("policy", |a| a.help(ESTIMATE_POLICY_HELP)),
+    mut_arg("max_price", |a| a.help(ESTIMATE_MAX_PRICE_HELP))
+)]
 pub struct EstimateArgs {
     /// The bid, credits per minute of CPU on each node, as for `rexec -r`.
     #[arg(
@@ -250,16 +352,9 @@ pub struct EstimateArgs {
     /// How long the run lasts (e.g. 90s, 20m, 1h).
     #[arg(long, value_name = "DURATION", required = true)]
     pub length: String,
-    /// How a selector would choose the nodes (as for a run).
-    #[arg(long, value_name = "POLICY", default_value = crate::select::DEFAULT_POLICY)]
-    pub policy: String,
-    /// Only nodes whose price is at most this many credits per minute (as for a run).
-    #[arg(
-        long = "max-price",
-        value_name = "CREDITS",
-        allow_negative_numbers = true
-    )]
-    pub max_price: Option<String>,
+    /// `--policy` and `--max-price`, as for a run.
+    #[command(flatten)]
+    pub choice: Choice,
     /// Say which selector answered.
     #[arg(short = 'v', long = "verbose")]
     pub verbose: bool,
@@ -577,6 +672,56 @@ mod tests {
     }
 
     #[test]
+    fn max_cost_and_account_are_read_alike_by_the_run_form_and_submit() {
+        use crate::exit::Class;
+        let submit = |line: &str| {
+            let argv = format!("rexec submit --length 1m {line}");
+            match parse(argv.split(' ').map(OsString::from).collect()) {
+                Invocation::Batch(b) => match b.command {
+                    batch::BatchCommand::Submit(s) => s.spending,
+                    other => panic!("not submit: {other:?}"),
+                },
+                other => panic!("not submit: {other:?}"),
+            }
+        };
+        for spending in [
+            run("--max-cost 2.5 -A lab ./prog").spending,
+            submit("--max-cost 2.5 -A lab ./prog"),
+        ] {
+            assert_eq!(spending.max_cost().unwrap(), Some(2_500_000));
+            assert_eq!(spending.account.as_deref(), Some("lab"));
+        }
+        for spending in [run("./prog").spending, submit("./prog")] {
+            assert_eq!(spending.max_cost().unwrap(), None);
+            assert_eq!(spending.account, None);
+        }
+        for (text, class) in [("-1", Class::Refused), ("lots", Class::Usage)] {
+            let line = format!("--max-cost {text} ./prog");
+            for spending in [run(&line).spending, submit(&line)] {
+                let e = spending.max_cost().unwrap_err();
+                assert_eq!(e.class(), class, "{text}");
+                assert!(e.to_string().contains("--max-cost"), "{e}");
+            }
+        }
+        let e = run("--max-cost -1 ./prog").spending.max_cost().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--max-cost -1: a spending ceiling cannot be negative (0 runs the job at bid 0 from \
+             its start)"
+        );
+        let e = run("--max-price -1 ./prog").choice.max_price().unwrap_err();
+        assert_eq!(e.class(), Class::Usage);
+        assert_eq!(
+            e.to_string(),
+            "--max-price -1: a price cap cannot be negative; give credits per minute like 0.5"
+        );
+        assert_eq!(
+            run("--max-price 0.5 ./prog").choice.max_price().unwrap(),
+            Some(500_000)
+        );
+    }
+
+    #[test]
     fn nodes_list_and_double_dash() {
         let r = run("--nodes a,b,a -t --kill-on-bad-exit -- jobs --help");
         assert_eq!(r.nodes.unwrap(), ["a", "b", "a"]);
@@ -620,10 +765,10 @@ mod tests {
     #[test]
     fn selection_options_and_the_nodes_form() {
         let r = run("-r 1 -n 3 --policy history --max-price 0.5 --length 90s ./prog");
-        assert_eq!(r.policy, "history");
-        assert_eq!(r.max_price.as_deref(), Some("0.5"));
+        assert_eq!(r.choice.policy, "history");
+        assert_eq!(r.choice.max_price.as_deref(), Some("0.5"));
         assert_eq!(r.length.as_deref(), Some("90s"));
-        assert_eq!(run("ls").policy, "lowest-price");
+        assert_eq!(run("ls").choice.policy, "lowest-price");
         let argv = [
             "rexec", "nodes", "--length", "20m", "--policy", "history", "-v",
         ];

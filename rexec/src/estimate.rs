@@ -212,8 +212,8 @@ pub async fn run(
             .unwrap_or_else(|| nodes.map_or(1, |n| n.len() as u32)),
         length,
         nodes,
-        policy: &args.policy,
-        max_price: crate::request::max_price(args.max_price.as_deref())?,
+        policy: &args.choice.policy,
+        max_price: args.choice.max_price()?,
         verbose: args.verbose,
         account: args.account.as_deref(),
     };

@@ -36,15 +36,10 @@ pub fn check(args: &RunArgs) -> Result<Request, Error> {
     let timeout = crate::clock::timeout_from_env().map_err(Error::Usage)?;
     let config = load(args.config.as_deref())?;
     let bid = bid(&args.rate, "-r", &config)?;
-    let max_cost = args
-        .max_cost
-        .as_deref()
-        .map(|text| max_cost(text, "--max-cost"))
-        .transpose()?;
     Ok(Request {
         bid,
-        max_cost,
-        account: args.account.clone(),
+        max_cost: args.spending.max_cost()?,
+        account: args.spending.account.clone(),
         timeout,
         config,
     })
@@ -83,27 +78,6 @@ pub fn bid(text: &str, flag: &str, config: &Config) -> Result<Bid, Error> {
         )));
     }
     Ok(bid)
-}
-
-/// A spending ceiling `text` (given as `flag`), credits: malformed is a usage error,
-/// negative is refused.
-///
-/// ```
-/// use rexec::exit::Class;
-/// assert_eq!(rexec::request::max_cost("2.5", "--max-cost").unwrap(), 2_500_000);
-/// assert_eq!(rexec::request::max_cost("-1", "--max-cost").unwrap_err().class(), Class::Refused);
-/// assert_eq!(rexec::request::max_cost("lots", "--max-cost").unwrap_err().class(), Class::Usage);
-/// ```
-pub fn max_cost(text: &str, flag: &str) -> Result<i64, Error> {
-    let micros =
-        money::parse_credits(text).map_err(|e| Error::Usage(format!("{flag} {text}: {e}")))?;
-    if micros < 0 {
-        return Err(Error::Refused(format!(
-            "{flag} {text}: a spending ceiling cannot be negative (0 runs the job at bid 0 from \
-             its start)"
-        )));
-    }
-    Ok(micros)
 }
 
 /// Where the ranks go, with the sessions already opened to check them
@@ -181,27 +155,14 @@ pub fn validate(spec: &JobSpec) -> Result<(), Error> {
 /// What to ask a selector for, from `-n`, `--policy`, `--max-price` and
 /// `--length`; an error is a usage error.
 pub fn wanted(args: &RunArgs) -> Result<crate::choose::Wanted, Error> {
-    let max_price = max_price(args.max_price.as_deref())?;
-    let expected_cpu_ms = length(args.length.as_deref(), Some(&args.policy))?;
+    let max_price = args.choice.max_price()?;
+    let expected_cpu_ms = length(args.length.as_deref(), Some(&args.choice.policy))?;
     Ok(crate::choose::Wanted {
         count: args.nranks.unwrap_or(1),
-        policy: args.policy.clone(),
+        policy: args.choice.policy.clone(),
         max_price,
         expected_cpu_ms,
     })
-}
-
-/// `--max-price` in micro-credits per minute; malformed or negative is a usage error.
-pub fn max_price(text: Option<&str>) -> Result<Option<i64>, Error> {
-    let Some(text) = text else { return Ok(None) };
-    let micros =
-        money::parse_credits(text).map_err(|e| Error::Usage(format!("--max-price {text}: {e}")))?;
-    if micros < 0 {
-        return Err(Error::Usage(format!(
-            "--max-price {text}: a price cap cannot be negative; give credits per minute like 0.5"
-        )));
-    }
-    Ok(Some(micros))
 }
 
 /// `--length` in milliseconds of CPU; `--policy history` needs it.

@@ -9,6 +9,8 @@
 //! - [`wait`]: waiting for a condition instead of a fixed sleep, in a sync and an
 //!   async form; neither blocks a thread an async test's tasks need.
 //! - [`net`]: ports and multicast groups no other test on this machine uses.
+//! - [`postgres`]: a real PostgreSQL server of the test's own in a temporary
+//!   directory (the ledger's and the queue's second backend).
 //!
 //! ```
 //! // A suite's own readiness check (here: none) on top of the root check.
@@ -23,6 +25,7 @@
 #![deny(missing_docs)]
 
 pub mod net;
+pub mod postgres;
 pub mod user;
 pub mod wait;
 

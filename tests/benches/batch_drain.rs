@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use proto::batch::{BatchReply, JobState, Worth};
 use proto::node::JobId;
-use rexec_tests::batch::{BatchMarket, BatchOptions};
+use rexec_tests::batch::{BatchMarket, BatchOptions, log_field};
 use rexec_tests::cluster::bin_dir;
 
 fn env_number(name: &str, default: u32) -> u32 {
@@ -31,15 +31,6 @@ fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
-}
-
-/// `key=INTEGER` in a log line.
-fn field(line: &str, key: &str) -> Option<i64> {
-    let rest = line.split(&format!(" {key}=")).nth(1)?;
-    rest.split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
 }
 
 fn main() {
@@ -80,7 +71,7 @@ fn main() {
     let ended = |log: &str| {
         log.lines()
             .filter(|l| l.contains("batchd::sched::apply: ") && l.contains(": ended "))
-            .filter_map(|l| field(l, "at_ms"))
+            .filter_map(|l| log_field(l, "at_ms"))
             .collect::<Vec<i64>>()
     };
     let limit = Duration::from_secs(60 + 5 * u64::from(tasks) / u64::from(procs));

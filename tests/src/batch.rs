@@ -3,6 +3,7 @@
 //! `batchd` process asking that vexecd for the market ([`BatchMarket`]). Jobs
 //! are signed with the test user's own key ([`BatchMarket::sign`]) and sent
 //! with `clients::batch::BatchClient` from this process ([`BatchMarket::call`]).
+//! [`log_field`] reads a number (`key=INTEGER`) from a daemon's log line.
 
 use std::fs;
 use std::path::PathBuf;
@@ -18,6 +19,22 @@ use crate::cluster::{TEST_USER, bin};
 use crate::market::{MarketCluster, MarketOptions};
 use crate::procs::MARK_VAR;
 use crate::selectors::{Channel, Vexecd};
+
+/// `key=INTEGER` in a daemon's log line (` key=` preceded by a space), as the
+/// batch scenarios and the drain benchmark read batchd's times from its log.
+///
+/// ```
+/// let line = "INFO batchd::sched::apply: started job=00000000000000ff at_ms=1700 x=2";
+/// assert_eq!(rexec_tests::batch::log_field(line, "at_ms"), Some(1700));
+/// assert_eq!(rexec_tests::batch::log_field(line, "decided_ms"), None);
+/// ```
+pub fn log_field(line: &str, key: &str) -> Option<i64> {
+    let rest = line.split(&format!(" {key}=")).nth(1)?;
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
 
 /// How the batch market is set up.
 #[derive(Debug, Clone)]

@@ -16,7 +16,7 @@
 //! - [`selectors`]: nodes announcing on loopback multicast, real vexecd
 //!   selectors, client configurations that name selectors or only the group.
 //! - [`postgres`]: a real PostgreSQL server in a temporary directory (the
-//!   ledger's second backend).
+//!   ledger's second backend; `testhost::postgres`, re-exported).
 //! - [`prometheus`]: a real Prometheus server scraping the daemons, and PromQL
 //!   queries through its HTTP API.
 //! - [`rexec`]: running the `rexec` binary and collecting what it prints.
@@ -50,7 +50,6 @@ pub mod market;
 pub mod netns;
 pub mod node;
 pub mod pattern;
-pub mod postgres;
 pub mod procs;
 pub mod prometheus;
 pub mod proxy;
@@ -60,6 +59,8 @@ pub mod rexec;
 pub mod selectors;
 pub mod ssh;
 pub mod stop;
+
+pub use testhost::postgres;
 
 pub use cluster::can_run;
 

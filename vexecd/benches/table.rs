@@ -427,15 +427,18 @@ fn main() {
         "datagrams: {}, received {received} (lost in the socket {}), accepted {}, dropped {}, nodes forgotten {}",
         report.trim(),
         sent.saturating_sub(received),
-        counters.accepted,
+        counters.stats.accepted,
         counters.dropped(),
-        counters.forgotten,
+        counters.stats.forgotten,
     );
-    if counters.forgotten > 0 || sent > received {
+    if counters.stats.forgotten > 0 || sent > received {
         println!(
             "note: datagrams were lost and nodes forgotten (the receiving thread or the sender was starved of CPU); the table held fewer than {NODES} nodes for a while"
         );
     }
     std::io::stdout().flush().unwrap();
-    assert_eq!(counters.accepted, received, "every datagram is accepted");
+    assert_eq!(
+        counters.stats.accepted, received,
+        "every datagram is accepted"
+    );
 }

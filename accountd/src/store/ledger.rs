@@ -24,8 +24,8 @@
 //! retrying it.
 
 use proto::account::{
-    AccountBalance, AccountError, ChargeReceipt, Debit, DebitKey, EntryKind, EntryReceipt,
-    ErrorCode, Refund,
+    AccountBalance, AccountError, AdminEntry, ChargeReceipt, Debit, DebitKey, EntryKind,
+    EntryReceipt, ErrorCode, Refund,
 };
 
 use super::chain;
@@ -368,54 +368,32 @@ pub fn create(
     })
 }
 
-/// Adds credits to an account.
-pub fn grant(
+/// A grant (`kind` [`EntryKind::Grant`]: adds credits) or an adjustment
+/// ([`EntryKind::Adjust`]: corrects a balance up or down): the user's name, the
+/// amount (a grant's positive, an adjustment's not zero, both at most `max`)
+/// and the reason are checked in that order, then one admin entry is written,
+/// without a key.
+pub fn admin_change(
     db: &mut dyn Rows,
-    user: &str,
-    amount: i64,
-    reason: &str,
+    kind: EntryKind,
+    e: &AdminEntry,
     actor: &str,
     now_us: i64,
     max: i64,
 ) -> Result<EntryReceipt, AccountError> {
-    check_name("user", user)?;
-    check_positive(amount, max)?;
-    check_reason(reason)?;
-    admin_entry(
-        db,
-        user,
-        amount,
-        EntryKind::Grant,
-        None,
-        reason,
-        actor,
-        now_us,
-    )
-}
-
-/// Corrects a balance up or down.
-pub fn adjust(
-    db: &mut dyn Rows,
-    user: &str,
-    amount: i64,
-    reason: &str,
-    actor: &str,
-    now_us: i64,
-    max: i64,
-) -> Result<EntryReceipt, AccountError> {
-    check_name("user", user)?;
-    check_nonzero(amount, max)?;
-    check_reason(reason)?;
-    admin_entry(
-        db,
-        user,
-        amount,
-        EntryKind::Adjust,
-        None,
-        reason,
-        actor,
-        now_us,
-    )
+    check_name("user", &e.user)?;
+    match kind {
+        EntryKind::Grant => check_positive(e.amount, max)?,
+        EntryKind::Adjust => check_nonzero(e.amount, max)?,
+        other => {
+            return Err(AccountError::new(
+                ErrorCode::Malformed,
+                format!("{} is not an admin's change", other.as_str()),
+            ));
+        }
+    }
+    check_reason(&e.reason)?;
+    admin_entry(db, &e.user, e.amount, kind, None, &e.reason, actor, now_us)
 }
 
 /// Adds credits under an idempotency key (a project's income for one

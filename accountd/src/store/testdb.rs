@@ -4,9 +4,7 @@
 //! share, included by path). [`both!`] and [`both_async!`] turn one test body
 //! into a `sqlite` and a `postgres` test.
 
-#[path = "../../../tests/src/postgres.rs"]
-#[allow(dead_code)]
-pub mod server;
+pub use testhost::postgres as server;
 
 use super::pg::{Cache, Pg, PgConfig};
 use super::rows::Rows;
@@ -33,15 +31,7 @@ impl TestDb {
     /// An empty ledger on `kind` (schema created).
     pub fn new(kind: Kind) -> TestDb {
         let dir = tempfile::tempdir().unwrap();
-        let server = (kind == Kind::Pg).then(|| {
-            assert!(
-                server::available(),
-                "PostgreSQL is not installed: run deploy/setup-host"
-            );
-            let s = server::Postgres::start();
-            s.create_db("ledger");
-            s
-        });
+        let server = (kind == Kind::Pg).then(|| server::Postgres::with_database("ledger"));
         let db = TestDb { dir, server };
         // Async tests call this on a runtime thread, where the synchronous
         // PostgreSQL client cannot start its own runtime.

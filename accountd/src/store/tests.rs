@@ -6,6 +6,15 @@ use proto::account::*;
 use super::testdb::{Kind, TestDb, both, both_async};
 use super::*;
 
+/// An admin's grant or adjustment of `amount` to `user`.
+fn entry(user: &str, amount: i64, reason: &str) -> AdminEntry {
+    AdminEntry {
+        user: user.into(),
+        amount,
+        reason: reason.into(),
+    }
+}
+
 const MAX: i64 = 1_000_000 * MICROS_PER_CREDIT;
 
 fn debit(node: &str, job: &str, seq: u64, user: &str, amount: i64) -> Debit {
@@ -120,8 +129,8 @@ both! {
         let db = TestDb::new(kind);
         let mut c = db.rows();
         ledger::create(&mut *c, "rich", 0, "admin:root", 1, i64::MAX).unwrap();
-        ledger::grant(&mut *c, "rich", i64::MAX - 1, "big", "admin:root", 1, i64::MAX).unwrap();
-        let e = ledger::grant(&mut *c, "rich", 2, "more", "admin:root", 1, i64::MAX).unwrap_err();
+        ledger::admin_change(&mut *c, EntryKind::Grant, &entry("rich", i64::MAX - 1, "big"), "admin:root", 1, i64::MAX).unwrap();
+        let e = ledger::admin_change(&mut *c, EntryKind::Grant, &entry("rich", 2, "more"), "admin:root", 1, i64::MAX).unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidAmount);
         assert_eq!(query::balance(&mut *c, "rich").unwrap().balance, i64::MAX - 1);
     }
@@ -170,18 +179,18 @@ both! {
             ErrorCode::AccountExists
         );
         assert_eq!(
-            ledger::grant(&mut *c, "dave", 5, " ", "admin:root", 1, MAX)
+            ledger::admin_change(&mut *c, EntryKind::Grant, &entry("dave", 5, " "), "admin:root", 1, MAX)
                 .unwrap_err()
                 .code,
             ErrorCode::Malformed
         );
         assert_eq!(
-            ledger::adjust(&mut *c, "dave", 0, "x", "admin:root", 1, MAX)
+            ledger::admin_change(&mut *c, EntryKind::Adjust, &entry("dave", 0, "x"), "admin:root", 1, MAX)
                 .unwrap_err()
                 .code,
             ErrorCode::InvalidAmount
         );
-        ledger::adjust(&mut *c, "dave", -7, "correction", "admin:root", 2, MAX).unwrap();
+        ledger::admin_change(&mut *c, EntryKind::Adjust, &entry("dave", -7, "correction"), "admin:root", 2, MAX).unwrap();
         let page = query::history(&mut *c, "dave", None, None, None, 10).unwrap();
         assert_eq!(page.entries.len(), 1);
         assert_eq!(page.entries[0].reason.as_deref(), Some("correction"));

@@ -457,9 +457,9 @@ fn apply(
         AccountOp::CreateAccount(c) => {
             ledger::create(conn, &c.user, c.initial, actor, now, max).map(AccountReply::Created)
         }
-        AccountOp::Grant(g) => ledger::grant(conn, &g.user, g.amount, &g.reason, actor, now, max)
+        AccountOp::Grant(e) => ledger::admin_change(conn, EntryKind::Grant, e, actor, now, max)
             .map(AccountReply::Entry),
-        AccountOp::Adjust(a) => ledger::adjust(conn, &a.user, a.amount, &a.reason, actor, now, max)
+        AccountOp::Adjust(e) => ledger::admin_change(conn, EntryKind::Adjust, e, actor, now, max)
             .map(AccountReply::Entry),
         AccountOp::Claim(c) => claims::claim(conn, c, actor, now).map(|()| AccountReply::Claimed),
         AccountOp::RankEnd(e) => claims::end(conn, e, actor, now).map(|()| AccountReply::Ended),

@@ -21,6 +21,4 @@ mod reload;
 mod roles;
 mod support;
 
-#[path = "../../../tests/src/postgres.rs"]
-#[allow(dead_code)]
-mod pgserver;
+use testhost::postgres as pgserver;

@@ -18,8 +18,7 @@ async fn accountctl_migrate_moves_a_ledger_into_postgres_once() {
         .unwrap();
     }
     d.terminate().await;
-    let pg = Postgres::start();
-    pg.create_db("ledger");
+    let pg = Postgres::with_database("ledger");
     let from = d.dir.path().join("from.toml");
     std::fs::write(&from, format!("database = {:?}\n", d.db)).unwrap();
     let to = d.dir.path().join("to.toml");

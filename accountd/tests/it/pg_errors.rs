@@ -58,8 +58,7 @@ fn start_fails(store: &str) -> String {
 #[test]
 fn a_wrong_password_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let pg = Postgres::start();
-    pg.create_db("ledger");
+    let pg = Postgres::with_database("ledger");
     pg.require_password("accountd", "right horse battery");
     let pw = dir.path().join("pw");
     std::fs::write(&pw, "wrong\n").unwrap();
@@ -130,8 +129,7 @@ fn accountd_help_says_how_to_use_postgres() {
 fn a_client_is_told_why_the_database_cannot_be_reached() {
     let pki = TestPki::new();
     let dir = tempfile::tempdir().unwrap();
-    let pg = Postgres::start();
-    pg.create_db("ledger");
+    let pg = Postgres::with_database("ledger");
     let srv = pki.tls_paths(Role::Service, "accountd");
     let ready = dir.path().join("ready");
     let conf = dir.path().join("accountd.toml");

@@ -22,8 +22,7 @@ enum Backend {
 
 impl Backend {
     fn pg() -> Backend {
-        let pg = Postgres::start();
-        pg.create_db("ledger");
+        let pg = Postgres::with_database("ledger");
         Backend::Pg(pg)
     }
 
@@ -505,8 +504,7 @@ async fn migrate_carries_projects_and_income_both_ways() {
     grants_reach(&d, "chem", 1).await;
     d.admin(&["project", "default", "alice", "chem"]).ok();
     d.terminate().await;
-    let pg = Postgres::start();
-    pg.create_db("ledger");
+    let pg = Postgres::with_database("ledger");
     let lite = d.dir.path().join("lite.toml");
     std::fs::write(&lite, format!("database = {:?}\n", d.db)).unwrap();
     let pgconf = d.dir.path().join("pg-ledger.toml");

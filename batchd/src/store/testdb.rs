@@ -4,9 +4,7 @@
 //! by path as accountd's tests do). [`both_async!`] turns one test body into
 //! a `sqlite` and a `postgres` test.
 
-#[path = "../../../tests/src/postgres.rs"]
-#[allow(dead_code)]
-pub mod server;
+pub use testhost::postgres as server;
 
 use super::{Location, PgConfig};
 
@@ -31,15 +29,7 @@ impl TestDb {
     /// A place for an empty queue on `kind` (nothing created yet).
     pub fn new(kind: Kind) -> TestDb {
         let dir = tempfile::tempdir().unwrap();
-        let server = (kind == Kind::Pg).then(|| {
-            assert!(
-                server::available(),
-                "PostgreSQL is not installed: run deploy/setup-host"
-            );
-            let s = server::Postgres::start();
-            s.create_db("queue");
-            s
-        });
+        let server = (kind == Kind::Pg).then(|| server::Postgres::with_database("queue"));
         TestDb { dir, server }
     }
 

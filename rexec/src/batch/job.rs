@@ -133,14 +133,9 @@ pub fn signer(config: &Config) -> Result<JobSigner, Error> {
 /// Signs `spec`, under `--max-cost` and `-A` and with the batch script when there
 /// are (see [`proto::batch::JobTerms`]).
 pub fn sign(signer: &JobSigner, spec: &JobSpec, args: &SubmitArgs) -> Result<SignedJob, Error> {
-    let max_cost = args
-        .max_cost
-        .as_deref()
-        .map(|text| crate::request::max_cost(text, "--max-cost"))
-        .transpose()?;
     let terms = proto::batch::JobTerms {
-        max_cost,
-        account: args.account.clone(),
+        max_cost: args.spending.max_cost()?,
+        account: args.spending.account.clone(),
         script: args.script.clone(),
     };
     let signed = match terms.is_empty() {

@@ -42,7 +42,7 @@ pub async fn run(args: &SubmitArgs, config: &Config) -> Result<(), Error> {
             policy: crate::select::DEFAULT_POLICY,
             max_price: None,
             verbose: false,
-            account: args.account.as_deref(),
+            account: args.spending.account.as_deref(),
         };
         return crate::estimate::print(config, &ask).await;
     }

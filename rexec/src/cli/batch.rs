@@ -7,6 +7,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use super::Spending;
+
 /// Default `--expires`: a job not started within a week of its signature never starts.
 pub const DEFAULT_EXPIRES: &str = "7d";
 
@@ -15,6 +17,16 @@ pub const DEFAULT_PRIORITY: u8 = 1;
 
 /// How many times a job may start when it may be requeued (`--no-requeue`: once).
 pub const DEFAULT_ATTEMPTS: u32 = 3;
+
+/// `rexec submit`'s `--max-cost` help.
+const SUBMIT_MAX_COST_HELP: &str = "A spending ceiling, credits, signed with the job: the queue \
+    refuses the job when its worst case (rate x width x length) is above it, and stops it (state \
+    COST_LIMIT) when its charges reach it";
+
+/// `rexec submit`'s `-A` help.
+const SUBMIT_ACCOUNT_HELP: &str = "Charge project ACCOUNT (you must be one of its members), \
+    signed with the job, rather than your default project, or your personal account when you \
+    have none";
 
 const SUBMIT_AFTER_HELP: &str = "\
 What the job is worth, one of:
@@ -85,7 +97,11 @@ pub enum BatchCommand {
 
 /// Arguments of `rexec submit`.
 #[derive(Debug, Args)]
-#[command(after_help = SUBMIT_AFTER_HELP)]
+#[command(
+    after_help = SUBMIT_AFTER_HELP,
+    mut_arg("max_cost", |a| a.help(SUBMIT_MAX_COST_HELP)),
+    mut_arg("account", |a| a.help(SUBMIT_ACCOUNT_HELP))
+)]
 pub struct SubmitArgs {
     /// Ranks, one per processor, all started at once.
     #[arg(short = 'n', long = "nranks", value_name = "WIDTH", default_value_t = 1,
@@ -126,19 +142,9 @@ pub struct SubmitArgs {
     /// How long the signed job stays valid: no node starts it after that.
     #[arg(long, value_name = "DURATION", default_value = DEFAULT_EXPIRES)]
     pub expires: String,
-    /// A spending ceiling, credits, signed with the job: the queue refuses the job when
-    /// its worst case (rate x width x length) is above it, and stops it (state
-    /// COST_LIMIT) when its charges reach it.
-    #[arg(
-        long = "max-cost",
-        value_name = "CREDITS",
-        allow_negative_numbers = true
-    )]
-    pub max_cost: Option<String>,
-    /// Charge project ACCOUNT (you must be one of its members), signed with the job,
-    /// rather than your default project, or your personal account when you have none.
-    #[arg(short = 'A', long = "account", value_name = "ACCOUNT")]
-    pub account: Option<String>,
+    /// `--max-cost` and `-A`, signed with the job.
+    #[command(flatten)]
+    pub spending: Spending,
     /// Print what the job would cost (as `rexec estimate`: worst case, expected now on
     /// the nodes a selector would choose, your balance) and submit nothing.
     #[arg(long)]

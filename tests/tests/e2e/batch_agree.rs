@@ -19,7 +19,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use proto::batch::{BatchReply, JobState, Worth};
-use rexec_tests::batch::{BatchMarket, BatchOptions};
+use rexec_tests::batch::{BatchMarket, BatchOptions, log_field};
 
 /// A planned job: submission second, width, length (seconds), bid (micro-credits
 /// per CPU-minute).
@@ -89,15 +89,6 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// `key=INTEGER` in a log line.
-fn field(line: &str, key: &str) -> Option<i64> {
-    let rest = line.split(&format!(" {key}=")).nth(1)?;
-    rest.split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
-}
-
 /// The workload's number of the job a log line names (`job=` 16 hex digits).
 fn job_of(line: &str) -> Option<usize> {
     let hex = line.split(" job=").nth(1)?.get(..16)?;
@@ -128,13 +119,13 @@ fn ran_ms(log: &str, n: usize) -> Vec<Option<i64>> {
     let mut ran = vec![None; n];
     let mut since = vec![None; n];
     for line in log.lines().filter(|l| l.contains("batchd::sched::apply: ")) {
-        let (Some(i), Some(at)) = (job_of(line), field(line, "at_ms")) else {
+        let (Some(i), Some(at)) = (job_of(line), log_field(line, "at_ms")) else {
             continue;
         };
         if i >= n {
             continue;
         }
-        let decided = field(line, "decided_ms");
+        let decided = log_field(line, "decided_ms");
         if line.contains(": started ") || line.contains(": resumed ") {
             since[i] = decided;
         } else if line.contains(": suspended ") || line.contains(": ended ") {
@@ -169,7 +160,7 @@ fn agree(policy: &'static str) {
         .log()
         .lines()
         .find(|l| l.contains("queue opened"))
-        .and_then(|l| field(l, "epoch_ms"))
+        .and_then(|l| log_field(l, "epoch_ms"))
         .expect("the queue logs its epoch");
     let t0 = epoch + ((now_ms() - epoch) / 1000 + 2) * 1000;
     for (i, p) in plan.iter().enumerate() {
@@ -220,7 +211,7 @@ fn agree(policy: &'static str) {
         .lines()
         .filter(|l| l.contains("batchd::ops: submitted "))
     {
-        if let (Some(i), Some(at)) = (job_of(line), field(line, "at_ms")) {
+        if let (Some(i), Some(at)) = (job_of(line), log_field(line, "at_ms")) {
             seen[i] = Some((at - t0 + 999).div_euclid(1000));
         }
     }
@@ -281,8 +272,8 @@ fn agree(policy: &'static str) {
     {
         let (Some(i), Some(at), Some(tick)) = (
             job_of(line),
-            field(line, "at_ms"),
-            field(line, "decided_ms"),
+            log_field(line, "at_ms"),
+            log_field(line, "decided_ms"),
         ) else {
             continue;
         };

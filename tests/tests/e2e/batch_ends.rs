@@ -6,16 +6,7 @@
 use std::time::Duration;
 
 use proto::batch::{BatchReply, JobState, Worth};
-use rexec_tests::batch::{BatchMarket, BatchOptions};
-
-/// `key=INTEGER` in a log line.
-fn field(line: &str, key: &str) -> Option<i64> {
-    let rest = line.split(&format!(" {key}=")).nth(1)?;
-    rest.split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
-}
+use rexec_tests::batch::{BatchMarket, BatchOptions, log_field};
 
 /// The queue's log line for job `id`'s `what` (`started`, `ended`).
 fn logged<'a>(log: &'a str, id: u64, what: &str) -> Option<&'a str> {
@@ -69,7 +60,7 @@ fn a_freed_processor_is_reused_well_before_the_next_tick() {
     };
     let at = |id: u64, what: &str| {
         logged(&log, id, what)
-            .and_then(|l| field(l, "at_ms"))
+            .and_then(|l| log_field(l, "at_ms"))
             .unwrap_or_else(|| panic!("no `{what}` of job {id:#x} in the log:\n{log}"))
     };
     let mut gaps = Vec::new();

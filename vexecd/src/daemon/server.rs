@@ -17,10 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ::daemon::ConnectionCaps;
-use ::daemon::admit::{Admitted, FrameLimits, NotAdmitted, admit};
+use ::daemon::admit::{Admitted, FrameLimits, Incoming, NotAdmitted, admit, next_request};
 use ::daemon::serve::{AcceptLimits, Gate};
 use certs::{PeerIdentity, ReloadableAcceptor};
-use proto::FrameError;
 use proto::select::{
     MAX_LISTED, MAX_SELECTOR_REPLY, MAX_SELECTOR_REQUEST, NodeList, NodeView, SelectorError,
     SelectorErrorCode, SelectorOp, SelectorReply, SelectorRequest, SelectorResponse, ServiceKind,
@@ -130,24 +129,22 @@ impl Connection {
         } = admitted;
         tracing::debug!(%addr, %peer, "connected");
         loop {
-            let next = tokio::select! {
-                r = tokio::time::timeout(self.idle, framed.recv::<SelectorRequest>()) => r,
-                _ = self.stop.changed() => break,
-            };
+            let next =
+                next_request::<SelectorRequest, _>(&mut framed, self.idle, &mut self.stop).await;
             let (response, close) = match next {
-                Err(_) => {
+                Incoming::Idle => {
                     tracing::debug!(%addr, %peer, "idle connection closed");
                     break;
                 }
-                Ok(Ok(None)) => break,
-                Ok(Ok(Some(req))) => (
+                Incoming::Closed => break,
+                Incoming::Request(req) => (
                     SelectorResponse {
                         id: req.id,
                         result: answer(&self.shared, &req, Now::system(), &mut self.rng),
                     },
                     false,
                 ),
-                Ok(Err(e @ FrameError::Decode(_))) => (
+                Incoming::Malformed(e) if e.is_recoverable() => (
                     refusal(
                         0,
                         SelectorErrorCode::BadRequest,
@@ -155,7 +152,7 @@ impl Connection {
                     ),
                     false,
                 ),
-                Ok(Err(e @ FrameError::TooLarge { .. })) => {
+                Incoming::Malformed(e) => {
                     // The stream is out of step: say why, then close.
                     tracing::debug!(%addr, %peer, error = %e, "oversized request; closing");
                     (
@@ -163,7 +160,7 @@ impl Connection {
                         true,
                     )
                 }
-                Ok(Err(e)) => {
+                Incoming::Broken(e) => {
                     tracing::debug!(%addr, %peer, error = %e, "connection ended");
                     break;
                 }

@@ -91,16 +91,10 @@ impl Shared {
 
 fn stats_of(c: Counters, nodes: usize, services: usize, selects: u64) -> SelectorStats {
     SelectorStats {
-        accepted: c.accepted,
-        malformed: c.malformed,
-        oversized: c.oversized,
-        foreign_cluster: c.foreign_cluster,
-        stale: c.stale,
-        table_full: c.table_full,
-        forgotten: c.forgotten,
         nodes: nodes as u64,
         services: services as u64,
         selects,
+        ..c.stats
     }
 }
 

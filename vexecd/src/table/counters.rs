@@ -2,6 +2,7 @@
 //! dropped for one [`DropReason`], and the running [`Counters`].
 
 use proto::announce::AnnounceError;
+use proto::select::SelectorStats;
 
 /// Why a datagram was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,45 +40,32 @@ pub enum Accepted {
     Updated,
 }
 
-/// Counts of what the table did since it started.
+/// Counts of what the table did since it started: the counts a selector
+/// reports ([`SelectorStats`]: accepted, dropped by reason, forgotten; the
+/// table leaves its `nodes`, `services` and `selects` at 0, the daemon fills
+/// them in), and the moves held for proof, which only the metrics show.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
-    /// Announcements accepted.
-    pub accepted: u64,
-    /// Dropped as malformed.
-    pub malformed: u64,
-    /// Dropped as oversized.
-    pub oversized: u64,
-    /// Dropped as from a foreign cluster.
-    pub foreign_cluster: u64,
-    /// Dropped as stale.
-    pub stale: u64,
-    /// Dropped because the table was full.
-    pub table_full: u64,
+    /// What a `Stats` request reports of the table.
+    pub stats: SelectorStats,
     /// Moves of live nodes held for proof (each proven one is then accepted).
     pub unproven: u64,
-    /// Senders forgotten after their window.
-    pub forgotten: u64,
 }
 
 impl Counters {
     /// All datagrams dropped.
     pub fn dropped(&self) -> u64 {
-        self.malformed
-            + self.oversized
-            + self.foreign_cluster
-            + self.stale
-            + self.table_full
-            + self.unproven
+        self.stats.dropped().iter().map(|(_, n)| n).sum::<u64>() + self.unproven
     }
 
     pub(crate) fn count(&mut self, r: DropReason) {
+        let s = &mut self.stats;
         let c = match r {
-            DropReason::Malformed => &mut self.malformed,
-            DropReason::Oversized => &mut self.oversized,
-            DropReason::ForeignCluster => &mut self.foreign_cluster,
-            DropReason::Stale => &mut self.stale,
-            DropReason::TableFull => &mut self.table_full,
+            DropReason::Malformed => &mut s.malformed,
+            DropReason::Oversized => &mut s.oversized,
+            DropReason::ForeignCluster => &mut s.foreign_cluster,
+            DropReason::Stale => &mut s.stale,
+            DropReason::TableFull => &mut s.table_full,
             DropReason::Unproven => &mut self.unproven,
         };
         *c += 1;

@@ -243,7 +243,7 @@ impl NodeTable {
     ) -> Result<Accepted, Dropped> {
         let result = self.admit(a, source, now, false);
         match &result {
-            Ok(_) => self.counters.accepted += 1,
+            Ok(_) => self.counters.stats.accepted += 1,
             Err(d) => self.counters.count(d.reason),
         }
         result
@@ -268,7 +268,7 @@ impl NodeTable {
     ) -> Result<Accepted, Dropped> {
         let result = self.admit(a, source, now, true);
         match &result {
-            Ok(_) => self.counters.accepted += 1,
+            Ok(_) => self.counters.stats.accepted += 1,
             Err(d) => self.counters.count(d.reason),
         }
         result
@@ -450,7 +450,7 @@ impl NodeTable {
                     * window_periods
         });
         let gone = before - self.len();
-        self.counters.forgotten += gone as u64;
+        self.counters.stats.forgotten += gone as u64;
         gone
     }
 

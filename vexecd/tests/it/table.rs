@@ -37,7 +37,7 @@ fn keeps_nodes_for_three_periods_then_forgets_them() {
     assert!(table.node("a", t0 + Duration::from_secs(10)).is_some());
     assert_eq!(table.expire(t0 + Duration::from_secs(40)), 2);
     assert!(table.is_empty());
-    assert_eq!(table.counters().forgotten, 2);
+    assert_eq!(table.counters().stats.forgotten, 2);
 }
 
 #[test]
@@ -78,7 +78,7 @@ fn stale_and_replayed_datagrams_are_counted_and_ignored() {
     let later = t0 + Duration::from_secs(60);
     assert_eq!(table.ingest(&old, None, later), Ok(Accepted::New));
     let c = table.counters();
-    assert_eq!((c.accepted, c.stale), (3, 2));
+    assert_eq!((c.stats.accepted, c.stats.stale), (3, 2));
 }
 
 #[test]
@@ -147,7 +147,12 @@ fn malformed_oversized_and_foreign_datagrams_are_counted_by_reason() {
     }
     let c = table.counters();
     assert_eq!(
-        (c.accepted, c.foreign_cluster, c.oversized, c.malformed),
+        (
+            c.stats.accepted,
+            c.stats.foreign_cluster,
+            c.stats.oversized,
+            c.stats.malformed
+        ),
         (1, 4, 1, 4)
     );
     assert_eq!(table.nodes(t0).count(), 1);
@@ -164,7 +169,7 @@ fn a_full_table_drops_new_senders_but_updates_known_ones() {
         let r = table.ingest(&datagram(&node(name, 0, status(1, 0, 0))), None, t0);
         assert_eq!(r.is_ok(), i < 2);
     }
-    assert_eq!(table.counters().table_full, 1);
+    assert_eq!(table.counters().stats.table_full, 1);
     assert!(
         table
             .ingest(&datagram(&node("a", 1, status(1, 0, 0))), None, t0)
@@ -224,7 +229,7 @@ proptest! {
             let _ = table.ingest(d, None, t0);
         }
         let c = table.counters();
-        prop_assert_eq!(c.accepted + c.dropped(), datagrams.len() as u64);
+        prop_assert_eq!(c.stats.accepted + c.dropped(), datagrams.len() as u64);
     }
 
     /// Valid announcements with one byte changed: never a panic.
@@ -236,7 +241,7 @@ proptest! {
         d[pos] = byte;
         let mut table = NodeTable::new(TableConfig::default());
         let _ = table.ingest(&d, None, t0);
-        prop_assert_eq!(table.counters().accepted + table.counters().dropped(), 1);
+        prop_assert_eq!(table.counters().stats.accepted + table.counters().dropped(), 1);
     }
 }
 
@@ -342,7 +347,7 @@ fn selectors_sharing_a_name_are_kept_apart_by_address() {
     assert_eq!(table.selectors(t0).count(), 2);
     one.seq = 1;
     table.ingest(&datagram(&one), None, t0).unwrap();
-    assert_eq!(table.counters().stale, 0);
+    assert_eq!(table.counters().stats.stale, 0);
     assert_eq!(table.selectors(t0).count(), 2);
 }
 

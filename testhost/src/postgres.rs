@@ -1,7 +1,7 @@
 //! A real PostgreSQL server for tests: Debian's `postgresql` package (installed
 //! by `deploy/setup-host`), `initdb` into a temporary directory, `pg_ctl start`
 //! listening only on a Unix socket in that directory, named by a port from
-//! [`testhost::net::port`]; stopped, and the directory removed, on drop.
+//! [`crate::net::port`]; stopped, and the directory removed, on drop.
 //!
 //! PostgreSQL refuses to run as root, so a root test runs `initdb` and
 //! `pg_ctl` as the `postgres` user the package creates (with `runuser`) and
@@ -9,8 +9,8 @@
 //! server trusts local connections (it listens on nothing else), so clients
 //! connect as the superuser `postgres` with no password.
 //!
-//! accountd's own tests include this file by path (`#[path]`) rather than
-//! depending on this crate, which links the other daemons.
+//! [`Postgres::with_database`] is the usual start: a server with one empty
+//! database, or the test fails saying how to install PostgreSQL.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -60,6 +60,18 @@ impl Postgres {
         Postgres::start_with(None)
     }
 
+    /// A started server holding one empty database `name`. Without PostgreSQL
+    /// installed here the test fails, saying how to install it.
+    pub fn with_database(name: &str) -> Postgres {
+        assert!(
+            available(),
+            "PostgreSQL is not installed: run deploy/setup-host"
+        );
+        let s = Postgres::start();
+        s.create_db(name);
+        s
+    }
+
     /// Like [`Postgres::start`], also listening on `127.0.0.1` with TLS only
     /// there, with the certificate and key (PEM) given.
     pub fn start_tls(cert: &Path, key: &Path) -> Postgres {
@@ -90,7 +102,7 @@ impl Postgres {
         }
         let pg = Postgres {
             dir,
-            port: testhost::net::port(),
+            port: crate::net::port(),
             as_postgres,
             tls: tls.is_some(),
         };
@@ -286,7 +298,7 @@ impl Postgres {
         let (dir, as_postgres) = server_dir("rexec-pg-standby");
         let standby = Postgres {
             dir,
-            port: testhost::net::port(),
+            port: crate::net::port(),
             as_postgres,
             tls: false,
         };
@@ -312,7 +324,7 @@ impl Postgres {
             "ALTER SYSTEM SET synchronous_standby_names = '*'",
         );
         self.psql("postgres", "SELECT pg_reload_conf()");
-        let sync = testhost::wait::until(std::time::Duration::from_secs(60), || {
+        let sync = crate::wait::until(std::time::Duration::from_secs(60), || {
             let s = self.try_psql("postgres", "SELECT sync_state FROM pg_stat_replication");
             s.ok().filter(|s| s.lines().any(|l| l == "sync"))
         });
