@@ -73,8 +73,9 @@ fn wire_layout_is_pinned() {
             ToNode::Kill(Kill {
                 job: JobId(1),
                 signal: Signal::Term,
+                epoch: 0,
             }),
-            vec![9, 1, 15],
+            vec![9, 1, 15, 0],
         ),
         (
             ToNode::Rebid(Rebid {

@@ -88,6 +88,7 @@ fn send(
         started_ms: 0,
         array_index: None,
         kill_wait_ms: None,
+        epoch: 0,
     }));
     (s, answer)
 }
@@ -450,6 +451,7 @@ fn a_queue_lists_and_kills_only_the_ranks_it_started() {
         ToNode::Kill(Kill {
             job: JobId(job),
             signal: Signal::Kill,
+            epoch: 0,
         })
     };
     match queue.send(kill(0xd1)) {
