@@ -115,7 +115,7 @@ const SEQ_LOCK: i64 = 0x6261_7463_6873;
 /// The arrival number a job numbered `$1` by its submitter is stored under.
 macro_rules! next_seq {
     () => {
-        "GREATEST($1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs))"
+        "GREATEST($1, (SELECT COALESCE(MAX(seq) + 1, $1) FROM jobs))"
     };
 }
 
