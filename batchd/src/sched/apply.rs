@@ -191,6 +191,12 @@ impl Sched {
         if !recorded {
             return;
         }
+        // Checked again after the commit: a leader paused while it waited for it
+        // launches nothing; the start stays recorded, and the successor settles it.
+        if self.shared.lease.epoch_now() != Some(self.epoch) {
+            tracing::warn!(job = %JobId(id), epoch = self.epoch, "not launched: the lease ran out during the commit");
+            return;
+        }
         let bid = crate::queue::bid_rate(&spec);
         let ctl = nodes
             .iter()
