@@ -18,6 +18,7 @@
 //! # postgres = "host=db1 port=5432 dbname=queue user=batchd sslmode=require"
 //! # password_file = "/etc/rexec/batchd-db.password"   # or peer authentication
 //! # ca = "/etc/rexec/db-ca.pem"   # the database server's CA: TLS to it, verified
+//! lease = "3s"                  # PostgreSQL: how long the leader's lease lasts unrenewed
 //!
 //! [queue]
 //! policy = "easy"               # any of marketsim's policies
@@ -127,6 +128,8 @@ pub struct StoreSettings {
     pub password_file: Option<PathBuf>,
     /// CA certificate of the database server (TLS, verified).
     pub ca: Option<PathBuf>,
+    /// How long the leader's lease lasts unrenewed (PostgreSQL; renewed every third of it).
+    pub lease: Option<String>,
 }
 
 impl StoreSettings {
@@ -253,6 +256,8 @@ pub struct Config {
     pub location: crate::store::Location,
     /// Writes per group commit.
     pub max_batch: usize,
+    /// How long the leader's lease lasts unrenewed ([`crate::lease`]).
+    pub lease: Duration,
     /// Policy name (valid).
     pub policy: String,
     /// Decision period.
@@ -312,6 +317,14 @@ impl Config {
             Some(t) => timespan::parse_duration(t)
                 .map_err(|e| ConfigError::invalid("kill_wait", e.to_string()))?,
         };
+        let lease = match &s.store.lease {
+            None => crate::lease::DEFAULT_LEASE,
+            Some(t) => timespan::parse_duration(t)
+                .map_err(|e| ConfigError::invalid("lease", e.to_string()))?,
+        };
+        if lease < Duration::from_millis(300) || lease > Duration::from_secs(600) {
+            return Err(ConfigError::invalid("lease", "must be 300ms..=10m"));
+        }
         let max_batch = s.store.max_batch.unwrap_or(DEFAULT_MAX_BATCH);
         if max_batch == 0 || max_batch > 65_536 {
             return Err(ConfigError::invalid("max_batch", "must be 1..=65536"));
@@ -359,6 +372,7 @@ impl Config {
             location: s.store.location()?,
             store: s.store.path.unwrap_or_default(),
             max_batch,
+            lease,
             policy,
             tick,
             processors: s.queue.processors.unwrap_or(0),

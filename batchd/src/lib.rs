@@ -6,8 +6,10 @@
 //!
 //! Module map:
 //! - [`config`]: the TOML file and flags.
-//! - [`store`]: the SQLite file (WAL, `synchronous = FULL`) and its
-//!   group-committing writer.
+//! - [`store`]: the SQLite file (WAL, `synchronous = FULL`) or the PostgreSQL
+//!   database, and its group-committing writer.
+//! - [`lease`]: which of several batchd on one database leads (decides and
+//!   launches), and the epoch that fences a replaced leader.
 //! - [`queue`]: the live queue in memory and the clients' view of it;
 //!   [`arrays`]: job arrays in it.
 //! - [`server`]: the TLS accept loop; [`ops`]: what each request does and who
@@ -39,6 +41,7 @@ pub mod arrays;
 pub mod config;
 pub mod history;
 pub mod journal;
+pub mod lease;
 pub mod ledger;
 pub mod limit;
 pub mod market;
@@ -82,6 +85,8 @@ pub struct Shared {
     pub commands: mpsc::UnboundedSender<sched::Command>,
     /// What the metrics count as it happens.
     pub metrics: metrics::Recorder,
+    /// Whether this instance leads the queue, and at which epoch.
+    pub lease: lease::Lease,
 }
 
 impl Shared {

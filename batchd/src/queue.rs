@@ -162,8 +162,13 @@ impl Queue {
         }
     }
 
-    /// Adds a job (from the store, or once its submission is committed).
+    /// Adds a job (from the store, or once its submission is committed). A job
+    /// already in the queue stays as it is: the leader may have read it from
+    /// the store (another instance's arrivals) before its submitter added it.
     pub fn insert(&mut self, job: Job) {
+        if self.jobs.contains_key(&job.rec.id) {
+            return;
+        }
         self.next_seq = self.next_seq.max(job.rec.seq + 1);
         if let Some((array, _)) = job.rec.array {
             self.arrays.entry(array).or_default().push(job.rec.id);

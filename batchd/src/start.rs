@@ -82,37 +82,7 @@ pub async fn open(cfg: Config) -> Result<Opened, StartError> {
         .ok_or_else(|| StartError::NoIdentity(cfg.tls.cert.display().to_string()))?;
     let (store, loaded) = Store::open_at(&cfg.location, cfg.max_batch, crate::unix_now_ms())?;
     let reader = Reader::open_at(&cfg.location)?;
-    let mut queue = Queue {
-        epoch_ms: loaded.epoch_ms,
-        ..Queue::default()
-    };
-    // An array's spec is decoded once for all its tasks.
-    let mut arrays: std::collections::HashMap<u64, Arc<JobSpec>> = Default::default();
-    for rec in loaded.jobs {
-        if let Some(spec) = rec.array.and_then(|(a, _)| arrays.get(&a)) {
-            let spec = spec.clone();
-            queue.insert(Job::new(rec, spec));
-            continue;
-        }
-        match postcard::from_bytes::<JobSpec>(&rec.signed.spec) {
-            Ok(spec) => {
-                let spec = Arc::new(spec);
-                if let Some((a, _)) = rec.array {
-                    arrays.insert(a, spec.clone());
-                }
-                queue.insert(Job::new(rec, spec))
-            }
-            Err(e) => {
-                tracing::error!(seq = rec.seq, error = %e, "a stored job does not decode; skipped")
-            }
-        }
-    }
-    let pending_debits = loaded.debits;
-    for (id, out, err) in loaded.output {
-        if let Some(j) = queue.jobs.get_mut(&id) {
-            j.out = [out, err];
-        }
-    }
+    let (queue, pending_debits) = queue_from(loaded);
     tracing::info!(jobs = queue.jobs.len(), store = %cfg.location, policy = %cfg.policy, epoch_ms = queue.epoch_ms, "queue opened");
     let (commands, commands_rx) = tokio::sync::mpsc::unbounded_channel();
     let (journal, journal_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -133,6 +103,7 @@ pub async fn open(cfg: Config) -> Result<Opened, StartError> {
         verifier,
         commands,
         metrics: crate::metrics::Recorder::default(),
+        lease: crate::lease::start(&cfg.location, &name, cfg.lease)?,
         cfg,
     });
     // Bound before anything is spawned: a queue that cannot serve its metrics does not start.
@@ -200,7 +171,7 @@ pub async fn serve(
         tokio::spawn(e.serve(registry, stopped(stop_rx.clone())))
     });
     let server = crate::server::serve(shared.clone(), acceptor, listener, stopped(stop_rx.clone()));
-    let sched = crate::sched::run(shared.clone(), opened.commands_rx, stopped(stop_rx));
+    let sched = crate::sched::lead::lead(shared.clone(), opened.commands_rx, stopped(stop_rx));
     let stop = async move {
         shutdown.await;
         let _ = stop_tx.send(true);
@@ -251,4 +222,41 @@ async fn refresh_market(shared: Arc<Shared>) {
             }
         }
     }
+}
+
+/// The live queue as the store's `loaded` rows make it (at start, and when a
+/// follower takes the lease over), and the debits still to deliver.
+pub fn queue_from(loaded: crate::store::Loaded) -> (Queue, Vec<crate::store::PendingDebit>) {
+    let mut queue = Queue {
+        epoch_ms: loaded.epoch_ms,
+        ..Queue::default()
+    };
+    // An array's spec is decoded once for all its tasks.
+    let mut arrays: std::collections::HashMap<u64, Arc<JobSpec>> = Default::default();
+    for rec in loaded.jobs {
+        if let Some(spec) = rec.array.and_then(|(a, _)| arrays.get(&a)) {
+            let spec = spec.clone();
+            queue.insert(Job::new(rec, spec));
+            continue;
+        }
+        match postcard::from_bytes::<JobSpec>(&rec.signed.spec) {
+            Ok(spec) => {
+                let spec = Arc::new(spec);
+                if let Some((a, _)) = rec.array {
+                    arrays.insert(a, spec.clone());
+                }
+                queue.insert(Job::new(rec, spec))
+            }
+            Err(e) => {
+                tracing::error!(seq = rec.seq, error = %e, "a stored job does not decode; skipped")
+            }
+        }
+    }
+    let pending_debits = loaded.debits;
+    for (id, out, err) in loaded.output {
+        if let Some(j) = queue.jobs.get_mut(&id) {
+            j.out = [out, err];
+        }
+    }
+    (queue, pending_debits)
 }

@@ -246,6 +246,13 @@ pub struct SignedLaunch {
     /// after the first release.
     #[serde(default, deserialize_with = "crate::limits::trailing")]
     pub kill_wait_ms: Option<u64>,
+    /// The sending queue's lease epoch (fencing): a node refuses a launch from a
+    /// queue whose epoch is below the highest it has seen from that queue
+    /// ([`crate::node::ErrorCode::Fenced`]). 0 from a queue without a lease (one
+    /// SQLite file) and from a sender older than the field. Appended after the
+    /// first release.
+    #[serde(default, deserialize_with = "crate::limits::trailing")]
+    pub epoch: u64,
 }
 
 /// The envelope of every request to the queue.

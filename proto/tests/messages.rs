@@ -73,8 +73,9 @@ fn wire_layout_is_pinned() {
             ToNode::Kill(Kill {
                 job: JobId(1),
                 signal: Signal::Term,
+                epoch: 0,
             }),
-            vec![9, 1, 15],
+            vec![9, 1, 15, 0],
         ),
         (
             ToNode::Rebid(Rebid {
@@ -414,4 +415,21 @@ fn sequences_longer_than_the_limits_are_refused_while_decoding() {
     // Declare 4097 entries (varint 0x81 0x20) with nothing after them.
     body.splice(1..2, [0x81, 0x20]);
     assert!(postcard::from_bytes::<FromNode>(&body).is_err());
+}
+
+/// A kill and a signed launch from a sender older than the lease epoch (fencing)
+/// read as epoch 0, and a newer sender's epoch is kept.
+#[test]
+fn a_kill_without_the_lease_epoch_reads_as_epoch_0() {
+    let old: ToNode = postcard::from_bytes(&[9, 1, 15]).unwrap();
+    let kill = |epoch| {
+        ToNode::Kill(Kill {
+            job: JobId(1),
+            signal: Signal::Term,
+            epoch,
+        })
+    };
+    assert_eq!(old, kill(0));
+    let new = postcard::to_stdvec(&kill(7)).unwrap();
+    assert_eq!(postcard::from_bytes::<ToNode>(&new).unwrap(), kill(7));
 }

@@ -12,4 +12,9 @@ pub enum Control {
     Signal(Signal),
     /// Tell the client (out of credit, credit restored).
     Notice(proto::node::Notice),
+    /// The queue that started this signed batch rank kills it to start the job
+    /// again (a new leader settling its predecessor's runs): killed like `Kill`,
+    /// but its end is not recorded at accountd, so the job's next attempt may
+    /// still be claimed, as when the rank's client is lost.
+    Withdraw,
 }

@@ -117,6 +117,7 @@ pub enum ServerError {
 pub struct Server {
     tls: Arc<ReloadableAcceptor>,
     started: crate::signed::StartedRanks,
+    fences: crate::signed::fence::Fences,
     config: Config,
     cgroups: JobCgroups,
     market: Arc<Market>,
@@ -196,9 +197,13 @@ impl Server {
         if pruned > 0 {
             tracing::info!(pruned, "removed markers of expired signed batch ranks");
         }
+        let fences = crate::signed::fence::Fences::open(&crate::signed::fence::dir_for(
+            &config.batch.started,
+        ))?;
         Ok(Server {
             tls,
             started,
+            fences,
             config,
             cgroups,
             market,
@@ -266,6 +271,7 @@ impl Server {
             registry,
             stop: stop_rx.clone(),
             started: self.started,
+            fences: self.fences,
             meters: self.meters,
         });
         let metrics = self.metrics.map(|endpoint| {

@@ -20,6 +20,9 @@
 //! to accountd, so that a job that ran to its end is never claimed again.
 //!
 //! [`script`]: a job that carries its script runs a private copy of it.
+//!
+//! [`fence`]: the highest lease epoch seen from each queue; launches and kills
+//! carrying a lower one are refused.
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -320,6 +323,7 @@ impl StartedRanks {
 }
 
 pub mod ends;
+pub mod fence;
 pub mod limits;
 pub mod script;
 #[cfg(test)]

@@ -55,6 +55,9 @@ pub struct BatchOptions {
     pub extra_config: String,
     /// The queue's `kill_wait` (grace between SIGTERM and SIGKILL at a job's length).
     pub kill_wait: &'static str,
+    /// The queue in this PostgreSQL database (`[store] postgres`) instead of a
+    /// SQLite file.
+    pub postgres: Option<String>,
 }
 
 impl Default for BatchOptions {
@@ -68,6 +71,7 @@ impl Default for BatchOptions {
             initial: "1000",
             extra_config: String::new(),
             kill_wait: "30s",
+            postgres: None,
         }
     }
 }
@@ -102,11 +106,15 @@ impl BatchMarket {
         let vexecd = Vexecd::start(&market.pki, market.dir.path(), "vexecd", &channel, None);
         let dir = market.dir.path().join("batchd");
         fs::create_dir_all(&dir).expect("cannot create batchd's directory");
+        let store = match &o.postgres {
+            Some(conninfo) => format!("postgres = {conninfo:?}"),
+            None => format!("path = {:?}", dir.join("queue.db")),
+        };
         let config = format!(
-            "accountd = {:?}\n[store]\npath = {:?}\n[queue]\npolicy = {:?}\ntick = {:?}\nmax_output = {}\n\
+            "accountd = {:?}\n[store]\n{}\n[queue]\npolicy = {:?}\ntick = {:?}\nmax_output = {}\n\
              kill_wait = {:?}\n[selectors]\nvexecd = \"{}\"\n{}{}",
             market.accountd.addr,
-            dir.join("queue.db"),
+            store,
             o.policy,
             o.tick,
             o.max_output,
@@ -206,7 +214,18 @@ impl BatchMarket {
 
     /// Sends `op` to the queue as (`role`, `name`).
     pub fn call_as(&self, role: Role, name: &str, op: BatchOp) -> Result<BatchReply, ClientError> {
-        let addr = self.batchd.addr.clone();
+        self.call_at(&self.batchd, role, name, op)
+    }
+
+    /// Sends `op` to instance `batchd` of the queue as (`role`, `name`).
+    pub fn call_at(
+        &self,
+        batchd: &Batchd,
+        role: Role,
+        name: &str,
+        op: BatchOp,
+    ) -> Result<BatchReply, ClientError> {
+        let addr = batchd.addr.clone();
         self.with_connector(role, name, async |connector| {
             let mut c =
                 BatchClient::connect(&addr, connector, "batchd", Duration::from_secs(10)).await?;
@@ -321,6 +340,35 @@ impl Batchd {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+
+    /// Another instance of the same queue: the same configuration (so the same
+    /// store) and certificate, its own directory `name` beside this one's.
+    pub fn beside(&self, name: &str) -> Batchd {
+        let dir = self.dir.with_file_name(name);
+        fs::create_dir_all(&dir).expect("cannot create batchd's directory");
+        fs::copy(self.dir.join("batchd.toml"), dir.join("batchd.toml"))
+            .expect("cannot copy batchd's config");
+        let mut b = Batchd {
+            addr: "127.0.0.1:0".into(),
+            tls: self.tls.clone(),
+            dir,
+            child: None,
+        };
+        b.spawn();
+        b
+    }
+
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends it `signal` (SIGSTOP to pause it, SIGCONT to resume it).
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        if let Some(pid) = self.pid() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal);
         }
     }
 

@@ -147,6 +147,10 @@ impl Sched {
         if state != JobState::Queued {
             return;
         }
+        if self.shared.lease.epoch_now() != Some(self.epoch) {
+            tracing::warn!(job = %JobId(id), epoch = self.epoch, "not started: the lease has run out");
+            return;
+        }
         if let Some(why) = self.dry(&user).await {
             tracing::info!(job = %JobId(id), %user, "held: {why}");
             self.update(id, |r| {
@@ -187,6 +191,12 @@ impl Sched {
         if !recorded {
             return;
         }
+        // Checked again after the commit: a leader paused while it waited for it
+        // launches nothing; the start stays recorded, and the successor settles it.
+        if self.shared.lease.epoch_now() != Some(self.epoch) {
+            tracing::warn!(job = %JobId(id), epoch = self.epoch, "not launched: the lease ran out during the commit");
+            return;
+        }
         let bid = crate::queue::bid_rate(&spec);
         let ctl = nodes
             .iter()
@@ -207,6 +217,7 @@ impl Sched {
                         started_ms: decided_ms,
                         array_index: array.map(|a| a.1),
                         kill_wait_ms: u64::try_from(self.shared.cfg.kill_wait.as_millis()).ok(),
+                        epoch: self.epoch,
                     },
                     self.events.clone(),
                 )
@@ -215,6 +226,7 @@ impl Sched {
         tracing::info!(
             job = %JobId(id),
             attempt,
+            epoch = self.epoch,
             nodes = ?names,
             rate_ph,
             at_ms = now_ms,

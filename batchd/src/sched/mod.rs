@@ -7,12 +7,15 @@
 //! hears every rank's start, exit or loss ([`crate::rank`]), ends or requeues
 //! jobs, serves cancels ([`Command`]), charges running jobs ([`charge`]), and
 //! after a restart settles the jobs the store says were running ([`recover`]).
+//! It runs only while this instance holds the queue's lease ([`lead`]), and
+//! every launch and kill it sends carries the lease's epoch.
 
 pub mod apply;
 mod cancel_array;
 pub mod charge;
 pub mod clock;
 pub mod depend;
+pub mod lead;
 pub mod recover;
 pub mod snapshot;
 
@@ -92,6 +95,8 @@ pub struct Sched {
     freed: Option<i64>,
     /// Ranks' news taken from the channel and not handled yet, in order.
     heard: VecDeque<RankEvent>,
+    /// The lease's epoch this loop runs at (0: SQLite).
+    epoch: u64,
 }
 
 /// Asks the loop to cancel job `id` (after `ops` checked `peer` may).
@@ -103,6 +108,12 @@ pub async fn cancel(
     {
         let q = shared.lock_queue();
         q.owned(peer, id)?;
+    }
+    if shared.lease.epoch_now().is_none() {
+        return Err(BatchError::new(
+            BatchErrorCode::Unavailable,
+            "this batchd does not lead the queue now (another instance does); retry at another instance or shortly",
+        ));
     }
     let (reply, rx) = oneshot::channel();
     let gone = || {
@@ -122,7 +133,8 @@ pub async fn cancel(
 /// the loop runs on the caller's task (the daemon joins it with its server).
 pub async fn run(
     shared: Arc<Shared>,
-    mut commands: mpsc::UnboundedReceiver<Command>,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    epoch: u64,
     shutdown: impl std::future::Future,
 ) {
     let cfg = &shared.cfg;
@@ -149,6 +161,7 @@ pub async fn run(
         ticked: i64::MIN,
         freed: None,
         heard: VecDeque::new(),
+        epoch,
     };
     let clock = clock::Clock::new(shared.lock_queue().epoch_ms, shared.cfg.tick);
     s.decided = clock.tick_at(crate::unix_now_ms());
@@ -196,6 +209,9 @@ impl Sched {
             return;
         }
         self.ticked = tick_ms;
+        if self.epoch > 0 {
+            lead::merge_arrivals(&self.shared).await;
+        }
         self.recover().await;
         self.release_held().await;
         self.resolve_dependencies().await;

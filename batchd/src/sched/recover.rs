@@ -11,9 +11,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use clients::node::Session;
+use clients::node::{Session, SessionError};
 use proto::batch::JobState;
-use proto::node::{JobId, Signal};
+use proto::node::{ErrorCode, JobId, Signal};
 use tokio::time::Instant;
 
 use super::Sched;
@@ -57,7 +57,7 @@ impl Recovering {
     }
 
     /// The jobs whose ranks are gone now.
-    async fn ready(&mut self, shared: &Shared) -> Vec<u64> {
+    async fn ready(&mut self, shared: &Shared, epoch: u64) -> Vec<u64> {
         let mut ready = Vec::new();
         let ids: Vec<(u64, Instant)> = self.jobs.iter().map(|(k, v)| (*k, *v)).collect();
         for (id, until) in ids {
@@ -71,7 +71,7 @@ impl Recovering {
             let mut gone = true;
             let mut unsure = false;
             for name in dedup(nodes) {
-                match ranks_on(shared, &name, id).await {
+                match ranks_on(shared, &name, id, epoch).await {
                     Some(0) => {}
                     Some(_) => gone = false,
                     None => unsure = true,
@@ -94,7 +94,10 @@ fn dedup(mut v: Vec<String>) -> Vec<String> {
 
 /// How many ranks of job `id` node `name` lists; `None` when it cannot be asked
 /// (unreachable, or a rexecd that does not let this queue list its ranks).
-async fn ranks_on(shared: &Shared, name: &str, id: u64) -> Option<usize> {
+/// The kill carries the lease's `epoch`, and one is sent before the list
+/// (refused with `NoSuchJob` when nothing runs): the node then refuses any
+/// later launch of a replaced leader (fencing).
+async fn ranks_on(shared: &Shared, name: &str, id: u64, epoch: u64) -> Option<usize> {
     let addr = {
         let m = shared.lock_market();
         m.nodes.iter().find(|n| n.name == name).map(|n| n.addr)?
@@ -102,7 +105,18 @@ async fn ranks_on(shared: &Shared, name: &str, id: u64) -> Option<usize> {
     let ask = async {
         let addr = addr.to_string();
         let mut session = Session::open(&AGENT, &shared.connector, name, &addr, ASK_TIMEOUT).await;
-        let list = session.as_mut().ok()?.list_jobs().await;
+        let s = session.as_mut().ok()?;
+        if epoch > 0 {
+            match s.kill_fenced(JobId(id), Signal::Kill, epoch).await {
+                Ok(_) => {}
+                Err(SessionError::Refused(r)) if r.code == ErrorCode::NoSuchJob => {}
+                Err(e) => {
+                    tracing::info!(node = name, "cannot fence the node: {e}");
+                    return None;
+                }
+            }
+        }
+        let list = s.list_jobs().await;
         match list {
             Ok(list) => {
                 let left = list.jobs.iter().filter(|j| j.job == JobId(id)).count();
@@ -110,7 +124,7 @@ async fn ranks_on(shared: &Shared, name: &str, id: u64) -> Option<usize> {
                     // Ranks of the last run the node has not yet ended itself: end
                     // them now (a queue may kill the ranks it started, and only those).
                     let session = session.as_mut().ok()?;
-                    if let Err(e) = session.kill(JobId(id), Signal::Kill).await {
+                    if let Err(e) = session.kill_fenced(JobId(id), Signal::Kill, epoch).await {
                         tracing::info!(node = name, "cannot kill the last run's ranks: {e}");
                     }
                 }
@@ -132,7 +146,7 @@ impl Sched {
             return;
         }
         let shared = self.shared.clone();
-        for id in self.recovering.ready(&shared).await {
+        for id in self.recovering.ready(&shared, self.epoch).await {
             tracing::info!(job = %JobId(id), "ranks of the last run are gone");
             self.lost(id, "the queue restarted while it ran".into())
                 .await;

@@ -176,6 +176,15 @@ pub enum StoreError {
     /// PostgreSQL failed (or could not be reached), with PostgreSQL's own reason.
     #[error("queue database: {0}")]
     Postgres(String),
+    /// A change of the decision loop from a leader whose lease has passed to
+    /// another instance (fencing).
+    #[error("queue {queue}: lease epoch {epoch} is no longer the leader's; the change is refused")]
+    Fenced {
+        /// The queue.
+        queue: String,
+        /// The writer's epoch.
+        epoch: u64,
+    },
     /// A group commit failed as a whole.
     #[error("cannot commit to the queue's store: {0}")]
     Commit(String),
@@ -394,6 +403,34 @@ impl Reader {
             },
             Location::Postgres(cfg) => ReaderKind::Pg(pg::PgReader::open(cfg)?),
         }))
+    }
+
+    /// The whole queue, read back as [`Store::open_at`] reads it (a follower
+    /// taking the lease over).
+    pub fn load(&self) -> Result<Loaded, StoreError> {
+        match &self.0 {
+            ReaderKind::Lite { conn, path } => {
+                let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+                load_jobs(&conn, path)
+            }
+            ReaderKind::Pg(r) => r.load(),
+        }
+    }
+
+    /// How many jobs (array tasks included) the store holds.
+    pub fn job_count(&self) -> Result<usize, StoreError> {
+        match &self.0 {
+            ReaderKind::Lite { conn, path } => {
+                let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+                conn.query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get::<_, i64>(0))
+                    .map(|n| n as usize)
+                    .map_err(|source| StoreError::Sql {
+                        path: path.clone(),
+                        source,
+                    })
+            }
+            ReaderKind::Pg(r) => r.job_count(),
+        }
     }
 
     /// Up to `max` bytes of `stream` (1 stdout, 2 stderr) of job `id` from `from`.

@@ -87,6 +87,12 @@ CREATE TABLE IF NOT EXISTS job_payer(
     account TEXT,
     max_cost BIGINT
 );
+CREATE TABLE IF NOT EXISTS lease(
+    queue TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    epoch BIGINT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+);
 CREATE TABLE IF NOT EXISTS arrays(
     id BIGINT PRIMARY KEY,
     "user" TEXT NOT NULL,
@@ -99,6 +105,19 @@ CREATE TABLE IF NOT EXISTS arrays(
 
 /// The advisory lock key under which the schema is created ("batchd" in ASCII).
 const SCHEMA_LOCK: i64 = 0x6261_7463_6864;
+
+/// The advisory lock key under which a group inserts jobs: several batchd on one
+/// database each number their submissions, so the number stored is the larger
+/// of the submitter's and one past the largest stored, taken under this lock
+/// (held to the commit) so that two instances never store the same one.
+const SEQ_LOCK: i64 = 0x6261_7463_6873;
+
+/// The arrival number a job numbered `$1` by its submitter is stored under.
+macro_rules! next_seq {
+    () => {
+        "GREATEST($1, (SELECT COALESCE(MAX(seq) + 1, $1) FROM jobs))"
+    };
+}
 
 /// A PostgreSQL error as a store error, with PostgreSQL's own reason.
 pub fn pg_error(e: &postgres::Error) -> StoreError {
@@ -252,6 +271,13 @@ pub fn load(c: &mut Client) -> Result<Loaded, StoreError> {
     })
 }
 
+/// A submitted job, numbered by `next_seq!`.
+const INSERT_JOB: &str = concat!(
+    r#"INSERT INTO jobs(seq, id, "user", signed, submitted_ms, state) VALUES ("#,
+    next_seq!(),
+    ", $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING"
+);
+
 /// The writer thread's PostgreSQL backend.
 pub struct PgWriter {
     cfg: PgConfig,
@@ -310,9 +336,9 @@ impl PgWriter {
         match write {
             Write::Insert(j) => {
                 let signed = postcard::to_allocvec(j.signed.as_ref()).unwrap_or_default();
+                self.exec("SELECT pg_advisory_xact_lock($1)", &[&SEQ_LOCK])?;
                 let n = self.exec(
-                    r#"INSERT INTO jobs(seq, id, "user", signed, submitted_ms, state)
-                       VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING"#,
+                    INSERT_JOB,
                     &[
                         &j.seq,
                         &(j.id as i64),
@@ -331,6 +357,24 @@ impl PgWriter {
                 self.update(j).map(Ok)
             }
             Write::InsertArray(a) => self.insert_array(a),
+            Write::Fenced {
+                queue,
+                epoch,
+                write,
+            } => {
+                // FOR SHARE: a takeover's UPDATE of the row waits for this commit.
+                let held = self.exec(
+                    "SELECT 1 FROM lease WHERE queue = $1 AND epoch = $2 FOR SHARE",
+                    &[queue, &(*epoch as i64)],
+                )?;
+                if held == 0 {
+                    return Ok(Err(StoreError::Fenced {
+                        queue: queue.clone(),
+                        epoch: *epoch,
+                    }));
+                }
+                self.one(write)
+            }
             Write::UpdateMany(jobs) => {
                 for j in jobs {
                     self.update(j)?;
@@ -373,7 +417,15 @@ impl PgWriter {
     /// An array and its tasks, or nothing of it when its id or a task's exists.
     fn insert_array(&mut self, a: &ArrayRecord) -> One {
         let signed = postcard::to_allocvec(a.signed.as_ref()).unwrap_or_default();
-        let first_seq = a.tasks.first().map_or(0, |t| t.seq);
+        self.exec("SELECT pg_advisory_xact_lock($1)", &[&SEQ_LOCK])?;
+        let asked = a.tasks.first().map_or(0, |t| t.seq);
+        let first_seq: i64 = match self.client.as_mut() {
+            Some(c) => c
+                .query_one(concat!("SELECT ", next_seq!()), &[&asked])?
+                .get(0),
+            None => unreachable!("a group runs on a connection"),
+        };
+        let shift = first_seq - asked;
         self.simple("SAVEPOINT arr")?;
         let n = self.exec(
             r#"INSERT INTO arrays(id, "user", signed, submitted_ms, first_seq, count)
@@ -389,7 +441,7 @@ impl PgWriter {
         )?;
         let mut all = n == 1;
         if all && !a.tasks.is_empty() {
-            let seqs: Vec<i64> = a.tasks.iter().map(|t| t.seq).collect();
+            let seqs: Vec<i64> = a.tasks.iter().map(|t| t.seq + shift).collect();
             let ids: Vec<i64> = a.tasks.iter().map(|t| t.id as i64).collect();
             let users: Vec<&str> = a.tasks.iter().map(|t| t.user.as_str()).collect();
             let times: Vec<i64> = a.tasks.iter().map(|t| t.submitted_ms).collect();
@@ -614,9 +666,16 @@ impl PgReader {
         &self,
         f: impl FnOnce(&mut Client) -> Result<T, postgres::Error> + Send + 'static,
     ) -> Result<T, StoreError> {
+        self.call_store(move |c| f(c).map_err(|e| pg_error(&e)))
+    }
+
+    fn call_store<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
         let (rtx, rrx) = std::sync::mpsc::sync_channel(1);
         let job: ReadJob = Box::new(move |c| {
-            let _ = rtx.send(c.and_then(|c| f(c).map_err(|e| pg_error(&e))));
+            let _ = rtx.send(c.and_then(f));
         });
         self.tx
             .lock()
@@ -642,6 +701,19 @@ impl PgReader {
             .iter()
             .map(|r| (r.get(0), r.get(1)))
             .collect())
+        })
+    }
+
+    /// The whole queue, as [`load`] reads it.
+    pub(super) fn load(&self) -> Result<Loaded, StoreError> {
+        self.call_store(load)
+    }
+
+    /// How many jobs the store holds.
+    pub(super) fn job_count(&self) -> Result<usize, StoreError> {
+        self.call(|c| {
+            let n: i64 = c.query_one("SELECT COUNT(*) FROM jobs", &[])?.get(0);
+            Ok(n as usize)
         })
     }
 

@@ -88,6 +88,19 @@ pub enum Write {
         /// accountd's answer.
         why: String,
     },
+    /// `write` (a change of a job by the decision loop) only while the lease
+    /// of `queue` is still at `epoch` ([`crate::lease`]): on PostgreSQL the
+    /// lease row is read `FOR SHARE` in the same transaction, so a successor's
+    /// takeover waits for the commit, and a replaced leader's change is refused
+    /// ([`StoreError::Fenced`]). SQLite has no lease: `write` as is.
+    Fenced {
+        /// The queue (the lease's name).
+        queue: String,
+        /// The leader's epoch.
+        epoch: u64,
+        /// The change.
+        write: Box<Write>,
+    },
     /// What one rank used, as its node reported at its exit.
     RankUsage(Box<super::RankUsage>),
     /// Output bytes of a job's `stream` (1 stdout, 2 stderr) at `offset`.
@@ -113,6 +126,7 @@ pub struct Store {
     tx: mpsc::Sender<Queued>,
     thread: Option<JoinHandle<()>>,
     at: Location,
+    fence: std::sync::Mutex<Option<(String, u64)>>,
 }
 
 impl Store {
@@ -139,6 +153,7 @@ impl Store {
             tx,
             thread: Some(thread),
             at: at.clone(),
+            fence: Default::default(),
         })
     }
 
@@ -147,8 +162,27 @@ impl Store {
         &self.at
     }
 
+    /// From now on, the job changes of the decision loop ([`Write::Update`],
+    /// [`Write::UpdateMany`], [`Write::Charge`]) are written only while the
+    /// lease of `queue` is at `epoch` ([`Write::Fenced`]).
+    pub fn set_fence(&self, queue: &str, epoch: u64) {
+        *self.fence.lock().unwrap_or_else(|p| p.into_inner()) = Some((queue.to_string(), epoch));
+    }
+
     /// Applies `write` and returns once it is committed.
     pub async fn write(&self, write: Write) -> Result<(), StoreError> {
+        let fence = self.fence.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let write = match (fence, write) {
+            (
+                Some((queue, epoch)),
+                w @ (Write::Update(_) | Write::UpdateMany(_) | Write::Charge(..)),
+            ) => Write::Fenced {
+                queue,
+                epoch,
+                write: Box::new(w),
+            },
+            (_, w) => w,
+        };
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Queued {
@@ -248,6 +282,7 @@ fn apply(
 
 fn one(conn: &Connection, write: &Write) -> rusqlite::Result<()> {
     match write {
+        Write::Fenced { write, .. } => one(conn, write),
         Write::Insert(j) => {
             let signed = postcard::to_allocvec(j.signed.as_ref()).unwrap_or_default();
             conn.prepare_cached(

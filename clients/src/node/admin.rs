@@ -20,7 +20,20 @@ impl Session {
 
     /// Sends `signal` to every rank of `job` on the node the caller may see.
     pub async fn kill(&mut self, job: JobId, signal: Signal) -> Result<Killed, SessionError> {
-        match self.request(&ToNode::Kill(Kill { job, signal })).await? {
+        self.kill_fenced(job, signal, 0).await
+    }
+
+    /// [`Session::kill`] from a queue holding lease `epoch`: the node first
+    /// remembers the epoch (so that a replaced leader's later launches are
+    /// refused), and refuses the kill when it has seen a higher one.
+    pub async fn kill_fenced(
+        &mut self,
+        job: JobId,
+        signal: Signal,
+        epoch: u64,
+    ) -> Result<Killed, SessionError> {
+        let kill = Kill { job, signal, epoch };
+        match self.request(&ToNode::Kill(kill)).await? {
             FromNode::Killed(k) => Ok(k),
             other => Err(SessionError::unexpected("Killed", &other)),
         }

@@ -62,6 +62,11 @@ pub struct Kill {
     pub job: JobId,
     /// The signal (usually `Term` or `Kill`).
     pub signal: Signal,
+    /// A queue's lease epoch, fenced as [`crate::batch::SignedLaunch::epoch`] is
+    /// (0 from anyone else, and from a sender older than the field). Appended
+    /// after the first release.
+    #[serde(default, deserialize_with = "crate::limits::trailing")]
+    pub epoch: u64,
 }
 
 /// Answer to [`Kill`].

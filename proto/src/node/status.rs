@@ -93,6 +93,10 @@ code_enum! {
         /// The request asks for more than the node allows one rank (such as memory
         /// above its `max_mem_per_rank`); the text names the node's limit.
         13 => OverLimit,
+        /// A queue's launch or kill carried a lease epoch below the highest this
+        /// node has seen from that queue: it comes from a leader that has been
+        /// replaced (fencing). The text names both epochs.
+        14 => Fenced,
     }
 }
 

@@ -93,7 +93,11 @@ pub fn to_node() -> impl Strategy<Value = ToNode> {
         window().prop_map(ToNode::Resize),
         any::<u64>().prop_map(|seq| ToNode::Heartbeat(Heartbeat { seq })),
         Just(ToNode::ListJobs),
-        (job_id(), signal()).prop_map(|(job, signal)| ToNode::Kill(Kill { job, signal })),
+        (job_id(), signal(), any::<u64>()).prop_map(|(job, signal, epoch)| ToNode::Kill(Kill {
+            job,
+            signal,
+            epoch
+        })),
         (job_id(), any::<i64>()).prop_map(|(job, bid)| ToNode::Rebid(Rebid { job, bid })),
         launch().prop_map(ToNode::LaunchPmi),
         chunk().prop_map(ToNode::Pmi),

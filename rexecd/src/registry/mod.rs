@@ -238,16 +238,22 @@ impl Registry {
     /// Forwards `signal` to every rank of `job` visible to `peer`; returns how many
     /// took it (a rank whose control queue is full does not).
     pub fn signal(&self, peer: &PeerIdentity, job: JobId, signal: Signal) -> u32 {
+        self.control(peer, job, Control::Signal(signal))
+    }
+
+    /// Sends `control` to every rank of `job` that `peer` may see; how many.
+    pub fn control(&self, peer: &PeerIdentity, job: JobId, control: Control) -> u32 {
+        let signal = &control;
         let inner = self.lock();
         let mut count = 0;
         for ((id, _), entry) in inner.ranks.iter() {
             if *id != job || !visible_rank(peer, &entry.info) {
                 continue;
             }
-            match entry.control.try_send(Control::Signal(signal)) {
+            match entry.control.try_send(control.clone()) {
                 Ok(()) => count += 1,
                 Err(mpsc::error::TrySendError::Full(_)) => {
-                    tracing::warn!(job = %id, %signal, "rank's control queue is full; signal dropped");
+                    tracing::warn!(job = %id, ?signal, "rank's control queue is full; request dropped");
                 }
                 Err(mpsc::error::TrySendError::Closed(_)) => {}
             }

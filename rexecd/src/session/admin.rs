@@ -147,7 +147,18 @@ pub(super) fn kill(shared: &Shared, peer: &PeerIdentity, kill: &Kill) -> FromNod
     if let Err(refusal) = check_role(shared, peer, true) {
         return refusal;
     }
-    let ranks = shared.registry.signal(peer, kill.job, kill.signal);
+    if let Err(refusal) = super::signed::fence(shared, peer, kill.epoch) {
+        return FromNode::Error(refusal);
+    }
+    // A queue killing its own signed ranks settles a run it will start again.
+    let queue = peer.role == Role::Service && shared.config.batch.queues.contains(&peer.name);
+    let ranks = if queue && kill.signal == proto::node::Signal::Kill {
+        shared
+            .registry
+            .control(peer, kill.job, crate::control::Control::Withdraw)
+    } else {
+        shared.registry.signal(peer, kill.job, kill.signal)
+    };
     tracing::info!(%peer, job = %kill.job, signal = %kill.signal, ranks, "kill request");
     if ranks == 0 {
         return FromNode::Error(no_such_job(shared, peer, kill.job));

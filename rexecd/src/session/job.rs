@@ -269,6 +269,10 @@ pub(super) async fn run<S>(
             },
             Some(c) = control.recv() => match c {
                 Control::Signal(signal) => state.deliver(signal).await,
+                Control::Withdraw => {
+                    state.job.signed_end = None;
+                    state.deliver(Signal::Kill).await;
+                }
                 Control::Notice(n) => {
                     let _ = state.out.try_send(Out::Frame(FromNode::Notice(n)));
                 }

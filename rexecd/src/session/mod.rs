@@ -39,6 +39,8 @@ pub struct Shared {
     pub stop: watch::Receiver<bool>,
     /// The signed batch ranks this node started.
     pub started: crate::signed::StartedRanks,
+    /// The highest lease epoch seen from each queue.
+    pub fences: crate::signed::fence::Fences,
     /// Launch latency and refusals, for metrics.
     pub meters: crate::metrics::SessionMeters,
 }

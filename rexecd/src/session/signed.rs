@@ -55,6 +55,7 @@ async fn prepare(
     control: mpsc::Sender<Control>,
 ) -> Result<(Launch, Job), Refused> {
     let unverified = unverified_launch(&request);
+    let epoch = request.epoch;
     let (sh, from) = (Arc::clone(shared), peer.clone());
     let admitted =
         tokio::task::spawn_blocking(move || admit(&sh.config, &from, &request, SystemTime::now()))
@@ -63,6 +64,10 @@ async fn prepare(
             .and_then(|r| r)
             .map_err(|reply| (unverified, reply))?;
     let launch = admitted.launch.clone();
+    if let Err(reply) = fence(shared, peer, epoch) {
+        tracing::warn!(queue = %peer, job = %launch.job, epoch, "{}", reply.message);
+        return Err((launch, reply));
+    }
     match checked_start(shared, &peer.name, &admitted, control).await {
         Ok(job) => {
             tracing::info!(queue = %peer, user = %admitted.job.user, job = %launch.job,
@@ -71,6 +76,22 @@ async fn prepare(
         }
         Err(reply) => Err((launch, reply)),
     }
+}
+
+/// Fencing ([`crate::signed::fence`]): a queue's request carrying lease `epoch`
+/// is refused when the node has seen a higher epoch from that queue. Only a
+/// configured queue's epoch counts; anyone else's requests are not fenced.
+pub(super) fn fence(shared: &Shared, peer: &PeerIdentity, epoch: u64) -> Result<(), ErrorReply> {
+    if peer.role != certs::Role::Service || !shared.config.batch.queues.contains(&peer.name) {
+        return Ok(());
+    }
+    shared.fences.admit(&peer.name, epoch).map_err(|e| {
+        let code = match e {
+            crate::signed::fence::Fenced::Stale { .. } => ErrorCode::Fenced,
+            crate::signed::fence::Fenced::Record { .. } => ErrorCode::Internal,
+        };
+        ErrorReply::new(code, format!("node {}: {e}", shared.config.name))
+    })
 }
 
 /// What the log names for a signed launch that did not verify (its spec unread).

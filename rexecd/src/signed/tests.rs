@@ -67,6 +67,7 @@ fn sign(pki: &TestPki, spec: JobSpec) -> SignedLaunch {
         started_ms: 0,
         array_index: None,
         kill_wait_ms: None,
+        epoch: 0,
     }
 }
 

@@ -41,6 +41,7 @@ async fn admins_list_and_kill_any_job_users_only_their_own() {
     let kill = ToNode::Kill(Kill {
         job,
         signal: Signal::Kill,
+        epoch: 0,
     });
     match other.recv_after(kill.clone()).await {
         Some(FromNode::Error(e)) => assert_eq!(e.code, ErrorCode::NoSuchJob),

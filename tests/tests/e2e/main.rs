@@ -13,6 +13,7 @@ mod batch_ceiling;
 mod batch_cli;
 mod batch_ends;
 mod batch_failures;
+mod batch_lease;
 mod batch_queue;
 mod batch_run;
 mod discovery;

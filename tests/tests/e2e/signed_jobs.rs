@@ -70,6 +70,17 @@ fn signed(m: &MarketCluster, spec: &JobSpec) -> SignedJob {
 }
 
 /// Rank 0 of attempt `attempt` at `bid`, sent by (`role`, `name`) to `node`.
+/// A market of one node, `n1`, otherwise as `options` say.
+fn one_node(options: MarketOptions) -> MarketCluster {
+    MarketCluster::start(MarketOptions {
+        cluster: ClusterOptions {
+            nodes: 1,
+            ..ClusterOptions::default()
+        },
+        ..options
+    })
+}
+
 fn send(
     m: &MarketCluster,
     node: &str,
@@ -78,8 +89,12 @@ fn send(
     attempt: u32,
     bid: i64,
 ) -> (RawSession, FromNode) {
-    let mut s = RawSession::open_as(m, node, from.0, from.1);
-    let answer = s.send(ToNode::LaunchSigned(SignedLaunch {
+    send_launch(m, node, from, launch(node, job, attempt, bid))
+}
+
+/// Rank 0 of `job` on `node` alone, at lease epoch 0.
+fn launch(node: &str, job: &SignedJob, attempt: u32, bid: i64) -> SignedLaunch {
+    SignedLaunch {
         job: job.clone(),
         attempt,
         rank: 0,
@@ -88,7 +103,18 @@ fn send(
         started_ms: 0,
         array_index: None,
         kill_wait_ms: None,
-    }));
+        epoch: 0,
+    }
+}
+
+fn send_launch(
+    m: &MarketCluster,
+    node: &str,
+    from: (Role, &str),
+    launch: SignedLaunch,
+) -> (RawSession, FromNode) {
+    let mut s = RawSession::open_as(m, node, from.0, from.1);
+    let answer = s.send(ToNode::LaunchSigned(launch));
     (s, answer)
 }
 
@@ -261,13 +287,7 @@ fn forged_altered_expired_spent_unclaimable_or_misdelivered_signed_jobs_start_no
     ) {
         return;
     }
-    let mut m = MarketCluster::start(MarketOptions {
-        cluster: ClusterOptions {
-            nodes: 1,
-            ..ClusterOptions::default()
-        },
-        ..MarketOptions::default()
-    });
+    let mut m = one_node(MarketOptions::default());
     let argv = ["sleep", "100"];
 
     // Sent by the user herself, or by a service that is not the queue.
@@ -422,13 +442,7 @@ fn a_queue_lists_and_kills_only_the_ranks_it_started() {
     if !rexec_tests::can_run("a_queue_lists_and_kills_only_the_ranks_it_started") {
         return;
     }
-    let m = MarketCluster::start(MarketOptions {
-        cluster: ClusterOptions {
-            nodes: 1,
-            ..ClusterOptions::default()
-        },
-        ..MarketOptions::paper_with_one_second_ticks()
-    });
+    let m = one_node(MarketOptions::paper_with_one_second_ticks());
     let mut plain = RawSession::open(&m, "n1", TEST_USER);
     let answer = plain.launch(&m, 0xd1, 2 * C, &["sleep", "60"]);
     assert!(matches!(answer, FromNode::Started(_)), "{answer:?}");
@@ -450,6 +464,7 @@ fn a_queue_lists_and_kills_only_the_ranks_it_started() {
         ToNode::Kill(Kill {
             job: JobId(job),
             signal: Signal::Kill,
+            epoch: 0,
         })
     };
     match queue.send(kill(0xd1)) {
@@ -495,4 +510,65 @@ fn a_queue_lists_and_kills_only_the_ranks_it_started() {
         other => panic!("{other:?}"),
     }
     drop(plain);
+}
+
+/// Fencing: a queue's launches and kills carry its lease epoch; the node keeps the
+/// highest it has seen from the queue, on disk, and refuses anything lower, also
+/// after a restart of rexecd. Epochs from anyone but a queue are not fenced.
+#[test]
+fn a_node_refuses_a_queue_epoch_below_the_highest_it_saw_even_after_a_restart() {
+    let name = "a_node_refuses_a_queue_epoch_below_the_highest_it_saw_even_after_a_restart";
+    if !rexec_tests::can_run(name) {
+        return;
+    }
+    let mut m = one_node(MarketOptions::paper_with_one_second_ticks());
+    let kill = |epoch| {
+        ToNode::Kill(Kill {
+            job: JobId(0xe9),
+            signal: Signal::Kill,
+            epoch,
+        })
+    };
+    let code = |answer: FromNode| match answer {
+        FromNode::Error(e) => e.code,
+        other => panic!("expected a refusal: {other:?}"),
+    };
+    let mut queue = RawSession::open_as(&m, "n1", Role::Service, "batchd");
+    assert_eq!(code(queue.send(kill(5))), ErrorCode::NoSuchJob);
+    match queue.send(kill(3)) {
+        FromNode::Error(e) => {
+            assert_eq!(e.code, ErrorCode::Fenced, "{e}");
+            assert!(
+                e.message.contains("epoch 3") && e.message.contains("epoch 5"),
+                "{e}"
+            );
+        }
+        other => panic!("a stale epoch was obeyed: {other:?}"),
+    }
+    let job = signed(&m, &spec(&m, 0xe1, &["sleep", "60"]));
+    let from = (Role::Service, "batchd");
+    let at = |epoch| SignedLaunch {
+        epoch,
+        ..launch("n1", &job, 0, 2 * C)
+    };
+    let (_s, answer) = send_launch(&m, "n1", from, at(4));
+    assert_eq!(code(answer), ErrorCode::Fenced);
+    // A user's epoch is not a queue's: neither fenced nor recorded.
+    let mut user = RawSession::open(&m, "n1", TEST_USER);
+    assert_eq!(code(user.send(kill(1))), ErrorCode::NoSuchJob);
+    drop(queue);
+    m.crash("n1");
+    m.restart("n1");
+    let mut queue = RawSession::open_as(&m, "n1", Role::Service, "batchd");
+    assert_eq!(
+        code(queue.send(kill(4))),
+        ErrorCode::Fenced,
+        "forgotten at restart"
+    );
+    let (_s, answer) = send_launch(&m, "n1", from, at(5));
+    assert!(
+        matches!(answer, FromNode::Started(_)),
+        "{answer:?}\n{}",
+        m.logs()
+    );
 }
