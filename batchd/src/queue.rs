@@ -319,3 +319,42 @@ impl Queue {
         out
     }
 }
+
+impl Queue {
+    /// The live queue as the store's `loaded` rows make it (at start, and when a
+    /// follower takes the lease over), and the debits still to deliver.
+    pub fn from_loaded(loaded: crate::store::Loaded) -> (Queue, Vec<crate::store::PendingDebit>) {
+        let mut queue = Queue {
+            epoch_ms: loaded.epoch_ms,
+            ..Queue::default()
+        };
+        // An array's spec is decoded once for all its tasks.
+        let mut arrays: std::collections::HashMap<u64, Arc<JobSpec>> = Default::default();
+        for rec in loaded.jobs {
+            if let Some(spec) = rec.array.and_then(|(a, _)| arrays.get(&a)) {
+                let spec = spec.clone();
+                queue.insert(Job::new(rec, spec));
+                continue;
+            }
+            match postcard::from_bytes::<JobSpec>(&rec.signed.spec) {
+                Ok(spec) => {
+                    let spec = Arc::new(spec);
+                    if let Some((a, _)) = rec.array {
+                        arrays.insert(a, spec.clone());
+                    }
+                    queue.insert(Job::new(rec, spec))
+                }
+                Err(e) => {
+                    tracing::error!(seq = rec.seq, error = %e, "a stored job does not decode; skipped")
+                }
+            }
+        }
+        let pending_debits = loaded.debits;
+        for (id, out, err) in loaded.output {
+            if let Some(j) = queue.jobs.get_mut(&id) {
+                j.out = [out, err];
+            }
+        }
+        (queue, pending_debits)
+    }
+}

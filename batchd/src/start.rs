@@ -8,11 +8,10 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use proto::batch::JobSpec;
 use tokio::net::TcpListener;
 
 use crate::config::Config;
-use crate::queue::{Job, Queue};
+use crate::queue::Queue;
 use crate::store::{Reader, Store, StoreError};
 use crate::{Shared, market};
 
@@ -82,7 +81,7 @@ pub async fn open(cfg: Config) -> Result<Opened, StartError> {
         .ok_or_else(|| StartError::NoIdentity(cfg.tls.cert.display().to_string()))?;
     let (store, loaded) = Store::open_at(&cfg.location, cfg.max_batch, crate::unix_now_ms())?;
     let reader = Reader::open_at(&cfg.location)?;
-    let (queue, pending_debits) = queue_from(loaded);
+    let (queue, pending_debits) = Queue::from_loaded(loaded);
     tracing::info!(jobs = queue.jobs.len(), store = %cfg.location, policy = %cfg.policy, epoch_ms = queue.epoch_ms, "queue opened");
     let (commands, commands_rx) = tokio::sync::mpsc::unbounded_channel();
     let (journal, journal_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -222,41 +221,4 @@ async fn refresh_market(shared: Arc<Shared>) {
             }
         }
     }
-}
-
-/// The live queue as the store's `loaded` rows make it (at start, and when a
-/// follower takes the lease over), and the debits still to deliver.
-pub fn queue_from(loaded: crate::store::Loaded) -> (Queue, Vec<crate::store::PendingDebit>) {
-    let mut queue = Queue {
-        epoch_ms: loaded.epoch_ms,
-        ..Queue::default()
-    };
-    // An array's spec is decoded once for all its tasks.
-    let mut arrays: std::collections::HashMap<u64, Arc<JobSpec>> = Default::default();
-    for rec in loaded.jobs {
-        if let Some(spec) = rec.array.and_then(|(a, _)| arrays.get(&a)) {
-            let spec = spec.clone();
-            queue.insert(Job::new(rec, spec));
-            continue;
-        }
-        match postcard::from_bytes::<JobSpec>(&rec.signed.spec) {
-            Ok(spec) => {
-                let spec = Arc::new(spec);
-                if let Some((a, _)) = rec.array {
-                    arrays.insert(a, spec.clone());
-                }
-                queue.insert(Job::new(rec, spec))
-            }
-            Err(e) => {
-                tracing::error!(seq = rec.seq, error = %e, "a stored job does not decode; skipped")
-            }
-        }
-    }
-    let pending_debits = loaded.debits;
-    for (id, out, err) in loaded.output {
-        if let Some(j) = queue.jobs.get_mut(&id) {
-            j.out = [out, err];
-        }
-    }
-    (queue, pending_debits)
 }
