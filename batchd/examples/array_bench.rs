@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 
 use batch::policy::{self, NAMES, ga::GaConfig};
 use batchd::queue::{Job, Queue};
-use batchd::sched::clock::Clock;
 use batchd::sched::snapshot;
 use batchd::store::{Store, Write};
 use proto::batch::{ArraySpec, JobSpec, JobState, SignedJob, Worth};
@@ -163,7 +162,6 @@ fn decisions(q: &mut Queue, procs: u32, what: &str) {
         q.touched(id);
         busy += 1;
     }
-    let clock = Clock::new(0, Duration::from_secs(1));
     println!(
         "\nOne decision with {} queued {what} and {busy} running, {procs} processors; median of {REPS}:\n",
         q.jobs.len() - busy as usize
@@ -181,16 +179,12 @@ fn decisions(q: &mut Queue, procs: u32, what: &str) {
         for rep in 0..REPS {
             let mut p = policy::by_name(name, 1, GaConfig::default()).expect("a policy");
             let t = Instant::now();
-            let jobs = snapshot::collect(q, clock, 60_000 + rep as i64 * 1000, procs);
+            let jobs = snapshot::collect(q, 60_000 + rep as i64 * 1000, procs);
             let snap = jobs.snapshot(60 + rep as i64, procs);
             let t1 = Instant::now();
-            let d = p.decide(&snap);
-            let order = p.order(&snap);
+            let (d, order) = p.decide_and_order(&snap);
             let ids: Vec<u64> = d.start.iter().filter_map(|s| jobs.id_of(*s)).collect();
-            let kept: Vec<u64> = order
-                .iter()
-                .filter_map(|s| jobs.waiting_id_of(*s))
-                .collect();
+            let kept: Vec<u64> = jobs.waiting_ids_at(&order);
             let t2 = Instant::now();
             assert_eq!(ids.len(), d.start.len());
             std::hint::black_box(kept);

@@ -174,6 +174,21 @@ impl Queue {
         self.jobs.insert(job.rec.id, job);
     }
 
+    /// The clock the queue decides on (its epoch and tick).
+    pub fn clock(&self) -> crate::sched::clock::Clock {
+        self.index.clock()
+    }
+
+    /// Sets the clock the queue decides on, filing every job again (a policy
+    /// entry's submission time is the first tick after it).
+    pub fn set_clock(&mut self, clock: crate::sched::clock::Clock) {
+        self.index.set_clock(clock);
+        let ids: Vec<u64> = self.order.values().copied().collect();
+        for id in ids {
+            self.touched(id);
+        }
+    }
+
     /// Files job `id` under its state now: called after every change of a
     /// job's record, so the decision's [`index::Index`] stays true.
     pub fn touched(&mut self, id: u64) {

@@ -86,6 +86,7 @@ pub async fn open(cfg: Config) -> Result<Opened, StartError> {
         epoch_ms: loaded.epoch_ms,
         ..Queue::default()
     };
+    queue.set_clock(crate::sched::clock::Clock::new(loaded.epoch_ms, cfg.tick));
     // An array's spec is decoded once for all its tasks.
     let mut arrays: std::collections::HashMap<u64, Arc<JobSpec>> = Default::default();
     for rec in loaded.jobs {
