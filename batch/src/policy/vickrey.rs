@@ -13,6 +13,11 @@
 //! gives a bid that never rises while the job waits) and computes a bid only when its bound
 //! could reach the line. A decision costs the running jobs plus the few waiting jobs near
 //! the top, not the whole queue.
+//!
+//! A live queue asks for the decision and the order at once
+//! ([`Policy::decide_and_order`]); the order ranks every waiting job anyway, so the
+//! descent then walks that ranking merged with the running jobs' (the same sequence a
+//! heap of them all would give) and keeps no bounds.
 
 mod bounds;
 

@@ -44,7 +44,9 @@ fn done_secs(done_ms: i64) -> i64 {
 /// an array's remaining tasks once its window is full, so its cost follows
 /// what the policy is shown, not how many jobs the queue keeps.
 pub fn collect(q: &Queue, tick_ms: i64, procs: u32) -> Jobs<'_> {
-    let clock = q.clock();
+    // A job is seen at the first tick at or after its submission, so it is seen
+    // by `tick_ms` if it was submitted by the last tick at or before it.
+    let seen_by = q.clock().tick_at(tick_ms);
     let mut window = crate::arrays::Window::of(q, procs);
     let mut suspended = Vec::new();
     let (mut running, mut running_ids) = (Vec::new(), Vec::new());
@@ -94,7 +96,7 @@ pub fn collect(q: &Queue, tick_ms: i64, procs: u32) -> Jobs<'_> {
                 "the queue's index is out of date for job {}",
                 w.id
             );
-            if clock.seen_at(w.submitted_ms) > tick_ms {
+            if w.submitted_ms > seen_by {
                 continue;
             }
             if window.admit(w.array) {
