@@ -180,7 +180,7 @@ impl Queue {
     }
 
     /// Sets the clock the queue decides on, filing every job again (a policy
-    /// entry's submission time is the first tick after it).
+    /// entry's submission time is the first tick at or after it).
     pub fn set_clock(&mut self, clock: crate::sched::clock::Clock) {
         self.index.set_clock(clock);
         let ids: Vec<u64> = self.order.values().copied().collect();
