@@ -12,6 +12,36 @@ use batch::sim::simulate;
 use batch::workload::synth::{SynthConfig, generate};
 use proptest::prelude::*;
 
+/// A policy as a live queue asks it, deciding and ordering at once, checked at
+/// every decision against the same policy asked as the simulator asks (the
+/// decision alone) and then for its order.
+struct AsLive {
+    live: Box<dyn policy::Policy>,
+    plain: Box<dyn policy::Policy>,
+    decisions: usize,
+}
+
+impl policy::Policy for AsLive {
+    fn name(&self) -> String {
+        self.live.name()
+    }
+
+    fn decide(&mut self, snap: &policy::Snapshot<'_>) -> policy::Decision {
+        let (d, order) = self.live.decide_and_order(snap);
+        let plain = self.plain.decide(snap);
+        assert_eq!(d, plain, "{} at {}", self.name(), snap.now);
+        assert_eq!(
+            order,
+            self.plain.order_at(snap),
+            "{} at {}",
+            self.name(),
+            snap.now
+        );
+        self.decisions += 1;
+        d
+    }
+}
+
 fn small_ga() -> GaConfig {
     GaConfig {
         population: 6,
@@ -90,6 +120,19 @@ proptest! {
             prop_assert_eq!(&lazy.outcomes, &all.outcomes);
             prop_assert_eq!(&lazy.segments, &all.segments);
             prop_assert_eq!(&lazy.prices, &all.prices);
+        }
+    }
+
+    #[test]
+    fn deciding_and_ordering_at_once_is_deciding_then_ordering((jobs, procs) in workload()) {
+        for name in policy::NAMES.iter().filter(|n| **n != "ga") {
+            let mut live = AsLive {
+                live: policy::by_name(name, 7, small_ga()).unwrap(),
+                plain: policy::by_name(name, 7, small_ga()).unwrap(),
+                decisions: 0,
+            };
+            simulate(&jobs, procs, &mut live).unwrap();
+            prop_assert!(live.decisions > 0, "{name} never decided");
         }
     }
 

@@ -4,28 +4,35 @@
 //! the signature once), median of 5; (2) one decision with 100,000 queued
 //! tasks (ten arrays of 10,000) over 1,000 nodes of 4 CPUs, 5% of it free: the
 //! snapshot the loop builds from the live queue (`sched::snapshot::collect`)
-//! and each policy's decision over it, median of 5. Targets: the array in at
-//! most 0.5 s, the decision within 10 ms for every policy but the GA.
+//! and each policy's decision and order over it, median of 5. Targets: the
+//! array in at most 0.5 s, the decision within 10 ms for every policy but the
+//! GA, and the GA's within its budget (50 ms) and the snapshot.
 //!
 //! (3) The same decision over 100,000 queued single jobs.
 //!
 //! `cargo run --release -p batchd --example array_bench [submit] [arrays] [singles]`
 //! (every part without arguments; one part alone, e.g. under
 //! `valgrind --tool=callgrind`, to count its instructions; `BENCH_POLICIES=fifo,easy`
-//! decides with those policies only).
+//! decides with those policies only; `BENCH_REPS=21` repeats each measure 21
+//! times, for a median that holds on a busy machine).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use batch::policy::{self, NAMES, ga::GaConfig};
 use batchd::queue::{Job, Queue};
-use batchd::sched::clock::Clock;
 use batchd::sched::snapshot;
 use batchd::store::{Store, Write};
 use proto::batch::{ArraySpec, JobSpec, JobState, SignedJob, Worth};
 use proto::node::JobId;
 
-const REPS: usize = 5;
+/// Repetitions of each measure (`BENCH_REPS`, 5 unless set).
+fn reps() -> usize {
+    std::env::var("BENCH_REPS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(5)
+}
 
 fn spec(id: u64, array: &str) -> JobSpec {
     JobSpec {
@@ -117,7 +124,7 @@ fn main() {
 /// (1) A 10,000-task array, taken in: stored, committed and queued.
 fn submit(dir: &tempfile::TempDir, rt: &tokio::runtime::Runtime) {
     let mut times = Vec::new();
-    for rep in 0..REPS {
+    for rep in 0..reps() {
         let (store, _) =
             Store::open(&dir.path().join(format!("q{rep}.db")), 1024, 0).expect("store");
         let s = spec(0x1000, "0-9999%4");
@@ -137,8 +144,9 @@ fn submit(dir: &tempfile::TempDir, rt: &tokio::runtime::Runtime) {
     }
     let m = median(times);
     println!(
-        "array of 10,000 tasks submitted (stored, committed, queued): median {:.1} ms of {REPS}; target 500 ms: {}",
+        "array of 10,000 tasks submitted (stored, committed, queued): median {:.1} ms of {}; target 500 ms: {}",
         m.as_secs_f64() * 1e3,
+        reps(),
         if m <= Duration::from_millis(500) {
             "met"
         } else {
@@ -149,7 +157,8 @@ fn submit(dir: &tempfile::TempDir, rt: &tokio::runtime::Runtime) {
 
 /// One decision of every policy over `q` with 95% of `procs` busy with its
 /// first jobs: the snapshot (`sched::snapshot::collect`), the policy's
-/// decision and order, and what the loop does with them besides starting
+/// decision and order (`decide_and_order`, as the loop asks), and what the
+/// loop does with them besides starting
 /// jobs (each start's queue id, the order kept for `rexec queue`).
 fn decisions(q: &mut Queue, procs: u32, what: &str) {
     let mut busy = 0;
@@ -163,10 +172,10 @@ fn decisions(q: &mut Queue, procs: u32, what: &str) {
         q.touched(id);
         busy += 1;
     }
-    let clock = Clock::new(0, Duration::from_secs(1));
     println!(
-        "\nOne decision with {} queued {what} and {busy} running, {procs} processors; median of {REPS}:\n",
-        q.jobs.len() - busy as usize
+        "\nOne decision with {} queued {what} and {busy} running, {procs} processors; median of {}:\n",
+        q.jobs.len() - busy as usize,
+        reps()
     );
     println!("| policy | snapshot (ms) | decision (ms) | total (ms) | started | verdict |");
     println!("|---|---|---|---|---|---|");
@@ -178,19 +187,15 @@ fn decisions(q: &mut Queue, procs: u32, what: &str) {
     for name in NAMES.iter().filter(|n| chosen(n)) {
         let (mut snaps, mut decs, mut totals) = (Vec::new(), Vec::new(), Vec::new());
         let mut started = 0;
-        for rep in 0..REPS {
+        for rep in 0..reps() {
             let mut p = policy::by_name(name, 1, GaConfig::default()).expect("a policy");
             let t = Instant::now();
-            let jobs = snapshot::collect(q, clock, 60_000 + rep as i64 * 1000, procs);
+            let jobs = snapshot::collect(q, 60_000 + rep as i64 * 1000, procs);
             let snap = jobs.snapshot(60 + rep as i64, procs);
             let t1 = Instant::now();
-            let d = p.decide(&snap);
-            let order = p.order(&snap);
+            let (d, order) = p.decide_and_order(&snap);
             let ids: Vec<u64> = d.start.iter().filter_map(|s| jobs.id_of(*s)).collect();
-            let kept: Vec<u64> = order
-                .iter()
-                .filter_map(|s| jobs.waiting_id_of(*s))
-                .collect();
+            let kept: Vec<u64> = jobs.waiting_ids_at(&order);
             let t2 = Instant::now();
             assert_eq!(ids.len(), d.start.len());
             std::hint::black_box(kept);
@@ -200,12 +205,18 @@ fn decisions(q: &mut Queue, procs: u32, what: &str) {
             totals.push(t2 - t);
         }
         let total = median(totals);
-        let verdict = if *name == "ga" {
-            "(budget)"
-        } else if total <= Duration::from_millis(10) {
-            "met"
+        // Every policy within 10 ms; the GA, which searches until its budget is
+        // spent, within its budget and the snapshot.
+        let target = if *name == "ga" {
+            GaConfig::default().budget + median(snaps.clone())
         } else {
-            "MISSED"
+            Duration::from_millis(10)
+        };
+        let verdict = match (total <= target, *name == "ga") {
+            (true, false) => "met",
+            (true, true) => "met (its budget)",
+            (false, false) => "MISSED",
+            (false, true) => "MISSED (over its budget)",
         };
         println!(
             "| {name} | {:.2} | {:.2} | {:.2} | {started} | {verdict} |",

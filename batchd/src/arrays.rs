@@ -65,7 +65,7 @@ impl Window {
     /// The room of every array in `q` on a market of `procs` processors.
     pub fn of(q: &Queue, procs: u32) -> Window {
         let mut busy: HashMap<u64, u32> = HashMap::new();
-        for j in q.index.holding.values().filter_map(|id| q.jobs.get(id)) {
+        for j in q.index.holding.values().filter_map(|h| q.jobs.get(&h.id)) {
             if let Some((a, _)) = j.rec.array
                 && matches!(j.rec.state, JobState::Running | JobState::Suspended)
             {

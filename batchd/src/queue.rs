@@ -179,6 +179,21 @@ impl Queue {
         self.jobs.insert(job.rec.id, job);
     }
 
+    /// The clock the queue decides on (its epoch and tick).
+    pub fn clock(&self) -> crate::sched::clock::Clock {
+        self.index.clock()
+    }
+
+    /// Sets the clock the queue decides on, filing every job again (a policy
+    /// entry's submission time is the first tick at or after it).
+    pub fn set_clock(&mut self, clock: crate::sched::clock::Clock) {
+        self.index.set_clock(clock);
+        let ids: Vec<u64> = self.order.values().copied().collect();
+        for id in ids {
+            self.touched(id);
+        }
+    }
+
     /// Files job `id` under its state now: called after every change of a
     /// job's record, so the decision's [`index::Index`] stays true.
     pub fn touched(&mut self, id: u64) {
@@ -322,12 +337,17 @@ impl Queue {
 
 impl Queue {
     /// The live queue as the store's `loaded` rows make it (at start, and when a
-    /// follower takes the lease over), and the debits still to deliver.
-    pub fn from_loaded(loaded: crate::store::Loaded) -> (Queue, Vec<crate::store::PendingDebit>) {
+    /// follower takes the lease over), deciding on a clock of `tick` from the
+    /// stored epoch, and the debits still to deliver.
+    pub fn from_loaded(
+        loaded: crate::store::Loaded,
+        tick: std::time::Duration,
+    ) -> (Queue, Vec<crate::store::PendingDebit>) {
         let mut queue = Queue {
             epoch_ms: loaded.epoch_ms,
             ..Queue::default()
         };
+        queue.set_clock(crate::sched::clock::Clock::new(loaded.epoch_ms, tick));
         // An array's spec is decoded once for all its tasks.
         let mut arrays: std::collections::HashMap<u64, Arc<JobSpec>> = Default::default();
         for rec in loaded.jobs {

@@ -81,7 +81,7 @@ pub async fn open(cfg: Config) -> Result<Opened, StartError> {
         .ok_or_else(|| StartError::NoIdentity(cfg.tls.cert.display().to_string()))?;
     let (store, loaded) = Store::open_at(&cfg.location, cfg.max_batch, crate::unix_now_ms())?;
     let reader = Reader::open_at(&cfg.location)?;
-    let (queue, pending_debits) = Queue::from_loaded(loaded);
+    let (queue, pending_debits) = Queue::from_loaded(loaded, cfg.tick);
     tracing::info!(jobs = queue.jobs.len(), store = %cfg.location, policy = %cfg.policy, epoch_ms = queue.epoch_ms, "queue opened");
     let (commands, commands_rx) = tokio::sync::mpsc::unbounded_channel();
     let (journal, journal_rx) = tokio::sync::mpsc::unbounded_channel();

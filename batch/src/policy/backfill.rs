@@ -104,13 +104,26 @@ impl Profile {
 
 /// Starts jobs from `snap.queued` in `order` (indices into `snap.queued`) under `mode`.
 pub fn schedule(snap: &Snapshot<'_>, order: &[usize], mode: Backfill) -> Decision {
-    match mode {
-        Backfill::Conservative => conservative(snap, order),
-        _ => easy(snap, order, mode == Backfill::Easy),
-    }
+    schedule_at(snap, order, mode).0
 }
 
-fn easy(snap: &Snapshot<'_>, order: &[usize], backfill: bool) -> Decision {
+/// As [`schedule`], with the positions in `snap.queued` of the jobs it starts (in the
+/// order of `Decision::start`), so a policy pricing them need not look them up.
+pub fn schedule_at(snap: &Snapshot<'_>, order: &[usize], mode: Backfill) -> (Decision, Vec<usize>) {
+    let mut started = Vec::new();
+    let d = match mode {
+        Backfill::Conservative => conservative(snap, order, &mut started),
+        _ => easy(snap, order, mode == Backfill::Easy, &mut started),
+    };
+    (d, started)
+}
+
+fn easy(
+    snap: &Snapshot<'_>,
+    order: &[usize],
+    backfill: bool,
+    started: &mut Vec<usize>,
+) -> Decision {
     let now = snap.now;
     let mut free = snap.free() as i64;
     let mut ends: Vec<(i64, i64)> = snap
@@ -129,6 +142,7 @@ fn easy(snap: &Snapshot<'_>, order: &[usize], backfill: bool) -> Decision {
         free -= w;
         ends.push((now + q.remaining_estimate(), w));
         d.start.push(q.job.id);
+        started.push(order[k]);
         k += 1;
     }
     if k == order.len() {
@@ -164,12 +178,13 @@ fn easy(snap: &Snapshot<'_>, order: &[usize], backfill: bool) -> Decision {
                 extra -= w;
             }
             d.start.push(q.job.id);
+            started.push(i);
         }
     }
     d
 }
 
-fn conservative(snap: &Snapshot<'_>, order: &[usize]) -> Decision {
+fn conservative(snap: &Snapshot<'_>, order: &[usize], started: &mut Vec<usize>) -> Decision {
     let mut profile = Profile::from_snapshot(snap);
     let mut d = Decision::default();
     // The narrowest job from each position on: once fewer processors are free now,
@@ -190,6 +205,7 @@ fn conservative(snap: &Snapshot<'_>, order: &[usize]) -> Decision {
         profile.reserve(t, dur, q.job.width);
         if t == snap.now {
             d.start.push(q.job.id);
+            started.push(i);
         } else if d.reserved.is_none() {
             d.reserved = Some((q.job.id, t));
         }
@@ -197,18 +213,24 @@ fn conservative(snap: &Snapshot<'_>, order: &[usize]) -> Decision {
     d
 }
 
-/// Indices of `snap.queued` sorted by `key` (ties by arrival, then id).
+/// Indices of `snap.queued` sorted by `key` (ties by arrival, then id). Each job's key
+/// and arrival are gathered once, side by side, so the sort compares neighbours in
+/// memory instead of visiting the jobs; a queue already in that order (a sweep's tasks,
+/// all alike) sorts in one pass.
 pub fn order_by<K: PartialOrd>(snap: &Snapshot<'_>, key: impl Fn(usize) -> K) -> Vec<usize> {
-    let keys: Vec<K> = (0..snap.queued.len()).map(&key).collect();
-    let mut idx: Vec<usize> = (0..snap.queued.len()).collect();
-    idx.sort_by(|&a, &b| {
-        keys[a]
-            .partial_cmp(&keys[b])
+    let mut keyed: Vec<(K, i64, JobId, usize)> = snap
+        .queued
+        .iter()
+        .enumerate()
+        .map(|(i, q)| (key(i), q.job.submit, q.job.id, i))
+        .collect();
+    keyed.sort_by(|a, b| {
+        a.0.partial_cmp(&b.0)
             .unwrap_or(std::cmp::Ordering::Equal)
-            .then(snap.queued[a].job.submit.cmp(&snap.queued[b].job.submit))
-            .then(snap.queued[a].job.id.cmp(&snap.queued[b].job.id))
+            .then(a.1.cmp(&b.1))
+            .then(a.2.cmp(&b.2))
     });
-    idx
+    keyed.into_iter().map(|k| k.3).collect()
 }
 
 /// The id of `snap.queued[i]`.

@@ -5,7 +5,7 @@
 //! start, it is swapped with a running job (not preempted before) if running them in the
 //! swapped order gives more utility, the batch paper's pairwise rule.
 
-use super::backfill::{Backfill, order_by, schedule};
+use super::backfill::{Backfill, order_by, schedule_at};
 use super::{Decision, Policy, Queued, Snapshot};
 use crate::job::JobId;
 use crate::utility::Micros;
@@ -59,6 +59,39 @@ impl FirstPrice {
     }
 }
 
+impl FirstPrice {
+    /// The queue's bids now, and its positions by bid (highest first).
+    fn ranked(snap: &Snapshot<'_>) -> (Vec<Micros>, Vec<usize>) {
+        let bids: Vec<Micros> = snap.queued.iter().map(|q| bid(q, snap.now)).collect();
+        let order = order_by(snap, |i| std::cmp::Reverse(bids[i]));
+        (bids, order)
+    }
+
+    /// The decision over `snap` given its `bids` and the queue in `order`.
+    fn decide_in(&self, snap: &Snapshot<'_>, bids: &[Micros], order: &[usize]) -> Decision {
+        let (mut d, started) = match self.preempt.then(|| self.swap(snap, order)).flatten() {
+            Some((victim, head)) => {
+                // Schedule as if the victim had left: the head first, then the rest.
+                let mut reduced = snap.clone();
+                reduced.running.retain(|r| r.job.id != victim);
+                let mut order2 = vec![head];
+                order2.extend(order.iter().copied().filter(|&i| i != head));
+                let (mut d, started) = schedule_at(&reduced, &order2, Backfill::Easy);
+                d.suspend.push(victim);
+                (d, started)
+            }
+            None => schedule_at(snap, order, Backfill::Easy),
+        };
+        d.rates = d
+            .start
+            .iter()
+            .zip(started)
+            .map(|(&id, i)| (id, bids[i].max(0)))
+            .collect();
+        d
+    }
+}
+
 impl Policy for FirstPrice {
     fn name(&self) -> String {
         if self.preempt {
@@ -69,35 +102,16 @@ impl Policy for FirstPrice {
     }
 
     fn decide(&mut self, snap: &Snapshot<'_>) -> Decision {
-        let now = snap.now;
-        let bids: Vec<Micros> = snap.queued.iter().map(|q| bid(q, now)).collect();
-        let order = order_by(snap, |i| std::cmp::Reverse(bids[i]));
-        let mut d = match self.preempt.then(|| self.swap(snap, &order)).flatten() {
-            Some((victim, head)) => {
-                // Schedule as if the victim had left: the head first, then the rest.
-                let mut reduced = snap.clone();
-                reduced.running.retain(|r| r.job.id != victim);
-                let mut order2 = vec![head];
-                order2.extend(order.iter().copied().filter(|&i| i != head));
-                let mut d = schedule(&reduced, &order2, Backfill::Easy);
-                d.suspend.push(victim);
-                d
-            }
-            None => schedule(snap, &order, Backfill::Easy),
-        };
-        d.rates = d
-            .start
-            .iter()
-            .filter_map(|&id| {
-                let i = snap.queued.iter().position(|q| q.job.id == id)?;
-                Some((id, bids[i].max(0)))
-            })
-            .collect();
-        d
+        let (bids, order) = Self::ranked(snap);
+        self.decide_in(snap, &bids, &order)
     }
 
-    fn order(&self, snap: &Snapshot<'_>) -> Vec<crate::job::JobId> {
-        let bids: Vec<Micros> = snap.queued.iter().map(|q| bid(q, snap.now)).collect();
-        super::ids_by(snap, |i| std::cmp::Reverse(bids[i]))
+    fn order_at(&self, snap: &Snapshot<'_>) -> Vec<usize> {
+        Self::ranked(snap).1
+    }
+
+    fn decide_and_order(&mut self, snap: &Snapshot<'_>) -> (Decision, Vec<usize>) {
+        let (bids, order) = Self::ranked(snap);
+        (self.decide_in(snap, &bids, &order), order)
     }
 }

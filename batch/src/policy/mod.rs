@@ -109,20 +109,28 @@ pub trait Policy {
     /// Decide what to do now.
     fn decide(&mut self, snap: &Snapshot<'_>) -> Decision;
     /// The waiting jobs in the order this policy considers them now (most eligible
-    /// first), for showing a queue to its users. The simulator never asks, so a
-    /// policy that orders lazily pays for it only in a live queue. By arrival unless
-    /// the policy orders otherwise.
-    fn order(&self, snap: &Snapshot<'_>) -> Vec<JobId> {
-        snap.queued.iter().map(|q| q.job.id).collect()
+    /// first), as positions in `snap.queued`, for showing a queue to its users. The
+    /// simulator never asks, so a policy that orders lazily pays for it only in a
+    /// live queue. By arrival unless the policy orders otherwise.
+    fn order_at(&self, snap: &Snapshot<'_>) -> Vec<usize> {
+        (0..snap.queued.len()).collect()
     }
-}
 
-/// The ids of `snap`'s waiting jobs ordered by `key` (ties by arrival).
-pub(crate) fn ids_by<K: PartialOrd>(snap: &Snapshot<'_>, key: impl Fn(usize) -> K) -> Vec<JobId> {
-    backfill::order_by(snap, key)
-        .into_iter()
-        .map(|i| snap.queued[i].job.id)
-        .collect()
+    /// [`Policy::order_at`] as job ids.
+    fn order(&self, snap: &Snapshot<'_>) -> Vec<JobId> {
+        self.order_at(snap)
+            .into_iter()
+            .map(|i| snap.queued[i].job.id)
+            .collect()
+    }
+
+    /// [`Policy::decide`] and [`Policy::order_at`] of one snapshot, as a live queue
+    /// asks for both at each decision: a policy that ranks the whole queue to decide
+    /// does it once for both.
+    fn decide_and_order(&mut self, snap: &Snapshot<'_>) -> (Decision, Vec<usize>) {
+        let d = self.decide(snap);
+        (d, self.order_at(snap))
+    }
 }
 
 /// Every policy by name, for the command line. `ga_budget` applies to `ga`.

@@ -2,7 +2,7 @@
 //! the earliest job of the highest non-empty queue is most eligible, EASY backfilling
 //! within that order, and each queue charges its own rate per processor-hour.
 
-use super::backfill::{Backfill, order_by, schedule};
+use super::backfill::{Backfill, order_by, schedule_at};
 use super::{Decision, Policy, Snapshot};
 use crate::utility::{MICROS_PER_CREDIT, Micros};
 
@@ -26,24 +26,16 @@ impl Default for PrioFifo {
     }
 }
 
-impl Policy for PrioFifo {
-    fn name(&self) -> String {
-        "priofifo".into()
-    }
-
-    fn decide(&mut self, snap: &Snapshot<'_>) -> Decision {
-        let order = order_by(snap, |i| snap.queued[i].job.queue);
-        let mut d = schedule(snap, &order, Backfill::Easy);
+impl PrioFifo {
+    /// The decision over `snap` with its queue in `order`.
+    fn decide_in(&self, snap: &Snapshot<'_>, order: &[usize]) -> Decision {
+        let (mut d, started) = schedule_at(snap, order, Backfill::Easy);
         d.rates = d
             .start
             .iter()
-            .map(|&id| {
-                let q = snap
-                    .queued
-                    .iter()
-                    .find(|q| q.job.id == id)
-                    .map(|q| q.job.queue);
-                let qi = q.unwrap_or(0) as usize;
+            .zip(started)
+            .map(|(&id, i)| {
+                let qi = snap.queued[i].job.queue as usize;
                 let rate = self
                     .rates
                     .get(qi)
@@ -55,8 +47,23 @@ impl Policy for PrioFifo {
             .collect();
         d
     }
+}
 
-    fn order(&self, snap: &Snapshot<'_>) -> Vec<crate::job::JobId> {
-        super::ids_by(snap, |i| snap.queued[i].job.queue)
+impl Policy for PrioFifo {
+    fn name(&self) -> String {
+        "priofifo".into()
+    }
+
+    fn decide(&mut self, snap: &Snapshot<'_>) -> Decision {
+        self.decide_in(snap, &self.order_at(snap))
+    }
+
+    fn order_at(&self, snap: &Snapshot<'_>) -> Vec<usize> {
+        order_by(snap, |i| snap.queued[i].job.queue)
+    }
+
+    fn decide_and_order(&mut self, snap: &Snapshot<'_>) -> (Decision, Vec<usize>) {
+        let order = self.order_at(snap);
+        (self.decide_in(snap, &order), order)
     }
 }

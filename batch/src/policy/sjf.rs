@@ -14,11 +14,15 @@ impl Policy for Sjf {
     }
 
     fn decide(&mut self, snap: &Snapshot<'_>) -> Decision {
-        let order = order_by(snap, |i| snap.queued[i].remaining_estimate());
-        schedule(snap, &order, Backfill::Easy)
+        schedule(snap, &self.order_at(snap), Backfill::Easy)
     }
 
-    fn order(&self, snap: &Snapshot<'_>) -> Vec<crate::job::JobId> {
-        super::ids_by(snap, |i| snap.queued[i].remaining_estimate())
+    fn order_at(&self, snap: &Snapshot<'_>) -> Vec<usize> {
+        order_by(snap, |i| snap.queued[i].remaining_estimate())
+    }
+
+    fn decide_and_order(&mut self, snap: &Snapshot<'_>) -> (Decision, Vec<usize>) {
+        let order = self.order_at(snap);
+        (schedule(snap, &order, Backfill::Easy), order)
     }
 }

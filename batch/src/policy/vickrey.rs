@@ -13,6 +13,11 @@
 //! gives a bid that never rises while the job waits) and computes a bid only when its bound
 //! could reach the line. A decision costs the running jobs plus the few waiting jobs near
 //! the top, not the whole queue.
+//!
+//! A live queue asks for the decision and the order at once
+//! ([`Policy::decide_and_order`]); the order ranks every waiting job anyway, so the
+//! descent then walks that ranking merged with the running jobs' (the same sequence a
+//! heap of them all would give) and keeps no bounds.
 
 mod bounds;
 
@@ -69,6 +74,101 @@ impl Policy for Vickrey {
     }
 
     fn decide(&mut self, snap: &Snapshot<'_>) -> Decision {
+        self.decide_with(snap, None)
+    }
+
+    fn order_at(&self, snap: &Snapshot<'_>) -> Vec<usize> {
+        order_by_bid(snap, &bids(snap))
+    }
+
+    fn decide_and_order(&mut self, snap: &Snapshot<'_>) -> (Decision, Vec<usize>) {
+        // The order ranks every waiting job, as the descent does: rank them once, and
+        // descend that ranking merged with the running jobs'.
+        let bids = bids(snap);
+        let order = order_by_bid(snap, &bids);
+        let d = self.decide_with(snap, Some((&bids, &order)));
+        (d, order)
+    }
+}
+
+/// The ranking a decision descends: a heap of the running and (all at once or
+/// lazily) the waiting jobs, or the running jobs' ranks merged with the waiting
+/// jobs' already ranked (their bids, and their positions by bid).
+enum Ranking<'r> {
+    Heap(BinaryHeap<Rank>),
+    Merged {
+        /// The running jobs' ranks, highest first, and the next one's place.
+        running: Vec<Rank>,
+        r: usize,
+        bids: &'r [Micros],
+        order: &'r [usize],
+        /// The next waiting job's place in `order`.
+        q: usize,
+    },
+}
+
+impl Ranking<'_> {
+    /// The highest rank not yet taken.
+    fn next(&mut self, snap: &Snapshot<'_>) -> Option<Rank> {
+        match self {
+            Ranking::Heap(heap) => heap.pop(),
+            Ranking::Merged {
+                running,
+                r,
+                bids,
+                order,
+                q,
+            } => {
+                let waiting = order.get(*q).map(|&i| {
+                    let j = snap.queued[i].job;
+                    (
+                        bids[i],
+                        false,
+                        Reverse(j.submit),
+                        Reverse(j.id),
+                        Slot::Queued(i),
+                    )
+                });
+                match (running.get(*r), waiting) {
+                    (Some(&a), Some(b)) if a < b => {
+                        *q += 1;
+                        Some(b)
+                    }
+                    (Some(&a), _) => {
+                        *r += 1;
+                        Some(a)
+                    }
+                    (None, b) => {
+                        *q += 1;
+                        b
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every waiting job's bid now.
+fn bids(snap: &Snapshot<'_>) -> Vec<Micros> {
+    snap.queued
+        .iter()
+        .map(|q| q.job.bid_at(snap.now, q.remaining_estimate()))
+        .collect()
+}
+
+/// Positions in `snap.queued` by `bids`, highest first, as the descent ranks them.
+fn order_by_bid(snap: &Snapshot<'_>, bids: &[Micros]) -> Vec<usize> {
+    super::backfill::order_by(snap, |i| Reverse(bids[i]))
+}
+
+impl Vickrey {
+    /// The decision over `snap`, given the waiting jobs already ranked (their bids now
+    /// and their positions by bid) if they are.
+    fn decide_with(
+        &mut self,
+        snap: &Snapshot<'_>,
+        ranked: Option<(&[Micros], &[usize])>,
+    ) -> Decision {
         let now = snap.now;
         // Highest bid first; among equal bids running jobs stay, then earlier arrivals.
         let running = snap.running.iter().enumerate().map(|(i, r)| {
@@ -84,10 +184,25 @@ impl Policy for Vickrey {
         // Running what fits descends most of a short queue anyway: rank it all at once.
         // Stopping at the first misfit descends a little of a queue that grows: rank the
         // waiting jobs lazily, through their bounds.
-        let lazy = self.lazy;
-        let mut heap: BinaryHeap<Rank> = if lazy {
+        // Ranked already, they are merged in as the descent reaches them; the bounds,
+        // not kept up by this decision, start afresh at the next lazy one.
+        let lazy = self.lazy && ranked.is_none();
+        let mut ranking = if let Some((bids, order)) = ranked {
+            if self.lazy {
+                self.bounds = bounds::Bounds::default();
+            }
+            let mut running: Vec<Rank> = running.collect();
+            running.sort_unstable_by(|a, b| b.cmp(a));
+            Ranking::Merged {
+                running,
+                r: 0,
+                bids,
+                order,
+                q: 0,
+            }
+        } else if lazy {
             self.bounds.sync(snap);
-            running.collect()
+            Ranking::Heap(running.collect())
         } else {
             let queued = snap.queued.iter().enumerate().map(|(i, q)| {
                 let bid = q.job.bid_at(now, q.remaining_estimate());
@@ -99,7 +214,7 @@ impl Policy for Vickrey {
                     Slot::Queued(i),
                 )
             });
-            running.chain(queued).collect()
+            Ranking::Heap(running.chain(queued).collect())
         };
         // Descend the ranking: a job runs if it fits in what is left. Geweke's scheduler
         // stops at the first job that does not fit; with `fill` the descent goes on and
@@ -110,7 +225,7 @@ impl Policy for Vickrey {
         let mut starts: Vec<usize> = Vec::new();
         let mut price = None;
         loop {
-            if lazy {
+            if lazy && let Ranking::Heap(heap) = &mut ranking {
                 let line = heap.peek().map(|r| (r.0, r.1, r.2, r.3));
                 self.bounds.pull(snap, line, &mut |bid, i| {
                     let q = &snap.queued[i];
@@ -118,7 +233,7 @@ impl Policy for Vickrey {
                     heap.push((bid, false, id.0, id.1, Slot::Queued(i)));
                 });
             }
-            let Some((b, _, _, _, slot)) = heap.pop() else {
+            let Some((b, _, _, _, slot)) = ranking.next(snap) else {
                 break;
             };
             let w = match slot {
@@ -157,15 +272,5 @@ impl Policy for Vickrey {
                 .collect(),
             ..Decision::default()
         }
-    }
-
-    fn order(&self, snap: &Snapshot<'_>) -> Vec<JobId> {
-        // Highest bid first, as the descent ranks them.
-        let bids: Vec<Micros> = snap
-            .queued
-            .iter()
-            .map(|q| q.job.bid_at(snap.now, q.remaining_estimate()))
-            .collect();
-        super::ids_by(snap, |i| Reverse(bids[i]))
     }
 }

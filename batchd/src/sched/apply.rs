@@ -26,28 +26,40 @@ pub fn per_hour(per_minute: i64) -> i64 {
 impl Sched {
     /// One decision, at `tick_ms` (a tick, or the end it gives the processors of):
     /// snapshot, policy, apply. Starts and suspensions are recorded at that instant
-    /// (the policy's `since` and work done), however late the decision runs.
-    pub(super) async fn decide(&mut self, clock: super::clock::Clock, tick_ms: i64) {
+    /// (the policy's `since` and work done), however late the decision runs. The
+    /// policy decides over entries borrowed from the queue, so the queue stays
+    /// locked while it does (a decision is work on memory, milliseconds, with no
+    /// waiting in it); what it decided is applied after.
+    pub(super) async fn decide(&mut self, tick_ms: i64) {
         let now_ms = crate::unix_now_ms();
         let procs = self.shared.market_processors();
-        let (jobs, epoch) = {
+        let (started, epoch, d, suspend, starts, reserved, order) = {
             let q = self.shared.lock_queue();
-            (snapshot::collect(&q, clock, tick_ms, procs), q.epoch_ms)
-        };
-        if jobs.waiting.is_empty() {
-            return;
-        }
-        let started = std::time::Instant::now();
-        let now = crate::terms::secs(epoch, tick_ms);
-        let (d, order) = {
-            let snap = jobs.snapshot(now, procs);
-            let d = self.policy.decide(&snap);
-            (d, self.policy.order(&snap))
-        };
-        for seq in &d.suspend {
-            if let Some(id) = jobs.id_of(*seq) {
-                self.suspend(id, now_ms).await;
+            let jobs = snapshot::collect(&q, tick_ms, procs);
+            if jobs.waiting.is_empty() {
+                return;
             }
+            let started = std::time::Instant::now();
+            let now = crate::terms::secs(q.epoch_ms, tick_ms);
+            let snap = jobs.snapshot(now, procs);
+            let (d, order) = self.policy.decide_and_order(&snap);
+            let suspend: Vec<u64> = d.suspend.iter().filter_map(|s| jobs.id_of(*s)).collect();
+            let starts: Vec<(u64, Option<i64>)> = d
+                .start
+                .iter()
+                .filter_map(|seq| {
+                    let rate = d.rates.iter().find(|r| r.0 == *seq).map(|r| r.1);
+                    Some((jobs.id_of(*seq)?, rate.or(d.price)))
+                })
+                .collect();
+            let reserved = d
+                .reserved
+                .and_then(|(seq, at)| Some((jobs.id_of(seq)?, at)));
+            let order = jobs.waiting_ids_at(&order);
+            (started, q.epoch_ms, d, suspend, starts, reserved, order)
+        };
+        for id in suspend {
+            self.suspend(id, now_ms).await;
         }
         if let Some(p) = d.price {
             let ids: Vec<u64> = self.runs.keys().copied().collect();
@@ -55,27 +67,16 @@ impl Sched {
                 self.set_rate(id, p, now_ms);
             }
         }
-        for seq in &d.start {
-            let Some(id) = jobs.id_of(*seq) else { continue };
-            let rate = d
-                .rates
-                .iter()
-                .find(|r| r.0 == *seq)
-                .map(|r| r.1)
-                .or(d.price);
+        for (id, rate) in starts {
             self.start(id, rate, now_ms).await;
         }
         let mut q = self.shared.lock_queue();
-        q.policy_order = order
-            .iter()
-            .filter_map(|seq| jobs.waiting_id_of(*seq))
-            .collect();
+        q.policy_order = order;
         // Only the job the last decision reserved for has an estimated start.
         if let Some(j) = q.estimated.take().and_then(|id| q.jobs.get_mut(&id)) {
             j.estimated_start = None;
         }
-        if let Some((seq, at)) = d.reserved
-            && let Some(id) = jobs.id_of(seq)
+        if let Some((id, at)) = reserved
             && let Some(j) = q.jobs.get_mut(&id)
         {
             j.estimated_start = Some(((epoch / 1000) + at).max(0) as u64);

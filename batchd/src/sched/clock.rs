@@ -19,13 +19,25 @@
 use std::time::Duration;
 
 /// Ticks of `tick_ms` counted from `epoch_ms` (UTC milliseconds).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Clock {
     epoch_ms: i64,
     tick_ms: i64,
 }
 
+impl Default for Clock {
+    /// A one-second tick from UTC 0 (a queue not opened from a store).
+    fn default() -> Self {
+        Clock::new(0, Duration::from_secs(1))
+    }
+}
+
 impl Clock {
+    /// Its epoch, UTC ms.
+    pub fn epoch_ms(&self) -> i64 {
+        self.epoch_ms
+    }
+
     /// The clock of a queue opened at `epoch_ms` deciding every `tick`.
     pub fn new(epoch_ms: i64, tick: Duration) -> Self {
         Clock {

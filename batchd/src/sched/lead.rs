@@ -42,7 +42,7 @@ pub(super) async fn merge_arrivals(shared: &Arc<Shared>) {
     let Ok(Ok(loaded)) = read_back(shared).await else {
         return;
     };
-    let (mut read, _) = crate::queue::Queue::from_loaded(loaded);
+    let (mut read, _) = crate::queue::Queue::from_loaded(loaded, shared.cfg.tick);
     let mut q = shared.lock_queue();
     let order: Vec<u64> = read.in_order().map(|j| j.rec.id).collect();
     let mut added = 0;
@@ -79,7 +79,7 @@ pub async fn lead(
             // A follower's answers come from its memory: read the queue again.
             _ = tokio::time::sleep(FOLLOWER_REFRESH.max(shared.cfg.tick)), if shared_db => {
                 if let Ok(Ok(loaded)) = read_back(&shared).await {
-                    *shared.lock_queue() = crate::queue::Queue::from_loaded(loaded).0;
+                    *shared.lock_queue() = crate::queue::Queue::from_loaded(loaded, shared.cfg.tick).0;
                 }
                 continue;
             }
@@ -88,7 +88,7 @@ pub async fn lead(
             let took = std::time::Instant::now();
             match read_back(&shared).await {
                 Ok(Ok(loaded)) => {
-                    let (queue, debits) = crate::queue::Queue::from_loaded(loaded);
+                    let (queue, debits) = crate::queue::Queue::from_loaded(loaded, shared.cfg.tick);
                     tracing::info!(
                         epoch,
                         jobs = queue.jobs.len(),

@@ -163,7 +163,8 @@ pub async fn run(
         heard: VecDeque::new(),
         epoch,
     };
-    let clock = clock::Clock::new(shared.lock_queue().epoch_ms, shared.cfg.tick);
+    // The queue's own clock: its jobs' policy entries were built on it.
+    let clock = shared.lock_queue().clock();
     s.decided = clock.tick_at(crate::unix_now_ms());
     s.ticked = s.decided;
     let mut tick = clock.interval(crate::unix_now_ms());
@@ -204,7 +205,7 @@ pub async fn run(
 impl Sched {
     /// The work of the tick at `tick_ms`, once: settle what a restart left,
     /// release held jobs, charge, decide.
-    async fn on_tick(&mut self, clock: clock::Clock, tick_ms: i64) {
+    async fn on_tick(&mut self, tick_ms: i64) {
         if tick_ms <= self.ticked {
             return;
         }
@@ -217,17 +218,17 @@ impl Sched {
         self.resolve_dependencies().await;
         self.charge_all(false).await;
         self.decided = self.decided.max(tick_ms);
-        self.decide(clock, tick_ms).await;
+        self.decide(tick_ms).await;
     }
 
     /// The decision at the end heard at `end_ms`: the processors it freed are
     /// given out now, not at the next tick. A decision already made at or after
     /// `end_ms` (news that reached the loop after a decision it precedes, by a
     /// hair) moves it to just after that one.
-    async fn on_end(&mut self, clock: clock::Clock, end_ms: i64) {
+    async fn on_end(&mut self, end_ms: i64) {
         let at = end_ms.max(self.decided.saturating_add(1));
         self.decided = at;
-        self.decide(clock, at).await;
+        self.decide(at).await;
     }
 
     /// Handles the ranks' news and the ticks that came due, in the clock's
@@ -269,11 +270,11 @@ impl Sched {
                 // An end's decision, unless the tick due now falls on it.
                 (_, Some(f)) if !(tick_due && f == due) => {
                     self.freed = None;
-                    self.on_end(clock, f).await;
+                    self.on_end(f).await;
                 }
                 _ if tick_due => {
                     self.freed = None;
-                    self.on_tick(clock, due).await;
+                    self.on_tick(due).await;
                 }
                 _ => break,
             }
