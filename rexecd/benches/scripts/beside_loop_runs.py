@@ -53,6 +53,9 @@ TESTS = {
     "one_cpu": "one_cpu::bids_3_and_1_on_one_cpu_keep_it_beside_a_busy_background_loop",
     "pinned": "pinned::pinned_nodes_keep_their_cpus_beside_a_busy_background_loop",
 }
+# Worst error of a job in any interval, points of one CPU: the target. The suite's
+# test guards at 3 (beside.rs, GUARD_POINTS); a run meets the target only within 2.
+TARGET_POINTS = 2.0
 INTERVAL = re.compile(
     r"beside nice (-?\d+): interval (\d+): jobs \[([^\]]*)\] total ([\d.]+) loop ([\d.]+) "
     r"other work ([\d.]+) model \[([^\]]*)\]")
@@ -101,9 +104,12 @@ def shares_runs(binary, test, nice, args, log):
             tally.append((rc == 0, None, None))
             continue
         cpus = found[0][4]
+        worst = max(i[3] for i in found)
+        # The test passes within its guard (3 points); the target is 2, judged here.
+        met = rc == 0 and worst <= TARGET_POINTS
         line = "  ".join(f"{t:.3f}/{lp:.3f}/{o:.2f}/{p:.1f}" for t, lp, o, p, _ in found)
-        print(f"run {k:>2}: {line}  ({settle}){'' if rc == 0 else '  missed'}", flush=True)
-        tally.append((rc == 0, min(i[0] for i in found) / cpus, max(i[3] for i in found)))
+        print(f"run {k:>2}: {line}  ({settle}){'' if met else '  missed'}", flush=True)
+        tally.append((met, min(i[0] for i in found) / cpus, worst))
     met = sum(ok for ok, _, _ in tally)
     totals = [t for _, t, _ in tally if t is not None]
     worst = [w for _, _, w in tally if w is not None]
