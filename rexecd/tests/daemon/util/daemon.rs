@@ -228,6 +228,21 @@ impl Drop for Daemon {
                 return;
             }
         }
+        // A diagnosis may want the daemon's log after the test: REXECD_TEST_KEEP_LOG=DIR
+        // appends it to DIR/<parent>.log (with REXECD_TEST_LOG choosing what it holds).
+        if let Some(dir) = std::env::var_os("REXECD_TEST_KEEP_LOG") {
+            let kept = std::path::Path::new(&dir).join(format!("{}.log", self.parent));
+            if let (Ok(text), Ok(mut out)) = (
+                std::fs::read(self.log_path()),
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&kept),
+            ) {
+                use std::io::Write;
+                let _ = out.write_all(&text);
+            }
+        }
         // Whatever happened in the test, leave no cgroup behind.
         if let Ok(parent) = ParentName::new(&self.parent)
             && cpu_dir(&self.parent).is_some_and(|d| d.exists())
