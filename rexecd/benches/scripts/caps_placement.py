@@ -12,7 +12,8 @@ Run as root on a v1 (hybrid) host with CPUs 0 and 1:
     python3 caps_placement.py --secs 20 --loop --pin    # bid 40 on CPU 0, bid 30 on CPU 1
     python3 caps_placement.py --period 10000 --burst 1  # other periods, burst quota
 
-docs/BENCHMARKS.md ("Where the last bad seconds come from") has the results.
+The results were in docs/BENCHMARKS.md ("Where the last bad seconds come from"),
+now in its history: `git log -p docs/BENCHMARKS.md`.
 """
 import argparse
 import os

@@ -16,8 +16,8 @@ Run as root from the workspace, on a two-CPU v1 or v2 host:
     python3 rexecd/benches/scripts/figure4_runs.py 10 --load
     python3 rexecd/benches/scripts/figure4_runs.py 3 --env REXEC_SHARE_CONTROL=caps
 
-Each run takes about a minute. Results: docs/BENCHMARKS.md ("Headroom of 1%", "A
-real-time placer and 40 ms turns").
+Each run takes about a minute. Results: docs/BENCHMARKS.md ("Figure 4 live, ten
+runs in a row", "Headroom of 1%", "The placer's turns").
 """
 import argparse, os, re, subprocess, sys, time
 

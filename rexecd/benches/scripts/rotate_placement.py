@@ -13,7 +13,8 @@ SCHED_OTHER):
     chrt -f 50 python3 rotate_placement.py --secs 15 --loop
     chrt -f 50 python3 rotate_placement.py --secs 15 --loop --period 0.1
 
-docs/BENCHMARKS.md ("Single threads placed on CPUs") has the results; rexecd's own
+The results were in docs/BENCHMARKS.md ("Single threads placed on CPUs"), now in
+its history (`git log -p docs/BENCHMARKS.md`); rexecd's own
 placement (market::control::placement) splits the smallest job instead, to the same end.
 """
 import argparse, os, subprocess, time
