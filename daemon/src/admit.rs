@@ -55,8 +55,8 @@ pub enum NotAdmitted {
 }
 
 /// Runs the handshake on `tcp` and takes the peer's place under `caps`; a peer
-/// over its cap is sent `refusal(why)` and closed. Logs nothing: each daemon logs
-/// what it wants of a refusal under its own target (its `RUST_LOG` filter).
+/// over its cap is sent `refusal(why)` and closed. Logs nothing: the daemons log a
+/// refusal under their own targets ([`admit_or_return!`]).
 pub async fn admit<R: Serialize>(
     acceptor: &TlsAcceptor,
     tcp: TcpStream,
@@ -76,6 +76,47 @@ pub async fn admit<R: Serialize>(
             Err(NotAdmitted::OverCap(e))
         }
     }
+}
+
+/// Logs why a connection was not admitted, under the calling daemon's own log
+/// target (a macro, so that each daemon's `RUST_LOG` filter keeps applying): a
+/// refused handshake and a peer over its cap, each one line at `info` naming the
+/// remote address `addr`. rexecd, whose sessions start their own way, logs its
+/// refusals with it too.
+///
+/// ```
+/// use daemon::admit::NotAdmitted;
+/// fn refused(addr: std::net::SocketAddr, why: NotAdmitted) {
+///     daemon::log_not_admitted!(addr, why);
+/// }
+/// ```
+#[macro_export]
+macro_rules! log_not_admitted {
+    ($addr:expr, $why:expr) => {
+        match $why {
+            $crate::admit::NotAdmitted::Handshake(e) => {
+                $crate::__tracing::info!(addr = %$addr, error = %e, "TLS handshake refused")
+            }
+            $crate::admit::NotAdmitted::OverCap(e) => {
+                $crate::__tracing::info!(addr = %$addr, "{e}")
+            }
+        }
+    };
+}
+
+/// Admits a connection with [`admit`], or logs why not ([`log_not_admitted!`]) and
+/// returns from the calling function (a connection task returning `()`).
+#[macro_export]
+macro_rules! admit_or_return {
+    ($addr:expr, $admission:expr) => {
+        match $admission {
+            Ok(admitted) => admitted,
+            Err(why) => {
+                $crate::log_not_admitted!($addr, why);
+                return;
+            }
+        }
+    };
 }
 
 /// What the next read of an admitted connection brought ([`next_request`]).
