@@ -226,6 +226,58 @@ mod tests {
         assert!(matches!(got, Incoming::Closed), "{got:?}");
     }
 
+    /// What a `tracing` subscriber writes, kept for the test to read.
+    #[derive(Clone, Default)]
+    struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Log {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    mod caller {
+        /// A daemon's connection task refused over its cap.
+        pub(super) fn refused(why: super::NotAdmitted) {
+            let addr: std::net::SocketAddr = "192.0.2.7:4000".parse().unwrap();
+            crate::admit_or_return!(addr, Err::<(), _>(why));
+            unreachable!("a refusal returns");
+        }
+    }
+
+    #[test]
+    fn a_refusal_is_logged_once_under_the_callers_target_naming_the_address() {
+        let log = Log::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish();
+        let caps = ConnectionCaps::new(1, 8);
+        let ip = "192.0.2.7".parse().unwrap();
+        let _slot = caps.admit_address(ip).unwrap();
+        let over = caps.admit_address(ip).unwrap_err();
+        tracing::subscriber::with_default(subscriber, || {
+            caller::refused(NotAdmitted::OverCap(over))
+        });
+        let said = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(said.lines().count(), 1, "{said}");
+        assert!(
+            said.contains(" INFO daemon::admit::tests::caller:"),
+            "{said}"
+        );
+        assert!(said.contains("addr=192.0.2.7:4000"), "{said}");
+        assert!(
+            said.contains("address 192.0.2.7 already holds 1 connections"),
+            "{said}"
+        );
+    }
+
     #[tokio::test]
     async fn a_peer_over_its_cap_is_told_why_and_a_stranger_is_not_admitted() {
         let pki = TestPki::new();
