@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use certs::{PeerIdentity, ReloadableAcceptor, TlsPaths};
 use daemon::ConnectionCaps;
-use daemon::admit::{Admitted, FrameLimits, Incoming, NotAdmitted, admit, next_request};
+use daemon::admit::{Admitted, FrameLimits, Incoming, admit, next_request};
 use daemon::serve::{AcceptLimits, Gate};
 use proto::FrameError;
 use proto::account::{
@@ -290,17 +290,10 @@ impl Connection {
             max_request: self.max_request,
             max_reply: self.max_frame,
         };
-        let admitted = match admit(&self.acceptor, tcp, &self.caps, limits, turned_away).await {
-            Ok(admitted) => admitted,
-            Err(NotAdmitted::Handshake(e)) => {
-                tracing::warn!(%addr, error = %e, "TLS handshake refused");
-                return;
-            }
-            Err(NotAdmitted::OverCap(e)) => {
-                tracing::debug!(%addr, "{e}");
-                return;
-            }
-        };
+        let admitted = daemon::admit_or_return!(
+            addr,
+            admit(&self.acceptor, tcp, &self.caps, limits, turned_away).await
+        );
         let Admitted {
             mut framed,
             peer,

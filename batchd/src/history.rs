@@ -5,7 +5,8 @@
 //! in seconds after its submission, for a job that ran to its end (state
 //! `Finished`, whatever its exit code), and 0 for a cancelled or failed one, which
 //! delivered nothing. A rate bid is the constant utility it stands for
-//! ([`crate::terms::utility`]). Users see their own jobs, admins anyone's.
+//! ([`crate::terms::utility`], built once as the job enters the queue). Users
+//! see their own jobs, admins anyone's.
 
 use certs::PeerIdentity;
 use proto::batch::{BatchError, BatchErrorCode, BatchReply, JobState};
@@ -18,17 +19,16 @@ use crate::queue::Job;
 /// The utility job `j` achieved, micro-credits (see the module doc); 0 until it ends.
 pub fn achieved(j: &Job) -> i64 {
     match (j.rec.state, j.rec.ended_ms) {
-        (JobState::Finished, Some(end)) => {
-            let t = (end - j.rec.submitted_ms).div_euclid(1000);
-            crate::terms::utility(&j.spec).value_at(t)
-        }
+        (JobState::Finished, Some(end)) => j
+            .utility
+            .value_at(crate::terms::secs(j.rec.submitted_ms, end)),
         _ => 0,
     }
 }
 
 /// The most utility job `j` could achieve (completing at once), micro-credits.
 pub fn most(j: &Job) -> i64 {
-    crate::terms::utility(&j.spec).max_value()
+    j.utility.max_value()
 }
 
 fn entry(j: &Job) -> HistoryEntry {
@@ -113,36 +113,15 @@ pub fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proto::batch::{JobSpec, SignedJob, Worth};
+    use crate::queue::fixture::{spec, unsigned};
+    use proto::batch::Worth;
 
     fn job(worth: Worth, state: JobState, submitted_ms: i64, ended_ms: i64) -> Job {
-        let spec = JobSpec {
-            id: JobId(1),
-            user: "alice".into(),
-            argv: vec!["sim".into()],
-            env: vec![],
-            cwd: None,
-            width: 2,
-            length_s: 60,
-            worth,
-            priority: 0,
-            max_attempts: 1,
-            signed_at: 0,
-            expires_at: 1,
-            array: None,
-            after: vec![],
-            options: Default::default(),
-        };
-        let signed = SignedJob {
-            spec: vec![],
-            signature: vec![],
-            cert: vec![],
-        };
         let mut rec =
-            crate::store::JobRecord::queued(0, 1, "alice".into(), signed.into(), submitted_ms);
+            crate::store::JobRecord::queued(0, 1, "alice".into(), unsigned(), submitted_ms);
         rec.state = state;
         rec.ended_ms = Some(ended_ms);
-        Job::new(rec, spec)
+        Job::new(rec, spec(2, 60, worth))
     }
 
     #[test]

@@ -13,6 +13,8 @@ use proto::node::JobId;
 
 use crate::store::JobRecord;
 
+#[cfg(test)]
+pub(crate) mod fixture;
 pub mod index;
 pub mod views;
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use certs::ReloadableAcceptor;
 use daemon::ConnectionCaps;
-use daemon::admit::{Admitted, FrameLimits, Incoming, NotAdmitted, admit, next_request};
+use daemon::admit::{Admitted, FrameLimits, Incoming, admit, next_request};
 use daemon::serve::Gate;
 use proto::batch::{BatchError, BatchErrorCode, BatchRequest, BatchResponse};
 use tokio::io::AsyncWriteExt;
@@ -72,14 +72,10 @@ impl Connection {
             max_reply: proto::DEFAULT_MAX_FRAME,
         };
         let unavailable = |why| refused(0, BatchErrorCode::Unavailable, why);
-        let admitted = match admit(&self.acceptor, tcp, &self.caps, limits, unavailable).await {
-            Ok(admitted) => admitted,
-            Err(NotAdmitted::Handshake(e)) => {
-                tracing::warn!(%addr, error = %e, "TLS handshake refused");
-                return;
-            }
-            Err(NotAdmitted::OverCap(_)) => return,
-        };
+        let admitted = daemon::admit_or_return!(
+            addr,
+            admit(&self.acceptor, tcp, &self.caps, limits, unavailable).await
+        );
         let Admitted {
             mut framed,
             peer,

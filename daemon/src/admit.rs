@@ -55,8 +55,8 @@ pub enum NotAdmitted {
 }
 
 /// Runs the handshake on `tcp` and takes the peer's place under `caps`; a peer
-/// over its cap is sent `refusal(why)` and closed. Logs nothing: each daemon logs
-/// what it wants of a refusal under its own target (its `RUST_LOG` filter).
+/// over its cap is sent `refusal(why)` and closed. Logs nothing: the daemons log a
+/// refusal under their own targets ([`admit_or_return!`]).
 pub async fn admit<R: Serialize>(
     acceptor: &TlsAcceptor,
     tcp: TcpStream,
@@ -76,6 +76,47 @@ pub async fn admit<R: Serialize>(
             Err(NotAdmitted::OverCap(e))
         }
     }
+}
+
+/// Logs why a connection was not admitted, under the calling daemon's own log
+/// target (a macro, so that each daemon's `RUST_LOG` filter keeps applying): a
+/// refused handshake and a peer over its cap, each one line at `info` naming the
+/// remote address `addr`. rexecd, whose sessions start their own way, logs its
+/// refusals with it too.
+///
+/// ```
+/// use daemon::admit::NotAdmitted;
+/// fn refused(addr: std::net::SocketAddr, why: NotAdmitted) {
+///     daemon::log_not_admitted!(addr, why);
+/// }
+/// ```
+#[macro_export]
+macro_rules! log_not_admitted {
+    ($addr:expr, $why:expr) => {
+        match $why {
+            $crate::admit::NotAdmitted::Handshake(e) => {
+                $crate::__tracing::info!(addr = %$addr, error = %e, "TLS handshake refused")
+            }
+            $crate::admit::NotAdmitted::OverCap(e) => {
+                $crate::__tracing::info!(addr = %$addr, "{e}")
+            }
+        }
+    };
+}
+
+/// Admits a connection with [`admit`], or logs why not ([`log_not_admitted!`]) and
+/// returns from the calling function (a connection task returning `()`).
+#[macro_export]
+macro_rules! admit_or_return {
+    ($addr:expr, $admission:expr) => {
+        match $admission {
+            Ok(admitted) => admitted,
+            Err(why) => {
+                $crate::log_not_admitted!($addr, why);
+                return;
+            }
+        }
+    };
 }
 
 /// What the next read of an admitted connection brought ([`next_request`]).
@@ -183,6 +224,58 @@ mod tests {
             next_request::<(u8, String), _>(&mut framed, Duration::from_secs(60), &mut stop);
         let (got, _) = tokio::join!(waiting, async { stop_tx.send(true).unwrap() });
         assert!(matches!(got, Incoming::Closed), "{got:?}");
+    }
+
+    /// What a `tracing` subscriber writes, kept for the test to read.
+    #[derive(Clone, Default)]
+    struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Log {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    mod caller {
+        /// A daemon's connection task refused over its cap.
+        pub(super) fn refused(why: super::NotAdmitted) {
+            let addr: std::net::SocketAddr = "192.0.2.7:4000".parse().unwrap();
+            crate::admit_or_return!(addr, Err::<(), _>(why));
+            unreachable!("a refusal returns");
+        }
+    }
+
+    #[test]
+    fn a_refusal_is_logged_once_under_the_callers_target_naming_the_address() {
+        let log = Log::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish();
+        let caps = ConnectionCaps::new(1, 8);
+        let ip = "192.0.2.7".parse().unwrap();
+        let _slot = caps.admit_address(ip).unwrap();
+        let over = caps.admit_address(ip).unwrap_err();
+        tracing::subscriber::with_default(subscriber, || {
+            caller::refused(NotAdmitted::OverCap(over))
+        });
+        let said = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(said.lines().count(), 1, "{said}");
+        assert!(
+            said.contains(" INFO daemon::admit::tests::caller:"),
+            "{said}"
+        );
+        assert!(said.contains("addr=192.0.2.7:4000"), "{said}");
+        assert!(
+            said.contains("address 192.0.2.7 already holds 1 connections"),
+            "{said}"
+        );
     }
 
     #[tokio::test]

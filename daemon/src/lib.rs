@@ -6,7 +6,8 @@
 //!   service's announcement of itself ([`announce::announce_service`]).
 //! - [`admit`]: a TLS connection's start, handshake, framing and per-identity cap,
 //!   a peer over its cap answered in the daemon's own protocol; then each request
-//!   read ([`admit::next_request`]).
+//!   read ([`admit::next_request`]); a refusal logged once for all of them
+//!   ([`log_not_admitted!`], [`admit_or_return!`]).
 //! - `caps`: [`ConnectionCaps`], per-address and per-identity connection caps.
 //! - [`serve`]: [`serve::Gate`], a daemon's accept loop under its connection limits,
 //!   and [`serve::drain`], the end of it at shutdown.
@@ -41,6 +42,9 @@ pub mod flags;
 mod reload;
 pub mod serve;
 mod start;
+
+#[doc(hidden)]
+pub use tracing as __tracing;
 
 pub use caps::{AddressSlot, CapExceeded, ConnectionCaps, IdentitySlot};
 pub use reload::reload_on_sighup;

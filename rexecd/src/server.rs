@@ -41,6 +41,7 @@ use std::time::Duration;
 
 use certs::{LazyBufReader, ReloadableAcceptor};
 use daemon::ConnectionCaps;
+use daemon::admit::NotAdmitted;
 use daemon::serve::{AcceptLimits, Gate, Refused};
 use proto::Framed;
 use proto::node::{ErrorCode, ErrorReply, FromNode};
@@ -381,7 +382,7 @@ async fn session_of(
     let (mut stream, peer) = match handshake {
         Ok(x) => x,
         Err(e) => {
-            tracing::info!(%remote, error = %e, "TLS handshake failed");
+            daemon::log_not_admitted!(remote, NotAdmitted::Handshake(e));
             return;
         }
     };
@@ -389,7 +390,9 @@ async fn session_of(
         Ok(s) => s,
         Err(e) => {
             shared.meters.refused(ErrorCode::Busy);
-            return turn_away(stream, &remote, e.to_string()).await;
+            let message = e.to_string();
+            daemon::log_not_admitted!(remote, NotAdmitted::OverCap(e));
+            return turn_away(stream, message).await;
         }
     };
     stream.get_mut().0.buffer(READ_BUFFER);
@@ -397,11 +400,10 @@ async fn session_of(
 }
 
 /// Answers an authenticated connection over its identity's cap with `Busy`, and closes it.
-async fn turn_away<S>(stream: S, remote: &str, message: String)
+async fn turn_away<S>(stream: S, message: String)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    tracing::info!(%remote, "{message}");
     let mut framed = Framed::new(stream, proto::DEFAULT_MAX_FRAME);
     let reply = FromNode::Error(ErrorReply::new(ErrorCode::Busy, message));
     let _ = tokio::time::timeout(Duration::from_secs(5), async {

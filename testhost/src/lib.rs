@@ -11,6 +11,8 @@
 //! - [`net`]: ports and multicast groups no other test on this machine uses.
 //! - [`postgres`]: a real PostgreSQL server of the test's own in a temporary
 //!   directory (the ledger's and the queue's second backend).
+//! - [`both`]: one test body proved on both of a store's backends, SQLite and
+//!   PostgreSQL ([`both!`], [`both_async!`]).
 //!
 //! ```
 //! // A suite's own readiness check (here: none) on top of the root check.
@@ -24,6 +26,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod both;
 pub mod net;
 pub mod postgres;
 pub mod user;

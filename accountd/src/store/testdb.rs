@@ -1,38 +1,31 @@
 //! Test ledgers on both backends, so that one set of tests proves both: a
 //! SQLite file in a temporary directory, or a database on a real PostgreSQL
-//! server of the test's own ([`server`], the fixture the end-to-end tests
-//! share, included by path). [`both!`] and [`both_async!`] turn one test body
-//! into a `sqlite` and a `postgres` test.
+//! server of the test's own (`testhost::both`, the fixture the queue's tests
+//! share too). [`both!`] and [`both_async!`] turn one test body into a
+//! `sqlite` and a `postgres` test.
 
+pub use testhost::both::{Kind, Place};
 pub use testhost::postgres as server;
 
 use super::pg::{Cache, Pg, PgConfig};
 use super::rows::Rows;
 use super::{StoreConfig, lite::Lite, schema};
 
-/// Which backend a test runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// SQLite.
-    Lite,
-    /// PostgreSQL.
-    Pg,
-}
+/// A fresh empty ledger; dropping it removes it (and stops its server). The
+/// SQLite file is `l.db` in [`Place::dir`], the database `ledger`.
+pub struct TestDb(Place);
 
-/// A fresh empty ledger; dropping it removes it (and stops its server).
-pub struct TestDb {
-    /// The temporary directory (SQLite's file is `l.db` in it).
-    pub dir: tempfile::TempDir,
-    /// The server, on PostgreSQL.
-    pub server: Option<server::Postgres>,
+impl std::ops::Deref for TestDb {
+    type Target = Place;
+    fn deref(&self) -> &Place {
+        &self.0
+    }
 }
 
 impl TestDb {
     /// An empty ledger on `kind` (schema created).
     pub fn new(kind: Kind) -> TestDb {
-        let dir = tempfile::tempdir().unwrap();
-        let server = (kind == Kind::Pg).then(|| server::Postgres::with_database("ledger"));
-        let db = TestDb { dir, server };
+        let db = TestDb(Place::new(kind, "l.db", "ledger"));
         // Async tests call this on a runtime thread, where the synchronous
         // PostgreSQL client cannot start its own runtime.
         std::thread::scope(|s| s.spawn(|| drop(db.rows())).join().unwrap());
@@ -41,16 +34,11 @@ impl TestDb {
 
     /// The PostgreSQL settings of the ledger (on PostgreSQL).
     pub fn pg_config(&self) -> Option<PgConfig> {
-        self.server.as_ref().map(|s| PgConfig {
-            conninfo: s.conninfo("ledger"),
+        self.conninfo().map(|conninfo| PgConfig {
+            conninfo,
             password_file: None,
             ca: None,
         })
-    }
-
-    /// The SQLite file (meaningless on PostgreSQL).
-    pub fn path(&self) -> std::path::PathBuf {
-        self.dir.path().join("l.db")
     }
 
     /// A new connection to the ledger as rows, each statement its own transaction.
@@ -124,43 +112,4 @@ impl TestDb {
     }
 }
 
-/// Each `fn name(kind) { body }` becomes a module `name` with tests `sqlite`
-/// and `postgres` running the body on that backend.
-macro_rules! both {
-    ($(#[test] fn $name:ident($kind:ident: Kind) $body:block)*) => {$(
-        mod $name {
-            #[allow(unused_imports)]
-            use super::*;
-            fn run($kind: Kind) $body
-            #[test]
-            fn sqlite() {
-                run(Kind::Lite)
-            }
-            #[test]
-            fn postgres() {
-                run(Kind::Pg)
-            }
-        }
-    )*};
-}
-
-/// [`both!`] for async bodies (multi-threaded runtime).
-macro_rules! both_async {
-    ($(#[test] async fn $name:ident($kind:ident: Kind) $body:block)*) => {$(
-        mod $name {
-            #[allow(unused_imports)]
-            use super::*;
-            async fn run($kind: Kind) $body
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn sqlite() {
-                run(Kind::Lite).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-            async fn postgres() {
-                run(Kind::Pg).await
-            }
-        }
-    )*};
-}
-
-pub(crate) use {both, both_async};
+pub(crate) use testhost::{both, both_async};

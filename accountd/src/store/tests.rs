@@ -3,7 +3,7 @@
 use money::MICROS_PER_CREDIT;
 use proto::account::*;
 
-use super::testdb::{Kind, TestDb, both, both_async};
+use super::testdb::{TestDb, both, both_async};
 use super::*;
 
 /// An admin's grant or adjustment of `amount` to `user`.
@@ -334,6 +334,7 @@ both! {
 }
 
 both_async! {
+    workers = 4;
     #[test]
     async fn concurrent_writers_group_commit_exact_balances(kind: Kind) {
         let db = TestDb::new(kind);

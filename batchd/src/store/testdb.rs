@@ -1,44 +1,36 @@
 //! Test queues on both backends, so that one set of tests proves both: a
 //! SQLite file in a temporary directory, or a database on a real PostgreSQL
-//! server of the test's own (the fixture the end-to-end tests share, included
-//! by path as accountd's tests do). [`both_async!`] turns one test body into
-//! a `sqlite` and a `postgres` test.
+//! server of the test's own (`testhost::both`, the fixture the ledger's tests
+//! share too). [`both_async!`] turns one test body into a `sqlite` and a
+//! `postgres` test.
 
-pub use testhost::postgres as server;
+pub use testhost::both::{Kind, Place};
 
 use super::{Location, PgConfig};
 
-/// Which backend a test runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// SQLite.
-    Lite,
-    /// PostgreSQL.
-    Pg,
-}
+/// A place for a queue; dropping it removes it (and stops its server). The
+/// SQLite file is `q.db` in [`Place::dir`], the database `queue`.
+pub struct TestDb(Place);
 
-/// A place for a queue; dropping it removes it (and stops its server).
-pub struct TestDb {
-    /// The temporary directory (SQLite's file is `q.db` in it).
-    pub dir: tempfile::TempDir,
-    /// The server, on PostgreSQL.
-    pub server: Option<server::Postgres>,
+impl std::ops::Deref for TestDb {
+    type Target = Place;
+    fn deref(&self) -> &Place {
+        &self.0
+    }
 }
 
 impl TestDb {
     /// A place for an empty queue on `kind` (nothing created yet).
     pub fn new(kind: Kind) -> TestDb {
-        let dir = tempfile::tempdir().unwrap();
-        let server = (kind == Kind::Pg).then(|| server::Postgres::with_database("queue"));
-        TestDb { dir, server }
+        TestDb(Place::new(kind, "q.db", "queue"))
     }
 
     /// Where the queue is.
     pub fn location(&self) -> Location {
-        match &self.server {
-            None => Location::Sqlite(self.dir.path().join("q.db")),
-            Some(s) => Location::Postgres(PgConfig {
-                conninfo: s.conninfo("queue"),
+        match self.conninfo() {
+            None => Location::Sqlite(self.path()),
+            Some(conninfo) => Location::Postgres(PgConfig {
+                conninfo,
                 password_file: None,
                 ca: None,
             }),
@@ -48,7 +40,7 @@ impl TestDb {
     /// Runs SQL behind the store's back: the SQLite or the PostgreSQL text.
     pub fn exec(&self, lite: &str, pg: &str) {
         match &self.server {
-            None => rusqlite::Connection::open(self.dir.path().join("q.db"))
+            None => rusqlite::Connection::open(self.path())
                 .unwrap()
                 .execute_batch(lite)
                 .unwrap(),
@@ -59,7 +51,7 @@ impl TestDb {
     /// One value a query returns, as text (the same SQL on both).
     pub fn text(&self, sql: &str) -> String {
         match &self.server {
-            None => rusqlite::Connection::open(self.dir.path().join("q.db"))
+            None => rusqlite::Connection::open(self.path())
                 .unwrap()
                 .query_row(sql, [], |r| {
                     r.get_ref(0).map(|v| match v {
@@ -76,24 +68,4 @@ impl TestDb {
     }
 }
 
-/// Each `async fn name(kind) { body }` becomes a module `name` with tests
-/// `sqlite` and `postgres` running the body on that backend.
-macro_rules! both_async {
-    ($(#[test] async fn $name:ident($kind:ident: Kind) $body:block)*) => {$(
-        mod $name {
-            #[allow(unused_imports)]
-            use super::*;
-            async fn run($kind: Kind) $body
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                run(Kind::Lite).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                run(Kind::Pg).await
-            }
-        }
-    )*};
-}
-
-pub(crate) use both_async;
+pub(crate) use testhost::both_async;

@@ -3,7 +3,7 @@
 //! reads by offset, the debit journal keeps what accountd has not taken, and
 //! ranks' usage sums up.
 
-use super::testdb::{Kind, TestDb, both_async};
+use super::testdb::{TestDb, both_async};
 use super::*;
 use proto::batch::SignedJob;
 
@@ -32,6 +32,7 @@ async fn with_job_7(at: &Location) -> Store {
 }
 
 both_async! {
+    workers = 2;
 #[test]
 async fn an_array_is_stored_once_and_its_tasks_come_back_with_it(kind: Kind) {
     let db = TestDb::new(kind);

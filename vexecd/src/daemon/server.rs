@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ::daemon::ConnectionCaps;
-use ::daemon::admit::{Admitted, FrameLimits, Incoming, NotAdmitted, admit, next_request};
+use ::daemon::admit::{Admitted, FrameLimits, Incoming, admit, next_request};
 use ::daemon::serve::{AcceptLimits, Gate};
 use certs::{PeerIdentity, ReloadableAcceptor};
 use proto::select::{
@@ -114,14 +114,8 @@ impl Connection {
             max_reply: MAX_SELECTOR_REPLY,
         };
         let busy = |why| refusal(0, SelectorErrorCode::Busy, why);
-        let admitted = match admit(&acceptor, tcp, &self.caps, limits, busy).await {
-            Ok(admitted) => admitted,
-            Err(NotAdmitted::Handshake(e)) => {
-                tracing::info!(%addr, "TLS handshake refused: {e}");
-                return;
-            }
-            Err(NotAdmitted::OverCap(_)) => return,
-        };
+        let admitted =
+            ::daemon::admit_or_return!(addr, admit(&acceptor, tcp, &self.caps, limits, busy).await);
         let Admitted {
             mut framed,
             peer,

@@ -6,7 +6,7 @@ use proto::account::{AccountOp, AccountReply, Claim, ErrorCode, RankEnd};
 use proto::node::JobId;
 
 use super::*;
-use crate::store::testdb::{Kind, TestDb, both, both_async};
+use crate::store::testdb::{TestDb, both, both_async};
 use crate::store::{Store, lite::Lite, schema};
 
 fn key(attempt: u32, rank: u32, digest: u8) -> Claim {
@@ -198,6 +198,7 @@ both! {
 }
 
 both_async! {
+    workers = 4;
     #[test]
     async fn rank_ends_go_through_the_group_committing_writer(kind: Kind) {
         let db = TestDb::new(kind);
@@ -239,6 +240,7 @@ fn a_ledger_from_before_claims_gets_the_table() {
 }
 
 both_async! {
+    workers = 4;
     #[test]
     async fn claims_go_through_the_group_committing_writer(kind: Kind) {
         let db = TestDb::new(kind);

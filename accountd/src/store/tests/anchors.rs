@@ -12,7 +12,7 @@ use proto::account::{AccountOp, CreateAccount};
 use super::debit;
 use crate::store::anchors::{self, AnchorError, AnchorSettings};
 use crate::store::chain::{self, hex};
-use crate::store::testdb::{Kind, TestDb, both, both_async};
+use crate::store::testdb::{TestDb, both, both_async};
 use crate::store::{Store, audit};
 
 const MAX: i64 = 1_000_000 * MICROS_PER_CREDIT;
@@ -85,6 +85,7 @@ fn rewrite_everything(db: &TestDb) {
 }
 
 both_async! {
+    workers = 4;
     #[test]
     async fn a_rewrite_with_every_hash_recomputed_is_caught_only_by_the_anchors(kind: Kind) {
         let pki = TestPki::new();

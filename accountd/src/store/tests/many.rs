@@ -5,7 +5,7 @@ use money::MICROS_PER_CREDIT;
 use proto::account::*;
 
 use crate::store::Store;
-use crate::store::testdb::{Kind, TestDb, both_async};
+use crate::store::testdb::{TestDb, both_async};
 
 const MAX: i64 = 1_000_000 * MICROS_PER_CREDIT;
 
@@ -25,6 +25,7 @@ fn code(r: &Result<AccountReply, AccountError>) -> ErrorCode {
 }
 
 both_async! {
+    workers = 4;
     #[test]
     async fn writes_queued_together_get_what_each_would_get_alone(kind: Kind) {
         let db = TestDb::new(kind);

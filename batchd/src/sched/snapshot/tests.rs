@@ -4,38 +4,10 @@
 
 use super::*;
 use crate::queue::Job;
+use crate::queue::fixture::{spec, unsigned};
 use crate::sched::clock::Clock;
 use crate::terms::utility;
 use proto::batch::{JobSpec, Worth};
-
-fn spec(width: u32, length_s: u64, worth: Worth) -> JobSpec {
-    JobSpec {
-        id: proto::node::JobId(1),
-        user: "alice".into(),
-        argv: vec!["true".into()],
-        env: vec![],
-        cwd: None,
-        width,
-        length_s,
-        worth,
-        priority: 0,
-        max_attempts: 1,
-        signed_at: 0,
-        expires_at: 1,
-        array: None,
-        after: Vec::new(),
-        options: Default::default(),
-    }
-}
-
-/// A signed job with nothing in it (the tests give the spec decoded).
-fn unsigned() -> std::sync::Arc<proto::batch::SignedJob> {
-    std::sync::Arc::new(proto::batch::SignedJob {
-        spec: vec![],
-        signature: vec![],
-        cert: vec![],
-    })
-}
 
 #[test]
 fn a_rate_is_its_value_over_the_job_and_back() {
