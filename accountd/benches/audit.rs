@@ -15,13 +15,16 @@
 //! audit`.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
+use peak::sampled;
 use testhost::postgres as pgserver;
 
 #[path = "support/ledger.rs"]
 mod ledger;
+#[path = "support/peak.rs"]
+mod peak;
 
 use accountd::store::lite::LiteWriter;
 use accountd::store::schema;
@@ -30,38 +33,6 @@ use certs::testing::TestPki;
 
 const ACCOUNTCTL: &str = env!("CARGO_BIN_EXE_accountctl");
 const TARGET_KIB: u64 = 64 * 1024;
-
-/// Peak memory (`VmHWM`, KiB) of process `pid`, if it still runs.
-fn peak_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-}
-
-/// Runs `cmd` to its end, sampling its peak memory: seconds, peak KiB, output.
-fn sampled(cmd: &mut Command) -> (f64, u64, std::process::Output) {
-    let started = Instant::now();
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run accountctl");
-    let mut peak = 0;
-    while child.try_wait().expect("wait").is_none() {
-        if let Some(p) = peak_kib(child.id()) {
-            peak = peak.max(p);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let secs = started.elapsed().as_secs_f64();
-    (
-        secs,
-        peak,
-        child.wait_with_output().expect("accountctl output"),
-    )
-}
 
 /// Runs the offline audit of the ledger `config` names: seconds, peak KiB.
 fn audit(config: &Path, anchors: &Path, entries: u64) -> (f64, u64) {

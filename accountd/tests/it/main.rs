@@ -14,6 +14,7 @@ mod journal;
 mod ledger;
 mod limits;
 mod migrate_cli;
+mod migrate_memory;
 mod peers;
 mod pg_errors;
 mod projects;

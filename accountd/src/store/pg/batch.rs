@@ -185,7 +185,29 @@ impl<C: GenericClient> Pg<C> {
                 .insert(key.3.to_string(), Some((e.id, e.balance_after, content)));
         }
         if self.pending.entries.id.len() >= MAX_FLUSH {
-            self.flush()?;
+            self.flush_part()?;
+        }
+        Ok(())
+    }
+
+    /// Writes a full part of a long transaction (a migration's copy) and
+    /// forgets the keys of what it wrote: the database answers for them from
+    /// now on, so memory stays bounded however many entries the transaction
+    /// copies. A group commit never gets here (each of its jobs is flushed
+    /// at its savepoint's end, long before [`MAX_FLUSH`] entries), so its
+    /// read ahead and its repeated keys are still answered from memory.
+    fn flush_part(&mut self) -> Result<(), AccountError> {
+        let written: Vec<String> = self
+            .pending
+            .entries
+            .idem
+            .iter()
+            .flatten()
+            .cloned()
+            .collect();
+        self.flush()?;
+        for key in &written {
+            self.pending.keys.remove(key);
         }
         Ok(())
     }
