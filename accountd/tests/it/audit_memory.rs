@@ -4,13 +4,11 @@
 //! audit once did, about 160 bytes each) would make the longer ledger's
 //! audit take many megabytes more.
 
-#[path = "../../benches/support/ledger.rs"]
-mod built;
-
 use accountd::store::lite::LiteWriter;
 use accountd::store::rows::Writer;
 use accountd::store::schema;
 
+use crate::built;
 use crate::support::*;
 
 const SMALL: u64 = 20_000;

@@ -4,6 +4,9 @@
 
 mod anchors_cli;
 mod audit_memory;
+/// The ledger builder the audit benchmark uses, shared with the memory tests.
+#[path = "../../benches/support/ledger.rs"]
+mod built;
 mod config;
 mod conflict;
 mod crash;
@@ -15,6 +18,9 @@ mod ledger;
 mod limits;
 mod migrate_cli;
 mod migrate_memory;
+/// Peak memory of a command, as the audit benchmark measures it.
+#[path = "../../benches/support/peak.rs"]
+mod peak;
 mod peers;
 mod pg_errors;
 mod projects;

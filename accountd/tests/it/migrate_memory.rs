@@ -5,17 +5,13 @@
 //! PostgreSQL writer once did for the whole copy, about 250 bytes each)
 //! would make the longer copy take tens of megabytes more.
 
-#[path = "../../benches/support/ledger.rs"]
-mod built;
-#[path = "../../benches/support/peak.rs"]
-mod peak;
-
 use accountd::store::lite::LiteWriter;
 use accountd::store::rows::Writer;
 use accountd::store::schema;
 
 use crate::pgserver::Postgres;
 use crate::support::*;
+use crate::{built, peak};
 
 const SMALL: u64 = 20_000;
 const LARGE: u64 = 8 * SMALL;
