@@ -129,6 +129,7 @@ impl BatchMarket {
             tls: market.pki.tls_paths(Role::Service, "batchd"),
             dir,
             child: None,
+            netns: None,
         };
         batchd.spawn();
         let m = BatchMarket {
@@ -322,9 +323,31 @@ pub struct Batchd {
     pub tls: TlsPaths,
     dir: PathBuf,
     child: Option<Child>,
+    netns: Option<String>,
 }
 
 impl Batchd {
+    /// Starts an instance with the config file already written at
+    /// `dir/batchd.toml`, certificate `tls`, in a host's network namespace
+    /// (name and address, listening on that address) when given.
+    pub fn start_in(
+        dir: PathBuf,
+        tls: TlsPaths,
+        host: Option<(String, std::net::Ipv4Addr)>,
+    ) -> Batchd {
+        let mut b = Batchd {
+            addr: host
+                .as_ref()
+                .map_or("127.0.0.1:0".into(), |(_, a)| format!("{a}:0")),
+            tls,
+            dir,
+            child: None,
+            netns: host.map(|(ns, _)| ns),
+        };
+        b.spawn();
+        b
+    }
+
     /// Its log.
     pub fn log(&self) -> String {
         fs::read_to_string(self.dir.join("batchd.log")).unwrap_or_default()
@@ -355,6 +378,7 @@ impl Batchd {
             tls: self.tls.clone(),
             dir,
             child: None,
+            netns: None,
         };
         b.spawn();
         b
@@ -386,7 +410,7 @@ impl Batchd {
                 .append(true)
                 .open(self.dir.join("batchd.log"))
                 .expect("cannot open batchd's log");
-            std::process::Command::new(bin("batchd"))
+            crate::netns::command_in(self.netns.as_deref(), bin("batchd"))
                 .arg("--config")
                 .arg(self.dir.join("batchd.toml"))
                 .args(["--listen", &self.addr, "--ready-file"])

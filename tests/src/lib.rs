@@ -9,6 +9,9 @@
 //!   timers ran, or a screenshot.
 //! - [`cluster`]: [`cluster::Cluster`], a PKI plus N daemons and a client
 //!   configuration; stops the daemons and checks cgroups on drop.
+//! - [`fault`]: the whole cluster on network-namespace hosts (two control
+//!   hosts, a database host, three nodes, a client) under faults, with users
+//!   at work, recovery times and the checks after each fault.
 //! - [`market`]: a real accountd, nodes configured to charge through it,
 //!   and reading balances, history, `rexec jobs` and `rexec -v` as users do.
 //! - [`netns`]: hosts in network namespaces on a bridge (multi-host tests).
@@ -46,6 +49,7 @@ pub mod accountd;
 pub mod batch;
 pub mod chromium;
 pub mod cluster;
+pub mod fault;
 pub mod market;
 pub mod netns;
 pub mod node;

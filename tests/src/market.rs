@@ -209,11 +209,11 @@ impl MarketCluster {
     }
 }
 
-fn journal_path(dir: &Path, node: &str) -> PathBuf {
+pub(crate) fn journal_path(dir: &Path, node: &str) -> PathBuf {
     dir.join(format!("{node}.journal"))
 }
 
-fn node_config(o: &MarketOptions, accountd: &str, journal: &Path) -> String {
+pub(crate) fn node_config(o: &MarketOptions, accountd: &str, journal: &Path) -> String {
     format!(
         "[market]\naccountd = {accountd:?}\naccountd_name = \"accountd\"\njournal = {journal:?}\n\
          policy = {:?}\nshare_control = {:?}\nmeter_interval = {:?}\ndebit_interval = {:?}\n\

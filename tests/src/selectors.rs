@@ -119,6 +119,52 @@ pub struct Vexecd {
     netns: Option<String>,
     log: PathBuf,
     child: Option<Child>,
+    args: Vec<std::ffi::OsString>,
+    ready: PathBuf,
+}
+
+/// Starts vexecd `name` with `args` (in namespace `netns` when given), its log
+/// in `log` (appended to when `append`); waits for its ready file.
+fn spawn_vexecd(
+    name: &str,
+    netns: Option<&str>,
+    args: &[std::ffi::OsString],
+    ready: &Path,
+    log: &Path,
+    append: bool,
+) -> (Child, SocketAddr) {
+    let _ = fs::remove_file(ready);
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(log)
+        .expect("cannot create the vexecd log");
+    let mut child = crate::netns::command_in(netns, bin("vexecd"))
+        .args(args)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .expect("cannot start vexecd");
+    let addr = testhost::wait::until(Duration::from_secs(20), || {
+        if let Ok(text) = fs::read_to_string(ready)
+            && let Ok(addr) = text.trim().parse::<SocketAddr>()
+        {
+            return Some(addr);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "vexecd {name} exited with {status}:\n{}",
+                fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        None
+    })
+    .unwrap_or_else(|| panic!("vexecd {name} did not get ready"));
+    (child, addr)
 }
 
 impl Vexecd {
@@ -178,54 +224,58 @@ impl Vexecd {
         let listen = host
             .as_ref()
             .map_or("127.0.0.1:0".to_string(), |(_, a)| format!("{a}:0"));
-        let mut cmd =
-            crate::netns::command_in(host.as_ref().map(|(ns, _)| ns.as_str()), bin("vexecd"));
-        cmd.arg("--config")
-            .arg(&config)
-            .args(["--name", name, "--listen", &listen, "--ready-file"])
-            .arg(&ready)
-            .arg("--ca")
-            .arg(&tls.ca)
-            .arg("--cert")
-            .arg(&tls.cert)
-            .arg("--key")
-            .arg(&tls.key);
+        let mut args: Vec<std::ffi::OsString> = vec!["--config".into(), config.into()];
+        args.extend(["--name", name, "--listen", &listen, "--ready-file"].map(Into::into));
+        args.push(ready.clone().into());
+        for (flag, path) in [
+            ("--ca", &tls.ca),
+            ("--cert", &tls.cert),
+            ("--key", &tls.key),
+        ] {
+            args.extend([flag.into(), path.clone().into_os_string()]);
+        }
         if let Some(crl) = &tls.crl {
-            cmd.arg("--crl").arg(crl);
+            args.extend(["--crl".into(), crl.clone().into_os_string()]);
         }
         if let Some(udp) = udp {
-            cmd.args(["--udp-listen", &udp.to_string()]);
+            args.extend(["--udp-listen".into(), udp.to_string().into()]);
         }
-        let mut child = cmd
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(fs::File::create(&log).expect("cannot create the vexecd log"))
-            .spawn()
-            .expect("cannot start vexecd");
-        let addr = testhost::wait::until(Duration::from_secs(20), || {
-            if let Ok(text) = fs::read_to_string(&ready)
-                && let Ok(addr) = text.trim().parse::<SocketAddr>()
-            {
-                return Some(addr);
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!(
-                    "vexecd {name} exited with {status}:\n{}",
-                    fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-            None
-        })
-        .unwrap_or_else(|| panic!("vexecd {name} did not get ready"));
+        let netns = host.map(|(ns, _)| ns);
+        let (child, addr) = spawn_vexecd(name, netns.as_deref(), &args, &ready, &log, false);
         Vexecd {
             name: name.into(),
             addr,
             tls: pki.tls_paths(Role::User, TEST_USER),
-            netns: host.map(|(ns, _)| ns),
+            netns,
             log,
             child: Some(child),
+            args,
+            ready,
         }
+    }
+
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Starts it again (after a kill) on the same address, with the same flags.
+    pub fn restart(&mut self) {
+        self.kill();
+        let listen = self.addr.to_string();
+        let mut args = self.args.clone();
+        if let Some(i) = args.iter().position(|a| a == "--listen") {
+            args[i + 1] = listen.into();
+        }
+        let (child, _) = spawn_vexecd(
+            &self.name,
+            self.netns.as_deref(),
+            &args,
+            &self.ready,
+            &self.log,
+            true,
+        );
+        self.child = Some(child);
     }
 
     /// SIGKILL it.

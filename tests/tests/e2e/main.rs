@@ -20,6 +20,7 @@ mod discovery;
 mod discovery_proof;
 mod exit_codes;
 mod failures;
+mod fault;
 mod interrupt;
 mod job_control;
 mod launch;
