@@ -188,10 +188,14 @@ async fn single_threaded_jobs_are_placed_while_contended_and_freed_after() {
         seen.len() - apart,
         seen.len()
     );
-    // Split, no job is capped: a cap on the split job made it the one job other work
-    // could not reach (`Book::placement`).
+    // Split, only the split job (the bid of 20) is capped: the pinned ones would
+    // leave their CPU idle under a cap whenever it is not there.
     let caps: Vec<bool> = jobs.iter().map(capped).collect();
-    assert_eq!(caps, [false, false, false], "a split layout runs uncapped");
+    assert_eq!(
+        caps,
+        [false, false, true],
+        "a split layout caps its split job only"
+    );
     // The bid-10 job joins: 0.8 + 0.2 on one CPU, 0.6 + 0.4 on the other.
     jobs.push(start_busy(&daemon, 10, 1).await);
     tokio::time::sleep(Duration::from_secs(2)).await;

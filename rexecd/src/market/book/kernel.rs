@@ -35,9 +35,15 @@ impl Book {
     }
 
     /// Each rank's CFS bandwidth cap (by cgroup id): under closed-loop control, while
-    /// the node is contended, its model allocation scaled to what the jobs reach and
-    /// moved by its lag (see `control::caps`); else none.
+    /// the node is contended, its model allocation scaled to what the jobs reach (see
+    /// `control::caps`); else none.
     pub fn caps(&self, closed_loop: bool) -> Vec<(u64, Option<CpuQuota>)> {
+        self.caps_paying(closed_loop, true)
+    }
+
+    /// [`Self::caps`], with each cap moved by the rank's lag (`pay_lag`) or not: a
+    /// bound at the allocation alone, where the weights divide below it.
+    fn caps_paying(&self, closed_loop: bool, pay_lag: bool) -> Vec<(u64, Option<CpuQuota>)> {
         let model: Vec<f64> = self
             .ranks
             .values()
@@ -48,7 +54,7 @@ impl Book {
             .ranks
             .values()
             .map(|r| {
-                if r.tick_secs > 0.0 {
+                if pay_lag && r.tick_secs > 0.0 {
                     r.share.lag / r.tick_secs
                 } else {
                     0.0
@@ -104,18 +110,25 @@ impl Book {
             })
             .collect();
         // Packed, every rank is capped at its allocation while the layout turns, the
-        // caps paying back lags. Split, none is: each CPU keeps a pinned rank, the
-        // weights and the placer's balance divide it, and a cap on the split rank (at
-        // its allocation times the caps' reach, tried in December) made it the one
-        // rank the other work could not reach: beside a busy loop its interval sat at
-        // exactly its 2-CPU share while the others gave up what the loop took, and the
-        // reach's own noise pushed it 2.6 points under in one quiet run of ten.
-        // Uncapped, twenty quiet runs beside the loop were all within 0.7 points
-        // (docs/BENCHMARKS.md, "Beside a busy background loop").
+        // caps paying back lags. Split, only the split ranks are, and at their
+        // allocation (times the reach) alone: each shares every CPU it visits with a
+        // pinned rank, so its cap never leaves a CPU idle; it bounds what the weights
+        // alone did not, a split rank ahead of its share for whole intervals (issue 41:
+        // 3.8 to 4.3 points of one CPU over 5 s in one run of ten, the loop beside it
+        // starved), and leaves the division below it to the weights, which a cap
+        // that also paid back lags would correct a second time.
         let caps = if packed {
             self.caps(true)
         } else {
-            self.ranks.values().map(|r| (r.cgroup, None)).collect()
+            let split: Vec<u64> = jobs
+                .iter()
+                .filter(|j| !j.slot.is_pinned())
+                .map(|j| j.cgroup)
+                .collect();
+            self.caps_paying(true, false)
+                .into_iter()
+                .map(|(id, c)| (id, c.filter(|_| split.contains(&id))))
+                .collect()
         };
         Some(Placed {
             jobs,

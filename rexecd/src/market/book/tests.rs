@@ -377,13 +377,14 @@ fn contended_single_threaded_jobs_are_placed_split_or_packed() {
     assert!(slot(cgroups[0]).unwrap().is_pinned());
     assert!(slot(cgroups[1]).unwrap().is_pinned());
     assert!(!slot(cgroups[2]).unwrap().is_pinned());
-    // A split layout runs uncapped: the weights and the placer's balance divide it.
-    assert_eq!(placed.caps.len(), 3);
-    assert!(
-        placed.caps.iter().all(|(_, c)| c.is_none()),
-        "{:?}",
-        placed.caps
-    );
+    // A split layout caps the split job only, at its allocation: the pinned ones, alone
+    // on their CPU part of each period, would leave it idle under a cap.
+    let cap = |c: u64| placed.caps.iter().find(|(id, _)| *id == c).unwrap().1;
+    assert_eq!(cap(cgroups[0]), None);
+    assert_eq!(cap(cgroups[1]), None);
+    let split_cap = cap(cgroups[2]).expect("the split job is capped");
+    let cpus = split_cap.quota_us as f64 / split_cap.period_us as f64;
+    assert!((cpus - 0.444).abs() < 0.01, "{split_cap:?}");
     // Each with the model's allocation, which the placer balances them by.
     let allocations: Vec<f64> = placed.jobs.iter().map(|j| j.allocation).collect();
     assert_eq!(allocations.len(), 3);

@@ -11,8 +11,9 @@
 //! what the CPUs have left, in CPU order (McNaughton's wrap-around rule), and each is
 //! **split**: allowed on each CPU it covers, in turn, for the share of every
 //! [`PERIOD`] that its part there is of its allocation. Every CPU keeps a runnable
-//! pinned thread and nothing is capped, so the node's CPU is never idle under the
-//! market.
+//! pinned thread, so the node's CPU is never idle under the market; only a split job
+//! is capped (at its allocation times the caps' reach, a bound), which never idles
+//! a CPU since the pinned job there takes what the cap holds back.
 //!
 //! On each CPU the jobs present divide it by weight, and [`Plan::hints`] gives weights
 //! under which the plan is exact when the split jobs on a CPU are not there at the
