@@ -4,10 +4,6 @@
 //! run an owner dry).
 
 use super::*;
-use crate::sys::sched;
-
-/// The real-time priority of a tick's counter reads: the placer's (the lowest).
-const SAMPLING_PRIORITY: i32 = 1;
 
 impl Market {
     /// Journals a debit for delivery to accountd.
@@ -111,10 +107,6 @@ impl Market {
         let cgroups = self.cgroups.clone();
         let clock = self.idle_clock.clone();
         let sampled = tokio::task::spawn_blocking(move || {
-            // Real-time for the few reads of a tick: beside a market weighted far above
-            // rexecd, an ordinary thread waited up to half a second between two jobs'
-            // counters (see `JobSample::at`).
-            let _prompt = sched::Prompt::enter(SAMPLING_PRIORITY);
             let ranks = ids
                 .into_iter()
                 .filter_map(|(key, id)| {
@@ -127,7 +119,7 @@ impl Market {
                             throttled_ns: s
                                 .throttled
                                 .map(|t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX)),
-                            at: s.at,
+                            at: Instant::now(),
                         },
                     ))
                 })

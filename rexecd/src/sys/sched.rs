@@ -33,30 +33,6 @@ pub fn make_current_thread_normal() -> Result<(), Errno> {
     Errno::result(unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) }).map(drop)
 }
 
-/// The calling thread under `SCHED_FIFO` for as long as this lives, then under
-/// `SCHED_OTHER` again: for a short piece of work that must not wait behind the jobs,
-/// such as reading their counters at a metering tick (a read delayed between two
-/// counters dates one of them wrong). On a pooled thread (tokio's blocking pool) the
-/// thread goes back to the pool as ordinary as it came.
-#[derive(Debug)]
-pub struct Prompt(());
-
-impl Prompt {
-    /// Makes the calling thread real-time at `priority`; `None` where that is refused
-    /// (see [`make_current_thread_realtime`]), the thread unchanged.
-    pub fn enter(priority: i32) -> Option<Prompt> {
-        make_current_thread_realtime(priority)
-            .ok()
-            .map(|()| Prompt(()))
-    }
-}
-
-impl Drop for Prompt {
-    fn drop(&mut self) {
-        let _ = make_current_thread_normal();
-    }
-}
-
 /// The calling thread's scheduling policy (`SCHED_OTHER`, `SCHED_FIFO`, …), and
 /// whether its children start under `SCHED_OTHER` whatever it is
 /// (`SCHED_RESET_ON_FORK`).
@@ -97,19 +73,5 @@ mod tests {
         .unwrap();
         // The test's own thread is untouched.
         assert_eq!(current_policy(), Ok((libc::SCHED_OTHER, false)));
-    }
-
-    #[test]
-    fn a_prompt_thread_is_ordinary_again_when_the_prompt_ends() {
-        std::thread::spawn(|| {
-            let prompt = Prompt::enter(1);
-            if prompt.is_some() {
-                assert_eq!(current_policy(), Ok((libc::SCHED_FIFO, true)));
-            }
-            drop(prompt);
-            assert_eq!(current_policy(), Ok((libc::SCHED_OTHER, false)));
-        })
-        .join()
-        .unwrap();
     }
 }
