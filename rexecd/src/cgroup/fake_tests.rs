@@ -132,8 +132,11 @@ fn v1_weights_usage_threads_and_freezer_files() {
             &format!("{tid} (burn) {state} 1"),
         );
     }
+    let before = std::time::Instant::now();
     let sample = jobs.sample(3).unwrap();
     assert_eq!((sample.runnable, sample.threads), (2, 3));
+    assert_eq!(sample.usage, Duration::from_nanos(42));
+    assert!(sample.at >= before && sample.at <= std::time::Instant::now());
 
     put(&job("cpu", "cgroup.procs"), "100\n");
     put(&job("cpuacct", "cgroup.procs"), "100\n");

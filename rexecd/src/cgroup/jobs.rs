@@ -22,6 +22,11 @@ const FREEZE_WAIT: Duration = Duration::from_millis(200);
 const ROUND_WAIT: Duration = Duration::from_millis(250);
 /// Give up killing after this long.
 const KILL_DEADLINE: Duration = Duration::from_secs(5);
+/// Longest a usage read may take for its moment to count as known: a read that took
+/// longer (the reading thread kept off the CPU around it, as rexecd's own threads are
+/// beside a market weighted far above them) is made again, up to [`USAGE_TRIES`] times.
+const USAGE_SLACK: Duration = Duration::from_millis(2);
+const USAGE_TRIES: u32 = 3;
 /// rmdir retries (the kernel can report EBUSY for a moment after the last task exits).
 const RMDIR_TRIES: u32 = 50;
 const POLL: Duration = Duration::from_millis(5);
@@ -31,6 +36,11 @@ const POLL: Duration = Duration::from_millis(5);
 pub struct JobSample {
     /// Total CPU time used so far.
     pub usage: Duration,
+    /// When `usage` was read: the middle of the read, taken around it and not after the
+    /// rest of the sample, so that a thread kept waiting between reads cannot date a
+    /// usage later than it was (a rate over too long a window, then one over a
+    /// millisecond, once read as a 511-CPU demand that ended a placement).
+    pub at: Instant,
     /// Threads in state R (running or waiting for a CPU) at the time of the sample.
     pub runnable: u32,
     /// Threads in the job.
@@ -210,12 +220,35 @@ impl JobCgroups {
         Ok(procstat::count_runnable(&self.proc_root, &threads))
     }
 
+    /// The job's usage and the moment it stood so: the middle of the read, made again
+    /// while a read takes longer than [`USAGE_SLACK`] (the tightest of the tries wins).
+    fn usage_at(&self, id: u64) -> Result<(Duration, Instant)> {
+        let read = || -> Result<(Duration, Instant, Duration)> {
+            let before = Instant::now();
+            let usage = self.backend.usage(id)?;
+            let span = before.elapsed();
+            Ok((usage, before + span / 2, span))
+        };
+        let mut best = read()?;
+        for _ in 1..USAGE_TRIES {
+            if best.2 <= USAGE_SLACK {
+                break;
+            }
+            let again = read()?;
+            if again.2 < best.2 {
+                best = again;
+            }
+        }
+        Ok((best.0, best.1))
+    }
+
     /// Usage, runnable threads and thread count in one go.
     pub fn sample(&self, id: u64) -> Result<JobSample> {
-        let usage = self.backend.usage(id)?;
+        let (usage, at) = self.usage_at(id)?;
         let threads = self.backend.threads(id)?;
         Ok(JobSample {
             usage,
+            at,
             runnable: procstat::count_runnable(&self.proc_root, &threads),
             threads: u32::try_from(threads.len()).unwrap_or(u32::MAX),
             throttled: self.backend.throttled(id).ok(),

@@ -440,13 +440,21 @@ impl Book {
             } else {
                 used as f64 / dt.as_nanos() as f64
             };
-            // A thread can be caught sleeping at the sample; CPU used says otherwise.
-            let busy = (r.tick_cpus - 0.5).ceil().max(0.0) as u32;
+            // A thread can be caught sleeping at the sample; CPU used says otherwise,
+            // over a tick long enough to measure a rate (`control::MIN_DT`), and never
+            // of more CPUs than the node has. A shorter tick keeps the demand, but for
+            // a rank's first sample, which counts its runnable threads alone.
+            let long = r.tick_secs >= control::MIN_DT;
+            let busy = if long {
+                ((r.tick_cpus - 0.5).ceil().max(0.0) as u32).min(self.cpus)
+            } else {
+                0
+            };
             // The first sample of a rank that has used no CPU yet may come before its
             // process has even run (the tick a launch triggers): it keeps the demand
             // assumed at join until a sample says more.
             let not_started = r.window.is_empty() && s.usage_ns == 0 && s.runnable == 0;
-            if !not_started && !r.stopped {
+            if !not_started && !r.stopped && (long || r.window.is_empty()) {
                 r.demand = s.runnable.max(busy);
             }
             r.usage_ns = r.usage_ns.max(s.usage_ns);
@@ -521,7 +529,7 @@ impl Book {
             ..Default::default()
         };
         for (k, s) in keys.iter().zip(&inputs) {
-            if s.model > 0.0 && s.dt > 0.0 {
+            if s.model > 0.0 && s.dt >= control::MIN_DT {
                 reach.model += s.model;
                 reach.measured += s.measured.max(0.0);
                 reach.throttled += self.ranks[k].tick_throttled;

@@ -52,6 +52,12 @@ pub const MAX_STEP: f64 = 1.3;
 pub const MAX_GAIN: f64 = 64.0;
 /// Longest tick the law integrates over, seconds (a stalled engine is not a long lag).
 const DT_MAX: f64 = 2.0;
+/// Shortest tick whose rates the law (and the demand a rank's rate implies, and the
+/// caps' reach) believes, seconds: the kernel adds a running thread's time to its
+/// counters at its scheduler ticks (every few milliseconds), so a tick of a
+/// millisecond (two ticks back to back) measures noise: once 511 CPUs for a
+/// single-threaded job. Such a tick is left out (the law loses its milliseconds).
+pub const MIN_DT: f64 = 0.1;
 
 /// One job's controller state.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -92,7 +98,7 @@ pub struct Sample {
 /// `samples`). Jobs with a zero model allocation keep their state.
 pub fn step(states: &mut [State], samples: &[Sample]) {
     debug_assert_eq!(states.len(), samples.len());
-    let active = |s: &Sample| s.model > 0.0 && s.dt > 0.0;
+    let active = |s: &Sample| s.model > 0.0 && s.dt >= MIN_DT;
     let model_sum: f64 = samples.iter().filter(|s| active(s)).map(|s| s.model).sum();
     let measured_sum: f64 = samples
         .iter()

@@ -119,7 +119,7 @@ impl Market {
                             throttled_ns: s
                                 .throttled
                                 .map(|t| u64::try_from(t.as_nanos()).unwrap_or(u64::MAX)),
-                            at: Instant::now(),
+                            at: s.at,
                         },
                     ))
                 })

@@ -49,7 +49,14 @@ impl Sim {
 
     /// Advances one second in which rank i used `cpus[i]` CPUs with `runnable[i]` threads.
     fn second(&mut self, cpus: &[f64], runnable: &[u32]) {
-        self.now += Duration::from_secs(1);
+        self.advance(Duration::from_secs(1), cpus, runnable);
+    }
+
+    /// Advances `dt` in which rank i used `used[i]` CPU seconds with `runnable[i]`
+    /// threads.
+    fn advance(&mut self, dt: Duration, used: &[f64], runnable: &[u32]) {
+        self.now += dt;
+        let cpus = used;
         let at = self.t0 + self.now;
         let samples: Vec<(Key, RankSample)> = self
             .keys
@@ -553,4 +560,32 @@ fn a_rank_charged_to_a_project_bills_the_project_and_runs_dry_with_it_not_its_ow
         !sim.book.get(&sim.keys[1]).unwrap().dry,
         "u1 pays for itself"
     );
+}
+
+#[test]
+fn a_tick_too_short_for_a_rate_keeps_the_demand_and_no_rate_exceeds_the_node() {
+    let mut sim = Sim::new(2, Policy::Contention, &[40, 30, 20]);
+    for _ in 0..5 {
+        sim.second(&[0.889, 0.667, 0.444], &[1, 1, 1]);
+    }
+    let demands = |sim: &Sim| -> Vec<u32> {
+        sim.keys
+            .iter()
+            .map(|k| sim.book.get(k).map_or(0, |r| r.demand))
+            .collect()
+    };
+    assert_eq!(demands(&sim), vec![1, 1, 1]);
+    assert!(
+        sim.book.placement().is_some(),
+        "three single threads are placed"
+    );
+    // Two ticks back to back, the first's usage dated late: a twentieth of a CPU
+    // second shows within a millisecond (a rate of 50 CPUs). It once read as a
+    // demand of many threads and ended the placement.
+    sim.advance(Duration::from_millis(1), &[0.05, 0.0, 0.0], &[1, 1, 1]);
+    assert_eq!(demands(&sim), vec![1, 1, 1]);
+    assert!(sim.book.placement().is_some(), "still placed");
+    // A rate over a real tick above the node's CPUs is still no more than the node.
+    sim.advance(Duration::from_millis(500), &[1.5, 0.3, 0.2], &[1, 1, 1]);
+    assert_eq!(demands(&sim), vec![2, 1, 1]);
 }

@@ -290,3 +290,31 @@ fn corrected_tickets_never_drop_below_one() {
     assert_eq!(corrected_tickets(1000, 2.0), 2000);
     assert_eq!(corrected_tickets(5, f64::NAN), 1);
 }
+
+#[test]
+fn a_tick_too_short_for_a_rate_moves_nothing() {
+    let mut states = vec![State::default(); 3];
+    let model = [0.889, 0.667, 0.444];
+    // Settle on a fair division with one job a little behind.
+    for _ in 0..5 {
+        let samples: Vec<Sample> = model
+            .iter()
+            .zip([0.85, 0.68, 0.45])
+            .map(|(&m, u)| s(m, u))
+            .collect();
+        step(&mut states, &samples);
+    }
+    let before = states.clone();
+    // A millisecond's tick that reads 50 CPUs for the first job: noise, not a rate.
+    let short: Vec<Sample> = model
+        .iter()
+        .zip([50.0, 0.0, 0.0])
+        .map(|(&model, measured)| Sample {
+            model,
+            measured,
+            dt: 0.001,
+        })
+        .collect();
+    step(&mut states, &short);
+    assert_eq!(states, before);
+}
