@@ -2,9 +2,15 @@
 //! answers: [`Instances`] is the configured list of addresses and the one that
 //! answered last, which is tried first next time; the others follow in the
 //! configured order. With more than one address each gets at most [`FAILOVER_DIAL`]
-//! to connect and shake hands, so an instance that died (refused at once) or whose
-//! host vanished (no answer) costs at most that before the next is tried. With a
-//! single address it gets the caller's whole time limit, as before.
+//! to connect and shake hands, and the next is tried as soon as one fails or,
+//! beside it, once it has not connected within [`crate::hedge::HEDGE_AFTER`]
+//! ([`crate::hedge::first_ok`]): an instance that died (refused at once) costs
+//! nothing, one whose host vanished (no answer) that short delay. With a single
+//! address it gets the caller's whole time limit, as before. A connection to one
+//! of several instances also gets TCP keepalive and `TCP_USER_TIMEOUT`
+//! ([`FAILOVER_LIVENESS`]): when that instance's host vanishes, the kernel gives
+//! the connection up within about a second, idle or in a call, and the caller's
+//! next attempt dials the others instead of waiting out its call's limit.
 //!
 //! Failing over is silent; only when every instance failed does the caller hear,
 //! and then of the last instance's failure.
@@ -26,11 +32,18 @@ use std::time::Duration;
 
 use tokio_rustls::TlsConnector;
 
+use crate::hedge::{Failed, HEDGE_AFTER, first_ok};
 use crate::rpc::{Client, Protocol, RpcError};
 
 /// Longest time one instance of several gets to accept a connection and finish the
 /// TLS handshake before the next is tried.
 pub const FAILOVER_DIAL: Duration = Duration::from_secs(1);
+
+/// With several instances, how long data sent to the one connected to may go
+/// unacknowledged (and the keepalive period while idle) before the connection is
+/// given up, so that the next call fails over instead of waiting out its whole
+/// limit on an instance whose host vanished without a word.
+pub const FAILOVER_LIVENESS: Duration = Duration::from_secs(1);
 
 /// The addresses of a service's instances, in the order configured, and the one
 /// that answered last. Clones share which one answered last.
@@ -99,29 +112,38 @@ impl Instances {
         } else {
             timeout
         };
-        let mut last = RpcError::NoAddress {
-            service: P::SERVICE,
-        };
-        for addr in order {
-            let attempt = Client::<P>::connect(addr, connector, server_name, dial_limit);
-            let result = match tokio::time::timeout(dial_limit, attempt).await {
-                Ok(r) => r,
-                Err(_) => Err(RpcError::Timeout {
-                    service: P::SERVICE,
-                    addr: addr.to_string(),
-                    limit: dial_limit,
-                }),
-            };
-            match result {
-                Ok(mut client) => {
-                    client.set_timeout(timeout);
-                    self.answered(addr);
-                    return Ok(client);
+        let attempt = |i: usize| {
+            let addr: &str = order[i];
+            async move {
+                let attempt = Client::<P>::connect(addr, connector, server_name, dial_limit);
+                match tokio::time::timeout(dial_limit, attempt).await {
+                    Ok(r) => r,
+                    Err(_) => Err(RpcError::Timeout {
+                        service: P::SERVICE,
+                        addr: addr.to_string(),
+                        limit: dial_limit,
+                    }),
                 }
-                Err(e) => last = e,
             }
+        };
+        match first_ok(order.len(), HEDGE_AFTER, attempt, |_| false).await {
+            Ok((i, mut client)) => {
+                client.set_timeout(timeout);
+                if order.len() > 1 {
+                    // Best effort: without it a vanished host costs the call's limit.
+                    let _ = client.set_liveness(FAILOVER_LIVENESS, FAILOVER_LIVENESS);
+                }
+                self.answered(order[i]);
+                Ok(client)
+            }
+            Err(Failed::Stopped(_, e)) => Err(e),
+            Err(Failed::All(errors)) => Err(errors.into_iter().last().map_or(
+                RpcError::NoAddress {
+                    service: P::SERVICE,
+                },
+                |(_, e)| e,
+            )),
         }
-        Err(last)
     }
 }
 

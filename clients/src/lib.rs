@@ -14,6 +14,8 @@
 //! - [`account`]: [`account::AccountClient`] for accountd, and accountd's address as
 //!   learnt from its announcements ([`account::LearntAddress`]).
 //! - [`batch`]: [`batch::BatchClient`] for the batch queue (batchd).
+//! - [`hedge`]: trying several instances of a service, the next beside the
+//!   first when it is slow to answer, the first success winning.
 //! - [`instances`]: several instances of one service, connecting to whichever
 //!   answers, the one that answered last first.
 //! - [`liveness`]: TCP keepalive and user timeout of a long-lived connection.
@@ -38,6 +40,7 @@
 pub mod account;
 pub mod batch;
 pub mod dial;
+pub mod hedge;
 pub mod instances;
 pub mod liveness;
 pub mod node;

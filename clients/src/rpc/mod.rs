@@ -218,6 +218,14 @@ impl<P: Protocol> Client<P> {
         self.timeout = timeout;
     }
 
+    /// Sets the connection's TCP keepalive and `TCP_USER_TIMEOUT`
+    /// ([`crate::liveness::set_liveness`]): a server whose host vanished is then
+    /// noticed within about `user_timeout`, idle or in a call, not at the call's limit.
+    pub fn set_liveness(&self, interval: Duration, user_timeout: Duration) -> std::io::Result<()> {
+        let (tcp, _) = self.framed.get_ref().get_ref();
+        crate::liveness::set_liveness(tcp, interval, user_timeout)
+    }
+
     /// The address this client is connected to.
     pub fn addr(&self) -> &str {
         &self.addr

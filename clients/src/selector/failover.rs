@@ -1,5 +1,7 @@
 //! Asking several selectors in turn until one answers ([`ask_any`]), each within a
-//! short time limit ([`ask_one`]), with the rule that decides whether a failure moves
+//! short time limit ([`ask_one`]) and the next asked beside one that has not
+//! answered within [`crate::hedge::HEDGE_AFTER`] (so a selector whose host vanished
+//! costs that, not its whole limit), with the rule that decides whether a failure moves
 //! on to the next selector ([`after_failure`]): trouble with a selector or the way to
 //! it tries the next; a refusal of the request itself stops, since every selector
 //! judges a request alike.
@@ -22,6 +24,7 @@ use proto::select::{SelectorError, SelectorErrorCode, SelectorRequest};
 use tokio_rustls::TlsConnector;
 
 use super::{Ask, ClientError, Selector, SelectorClient};
+use crate::hedge::{Failed, HEDGE_AFTER, first_ok};
 use crate::rpc::{Protocol, RpcError};
 
 /// A selector (vexecd) to ask: its certificate name (role service) and where it
@@ -241,6 +244,14 @@ fn why(e: &ClientError) -> String {
     }
 }
 
+fn attempt(sel: &SelectorEntry, error: ClientError) -> Attempt {
+    Attempt {
+        name: sel.name.clone(),
+        addr: sel.addr.clone(),
+        error,
+    }
+}
+
 /// Asks `selectors` in order until one answers `question`; returns the index of the
 /// one that did and its answer. Each gets `limit` ([`ask_one`]).
 pub async fn ask_any<Q: Ask>(
@@ -308,7 +319,8 @@ impl Selectors {
     /// on a new connection (the one whose connection broke among them), until one
     /// answers; returns its index in [`Selectors::list`] and the answer, and keeps
     /// its connection. A refusal of the request itself stops at once
-    /// ([`after_failure`]). Each selector gets `limit`.
+    /// ([`after_failure`]). Each selector gets `limit`; one that has not answered
+    /// within [`HEDGE_AFTER`] has the next asked beside it ([`first_ok`]).
     pub async fn ask<Q: Ask>(
         &mut self,
         connector: &TlsConnector,
@@ -352,37 +364,35 @@ impl Selectors {
                     }
                     // It answered, and would answer a new connection alike.
                     asked = Some(i);
-                    attempts.push(Attempt {
-                        name: sel.name.clone(),
-                        addr: sel.addr.clone(),
-                        error: RpcError::Server(error),
-                    });
+                    attempts.push(attempt(sel, RpcError::Server(error)));
                 }
                 // The connection broke (or the selector went quiet): dial again.
                 Err(_) => {}
             }
         }
-        for (i, sel) in self.list.iter().enumerate() {
-            if asked == Some(i) {
-                continue;
+        // Each selector in order on a new connection, the next beside a slow one.
+        let order: Vec<usize> = (0..self.list.len()).filter(|&i| asked != Some(i)).collect();
+        let list = &self.list;
+        let ask = |k: usize| dial_and_ask(connector, &list[order[k]], question, limit);
+        let stop =
+            |e: &ClientError| matches!(e, RpcError::Server(r) if after_refusal(r) == Next::Stop);
+        match first_ok(order.len(), HEDGE_AFTER, ask, stop).await {
+            Ok((k, (client, answer))) => {
+                self.open = Some((order[k], client));
+                return Ok((order[k], answer));
             }
-            match dial_and_ask(connector, sel, question, limit).await {
-                Ok((client, answer)) => {
-                    self.open = Some((i, client));
-                    return Ok((i, answer));
-                }
-                Err(RpcError::Server(error)) if after_refusal(&error) == Next::Stop => {
-                    return Err(AskAnyError::Refused {
-                        name: sel.name.clone(),
-                        error,
-                    });
-                }
-                Err(error) => attempts.push(Attempt {
-                    name: sel.name.clone(),
-                    addr: sel.addr.clone(),
+            Err(Failed::Stopped(k, RpcError::Server(error))) => {
+                return Err(AskAnyError::Refused {
+                    name: self.list[order[k]].name.clone(),
                     error,
-                }),
+                });
             }
+            Err(Failed::Stopped(k, error)) => attempts.push(attempt(&self.list[order[k]], error)),
+            Err(Failed::All(errors)) => attempts.extend(
+                errors
+                    .into_iter()
+                    .map(|(k, error)| attempt(&self.list[order[k]], error)),
+            ),
         }
         Err(AskAnyError::NoneAnswered(attempts))
     }
