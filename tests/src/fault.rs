@@ -1,10 +1,10 @@
 //! The whole cluster under faults (issue 42): hosts in network namespaces
 //! ([`crate::netns`]): three nodes (hosts 1-3), the users' client (host 4), two
 //! control hosts A and B (hosts 5 and 6, each running accountd, vexecd and
-//! batchd) and a database host (host 7) through which both reach one PostgreSQL
-//! holding the ledger and the queue. PostgreSQL itself listens on a Unix socket
-//! only; a relay bound inside the database host's namespace carries TCP from the
-//! bridge to it, so a control host that is cut off loses its database too.
+//! batchd) and two database hosts (hosts 7 and 8): a PostgreSQL primary holding
+//! the ledger and the queue, and its synchronous streaming standby
+//! ([`Database`]). Both accountd and both batchd name both database hosts in one
+//! connection string and use whichever server takes writes.
 //!
 //! Nodes and clients name both control hosts (`[market] accountd`, `[selectors]`,
 //! `[batch] address`). [`Workload`] keeps users busy from the client host while a
@@ -15,10 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, Shutdown, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -30,7 +27,6 @@ use crate::batch::Batchd;
 use crate::cluster::{Cluster, ClusterOptions, TEST_USER};
 use crate::market::{MarketOptions, journal_path, node_config};
 use crate::netns::Net;
-use crate::postgres::Postgres;
 use crate::selectors::{Channel, Vexecd, client_config, history, selectors_table};
 
 /// The nodes.
@@ -39,10 +35,8 @@ pub const NODES: usize = 3;
 pub const CLIENT_HOST: usize = NODES;
 /// Control hosts A and B.
 pub const CONTROL_HOSTS: [usize; 2] = [NODES + 1, NODES + 2];
-/// The database host.
-pub const DB_HOST: usize = NODES + 3;
-/// The relay's port on the database host.
-const DB_PORT: u16 = 5432;
+/// The database hosts: the primary's and the standby's at the start.
+pub const DB_HOSTS: [usize; 2] = [NODES + 3, NODES + 4];
 
 /// Nanoseconds since the Unix epoch, now.
 pub fn now_ns() -> u128 {
@@ -70,86 +64,21 @@ pub struct FaultCluster {
     pub client: PathBuf,
     /// A directory every user may write: batch jobs append their starts to `ran`.
     pub shared: tempfile::TempDir,
-    /// The one PostgreSQL (databases `ledger` and `queue`).
-    pub pg: Postgres,
+    /// PostgreSQL, primary and standby (databases `ledger` and `queue`).
+    pub db: Database,
     /// The hosts.
     pub net: Arc<Net>,
     /// The queues' directories and the ledger's anchors.
     _work: tempfile::TempDir,
 }
 
-/// Relays TCP connections to `addr:port` inside namespace `ns` to the Unix
-/// socket `socket`, in background threads for the life of the test process.
-fn relay_in(ns: &str, addr: Ipv4Addr, port: u16, socket: PathBuf) {
-    let ns_file = fs::File::open(format!("/run/netns/{ns}")).expect("cannot open the namespace");
-    // setns moves only the calling thread; the socket it binds stays there.
-    let listener = std::thread::spawn(move || {
-        nix::sched::setns(&ns_file, nix::sched::CloneFlags::CLONE_NEWNET)
-            .expect("cannot enter the database host's namespace");
-        TcpListener::bind((addr, port)).expect("cannot bind the database relay")
-    })
-    .join()
-    .expect("relay binding thread");
-    std::thread::spawn(move || {
-        for client in listener.incoming().flatten() {
-            let socket = socket.clone();
-            std::thread::spawn(move || {
-                let Ok(server) = UnixStream::connect(&socket) else {
-                    return;
-                };
-                let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
-                    return;
-                };
-                let up = std::thread::spawn(move || {
-                    copy(client, s2);
-                });
-                copy(server, c2);
-                let _ = up.join();
-            });
-        }
-    });
-}
-
-/// Copies until either side ends, then closes both ways.
-fn copy(mut from: impl Read + Shut, mut to: impl Write + Shut) {
-    let _ = std::io::copy(&mut from, &mut to);
-    to.shut();
-    from.shut();
-}
-
-/// Closing a stream both ways.
-trait Shut {
-    fn shut(&self);
-}
-
-impl Shut for TcpStream {
-    fn shut(&self) {
-        let _ = self.shutdown(Shutdown::Both);
-    }
-}
-
-impl Shut for UnixStream {
-    fn shut(&self) {
-        let _ = self.shutdown(Shutdown::Both);
-    }
-}
-
 impl FaultCluster {
     /// Starts the hosts, PostgreSQL, both accountd, the nodes, both vexecd and
     /// both batchd; returns once a queue leads and knows every node.
     pub fn start() -> FaultCluster {
-        let net = Arc::new(Net::create(NODES + 4));
-        let pg = Postgres::start();
-        pg.create_db("ledger");
-        pg.create_db("queue");
-        let db = net.host(DB_HOST).addr;
-        relay_in(
-            &net.host(DB_HOST).ns,
-            db,
-            DB_PORT,
-            pg.socket_dir().join(format!(".s.PGSQL.{}", pg.port())),
-        );
-        let conninfo = |name: &str| format!("host={db} port={DB_PORT} dbname={name} user=postgres");
+        let net = Arc::new(Net::create(NODES + 5));
+        let db = Database::start(&net);
+        let conninfo = |name: &str| db.conninfo(name);
         let control = |i: usize| {
             let h = net.host(CONTROL_HOSTS[i]);
             (h.ns.clone(), h.addr)
@@ -269,7 +198,7 @@ impl FaultCluster {
             anchors,
             client,
             shared,
-            pg,
+            db,
             net,
             _work: work,
         };
@@ -314,9 +243,10 @@ impl FaultCluster {
         self.cluster.rexec().config(&self.client)
     }
 
-    /// Debits in the ledger (read from the database itself).
+    /// Debits in the ledger (read from the primary itself).
     pub fn debit_count(&self) -> u64 {
-        self.pg
+        self.db
+            .primary()
             .try_psql(
                 "ledger",
                 "SELECT COUNT(*) FROM entries WHERE kind = 'debit'",
@@ -523,5 +453,7 @@ pub struct Checked {
     pub problems: Vec<String>,
 }
 
+mod database;
 mod workload;
+pub use database::*;
 pub use workload::*;

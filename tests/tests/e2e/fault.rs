@@ -1,17 +1,23 @@
 //! The whole cluster loses one control daemon or host at a time while users
 //! work (issue 42), on network-namespace hosts (`rexec_tests::fault`): two
-//! control hosts A and B (accountd, vexecd, batchd each) on one PostgreSQL,
-//! three nodes, a client running interactive `rexec -r` jobs, batch submissions
-//! and an array throughout. Faults, one at a time: `kill -9` of A's accountd, of
-//! the batchd leader and of A's vexecd (each restarted after); A cut off the
-//! bridge and restored; the batchd leader paused (SIGSTOP) across a takeover
-//! and resumed. After each: every acknowledged submission ran exactly once, no
-//! start came from a replaced leader, every debit is in the ledger once and
-//! equals what the queue and `rexec -v` billed, and both audits pass (the chain,
-//! and `accountctl audit --anchors` against the signed heads). The time each
-//! service took to come back is printed, against the issue's targets (batch
-//! scheduling 5 s, interactive commands and debits 2 s); the test asserts
-//! generous bounds, since CI machines are noisy.
+//! control hosts A and B (accountd, vexecd, batchd each) on a PostgreSQL
+//! primary with a synchronous streaming standby (each on a database host of its
+//! own), three nodes, a client running interactive `rexec -r` jobs, batch
+//! submissions and an array throughout. Faults, one at a time: `kill -9` of A's
+//! accountd, of the batchd leader and of A's vexecd (each restarted after); A
+//! cut off the bridge and restored; the batchd leader paused (SIGSTOP) across a
+//! takeover and resumed; the PostgreSQL primary killed (`pg_ctl stop -m
+//! immediate`) and the standby promoted, the standby having been held 1 s
+//! behind first (its WAL receiver stopped: commits wait for a synchronous
+//! standby meanwhile, and would be lost with an asynchronous one); before a
+//! next round a new standby is built of the promoted server. After each: every
+//! acknowledged submission ran exactly once, no start came from a replaced
+//! leader, every debit is in the ledger once and equals what the queue and
+//! `rexec -v` billed, and both audits pass (the chain, and `accountctl audit
+//! --anchors` against the signed heads). The time each service took to come
+//! back is printed, against the issue's targets (batch scheduling 5 s,
+//! interactive commands and debits 2 s); the test asserts generous bounds,
+//! since CI machines are noisy.
 //!
 //! `REXEC_FAULT_RUNS=N` repeats the whole round N times on one cluster and
 //! prints each fault's recovery times as min/median/max (`deploy/bench-faults`).
@@ -26,6 +32,8 @@ use rexec_tests::fault::{FaultCluster, Recovery, Workload, now_ns, summary};
 const WARM: Duration = Duration::from_secs(3);
 /// The longest wait for a service to come back (the assertion's bound).
 const BOUND: Duration = Duration::from_secs(30);
+/// How long the standby lags before the PostgreSQL primary dies.
+const BEHIND: Duration = Duration::from_secs(1);
 /// How long users work after a fault is healed.
 const AFTER: Duration = Duration::from_secs(2);
 
@@ -36,14 +44,16 @@ enum Fault {
     KillVexecd,
     CutHostA,
     PauseLeader,
+    PromoteStandby,
 }
 
-const FAULTS: [Fault; 5] = [
+const FAULTS: [Fault; 6] = [
     Fault::KillAccountd,
     Fault::KillLeader,
     Fault::KillVexecd,
     Fault::CutHostA,
     Fault::PauseLeader,
+    Fault::PromoteStandby,
 ];
 
 fn sigkill(pid: Option<u32>) {
@@ -61,6 +71,11 @@ fn one_fault(f: &mut FaultCluster, fault: Fault, name: &str) -> Recovery {
         s.spawn(|| work.interactive_loop(fr));
         s.spawn(|| work.batch_loop(fr));
         std::thread::sleep(WARM);
+        if fault == Fault::PromoteStandby {
+            // The standby falls behind; commits wait for it (synchronous).
+            fr.db.hold_back_standby();
+            std::thread::sleep(BEHIND);
+        }
         let debits = fr.debit_count();
         let at = now_ns();
         match fault {
@@ -69,6 +84,10 @@ fn one_fault(f: &mut FaultCluster, fault: Fault, name: &str) -> Recovery {
             Fault::KillVexecd => sigkill(fr.vexecd[0].pid()),
             Fault::CutHostA => fr.net.cut(rexec_tests::fault::CONTROL_HOSTS[0]),
             Fault::PauseLeader => fr.batchd[leader].signal(Signal::SIGSTOP),
+            Fault::PromoteStandby => {
+                let took = fr.db.fail_over();
+                eprintln!("PostgreSQL primary killed; the standby promoted in {took:?}");
+            }
         }
         let r = Recovery::measure(fr, &work, at, debits, BOUND);
         match fault {
@@ -95,7 +114,7 @@ fn one_fault(f: &mut FaultCluster, fault: Fault, name: &str) -> Recovery {
         Fault::KillAccountd => f.accountd[0].restart(),
         Fault::KillLeader => f.batchd[leader].restart(),
         Fault::KillVexecd => f.vexecd[0].restart(),
-        Fault::CutHostA | Fault::PauseLeader => {}
+        Fault::CutHostA | Fault::PauseLeader | Fault::PromoteStandby => {}
     }
     assert!(
         f.drain(&work, Duration::from_secs(90)),
@@ -166,6 +185,11 @@ fn fault_the_cluster_survives_losing_each_control_daemon_and_host() {
             eprintln!("round {}/{rounds}: {fault:?}", round + 1);
             let r = one_fault(&mut f, fault, &format!("r{round}f{i}"));
             times.entry(fault).or_default().push(r);
+            if fault == Fault::PromoteStandby && round + 1 < rounds {
+                // The next round starts as this one did.
+                let took = f.db.replace_standby();
+                eprintln!("a new synchronous standby streams after {took:?}");
+            }
         }
     }
     eprintln!("targets: batch scheduling <= 5 s after a leader dies; debits and commands <= 2 s");
