@@ -186,7 +186,7 @@ impl JobSpec {
             job: self.job,
             rank,
             nranks: self.nodes.len() as u32,
-            bid: self.bid.micros_per_minute(),
+            bid: self.bid,
             argv: self.argv.clone(),
             env,
             cwd: self.cwd.clone(),
