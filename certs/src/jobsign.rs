@@ -391,7 +391,7 @@ pub fn check_spec(spec: &JobSpec) -> Result<(), JobSignError> {
         job: spec.id,
         rank: 0,
         nranks: spec.width,
-        bid: 0,
+        bid: proto::node::Bid::ZERO,
         argv: spec.argv.clone(),
         env: spec.env.clone(),
         cwd: spec.cwd.clone(),

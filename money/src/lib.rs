@@ -10,6 +10,8 @@
 //!   needed) and [`format_credits_fixed`] (always six, for the ledger's records).
 //! - [`bid`]: [`Bid`], a rate in micro-credits per minute that is never negative, with its
 //!   [`BidError`], and [`NANOS_PER_MINUTE`], the time unit of a rate.
+//! - `wire` (feature `serde`): a [`Bid`] is written as its `i64` and refused when negative
+//!   as it is read; `catch_refused_bid` tells a reader which bid it refused.
 //!
 //! ```
 //! use money::{Bid, format_credits, format_credits_fixed, parse_credits};
@@ -28,9 +30,13 @@
 
 pub mod bid;
 pub mod credits;
+#[cfg(feature = "serde")]
+pub mod wire;
 
 pub use bid::{Bid, BidError, NANOS_PER_MINUTE};
 pub use credits::{
     CreditsError, MICROS_PER_CREDIT, MicroCredits, format_credits, format_credits_fixed,
     parse_credits,
 };
+#[cfg(feature = "serde")]
+pub use wire::catch_refused_bid;

@@ -73,7 +73,7 @@ fn main() {
         job: JobId(0x1234_5678_9abc_def0),
         rank: 3,
         nranks: 8,
-        bid: 2_000_000,
+        bid: proto::node::Bid::from_credits(2),
         argv: vec!["./simulate".into(), "--steps".into(), "1000".into()],
         env: (0..30)
             .map(|i| (format!("VAR_{i}"), format!("value number {i}")))

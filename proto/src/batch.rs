@@ -226,7 +226,7 @@ pub struct SignedLaunch {
     pub rank: u32,
     /// Weight bid on the node, micro-credits per CPU-minute (the policy's rate for
     /// the job now). The queue charges the job; the node does not debit batch ranks.
-    pub bid: i64,
+    pub bid: money::Bid,
     /// The node of every rank, in rank order, as the queue placed them (one per
     /// rank): the rank sees them in `REXEC_NODES`, as an interactive rank does.
     #[serde(deserialize_with = "crate::limits::args")]

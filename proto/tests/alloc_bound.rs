@@ -10,7 +10,7 @@
 mod common;
 
 use proto::account::{AccountRequest, AccountResponse};
-use proto::node::{FromNode, JobId, JobInfo, JobList, Launch, ToNode};
+use proto::node::{Bid, FromNode, JobId, JobInfo, JobList, Launch, ToNode};
 use proto::{DEFAULT_MAX_FRAME, FrameError, FrameReader, encode_frame};
 
 mod sys {
@@ -210,7 +210,7 @@ fn the_worst_body_of_max_frame_bytes_decodes_within_a_few_mib() {
         job: JobId(1),
         rank: 0,
         nranks: 1,
-        bid: 0,
+        bid: Bid::ZERO,
         argv: vec![String::new(); proto::limits::MAX_ARGS],
         env: vec![(String::new(), String::new()); proto::limits::MAX_ENV],
         cwd: None,
@@ -223,8 +223,8 @@ fn the_worst_body_of_max_frame_bytes_decodes_within_a_few_mib() {
         nranks: 0,
         user: String::new(),
         program: String::new(),
-        bid: 0,
-        effective_bid: 0,
+        bid: Bid::ZERO,
+        effective_bid: Bid::ZERO,
         runnable: u32::MAX,
         model_milli_cpus: u32::MAX,
         measured_milli_cpus: u32::MAX,

@@ -80,7 +80,7 @@ fn wire_layout_is_pinned() {
         (
             ToNode::Rebid(Rebid {
                 job: JobId(1),
-                bid: 3,
+                bid: Bid::new(3).unwrap(),
             }),
             vec![10, 1, 6],
         ),
@@ -145,9 +145,9 @@ fn wire_layout_is_pinned() {
             FromNode::Rebidded(Rebidded {
                 job: JobId(3),
                 ranks: 2,
-                bid: -1,
+                bid: Bid::new(1).unwrap(),
             }),
-            vec![12, 3, 2, 1],
+            vec![12, 3, 2, 2],
         ),
         (FromNode::Pmi(Chunk(b"p".to_vec())), vec![13, 1, b'p']),
         (FromNode::PmiEnd, vec![14]),
@@ -332,7 +332,7 @@ fn good_launch() -> Launch {
         job: JobId(7),
         rank: 1,
         nranks: 2,
-        bid: 0,
+        bid: Bid::ZERO,
         argv: vec!["prog".into(), "arg".into()],
         env: vec![("A".into(), "b=c".into())],
         cwd: None,
@@ -353,7 +353,6 @@ fn launch_validation_refuses_each_inconsistency() {
             |l| l.nranks = 0,
             LaunchError::BadRank { rank: 1, nranks: 0 },
         ),
-        (|l| l.bid = -1, LaunchError::NegativeBid(-1)),
         (|l| l.argv[1].push('\0'), LaunchError::Nul("an argument")),
         (
             |l| l.env[0].0 = "A=B".into(),
@@ -432,4 +431,75 @@ fn a_kill_without_the_lease_epoch_reads_as_epoch_0() {
     assert_eq!(old, kill(0));
     let new = postcard::to_stdvec(&kill(7)).unwrap();
     assert_eq!(postcard::from_bytes::<ToNode>(&new).unwrap(), kill(7));
+}
+
+/// `Launch` as it was before its bid became a `money::Bid`: the bid a plain `i64`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct I64Launch {
+    job: JobId,
+    rank: u32,
+    nranks: u32,
+    bid: i64,
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    cwd: Option<String>,
+    terminal: Option<WindowSize>,
+    options: RankOptions,
+}
+
+impl I64Launch {
+    fn of(l: &Launch) -> I64Launch {
+        I64Launch {
+            job: l.job,
+            rank: l.rank,
+            nranks: l.nranks,
+            bid: l.bid.micros_per_minute(),
+            argv: l.argv.clone(),
+            env: l.env.clone(),
+            cwd: l.cwd.clone(),
+            terminal: l.terminal,
+            options: l.options.clone(),
+        }
+    }
+}
+
+proptest! {
+    /// A bid has the bytes it had as an `i64`: a peer from before reads ours, and we
+    /// read theirs, for every valid bid.
+    #[test]
+    fn a_bid_on_the_wire_is_the_i64_it_was(l in launch()) {
+        let old = I64Launch::of(&l);
+        let bytes = postcard::to_stdvec(&l).unwrap();
+        prop_assert_eq!(&bytes, &postcard::to_stdvec(&old).unwrap());
+        prop_assert_eq!(postcard::from_bytes::<I64Launch>(&bytes).unwrap(), old);
+        prop_assert_eq!(postcard::from_bytes::<Launch>(&bytes).unwrap(), l);
+    }
+}
+
+#[test]
+fn a_negative_bid_is_refused_as_a_bid_and_the_stream_goes_on() {
+    let mut bad = I64Launch::of(&good_launch());
+    bad.bid = -1_000_000;
+    // `ToNode::Launch` is tag 2.
+    let mut bytes = encode_frame(&(2u16, bad), DEFAULT_MAX_FRAME).unwrap();
+    bytes.extend(encode_frame(&ToNode::Launch(good_launch()), DEFAULT_MAX_FRAME).unwrap());
+    let mut r = FrameReader::new(&bytes[..], DEFAULT_MAX_FRAME);
+    let e = ready(r.recv::<ToNode>()).unwrap_err();
+    assert!(
+        matches!(e, FrameError::BadBid(money::BidError::Negative(-1_000_000))),
+        "{e:?}"
+    );
+    assert!(e.is_recoverable());
+    assert_eq!(
+        e.to_string(),
+        money::BidError::Negative(-1_000_000).to_string()
+    );
+    assert_eq!(
+        ready(r.recv::<ToNode>()).unwrap(),
+        Some(ToNode::Launch(good_launch()))
+    );
+    // A frame malformed otherwise is still just malformed.
+    let junk = encode_frame(&(2u16, 7u8), DEFAULT_MAX_FRAME).unwrap();
+    let e = ready(FrameReader::new(&junk[..], DEFAULT_MAX_FRAME).recv::<ToNode>()).unwrap_err();
+    assert!(matches!(e, FrameError::Decode(_)), "{e:?}");
 }

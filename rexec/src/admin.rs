@@ -217,9 +217,7 @@ fn print_rebids(
                 took += u64::from(r.ranks);
                 println!(
                     "node {}: {} rank(s) of job {job} now bid {} credits per minute",
-                    node.name,
-                    r.ranks,
-                    money::format_credits(r.bid)
+                    node.name, r.ranks, r.bid
                 );
             }
             Ok(_) => {

@@ -171,7 +171,7 @@ impl JobSpec {
     ///     terminal: None, nodes: vec!["n1".into(), "n2".into()], mem_bytes: None,
     /// };
     /// let l = spec.launch(1);
-    /// assert_eq!((l.rank, l.nranks, l.bid), (1, 2, 2_000_000));
+    /// assert_eq!((l.rank, l.nranks, l.bid), (1, 2, money::Bid::from_credits(2)));
     /// assert!(l.env.contains(&("REXEC_NODES".into(), "n1,n2".into())));
     /// assert!(l.env.contains(&("REXEC_JOB".into(), "00000000000000ab".into())));
     /// assert_eq!(l.validate(), Ok(()));
@@ -186,7 +186,7 @@ impl JobSpec {
             job: self.job,
             rank,
             nranks: self.nodes.len() as u32,
-            bid: self.bid.micros_per_minute(),
+            bid: self.bid,
             argv: self.argv.clone(),
             env,
             cwd: self.cwd.clone(),

@@ -4,6 +4,8 @@
 //! figure is shown the same way in `rexec jobs`, `rexec stats`, `rexec nodes`
 //! and `-v`.
 
+use money::Bid;
+
 /// Thousandths as a short decimal: `2`, `1.5`, `0.25`.
 pub fn milli(m: u64) -> String {
     let whole = m / 1000;
@@ -60,18 +62,15 @@ pub fn state_column(contended: bool) -> &'static str {
 /// The bid asked for, and the bid in force after an arrow when it differs.
 ///
 /// ```
-/// assert_eq!(rexec::show::bid_column(2_000_000, 2_000_000), "2");
-/// assert_eq!(rexec::show::bid_column(2_500_000, 0), "2.5->0");
+/// use money::Bid;
+/// assert_eq!(rexec::show::bid_column(Bid::from_credits(2), Bid::from_credits(2)), "2");
+/// assert_eq!(rexec::show::bid_column("2.5".parse().unwrap(), Bid::ZERO), "2.5->0");
 /// ```
-pub fn bid_column(bid: i64, effective: i64) -> String {
+pub fn bid_column(bid: Bid, effective: Bid) -> String {
     if bid == effective {
-        money::format_credits(bid)
+        bid.to_string()
     } else {
-        format!(
-            "{}->{}",
-            money::format_credits(bid),
-            money::format_credits(effective)
-        )
+        format!("{bid}->{effective}")
     }
 }
 

@@ -72,13 +72,14 @@ pub fn selector_table(rows: &[(String, String, SelectorStats)]) -> String {
 ///
 /// ```
 /// use proto::node::{JobInfo, JobList};
-/// let rank = |bid: i64, model: u32, used: u32| JobInfo {
+/// let rank = |credits: u32, model: u32, used: u32| JobInfo {
 ///     job: "00000000000000ff".parse().unwrap(), rank: 0, nranks: 1, user: "ann".into(),
-///     program: "prog".into(), bid, effective_bid: bid, runnable: 1,
+///     program: "prog".into(), bid: money::Bid::from_credits(credits),
+///     effective_bid: money::Bid::from_credits(credits), runnable: 1,
 ///     model_milli_cpus: model, measured_milli_cpus: used, cpu_nanos: 0,
 ///     charged: 1_500_000, age_millis: 0,
 /// };
-/// let list = JobList { jobs: vec![rank(20_000_000, 1333, 1200), rank(10_000_000, 667, 800)],
+/// let list = JobList { jobs: vec![rank(20, 1333, 1200), rank(10, 667, 800)],
 ///                      truncated: false, cpus: 2, price: 30_000_000, contended: true };
 /// let t = rexec::stats::node_table(&[("n1".into(), list)]);
 /// let rows: Vec<Vec<&str>> = t.lines().map(|l| l.split_whitespace().collect()).collect();
@@ -86,7 +87,7 @@ pub fn selector_table(rows: &[(String, String, SelectorStats)]) -> String {
 ///     "MODEL-CPU", "USED-CPU", "MAX-GAP", "CHARGED"]);
 /// assert_eq!(rows[1], ["n1", "2", "30", "contended", "2", "30", "2.000", "2.000", "0.133", "3"]);
 /// // A rank bidding 2 alone: the price is 2 (it pays nothing, the node is not contended).
-/// let alone = JobList { jobs: vec![rank(2_000_000, 1000, 1000)], truncated: false, cpus: 2,
+/// let alone = JobList { jobs: vec![rank(2, 1000, 1000)], truncated: false, cpus: 2,
 ///                       price: 2_000_000, contended: false };
 /// let t = rexec::stats::node_table(&[("n2".into(), alone)]);
 /// let row: Vec<&str> = t.lines().nth(1).unwrap().split_whitespace().collect();
@@ -123,7 +124,7 @@ pub fn node_table(rows: &[(String, JobList)]) -> String {
                 money::format_credits(list.price),
                 state_column(list.contended).to_string(),
                 list.jobs.len().to_string(),
-                money::format_credits(sum(|j| j.effective_bid)),
+                money::format_credits(sum(|j| j.effective_bid.micros_per_minute())),
                 cpus(|j| j.model_milli_cpus),
                 cpus(|j| j.measured_milli_cpus),
                 gap.map_or("-".into(), milli_cpus),

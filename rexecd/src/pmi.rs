@@ -178,7 +178,7 @@ mod tests {
             job: proto::node::JobId(1),
             rank: 2,
             nranks: 4,
-            bid: 0,
+            bid: money::Bid::ZERO,
             argv: vec!["x".into()],
             env: vec![],
             cwd: None,

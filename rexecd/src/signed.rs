@@ -143,14 +143,14 @@ pub fn admit(
     }
     let job_id = task(spec, req.array_index).map_err(|t| refuse(ErrorCode::BadRequest, node, t))?;
     if let Worth::Rate(rate) = spec.worth
-        && req.bid > rate
+        && req.bid.micros_per_minute() > rate
     {
         return Err(refuse(
             ErrorCode::BadBid,
             node,
             format_args!(
                 "the queue's bid of {} credits per minute is above the {} the owner signed for job {}",
-                money::format_credits(req.bid),
+                req.bid,
                 money::format_credits(rate),
                 spec.id
             ),

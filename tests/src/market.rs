@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use certs::Role;
 use proto::Framed;
-use proto::node::{FromNode, JobId, Launch, ToNode};
+use proto::node::{FromNode, JobId, RankOptions, ToNode, WindowSize};
+use serde::Serialize;
 
 pub use crate::accountd::{Accountd, Ctl, Entry, parse_credits};
 use crate::cluster::{Cluster, ClusterOptions, TEST_USER};
@@ -380,6 +381,24 @@ pub struct RawSession {
     framed: Framed<clients::node::Tls>,
 }
 
+/// `ToNode::Launch`'s wire tag (see `proto::tagged`).
+const LAUNCH_TAG: u16 = 2;
+
+/// `proto::node::Launch` with the bid as the raw `i64` on the wire, the same bytes for
+/// every valid bid: what a client that does not check its bid sends.
+#[derive(Serialize)]
+struct RawLaunch {
+    job: JobId,
+    rank: u32,
+    nranks: u32,
+    bid: i64,
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    cwd: Option<String>,
+    terminal: Option<WindowSize>,
+    options: RankOptions,
+}
+
 impl RawSession {
     /// Connect to node `node` as user `user` and say hello.
     pub fn open(cluster: &Cluster, node: &str, user: &str) -> RawSession {
@@ -414,9 +433,10 @@ impl RawSession {
 
     /// Launch `argv` as rank 0 of 1 of `job` with `bid` micro-credits a
     /// minute, marked as the cluster's; return the node's answer (`Started`
-    /// or `Error`).
+    /// or `Error`). The bid is sent as any client could put it on the wire, a
+    /// negative one included (which `proto::node::Launch` cannot hold).
     pub fn launch(&mut self, cluster: &Cluster, job: u64, bid: i64, argv: &[&str]) -> FromNode {
-        let launch = Launch {
+        let launch = RawLaunch {
             job: JobId(job),
             rank: 0,
             nranks: 1,
@@ -430,11 +450,12 @@ impl RawSession {
             terminal: None,
             options: Default::default(),
         };
-        self.send(ToNode::Launch(launch))
+        self.send((LAUNCH_TAG, launch))
     }
 
-    /// Send `msg` and return the node's first answer that is not a heartbeat.
-    pub fn send(&mut self, msg: ToNode) -> FromNode {
+    /// Send `msg` (a `ToNode`, or raw bytes of one) and return the node's first
+    /// answer that is not a heartbeat.
+    pub fn send(&mut self, msg: impl Serialize) -> FromNode {
         let framed = &mut self.framed;
         self.runtime.block_on(async {
             framed.send(&msg).await.expect("send");

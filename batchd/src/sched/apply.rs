@@ -198,7 +198,9 @@ impl Sched {
             tracing::warn!(job = %JobId(id), epoch = self.epoch, "not launched: the lease ran out during the commit");
             return;
         }
-        let bid = crate::queue::bid_rate(&spec);
+        // The spec's rate is still an `i64` (`Worth::Rate`), checked not negative when it
+        // was signed (`certs::jobsign`); a utility's rate is never negative.
+        let bid = money::Bid::new(crate::queue::bid_rate(&spec)).unwrap_or(money::Bid::ZERO);
         let ctl = nodes
             .iter()
             .enumerate()

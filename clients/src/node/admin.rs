@@ -43,7 +43,6 @@ impl Session {
     /// [`Bid`] is never negative; the node may still refuse it, over its
     /// `max_rate` or without credit).
     pub async fn rebid(&mut self, job: JobId, bid: Bid) -> Result<Rebidded, SessionError> {
-        let bid = bid.micros_per_minute();
         match self.request(&ToNode::Rebid(Rebid { job, bid })).await? {
             FromNode::Rebidded(r) => Ok(r),
             other => Err(SessionError::unexpected("Rebidded", &other)),

@@ -15,7 +15,8 @@
 //! cancel-safe: a dropped `send` may leave half a frame on the stream, after
 //! which the connection must be closed.
 //!
-//! A body that does not decode ([`FrameError::Decode`]) is consumed whole,
+//! A body that does not decode ([`FrameError::Decode`], or [`FrameError::BadBid`] when
+//! what failed is a negative bid) is consumed whole,
 //! so the stream stays in step and the next `recv` reads the next frame
 //! (see [`FrameError::is_recoverable`]). Bytes left over after the decoded
 //! value inside a body are ignored; that is what lets an old peer skip a
@@ -75,6 +76,11 @@ pub enum FrameError {
     /// expected type. The frame has been consumed; the stream is still usable.
     #[error("received a malformed message ({0}); the peer may run an incompatible version")]
     Decode(postcard::Error),
+    /// A complete frame arrived holding a bid that cannot be one (a negative rate; see
+    /// `money::wire`): the one check of a bid that comes from the network. The frame has
+    /// been consumed; the stream is still usable.
+    #[error("{0}")]
+    BadBid(money::BidError),
     /// The message could not be encoded (a serde error in the value itself).
     #[error("could not encode message: {0}")]
     Encode(postcard::Error),
@@ -82,10 +88,11 @@ pub enum FrameError {
 
 impl FrameError {
     /// True when the stream is still in step after this error (only
-    /// [`FrameError::Decode`]): the caller may answer with an error message and
-    /// keep reading. Every other error means the connection should be closed.
+    /// [`FrameError::Decode`] and [`FrameError::BadBid`]): the caller may answer with an
+    /// error message and keep reading. Every other error means the connection should be
+    /// closed.
     pub fn is_recoverable(&self) -> bool {
-        matches!(self, FrameError::Decode(_))
+        matches!(self, FrameError::Decode(_) | FrameError::BadBid(_))
     }
 }
 

@@ -60,9 +60,14 @@ impl ReadState {
             let need = self.needed()?;
             // `need` is at least HEADER_LEN, so this also means the header is in.
             if self.filled >= need {
-                let result = postcard::from_bytes(&self.buf[HEADER_LEN..need]);
+                let body = &self.buf[HEADER_LEN..need];
+                let (result, refused) = money::catch_refused_bid(|| postcard::from_bytes(body));
                 self.consume(need);
-                return result.map(Some).map_err(FrameError::Decode);
+                return match (result, refused) {
+                    (Ok(msg), _) => Ok(Some(msg)),
+                    (Err(_), Some(bid)) => Err(FrameError::BadBid(bid)),
+                    (Err(e), None) => Err(FrameError::Decode(e)),
+                };
             }
             // Grow a full buffer towards what this frame needs, at most
             // doubling, so memory follows the bytes that really arrived.

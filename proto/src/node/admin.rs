@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use money::Bid;
+
 use super::{JobId, Signal};
 
 /// One rank of a job running on a node, as listed by `ListJobs`.
@@ -20,9 +22,9 @@ pub struct JobInfo {
     /// The program (`argv[0]`).
     pub program: String,
     /// The bid asked for, micro-credits per minute.
-    pub bid: i64,
+    pub bid: Bid,
     /// The bid in force (0 while the owner is out of credit).
-    pub effective_bid: i64,
+    pub effective_bid: Bid,
     /// Runnable threads at the last measurement.
     pub runnable: u32,
     /// CPU the market model gives it now (water filling over the measured
@@ -85,7 +87,7 @@ pub struct Rebid {
     /// The job.
     pub job: JobId,
     /// The new bid, micro-credits per minute (0 or more).
-    pub bid: i64,
+    pub bid: Bid,
 }
 
 /// Answer to [`Rebid`].
@@ -96,5 +98,5 @@ pub struct Rebidded {
     /// How many ranks on this node now bid `bid`.
     pub ranks: u32,
     /// The bid now in force.
-    pub bid: i64,
+    pub bid: Bid,
 }

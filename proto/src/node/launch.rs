@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use money::Bid;
+
 use crate::job::JobId;
 
 /// A terminal's size in character cells.
@@ -24,7 +26,8 @@ pub struct Launch {
     /// How many ranks the job has in all.
     pub nranks: u32,
     /// Bid in micro-credits per minute of CPU (1 credit = 1 000 000); 0 runs free at the lowest weight.
-    pub bid: i64,
+    /// On the wire an `i64`; a negative one does not decode ([`crate::FrameError::BadBid`]).
+    pub bid: Bid,
     /// The program and its arguments; `argv[0]` is looked up in the node's `PATH`.
     #[serde(deserialize_with = "crate::limits::args")]
     pub argv: Vec<String>,
@@ -86,7 +89,7 @@ impl CappedLaunch {
     /// ```
     /// use proto::node::*;
     /// let launch = Launch {
-    ///     job: JobId(1), rank: 0, nranks: 3, bid: 2_000_000, argv: vec!["p".into()],
+    ///     job: JobId(1), rank: 0, nranks: 3, bid: Bid::from_credits(2), argv: vec!["p".into()],
     ///     env: vec![], cwd: None, terminal: None, options: RankOptions::default(),
     /// };
     /// let mut c = CappedLaunch { launch, pmi: false, max_cost: Some(10), account: None };
@@ -129,9 +132,6 @@ pub enum LaunchError {
         /// The rank count sent.
         nranks: u32,
     },
-    /// The bid is negative.
-    #[error("bid of {0} micro-credits per minute is negative; bid 0 or more")]
-    NegativeBid(i64),
     /// A string holds a NUL byte, which no program argument, variable or path can.
     #[error("{0} contains a NUL byte")]
     Nul(&'static str),
@@ -166,7 +166,7 @@ impl Launch {
     /// ```
     /// use proto::node::*;
     /// let mut launch = Launch {
-    ///     job: JobId(1), rank: 0, nranks: 4, bid: 2_000_000,
+    ///     job: JobId(1), rank: 0, nranks: 4, bid: Bid::from_credits(2),
     ///     argv: vec!["./prog".into()], env: vec![("HOME".into(), "/home/ann".into())],
     ///     cwd: Some("/home/ann".into()), terminal: None, options: RankOptions::default(),
     /// };
@@ -197,9 +197,6 @@ impl Launch {
                 rank: self.rank,
                 nranks: self.nranks,
             });
-        }
-        if self.bid < 0 {
-            return Err(LaunchError::NegativeBid(self.bid));
         }
         if self.argv.iter().any(|a| a.contains('\0')) {
             return Err(LaunchError::Nul("an argument"));

@@ -55,6 +55,7 @@ pub use usage::RankUsage;
 
 pub use crate::chunk::{CHUNK_SIZE, Chunk};
 pub use crate::job::{JobId, ParseJobIdError};
+pub use money::Bid;
 
 use serde::{Deserialize, Serialize};
 

@@ -63,7 +63,7 @@ mod tests {
         let new: Launch = postcard::from_bytes(&bytes).unwrap();
         assert_eq!(new.options, RankOptions::default());
         assert_eq!(
-            (new.job, new.bid, new.terminal),
+            (new.job, new.bid.micros_per_minute(), new.terminal),
             (old.job, old.bid, old.terminal)
         );
         let mut with = new.clone();

@@ -33,6 +33,11 @@ pub fn chunk() -> impl Strategy<Value = Chunk> {
     vec(any::<u8>(), 0..200).prop_map(Chunk)
 }
 
+/// Any bid (never negative: a negative rate does not decode as one).
+pub fn bid() -> impl Strategy<Value = Bid> {
+    (0..=i64::MAX).prop_map(|m| Bid::new(m).unwrap())
+}
+
 pub fn job_id() -> impl Strategy<Value = JobId> {
     any::<u64>().prop_map(JobId)
 }
@@ -62,7 +67,7 @@ pub fn launch() -> impl Strategy<Value = Launch> {
         job_id(),
         any::<u32>(),
         any::<u32>(),
-        any::<i64>(),
+        bid(),
         vec(text(), 0..5),
         vec((text(), text()), 0..5),
         option::of(text()),
@@ -98,7 +103,7 @@ pub fn to_node() -> impl Strategy<Value = ToNode> {
             signal,
             epoch
         })),
-        (job_id(), any::<i64>()).prop_map(|(job, bid)| ToNode::Rebid(Rebid { job, bid })),
+        (job_id(), bid()).prop_map(|(job, bid)| ToNode::Rebid(Rebid { job, bid })),
         launch().prop_map(ToNode::LaunchPmi),
         chunk().prop_map(ToNode::Pmi),
         (
@@ -132,8 +137,8 @@ pub fn job_info() -> impl Strategy<Value = JobInfo> {
     (
         (job_id(), any::<u32>(), any::<u32>(), text(), text()),
         (
-            any::<i64>(),
-            any::<i64>(),
+            bid(),
+            bid(),
             any::<u32>(),
             any::<u64>(),
             any::<i64>(),
@@ -208,7 +213,7 @@ pub fn from_node() -> impl Strategy<Value = FromNode> {
                 }
             )),
         (job_id(), any::<u32>()).prop_map(|(job, ranks)| FromNode::Killed(Killed { job, ranks })),
-        (job_id(), any::<u32>(), any::<i64>())
+        (job_id(), any::<u32>(), bid())
             .prop_map(|(job, ranks, bid)| FromNode::Rebidded(Rebidded { job, ranks, bid })),
         any::<u64>().prop_map(|bytes| FromNode::StdinTaken(StdinTaken { bytes })),
         chunk().prop_map(FromNode::Pmi),

@@ -261,7 +261,7 @@ impl CaseResult {
 
 /// One job under test.
 struct Job {
-    bid_micros: i64,
+    bid: Bid,
     threads: u32,
     runner: Runner,
 }
@@ -322,11 +322,11 @@ impl<'a> Bench<'a> {
         }
     }
 
-    /// Starts a CPU-bound job of `threads` busy loops bidding `bid_micros`.
-    fn start(&self, rt: &Runtime, bid_micros: i64, threads: u32) -> Job {
+    /// Starts a CPU-bound job of `threads` busy loops bidding `bid`.
+    fn start(&self, rt: &Runtime, bid: Bid, threads: u32) -> Job {
         let runner = match &self.rexecd {
             None => {
-                let nice = nice_for(bid_micros, self.nice_top);
+                let nice = nice_for(bid.micros_per_minute(), self.nice_top);
                 // rexecd's spawn registers the child's pidfd and pipes with `rt`.
                 let _entered = rt.enter();
                 let children = (0..threads)
@@ -351,7 +351,7 @@ impl<'a> Bench<'a> {
                 let script = vec!["while :; do :; done"; threads as usize].join(" & ");
                 let (session, pid) = rt.block_on(async {
                     let mut s = Session::open(&d.addr, self.pki).await;
-                    let pid = s.launch(&["/bin/sh", "-c", &script], bid_micros).await;
+                    let pid = s.launch(&["/bin/sh", "-c", &script], bid).await;
                     (s, pid)
                 });
                 let cgroup = self
@@ -372,7 +372,7 @@ impl<'a> Bench<'a> {
             }
         };
         Job {
-            bid_micros,
+            bid,
             threads,
             runner,
         }
@@ -409,10 +409,7 @@ impl<'a> Bench<'a> {
 
     /// The model's CPUs for `jobs`.
     fn model(&self, jobs: &[&Job]) -> Vec<f64> {
-        let jobs: Vec<(Bid, u32)> = jobs
-            .iter()
-            .map(|j| (Bid::new(j.bid_micros).unwrap(), j.threads))
-            .collect();
+        let jobs: Vec<(Bid, u32)> = jobs.iter().map(|j| (j.bid, j.threads)).collect();
         stride::model_cpus(self.cpus, &jobs)
     }
 
@@ -441,7 +438,7 @@ impl<'a> Bench<'a> {
                     k as f64 / (n - 1) as f64
                 };
                 let micros = (1e6 * 100f64.powf(1.0 - exp)).round() as i64;
-                self.start(rt, micros, 2)
+                self.start(rt, Bid::new(micros).expect("a positive rate"), 2)
             })
             .collect();
         let refs: Vec<&Job> = jobs.iter().collect();
@@ -466,7 +463,7 @@ impl<'a> Bench<'a> {
             println!(
                 "     bids {:?}  model CPUs {:?}  errors {:?}",
                 refs.iter()
-                    .map(|j| j.bid_micros as f64 / 1e6)
+                    .map(|j| j.bid.micros_per_minute() as f64 / 1e6)
                     .collect::<Vec<_>>(),
                 round2(&model),
                 round2(&errors)
@@ -497,8 +494,7 @@ impl<'a> Bench<'a> {
             let sj = &scenario.jobs[event.job];
             match event.kind {
                 stride::scenario::EventKind::Arrive => {
-                    let bid = sj.bid.micros_per_minute();
-                    live[event.job] = Some(self.start(rt, bid, sj.demand));
+                    live[event.job] = Some(self.start(rt, sj.bid, sj.demand));
                 }
                 stride::scenario::EventKind::Depart => {
                     if let Some(j) = live[event.job].take() {
@@ -644,8 +640,8 @@ fn metering(rt: &Runtime, pki: &TestPki, plan: &Plan) {
     rt.block_on(async {
         for k in 0..JOBS {
             let mut s = Session::open(&d.addr, pki).await;
-            s.launch(&["/bin/sleep", "3600"], 1_000_000 + k as i64)
-                .await;
+            let bid = Bid::new(1_000_000 + k as i64).expect("a positive rate");
+            s.launch(&["/bin/sleep", "3600"], bid).await;
             sessions.push(s);
         }
     });

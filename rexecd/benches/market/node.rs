@@ -139,8 +139,8 @@ impl Session {
         Session { session }
     }
 
-    /// Launches `argv` bidding `bid` micro-credits a minute; returns the first pid.
-    pub(crate) async fn launch(&mut self, argv: &[&str], bid: i64) -> i32 {
+    /// Launches `argv` bidding `bid`; returns the first pid.
+    pub(crate) async fn launch(&mut self, argv: &[&str], bid: money::Bid) -> i32 {
         let request = Launch {
             job: job_id(),
             rank: 0,

@@ -103,9 +103,9 @@ pub struct RankView {
     /// Owner.
     pub owner: String,
     /// Bid asked for, micro-credits per minute.
-    pub bid: i64,
+    pub bid: Bid,
     /// Bid in force.
-    pub effective_bid: i64,
+    pub effective_bid: Bid,
     /// Runnable threads at the last sample.
     pub runnable: u32,
     /// Model allocation, milli-CPUs.
@@ -141,8 +141,9 @@ pub struct Market {
     placer: Mutex<Option<placer::Placer>>,
 }
 
-/// Node `node`'s refusal of a bid that cannot be one (negative), with its own
-/// code so that a client can tell it from a malformed request.
+/// Node `node`'s refusal of a bid that cannot be one (negative: a frame holding one does
+/// not decode, `proto::FrameError::BadBid`), with its own code so that a client can tell
+/// it from a malformed request.
 pub fn refuse_bid(node: &str, e: &money::BidError) -> ErrorReply {
     let text = format!("node {node}: {e} (a zero bid runs on CPU no bidding job wants)");
     ErrorReply::new(ErrorCode::BadBid, text)
@@ -285,41 +286,36 @@ impl Market {
     /// Whether `user` may bid `bid` micro-credits a minute here charged to
     /// `account` (`rexec -A`; `None` for its default project or personal
     /// account): as [`Market::check_bid`], and a member of the project with a
-    /// positive balance there. Returns the bid and the account to charge, with
-    /// the project's spending ceiling per job.
+    /// positive balance there. Returns the account to charge, with the project's
+    /// spending ceiling per job.
     pub async fn check_payer(
         &self,
         user: &str,
         account: Option<&str>,
-        bid: i64,
-    ) -> Result<(Bid, credit::Payer), ErrorReply> {
-        let bid = self.check_rate(bid)?;
-        let payer = self.credit.payer(user, account, bid).await?;
-        Ok((bid, payer))
+        bid: Bid,
+    ) -> Result<credit::Payer, ErrorReply> {
+        self.check_rate(bid)?;
+        self.credit.payer(user, account, bid).await
     }
 
-    /// Whether `user` may bid `bid` micro-credits a minute here: not negative, within
-    /// `max_rate`, and (when positive) with a positive balance.
-    pub async fn check_bid(&self, user: &str, bid: i64) -> Result<Bid, ErrorReply> {
-        let bid = self.check_rate(bid)?;
-        self.credit.check(user, bid).await?;
-        Ok(bid)
+    /// Whether `user` may bid `bid` micro-credits a minute here: within `max_rate`, and
+    /// (when positive) with a positive balance.
+    pub async fn check_bid(&self, user: &str, bid: Bid) -> Result<(), ErrorReply> {
+        self.check_rate(bid)?;
+        self.credit.check(user, bid).await
     }
 
-    /// A signed batch rank's weight: its queue's bid, not negative, capped at
-    /// `max_rate`. The queue charges the rank, not this node, so the cap only bounds
-    /// the share it takes here; refusing it would fail a job whose utility bids
-    /// high for reasons of its own.
-    pub fn batch_rate(&self, bid: i64) -> Result<Bid, ErrorReply> {
-        let bid = Bid::new(bid).map_err(|e| refuse_bid(&self.node, &e))?;
-        Ok(bid.min(self.cfg.max_rate))
+    /// A signed batch rank's weight: its queue's bid, capped at `max_rate`. The queue
+    /// charges the rank, not this node, so the cap only bounds the share it takes here;
+    /// refusing it would fail a job whose utility bids high for reasons of its own.
+    pub fn batch_rate(&self, bid: Bid) -> Bid {
+        bid.min(self.cfg.max_rate)
     }
 
-    /// Whether `bid` is a bid this node takes: not negative, within `max_rate`.
-    pub fn check_rate(&self, bid: i64) -> Result<Bid, ErrorReply> {
+    /// Whether `bid` is a bid this node takes: within `max_rate` (a [`Bid`] is never
+    /// negative; a negative one from the network never decodes, see [`refuse_bid`]).
+    pub fn check_rate(&self, bid: Bid) -> Result<(), ErrorReply> {
         let node = &self.node;
-        // A refusal of the bid itself has its own code, so a client can tell it apart.
-        let bid = Bid::new(bid).map_err(|e| refuse_bid(node, &e))?;
         if bid > self.cfg.max_rate {
             let max = self.cfg.max_rate.micros_per_minute();
             let default = Bid::from_credits(crate::config::market_table::DEFAULT_MAX_RATE_CREDITS);
@@ -341,7 +337,7 @@ impl Market {
                 ),
             ));
         }
-        Ok(bid)
+        Ok(())
     }
 
     /// Claims a signed batch rank at accountd (see [`credit::Credit::claim`]).
@@ -456,7 +452,7 @@ impl Market {
     pub async fn rebid(
         &self,
         job: JobId,
-        bid: i64,
+        bid: Bid,
         may: impl Fn(&str) -> bool,
     ) -> Result<(u32, Bid), ErrorReply> {
         // Each owner with the account its ranks charge (a project's, or its own).
@@ -474,22 +470,21 @@ impl Market {
         if owners.is_empty() {
             return Ok((0, Bid::ZERO));
         }
-        let mut checked = Bid::ZERO;
         for (owner, account) in &owners {
-            checked = match account {
+            match account {
                 None => self.check_bid(owner, bid).await?,
-                Some(_) => self.check_payer(owner, account.as_deref(), bid).await?.0,
+                Some(_) => drop(self.check_payer(owner, account.as_deref(), bid).await?),
             };
         }
-        let (count, restored) = self.book().rebid(job, checked, |r| may(&r.owner));
+        let (count, restored) = self.book().rebid(job, bid, |r| may(&r.owner));
         if count > 0 {
             self.changed.notify_one();
         }
         for control in restored {
-            let _ = control.try_send(book::restored_notice(&self.node, checked));
+            let _ = control.try_send(book::restored_notice(&self.node, bid));
         }
         self.rebalance().await;
-        Ok((count, checked))
+        Ok((count, bid))
     }
 
     /// Ranks `visible` lets the caller see, with the node's state.
@@ -503,8 +498,8 @@ impl Market {
                     *k,
                     RankView {
                         owner: r.owner.clone(),
-                        bid: r.bid.micros_per_minute(),
-                        effective_bid: r.effective_bid().micros_per_minute(),
+                        bid: r.bid,
+                        effective_bid: r.effective_bid(),
                         runnable: r.demand,
                         model_milli: r.model_milli,
                         measured_milli: r.measured_milli(),

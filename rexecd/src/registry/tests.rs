@@ -50,17 +50,16 @@ impl Registry {
         owner: &str,
         control: mpsc::Sender<Control>,
     ) -> Result<Slot, RegistryError> {
-        let bid = money::Bid::new(launch.bid).unwrap();
-        self.register(launch, owner, None, bid, control, None)
+        self.register(launch, owner, None, launch.bid, control, None)
     }
 }
 
-fn launch(job: u64, rank: u32, bid: i64) -> Launch {
+fn launch(job: u64, rank: u32, credits: u32) -> Launch {
     Launch {
         job: JobId(job),
         rank,
         nranks: 2,
-        bid,
+        bid: money::Bid::from_credits(credits),
         argv: vec!["/bin/prog".into()],
         env: Vec::new(),
         cwd: None,
@@ -196,12 +195,8 @@ async fn weights_follow_the_bids_of_the_running_ranks() {
     let base = dir.path();
     let registry = Arc::new(registry_at(base).await);
     let (tx, _rx) = mpsc::channel(CONTROL_QUEUE);
-    let high = registry
-        .reg(&launch(1, 0, 4_000_000), "ann", tx.clone())
-        .unwrap();
-    let low = registry
-        .reg(&launch(2, 0, 1_000_000), "bob", tx.clone())
-        .unwrap();
+    let high = registry.reg(&launch(1, 0, 4), "ann", tx.clone()).unwrap();
+    let low = registry.reg(&launch(2, 0, 1), "bob", tx.clone()).unwrap();
     let (h, l) = (high.cgroup(), low.cgroup());
     clear_weight(base, h);
     clear_weight(base, l);

@@ -112,12 +112,11 @@ pub(super) async fn rebid(shared: &Shared, peer: &PeerIdentity, rebid: &Rebid) -
     match done {
         Ok((0, _)) => FromNode::Error(no_such_job(shared, peer, rebid.job)),
         Ok((ranks, bid)) => {
-            tracing::info!(%peer, job = %rebid.job, bid = %money::format_credits(bid.micros_per_minute()),
-                ranks, "re-bid");
+            tracing::info!(%peer, job = %rebid.job, %bid, ranks, "re-bid");
             FromNode::Rebidded(Rebidded {
                 job: rebid.job,
                 ranks,
-                bid: bid.micros_per_minute(),
+                bid,
             })
         }
         Err(reply) => {

@@ -237,7 +237,7 @@ pub(super) async fn run<S>(
                         }
                     }
                     Ok(None) => break End::ClientGone("the client closed the connection".into()),
-                    Err(e) => match frame_error_reply(&e) {
+                    Err(e) => match frame_error_reply(&state.shared.config.name, &e) {
                         Some(reply) => break End::Protocol(reply),
                         None => break End::ClientGone(e.to_string()),
                     },

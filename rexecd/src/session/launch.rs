@@ -133,10 +133,11 @@ async fn prepare(
     let user = resolve_user(shared, &peer.name).await?;
     // The bid is checked here, where it is enforced: max_rate and the payer's credit
     // (the owner's, or the project's it charges as a member).
-    let (bid, payer) = shared
+    let bid = request.bid;
+    let payer = shared
         .registry
         .market()
-        .check_payer(user.name(), account, request.bid)
+        .check_payer(user.name(), account, bid)
         .await?;
     let job = create(
         shared,
@@ -239,16 +240,9 @@ fn authorize(shared: &Shared, peer: &PeerIdentity, request: &Launch) -> Result<(
             ),
         ));
     }
-    request.validate().map_err(|e| match e {
-        // A refusal of the bid, said as the market says it (`Market::check_bid`).
-        proto::node::LaunchError::NegativeBid(micros) => {
-            crate::market::refuse_bid(&config.name, &money::BidError::Negative(micros))
-        }
-        other => ErrorReply::new(
-            ErrorCode::BadRequest,
-            format!("bad launch request: {other}"),
-        ),
-    })?;
+    request
+        .validate()
+        .map_err(|e| ErrorReply::new(ErrorCode::BadRequest, format!("bad launch request: {e}")))?;
     check_allowed(config, &peer.name)
 }
 

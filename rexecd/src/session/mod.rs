@@ -5,7 +5,8 @@
 //!
 //! Before a job runs, a peer gets one heartbeat timeout to send each request; silence,
 //! a closed connection or a malformed frame ends the session (with an `Error` frame when
-//! the peer can still read one). Nothing a peer sends can make the session panic.
+//! the peer can still read one); a request holding a negative bid is refused `BadBid`
+//! and the session goes on. Nothing a peer sends can make the session panic.
 
 mod admin;
 mod end;
@@ -91,6 +92,7 @@ where
     let mut stop = shared.stop.clone();
     let wait = shared.config.heartbeat_timeout;
     let party = Party {
+        node: &shared.config.name,
         meters: &shared.meters,
         peer: &peer,
         remote: &remote,
@@ -173,6 +175,17 @@ where
                 );
                 return refuse(&party, &mut writer, ErrorCode::BadRequest, text).await;
             }
+            Incoming::Failed(FrameError::BadBid(bid)) => {
+                // The frame is consumed and the stream in step: the bid is refused as
+                // the market refuses one (as a `Rebid` over `max_rate` is), and the
+                // session goes on.
+                let reply = crate::market::refuse_bid(party.node, &bid);
+                tracing::info!(%peer, %remote, message = %reply.message, "request refused");
+                shared.meters.refused(reply.code);
+                if writer.send(&FromNode::Error(reply)).await.is_err() {
+                    return;
+                }
+            }
             Incoming::Closed => return,
             other => return ended(&party, &mut writer, other).await,
         }
@@ -181,6 +194,7 @@ where
 
 /// Who a session talks to, and where its refusals are counted.
 struct Party<'a> {
+    node: &'a str,
     meters: &'a crate::metrics::SessionMeters,
     peer: &'a PeerIdentity,
     remote: &'a str,
@@ -217,7 +231,7 @@ async fn ended<S: AsyncWrite>(party: &Party<'_>, writer: &mut Writer<S>, why: In
             ErrorCode::Busy,
             "rexecd is shutting down; try another node".to_string(),
         ),
-        Incoming::Failed(e) => match frame_error_reply(&e) {
+        Incoming::Failed(e) => match frame_error_reply(party.node, &e) {
             Some(reply) => (reply.code, reply.message),
             None => {
                 let (peer, remote) = (party.peer, party.remote);
@@ -230,10 +244,12 @@ async fn ended<S: AsyncWrite>(party: &Party<'_>, writer: &mut Writer<S>, why: In
     refuse(party, writer, code, text).await;
 }
 
-/// The `Error` answer for a frame error the peer should hear about (malformed or too
-/// large); `None` when the connection itself failed.
-fn frame_error_reply(e: &FrameError) -> Option<ErrorReply> {
+/// Node `node`'s `Error` answer for a frame error the peer should hear about (malformed,
+/// too large, or holding a negative bid: refused as the market refuses a bid); `None` when
+/// the connection itself failed.
+fn frame_error_reply(node: &str, e: &FrameError) -> Option<ErrorReply> {
     match e {
+        FrameError::BadBid(bid) => Some(crate::market::refuse_bid(node, bid)),
         FrameError::Decode(_) | FrameError::TooLarge { .. } => Some(ErrorReply::new(
             ErrorCode::BadRequest,
             format!("{e}; closing the session"),

@@ -123,7 +123,7 @@ async fn checked_start(
     // A script is written first: a node that cannot write it claims nothing.
     let (launch, script) = with_script(admitted, &user, node).await?;
     let market = shared.registry.market();
-    let bid = market.batch_rate(admitted.launch.bid)?;
+    let bid = market.batch_rate(admitted.launch.bid);
     let replayed = || {
         let c = admitted.claim();
         ErrorReply::new(

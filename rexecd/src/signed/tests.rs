@@ -55,8 +55,8 @@ fn spec(attempts: u32, width: u32, rate: i64) -> JobSpec {
 fn sign(pki: &TestPki, spec: JobSpec) -> SignedLaunch {
     let signer = JobSigner::load(&pki.tls_paths(Role::User, "alice")).unwrap();
     let rate = match spec.worth {
-        Worth::Rate(r) => r,
-        Worth::Utility(_) => 0,
+        Worth::Rate(r) => money::Bid::new(r).unwrap(),
+        Worth::Utility(_) => money::Bid::ZERO,
     };
     SignedLaunch {
         job: signer.sign(&spec).unwrap(),
@@ -160,7 +160,7 @@ fn only_a_configured_queue_may_send_and_the_rank_must_fit_the_signed_job() {
     let e = admit(&cfg, &q, &misplaced, now).unwrap_err();
     assert!(e.message.contains("one per rank"), "{}", e.message);
     let mut greedy = req.clone();
-    greedy.bid += 1;
+    greedy.bid = money::Bid::new(greedy.bid.micros_per_minute() + 1).unwrap();
     assert_eq!(
         admit(&cfg, &q, &greedy, now).unwrap_err().code,
         ErrorCode::BadBid

@@ -13,7 +13,7 @@ async fn admins_list_and_kill_any_job_users_only_their_own() {
     let d = Daemon::start("admin", &[]);
     let mut owner = d.user().await;
     let mut request = launch(&["/bin/sleep", "300"]);
-    request.bid = 2_500_000;
+    request.bid = money::Bid::new(2_500_000).unwrap();
     let job = request.job;
     let started = owner.start(request).await;
 
@@ -30,7 +30,7 @@ async fn admins_list_and_kill_any_job_users_only_their_own() {
     );
     assert_eq!(
         (jobs[0].program.as_str(), jobs[0].bid),
-        ("/bin/sleep", 2_500_000)
+        ("/bin/sleep", money::Bid::new(2_500_000).unwrap())
     );
 
     let mut own = d.user().await;
@@ -71,11 +71,11 @@ async fn bids_become_cpu_weights() {
     let d = Daemon::start("weights", &[]);
     let mut a = d.user().await;
     let mut high = launch(&["/bin/sleep", "300"]);
-    high.bid = 4_000_000;
+    high.bid = money::Bid::from_credits(4);
     a.start(high).await;
     let mut b = d.user().await;
     let mut low = launch(&["/bin/sleep", "300"]);
-    low.bid = 1_000_000;
+    low.bid = money::Bid::from_credits(1);
     b.start(low).await;
     let dirs = d.job_cgroups();
     assert_eq!(dirs.len(), 2);
@@ -137,9 +137,34 @@ async fn the_node_client_lists_rebids_and_kills_with_typed_calls() {
         .rebid(job, money::Bid::from_credits(3))
         .await
         .unwrap();
-    assert_eq!((rebid.job, rebid.ranks, rebid.bid), (job, 1, 3_000_000));
+    assert_eq!(
+        (rebid.job, rebid.ranks, rebid.bid),
+        (job, 1, money::Bid::from_credits(3))
+    );
     let list = session().await.list_jobs().await.unwrap();
-    assert_eq!(list.jobs[0].bid, 3_000_000, "{list:?}");
+    assert_eq!(list.jobs[0].bid, money::Bid::from_credits(3), "{list:?}");
+
+    // A negative bid, as a client that does not check it sends it (`Rebid` is tag 10):
+    // it never decodes as a bid; the node refuses it as a bid, in credits, and the
+    // session goes on.
+    let mut raw = session().await;
+    raw.framed
+        .send(&(10u16, (job, -1_000_000i64)))
+        .await
+        .unwrap();
+    match raw.framed.recv::<FromNode>().await.unwrap() {
+        Some(FromNode::Error(e)) => {
+            assert_eq!(e.code, ErrorCode::BadBid, "{e:?}");
+            assert!(
+                e.message.starts_with(&format!("node {NODE}: "))
+                    && e.message.contains("-1 credits per minute"),
+                "{e:?}"
+            );
+        }
+        other => panic!("expected a BadBid refusal, got {other:?}"),
+    }
+    let list = raw.list_jobs().await.unwrap();
+    assert_eq!(list.jobs[0].bid, money::Bid::from_credits(3), "{list:?}");
 
     let killed = session().await.kill(job, Signal::Kill).await.unwrap();
     assert_eq!((killed.job, killed.ranks), (job, 1));

@@ -112,7 +112,7 @@ async fn announces_its_market_at_once_on_every_change() {
     // A job bidding 7 credits a minute: announced within well under the period.
     let mut c = d.user().await;
     let mut request = launch(&["/bin/sh", "-c", "while :; do :; done"]);
-    request.bid = 7_000_000;
+    request.bid = money::Bid::from_credits(7);
     c.start(request).await;
     // The job counts at once, with its bid in the price: a rank is assumed
     // runnable from its start until a sample of its cgroup says otherwise (the
@@ -231,7 +231,7 @@ async fn without_a_known_accountd_positive_bids_wait_and_zero_bids_run() {
     );
     let d = Daemon::start("announcenoacc", &["--config", &config]);
     let mut request = launch(&["/bin/true"]);
-    request.bid = 1_000_000;
+    request.bid = money::Bid::from_credits(1);
     let e = d.user().await.refused(request).await;
     assert_eq!(e.code, ErrorCode::NoCredit, "{e:?}");
     assert!(e.message.contains("no accountd known"), "{e:?}");

@@ -20,23 +20,23 @@ const ROUNDS: u64 = 5;
 /// Ranks started in each round (while about half of the running ones end).
 const STARTS_PER_ROUND: u64 = 10;
 
-/// A running rank: its session, its first process and its bid (micro-credits a minute).
+/// A running rank: its session, its first process and its bid.
 struct Running {
     client: Client,
     pid: i32,
-    bid: i64,
+    bid: Bid,
 }
 
 /// The bid of start `i` of round `round`: spread over 0..=99 credits a minute, with a
 /// zero bid now and then (it gets the smallest weight among paying jobs) and, every
 /// round, a new highest bid (its arrival and departure move every other weight).
-fn bid_for(round: u64, i: u64) -> i64 {
+fn bid_for(round: u64, i: u64) -> Bid {
     let credits = match i {
         0 => 90 + (round * 3) % 10,
         1 if round.is_multiple_of(2) => 0,
         _ => (round * 37 + i * 11) % 89 + 1,
     };
-    i64::try_from(credits).unwrap() * 1_000_000
+    Bid::from_credits(u32::try_from(credits).unwrap())
 }
 
 /// The weight file of a job cgroup and the range it takes.
@@ -85,7 +85,7 @@ fn check_weights(d: &Daemon, running: &[Running]) -> Result<(), String> {
     let Some(range) = cgroups.values().next().map(|(_, _, r)| *r) else {
         return Ok(());
     };
-    let bids: Vec<Bid> = running.iter().map(|r| Bid::new(r.bid).unwrap()).collect();
+    let bids: Vec<Bid> = running.iter().map(|r| r.bid).collect();
     let expected = weights_for_tickets(&stride::tickets_for_bids(&bids), range);
     let mut wrong = Vec::new();
     for (r, want) in running.iter().zip(expected) {
@@ -109,7 +109,7 @@ fn check_weights(d: &Daemon, running: &[Running]) -> Result<(), String> {
 }
 
 /// Starts a sleeping rank bidding `bid` in a session of its own.
-async fn start(d: Arc<Daemon>, bid: i64) -> Running {
+async fn start(d: Arc<Daemon>, bid: Bid) -> Running {
     let mut client = d.user().await;
     let mut request = launch(&["/bin/sleep", "600"]);
     request.bid = bid;

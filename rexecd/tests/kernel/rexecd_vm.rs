@@ -47,7 +47,7 @@ async fn guest_rexecd_weights_bids_and_kills_an_escaped_grandchild_on_v2() {
     // Bids 4 and 1 credits a minute: the top of v2's range and a quarter of it.
     let mut high = d.user().await;
     let mut request = launch(&["/bin/sh", "-c", ESCAPE]);
-    request.bid = 4_000_000;
+    request.bid = money::Bid::from_credits(4);
     let started = high.start(request).await;
     let text = high.read_until("ready").await;
     let grandchild: i32 = text
@@ -65,7 +65,7 @@ async fn guest_rexecd_weights_bids_and_kills_an_escaped_grandchild_on_v2() {
     eprintln!("rexecd pinned to CPU 1: its job and escaped grandchild have Cpus_allowed_list 1");
     let mut low = d.user().await;
     let mut request = launch(&["/bin/sleep", "300"]);
-    request.bid = 1_000_000;
+    request.bid = money::Bid::from_credits(1);
     low.start(request).await;
 
     let dirs = d.job_cgroups();

@@ -202,7 +202,7 @@ async fn start_busy(daemon: &Daemon, credits: u32, threads: u32) -> Busy {
     let script = format!("{loops}; wait");
     let mut req = launch(&["/bin/sh", "-c", &script]);
     let bid = Bid::from_credits(credits);
-    req.bid = bid.micros_per_minute();
+    req.bid = bid;
     client.start(req).await;
     // The rank's cgroup is the newest job-* directory.
     let dir = cpu_dir(&daemon.parent).unwrap();

@@ -108,7 +108,7 @@ fn launch_then_send(cluster: &Cluster, garbage: &[u8]) -> Vec<FromNode> {
             job: JobId(0x0e2e),
             rank: 0,
             nranks: 1,
-            bid: 0,
+            bid: money::Bid::ZERO,
             argv: vec!["sleep".into(), "1000".into()],
             env: vec![
                 ("PATH".into(), "/usr/bin:/bin".into()),

@@ -98,7 +98,7 @@ fn launch(node: &str, job: &SignedJob, attempt: u32, bid: i64) -> SignedLaunch {
         job: job.clone(),
         attempt,
         rank: 0,
-        bid,
+        bid: money::Bid::new(bid).expect("a test's queue bids zero or more"),
         nodes: vec![node.to_string()],
         started_ms: 0,
         array_index: None,
@@ -473,7 +473,7 @@ fn a_queue_lists_and_kills_only_the_ranks_it_started() {
     }
     match queue.send(ToNode::Rebid(Rebid {
         job: JobId(0xd2),
-        bid: C,
+        bid: money::Bid::from_credits(1),
     })) {
         FromNode::Error(e) => assert_eq!(e.code, ErrorCode::NotAuthorized, "{e}"),
         other => panic!("a queue changed a bid: {other:?}"),

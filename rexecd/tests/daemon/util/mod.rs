@@ -71,7 +71,7 @@ pub fn launch(argv: &[&str]) -> Launch {
         job: job_id(),
         rank: 0,
         nranks: 1,
-        bid: 0,
+        bid: money::Bid::ZERO,
         argv: argv.iter().map(|s| s.to_string()).collect(),
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         cwd: None,
