@@ -209,7 +209,7 @@ fn keep(cfg: PgConfig, queue: String, me: String, lease: Duration, tx: watch::Se
         if let Some(c) = client.as_mut() {
             match take(c, &queue, &me, lease) {
                 Ok(got) => {
-                    failing = false;
+                    let recovered = std::mem::replace(&mut failing, false);
                     let now = match got {
                         Some(epoch) => State::Leader {
                             epoch,
@@ -219,6 +219,14 @@ fn keep(cfg: PgConfig, queue: String, me: String, lease: Duration, tx: watch::Se
                     };
                     let before = *tx.borrow();
                     match (before, now) {
+                        // Renewed after the database was out of reach: said, so that
+                        // the log's last word on the lease is not "cannot renew".
+                        (State::Leader { epoch: a, .. }, State::Leader { epoch: b, .. })
+                            if a == b && recovered =>
+                        {
+                            tracing::info!(%queue, epoch = b, holder = %me,
+                                "lease taken: leading again, the database back")
+                        }
                         (State::Leader { epoch: a, .. }, State::Leader { epoch: b, .. })
                             if a == b => {}
                         (_, State::Leader { epoch, .. }) => {

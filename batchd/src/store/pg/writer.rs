@@ -2,9 +2,13 @@
 //! one transaction; a submission whose id exists is refused alone, and a write
 //! that fails for another reason is refused alone by applying the group again
 //! without it. Jobs are numbered under an advisory lock so that several batchd
-//! on one database never store the same arrival number.
+//! on one database never store the same arrival number. A group whose connection
+//! was lost (the primary killed, a standby being promoted) is written again on a
+//! new connection for up to [`RECONNECT_FOR`], so that a failover of a fraction of
+//! a second loses no change the scheduler made.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use postgres::types::ToSql;
 use postgres::{Client, Statement};
@@ -17,6 +21,13 @@ use crate::store::{ArrayRecord, JobRecord, Loaded, PendingDebit, PgConfig, RankU
 /// database each number their submissions, so the number stored is the larger
 /// of the submitter's and one past the largest stored, taken under this lock
 /// (held to the commit) so that two instances never store the same one.
+/// How long a group whose connection was lost is tried again on new connections:
+/// longer than a standby's promotion (0.1 to 0.3 s in the fault test) and than the
+/// lease (3 s by default), after which a stale leader's writes are refused anyway.
+const RECONNECT_FOR: Duration = Duration::from_secs(5);
+/// The pause between two such tries.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+
 const SEQ_LOCK: i64 = 0x6261_7463_6873;
 
 /// The arrival number a job numbered `$1` by its submitter is stored under.
@@ -324,6 +335,26 @@ impl PgWriter {
 
 impl Backend for PgWriter {
     fn apply(&mut self, batch: &[&Write]) -> Result<Vec<Result<(), StoreError>>, String> {
+        let deadline = Instant::now() + RECONNECT_FOR;
+        loop {
+            match self.apply_once(batch) {
+                // No connection left: the group did not commit (or its COMMIT's
+                // answer was lost; written again, a job update is the same row, and
+                // a submission already stored is refused alone as a repeat).
+                Err(why) if self.client.is_none() && Instant::now() < deadline => {
+                    tracing::warn!(error = %why,
+                        "queue store: the connection to PostgreSQL was lost; writing the group again");
+                    std::thread::sleep(RECONNECT_PAUSE);
+                }
+                done => return done,
+            }
+        }
+    }
+}
+
+impl PgWriter {
+    /// One try of [`Backend::apply`] on the connection there is (or a new one).
+    fn apply_once(&mut self, batch: &[&Write]) -> Result<Vec<Result<(), StoreError>>, String> {
         self.connected()?;
         // Writes that failed alone in an earlier try of this group.
         let mut failed: Vec<Option<String>> = vec![None; batch.len()];
