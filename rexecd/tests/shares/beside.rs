@@ -17,8 +17,9 @@
 use std::time::{Duration, Instant};
 
 use crate::background::{Loop, market_weight, nice, weighted};
+use crate::driving::AtNodesWeight;
 use crate::measure::{model, shares};
-use crate::util::{Daemon, can_run};
+use crate::util::{Daemon, can_run, cpu_dir};
 use crate::{Busy, node_config, serial, start_busy, stop};
 
 /// Least CPU the jobs receive together, as a fraction of the node's CPUs (1.9 of 2).
@@ -194,6 +195,12 @@ async fn figure_4_beside_a_busy_background_loop() {
     eprintln!("beside nice {nice}: the market's cgroup weight {weight}");
     let daemon = Daemon::start_with_config(parent.clone(), &config);
     let background = Loop::start(nice, None);
+    // The loop started first stays outside; the test and rexecd go in.
+    let driving = AtNodesWeight::enter(
+        &format!("{parent}ctl"),
+        &cpu_dir(&parent).expect("a cpu hierarchy"),
+        &[&daemon],
+    );
     let mut jobs: Vec<Busy> = Vec::new();
     for bid in [40, 30, 20] {
         jobs.push(start_busy(&daemon, bid, 1).await);
@@ -205,6 +212,8 @@ async fn figure_4_beside_a_busy_background_loop() {
     for j in jobs {
         stop(j).await;
     }
+    drop(daemon);
+    drop(driving);
     assert!(
         failures.is_empty(),
         "beside a nice {nice} busy loop: {failures:#?}"

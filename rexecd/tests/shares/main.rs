@@ -15,6 +15,7 @@ mod util;
 
 mod background;
 mod beside;
+mod driving;
 mod measure;
 mod one_cpu;
 mod pinned;

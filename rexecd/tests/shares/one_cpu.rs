@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use crate::background::{Loop, market_weight, nice, weighted};
 use crate::beside::{MAX_POINTS, judged_beside};
+use crate::driving::AtNodesWeight;
 use crate::measure::{errors, model};
-use crate::util::{Daemon, can_run};
+use crate::util::{Daemon, can_run, cpu_dir};
 use crate::{Busy, node_config, serial, start_busy, stop};
 
 /// The node's one CPU.
@@ -94,6 +95,12 @@ async fn bids_3_and_1_on_one_cpu_keep_it_beside_a_busy_background_loop() {
     // the market's CPUs (OPERATIONS: `AllowedCPUs`, a cpuset).
     let loop_cpus = std::env::var("REXEC_BESIDE_LOOP_CPUS").unwrap_or_else(|_| NODE_CPU.into());
     let background = Loop::start(nice, Some(&loop_cpus));
+    // The loop started first stays outside; the test and rexecd go in.
+    let driving = AtNodesWeight::enter(
+        &format!("{parent}ctl"),
+        &cpu_dir(&parent).expect("a cpu hierarchy"),
+        &[&daemon],
+    );
     let jobs = start_jobs(&daemon).await;
     let live: Vec<&Busy> = jobs.iter().collect();
     let failures = tokio::task::block_in_place(|| {
@@ -103,6 +110,8 @@ async fn bids_3_and_1_on_one_cpu_keep_it_beside_a_busy_background_loop() {
     for j in jobs {
         stop(j).await;
     }
+    drop(daemon);
+    drop(driving);
     assert!(
         failures.is_empty(),
         "3:1 on one CPU beside a nice {nice} busy loop: {failures:#?}"

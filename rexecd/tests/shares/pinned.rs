@@ -24,6 +24,7 @@
 use std::time::Duration;
 
 use crate::background::{Loop, market_weight, nice, weighted};
+use crate::driving::{AtNodesWeight, weight_file};
 use crate::measure::shares_per_cpu;
 use crate::util::{Daemon, can_run, cpu_dir};
 use crate::{Busy, serial, start_busy, stop};
@@ -78,82 +79,15 @@ fn cpus_allowed(job: &Busy) -> Vec<String> {
 
 /// Gives a node's parent cgroup the top CPU weight (see the module's comment).
 fn outweigh_the_neighbours(parent: &std::path::Path) {
-    let (file, top) = if parent.join("cpu.shares").exists() {
-        ("cpu.shares", "262144")
+    let file = weight_file(parent);
+    let top = if file == "cpu.shares" {
+        "262144"
     } else {
-        ("cpu.weight", "10000")
+        "10000"
     };
     std::fs::write(parent.join(file), top).unwrap();
     let set = std::fs::read_to_string(parent.join(file)).unwrap();
     assert_eq!(set.trim(), top, "{}", parent.display());
-}
-
-/// The test process and its two daemons at the nodes' weight while a scenario runs,
-/// in a cgroup of their own beside the nodes' parents; back where the test process
-/// was when dropped. With both nodes' parents at the top weight and both CPUs busy, a
-/// root-level process gets about 0.4% of a CPU: a launch then took rexecd 7 s of wall
-/// time (session open at 21:58:43.44, job started at 21:58:50.77 in one run) and the
-/// test's own TLS handshakes timed out, twice in clean-clone CI and once here. The
-/// nodes' software and the client that drives them are not the neighbours the top
-/// weight is meant to outweigh (an admin gives rexecd the node's weight the same way:
-/// OPERATIONS, "Background work on a market node").
-struct AtNodesWeight {
-    dir: std::path::PathBuf,
-    home: std::path::PathBuf,
-}
-
-impl AtNodesWeight {
-    /// Moves this process and `daemons` into `<hierarchy>/<name>` at the top weight.
-    fn enter(name: &str, daemons: &[&Daemon]) -> AtNodesWeight {
-        let dir = cpu_dir(name).unwrap();
-        let root = dir.parent().unwrap().to_path_buf();
-        std::fs::create_dir_all(&dir).unwrap();
-        outweigh_the_neighbours(&dir);
-        let home = root.join(own_cgroup(&root).trim_start_matches('/'));
-        let pids =
-            std::iter::once(std::process::id() as i32).chain(daemons.iter().map(|d| d.pid()));
-        for pid in pids {
-            std::fs::write(dir.join("cgroup.procs"), pid.to_string()).unwrap();
-        }
-        AtNodesWeight { dir, home }
-    }
-}
-
-impl Drop for AtNodesWeight {
-    fn drop(&mut self) {
-        // The daemons have exited by now (`run` drops them first); this process goes home.
-        let _ = std::fs::write(
-            self.home.join("cgroup.procs"),
-            std::process::id().to_string(),
-        );
-        for _ in 0..50 {
-            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-/// This process's cgroup in the hierarchy mounted at `root` (the cpu controller's on
-/// v1, the unified one on v2), as `/proc/self/cgroup` names it.
-fn own_cgroup(root: &std::path::Path) -> String {
-    let v1 = root.join("cpu.shares").exists() || !root.join("cgroup.controllers").exists();
-    let lines = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    lines
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.splitn(3, ':');
-            let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
-            let ours = if v1 {
-                controllers.split(',').any(|c| c == "cpu")
-            } else {
-                controllers.is_empty()
-            };
-            ours.then(|| path.to_string())
-        })
-        .next()
-        .unwrap_or_else(|| panic!("no cpu cgroup of this process in {lines}"))
 }
 
 /// What A's job got alone and then beside B's two jobs.
@@ -206,17 +140,17 @@ async fn run(
     };
     let a = Daemon::start_with_config(pa.clone(), &node(&pa, a_cpus));
     let b = Daemon::start_with_config(pb.clone(), &node(&pb, b_cpus));
-    let driving = if beside.is_none() {
+    if beside.is_none() {
         for parent in [&pa, &pb] {
             outweigh_the_neighbours(&cpu_dir(parent).unwrap());
         }
-        Some(AtNodesWeight::enter(
-            &format!("rexecd-test-{pid}-{tag}ctl"),
-            &[&a, &b],
-        ))
-    } else {
-        None
-    };
+    }
+    // Beside a loop, the loop was started before: it stays outside.
+    let driving = AtNodesWeight::enter(
+        &format!("rexecd-test-{pid}-{tag}ctl"),
+        &cpu_dir(&pa).unwrap(),
+        &[&a, &b],
+    );
     // What the loop took while `f` measured, if there is one.
     let measure = |f: &dyn Fn() -> (Vec<f64>, f64, Vec<f64>)| match beside {
         Some(b) => b.background.while_running(f),

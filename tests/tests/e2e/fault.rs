@@ -156,11 +156,20 @@ fn one_fault(f: &mut FaultCluster, fault: Fault, name: &str) -> Recovery {
     ] {
         assert!(
             took.is_some(),
-            "{what} did not come back within {BOUND:?} after {fault:?}\n{}",
+            "{what} did not come back within {BOUND:?} after {fault:?}\n\
+             --- batchd 0 (host A):\n{}\n--- batchd 1 (host B):\n{}\n{}",
+            tail(&f.batchd[0].log(), 40),
+            tail(&f.batchd[1].log(), 40),
             f.cluster.logs()
         );
     }
     recovery
+}
+
+/// The last `n` lines of `text`.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 fn show(d: Option<Duration>) -> String {
