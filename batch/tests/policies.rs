@@ -34,6 +34,16 @@ fn queued(j: &Job) -> Queued<'_> {
     }
 }
 
+/// A snapshot at `now` of `procs` processors with `queued` waiting and nothing running.
+fn waiting(now: i64, procs: u32, queued: Vec<Queued<'_>>) -> Snapshot<'_> {
+    Snapshot {
+        now,
+        procs,
+        queued: queued.into(),
+        running: vec![],
+    }
+}
+
 fn running(j: &Job, since: i64) -> Running<'_> {
     Running {
         job: j,
@@ -48,12 +58,7 @@ fn firstprice_starts_the_highest_bid_per_processor_hour_and_charges_it() {
     // Same length; job 2 is worth more per processor-hour despite being wider.
     let a = job(1, 0, 1, 3600, 10, 1.0);
     let b = job(2, 0, 2, 3600, 40, 1.0);
-    let snap = Snapshot {
-        now: 0,
-        procs: 2,
-        queued: vec![queued(&a), queued(&b)].into(),
-        running: vec![],
-    };
+    let snap = waiting(0, 2, vec![queued(&a), queued(&b)]);
     let d = FirstPrice { preempt: false }.decide(&snap);
     assert_eq!(d.start, vec![2]);
     assert_eq!(d.rates, vec![(2, 20 * MICROS_PER_CREDIT)]);
@@ -74,17 +79,25 @@ fn sjf_and_priofifo_orders() {
     let mut b = job(2, 5, 1, 100, 1, 1.0);
     a.queue = 2;
     b.queue = 0;
-    let snap = Snapshot {
-        now: 10,
-        procs: 1,
-        queued: vec![queued(&a), queued(&b)].into(),
-        running: vec![],
-    };
+    let snap = waiting(10, 1, vec![queued(&a), queued(&b)]);
     assert_eq!(Sjf.decide(&snap).start, vec![2]);
     let d = PrioFifo::default().decide(&snap);
     assert_eq!(d.start, vec![2]);
     assert_eq!(d.rates, vec![(2, 4 * MICROS_PER_CREDIT)]);
     assert_eq!(Fifo::new(Backfill::Easy).decide(&snap).start, vec![1]);
+}
+
+#[test]
+fn fifo_serves_by_submission_time_when_the_numbers_disagree() {
+    // A queue shared by two batchd: job 7 was taken at t=4 through one instance and
+    // numbered after job 8, taken at t=5 through the other. One processor: FIFO starts
+    // the one submitted first, under each backfilling mode.
+    let late = job(8, 5, 1, 100, 1, 1.0);
+    let early = job(7, 4, 1, 100, 1, 1.0);
+    let snap = waiting(10, 1, vec![queued(&late), queued(&early)]);
+    for backfill in [Backfill::None, Backfill::Easy, Backfill::Conservative] {
+        assert_eq!(Fifo::new(backfill).decide(&snap).start, vec![7]);
+    }
 }
 
 #[test]
@@ -280,12 +293,7 @@ fn each_policy_shows_its_queue_in_the_order_it_considers_it() {
     a2.queue = 1;
     let mut b2 = b.clone();
     b2.queue = 2;
-    let snap = Snapshot {
-        now: 5,
-        procs: 1,
-        queued: vec![queued(&a2), queued(&b2), queued(&c)].into(),
-        running: vec![],
-    };
+    let snap = waiting(5, 1, vec![queued(&a2), queued(&b2), queued(&c)]);
     assert_eq!(Fifo::new(Backfill::Easy).order(&snap), vec![1, 2, 3]);
     assert_eq!(FirstPrice { preempt: false }.order(&snap), vec![2, 1, 3]);
     assert_eq!(Vickrey::new(true).order(&snap), vec![2, 1, 3]);

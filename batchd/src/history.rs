@@ -97,15 +97,17 @@ pub fn list(
     list.sort_by(|a, b| b.ended_ms.cmp(&a.ended_ms).then(b.job.0.cmp(&a.job.0)));
     list.truncate(MAX_HISTORY_LIST);
     fit(&mut list, REPLY_BYTES);
+    let ids: Vec<u64> = list.iter().map(|e| e.job.0).collect();
+    let used = shared.reader.jobs_usage(&ids).map_err(|e| {
+        BatchError::new(
+            BatchErrorCode::Storage,
+            format!("cannot read the jobs' usage: {e}; retry"),
+        )
+    })?;
     for e in &mut list {
-        let used = shared.reader.job_usage(e.job.0).map_err(|e| {
-            BatchError::new(
-                BatchErrorCode::Storage,
-                format!("cannot read the jobs' usage: {e}; retry"),
-            )
-        })?;
-        e.cpu_nanos = used.cpu_nanos;
-        e.peak_memory = used.peak_memory;
+        let u = used.get(&e.job.0).copied().unwrap_or_default();
+        e.cpu_nanos = u.cpu_nanos;
+        e.peak_memory = u.peak_memory;
     }
     Ok(BatchReply::History(list))
 }

@@ -17,6 +17,11 @@
 //! when it cannot renew (the database lost, the process paused) its view runs
 //! out and it stops launching at once, whatever its loop was doing.
 //!
+//! A leader's write transaction holds the row `FOR SHARE` (below); when its host
+//! drops off the network inside one, PostgreSQL ends the session once it has sat
+//! idle in the transaction for `accountd::store::pg::IDLE_IN_TRANSACTION_LIMIT`
+//! (2 s, set on every session), and the row is free for the next leader.
+//!
 //! The epoch fences a replaced leader twice: its job changes are written only
 //! while the lease row still has its epoch (`store::Write::Fenced`), and every
 //! launch and kill it sends carries the epoch, which rexecd refuses when it has
@@ -256,5 +261,72 @@ fn keep(cfg: PgConfig, queue: String, me: String, lease: Duration, tx: watch::Se
             State::Follower => period / 2,
         };
         std::thread::sleep(period.saturating_sub(sent.elapsed()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use crate::store::Location;
+    use crate::store::testdb::{Kind, TestDb};
+
+    use super::take;
+
+    /// The lease is short here, so that it lapses soon.
+    const LEASE: Duration = Duration::from_millis(500);
+
+    /// Instance `a` takes the lease, begins a fenced write transaction (the lease row
+    /// `FOR SHARE`, as the writer does) and falls silent, as a leader does whose host
+    /// dropped off the network between two statements; once its lease has lapsed,
+    /// instance `b` tries to take it, waiting at most `wait`. The epoch `b` took, or
+    /// why it could not.
+    fn takeover_after_a_silent_leader(db: &TestDb, a_idle_limit: bool, wait: &str) -> String {
+        let Location::Postgres(cfg) = db.location() else {
+            unreachable!("a PostgreSQL place")
+        };
+        let mut a = crate::store::pg::connect(&cfg).unwrap();
+        crate::store::pg::prepare(&mut a, 0).unwrap();
+        if !a_idle_limit {
+            a.batch_execute("SET idle_in_transaction_session_timeout = 0")
+                .unwrap();
+        }
+        assert!(take(&mut a, "q", "a", LEASE).unwrap().is_some());
+        a.batch_execute("BEGIN; SELECT 1 FROM lease WHERE queue = 'q' FOR SHARE")
+            .unwrap();
+        std::thread::sleep(LEASE + Duration::from_millis(100));
+        let mut b = crate::store::pg::connect(&cfg).unwrap();
+        b.batch_execute(&format!("SET statement_timeout = '{wait}'"))
+            .unwrap();
+        let started = Instant::now();
+        let got = match take(&mut b, "q", "b", LEASE) {
+            Ok(e) => format!("epoch {e:?}"),
+            Err(e) => accountd::store::pg::describe(&e),
+        };
+        eprintln!(
+            "idle limit {a_idle_limit}: {got} after {:?}",
+            started.elapsed()
+        );
+        drop(a);
+        got
+    }
+
+    /// A leader whose host vanished inside a write transaction does not hold the
+    /// lease row: PostgreSQL ends its session at the idle limit
+    /// (`accountd::store::pg::IDLE_IN_TRANSACTION_LIMIT`) and the next instance
+    /// takes the lease. Without the limit (the control), the next instance waits on
+    /// the row for as long as it is let (3 s here; in the fault test, until the host
+    /// came back 30 s later).
+    #[test]
+    fn a_leader_silent_inside_a_transaction_does_not_keep_the_lease() {
+        let db = TestDb::new(Kind::Pg);
+        let held = takeover_after_a_silent_leader(&db, false, "3s");
+        assert!(
+            held.contains("statement timeout"),
+            "without the idle limit the lease row stays locked: {held}"
+        );
+        let db = TestDb::new(Kind::Pg);
+        let taken = takeover_after_a_silent_leader(&db, true, "10s");
+        assert_eq!(taken, "epoch Some(2)");
     }
 }

@@ -273,7 +273,13 @@ impl FaultCluster {
         // An acknowledged job started at least once and at most once per attempt
         // the queue counts (a start cut short by a fault may be retried; an
         // attempt a node refused starts nothing); any other at most once.
-        let queue = self.queue_history();
+        let queue = match self.queue_history() {
+            Ok(q) => q,
+            Err(why) => {
+                problems.push(format!("rexec history failed: {why}"));
+                BTreeMap::new()
+            }
+        };
         for s in &subs {
             let tags: Vec<(String, Option<String>)> = if s.array {
                 (0..4)
@@ -297,6 +303,15 @@ impl FaultCluster {
             }
         }
         problems.extend(self.stale_starts());
+        // A daemon never panics, whatever the fault.
+        for (i, b) in self.batchd.iter().enumerate() {
+            let log = b.log();
+            let lines: Vec<&str> = log.lines().collect();
+            if let Some(at) = lines.iter().position(|l| l.contains("panicked at")) {
+                let said = lines[at..(at + 3).min(lines.len())].join("\n");
+                problems.push(format!("batchd {i} panicked:\n{said}"));
+            }
+        }
         // Every charge once, equal to the nodes' and the queue's records.
         let ledger = self.live_accountd();
         let debits: Vec<Entry> = ledger
@@ -385,7 +400,11 @@ impl FaultCluster {
     fn stale_starts(&self) -> Vec<String> {
         let mut starts: Vec<(String, i64, String)> = Vec::new();
         for b in &self.batchd {
-            for l in b.log().lines().filter(|l| l.contains(" started ")) {
+            for l in b
+                .log()
+                .lines()
+                .filter(|l| l.contains("batchd::sched::apply: started job="))
+            {
                 let at = l.split_whitespace().next().unwrap_or("").to_string();
                 let epoch = crate::batch::log_field(l, "epoch").unwrap_or(0);
                 starts.push((at, epoch, l.to_string()));
@@ -406,24 +425,30 @@ impl FaultCluster {
     }
 
     /// What the queue says of each ended job (`rexec history`, through
-    /// whichever instance answers): its attempts and its charge; empty when no
-    /// instance answers. Array tasks are listed as `JOB_INDEX`.
-    fn queue_history(&self) -> BTreeMap<String, (usize, i64)> {
+    /// whichever instance answers): its attempts and its charge; why not, when
+    /// no instance answers. Array tasks are listed as `JOB_INDEX`.
+    fn queue_history(&self) -> Result<BTreeMap<String, (usize, i64)>, String> {
         let out = self
             .rexec()
             .args(["history", "-S", "1d", "-o", "jobid,attempts,charged"])
             .run();
         if out.code != Some(0) {
-            return BTreeMap::new();
+            return Err(format!(
+                "exit {:?} after {:?}: {}",
+                out.code,
+                out.elapsed,
+                out.stderr.trim()
+            ));
         }
-        out.out()
+        Ok(out
+            .out()
             .lines()
             .filter_map(|l| {
                 let f: Vec<&str> = l.split_whitespace().collect();
                 let charged = crate::accountd::parse_credits(f.get(2)?)?;
                 Some((f.first()?.to_string(), (f.get(1)?.parse().ok()?, charged)))
             })
-            .collect()
+            .collect())
     }
 
     /// Waits until every acknowledged batch job has ended (`limit` at most).

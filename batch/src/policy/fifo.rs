@@ -1,7 +1,12 @@
 //! First come, first served, with no backfilling (`fifo`), EASY backfilling (`easy`) or
 //! conservative backfilling (`conservative`): the classic, valuation-blind schedulers.
-//! The snapshot's queue is already in arrival order (the simulator and a live queue keep
-//! it so as jobs arrive and return), so FIFO never sorts it.
+//! The order is by submission time, then id. The simulator's queue is in that order
+//! already, as is a live queue on one batchd, so FIFO only checks it. A live queue that
+//! several batchd instances share numbers jobs in the database's order of arrival,
+//! while each job's submission time is the clock of the instance that took it: two
+//! jobs taken within a tick through different instances can be numbered against their
+//! times, and FIFO then sorts (a debug build once asserted the order here, and a
+//! leader panicked in the fault test).
 
 use super::backfill::{Backfill, schedule};
 use super::{Decision, Policy, Snapshot};
@@ -30,14 +35,14 @@ impl Policy for Fifo {
     }
 
     fn decide(&mut self, snap: &Snapshot<'_>) -> Decision {
-        let order: Vec<usize> = (0..snap.queued.len()).collect();
-        debug_assert!(
-            order.windows(2).all(|w| {
-                let (a, b) = (snap.queued[w[0]].job, snap.queued[w[1]].job);
-                (a.submit, a.id) < (b.submit, b.id)
-            }),
-            "the snapshot's queue is in arrival order"
-        );
+        let key = |i: usize| {
+            let j = snap.queued[i].job;
+            (j.submit, j.id)
+        };
+        let mut order: Vec<usize> = (0..snap.queued.len()).collect();
+        if !order.windows(2).all(|w| key(w[0]) <= key(w[1])) {
+            order.sort_by_key(|&i| key(i));
+        }
         schedule(snap, &order, self.backfill)
     }
 }

@@ -69,7 +69,8 @@ pub struct Snapshot<'a> {
     pub now: i64,
     /// Processors in the machine.
     pub procs: u32,
-    /// Waiting jobs, in arrival order (submission time, then id), which FIFO relies on.
+    /// Waiting jobs, in arrival order (submission time, then id; a queue shared by
+    /// several batchd may be a tick out of it, and FIFO then sorts).
     /// Borrowed from the caller's queue when it keeps one (the simulator does), so a
     /// snapshot costs nothing per waiting job; a hand-built snapshot owns a `Vec`.
     pub queued: Cow<'a, [Queued<'a>]>,

@@ -467,17 +467,21 @@ impl Reader {
         }
     }
 
-    /// What job `id`'s ranks used, as their nodes reported it.
-    pub fn job_usage(&self, id: u64) -> Result<JobUsage, StoreError> {
+    /// What the ranks of each job of `ids` used, as their nodes reported it
+    /// (every id present; nothing reported: the default), in one read.
+    pub fn jobs_usage(
+        &self,
+        ids: &[u64],
+    ) -> Result<std::collections::HashMap<u64, JobUsage>, StoreError> {
         match &self.0 {
             ReaderKind::Lite { conn, path } => {
                 let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
-                usage::job_usage(&conn, id).map_err(|source| StoreError::Sql {
+                usage::jobs_usage(&conn, ids).map_err(|source| StoreError::Sql {
                     path: path.clone(),
                     source,
                 })
             }
-            ReaderKind::Pg(r) => r.job_usage(id),
+            ReaderKind::Pg(r) => r.jobs_usage(ids),
         }
     }
 }
@@ -502,6 +506,6 @@ fn join_output(chunks: Vec<(i64, Vec<u8>)>, from: u64, max: usize) -> Vec<u8> {
 }
 
 #[cfg(test)]
-mod testdb;
+pub(crate) mod testdb;
 #[cfg(test)]
 mod tests;

@@ -261,21 +261,24 @@ async fn a_jobs_usage_sums_its_ranks_cpu_and_knows_its_peak_only_from_every_rank
         .await
         .unwrap();
     let reader = Reader::open_at(&at).unwrap();
+    let used = reader.jobs_usage(&[1, 2, 3]).unwrap();
+    assert_eq!(used.len(), 3);
     assert_eq!(
-        reader.job_usage(1).unwrap(),
+        used[&1],
         JobUsage {
             cpu_nanos: Some(2_250_000_000),
             peak_memory: Some(9 << 20)
         }
     );
     assert_eq!(
-        reader.job_usage(2).unwrap(),
+        used[&2],
         JobUsage {
             cpu_nanos: Some(200_000_000),
             peak_memory: None
         }
     );
-    assert_eq!(reader.job_usage(3).unwrap(), JobUsage::default());
+    assert_eq!(used[&3], JobUsage::default());
+    assert!(reader.jobs_usage(&[]).unwrap().is_empty());
     store.close();
 }
 

@@ -5,6 +5,8 @@
 //! version change, as `debits` was: an older file gains it empty. A job's history
 //! line sums its ranks' CPU time over every attempt and takes their largest peak.
 
+use std::collections::HashMap;
+
 use rusqlite::{Connection, OptionalExtension, params};
 
 /// The table (created with the others).
@@ -79,19 +81,33 @@ pub(super) fn usage_of(row: Option<(i64, Option<i64>, i64, i64)>) -> JobUsage {
     }
 }
 
-/// The query of a job's usage row (the same SQL on both backends, its one
-/// parameter the job).
-pub(super) const USAGE_SQL: &str =
+/// The query of a job's usage row on SQLite (its one parameter the job). SQLite
+/// answers in the process, so a history asks it once per job.
+const USAGE_SQL: &str =
     "SELECT CAST(SUM(cpu_nanos) AS BIGINT), MAX(peak_memory), COUNT(*), COUNT(peak_memory)
      FROM rank_usage WHERE job = $1 HAVING COUNT(*) > 0";
 
-/// What job `id`'s ranks used.
-pub(super) fn job_usage(conn: &Connection, id: u64) -> rusqlite::Result<JobUsage> {
-    let row = conn
-        .prepare_cached(USAGE_SQL)?
-        .query_row([id as i64], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })
-        .optional()?;
-    Ok(usage_of(row))
+/// The query of many jobs' usage rows on PostgreSQL, in one round trip (its one
+/// parameter an array of jobs): a history of a few hundred jobs asked once per
+/// job took longer than the client waits, behind a follower's reads of the queue.
+pub(super) const USAGES_SQL_PG: &str = "SELECT job, CAST(SUM(cpu_nanos) AS BIGINT),
+            MAX(peak_memory), COUNT(*), COUNT(peak_memory)
+     FROM rank_usage WHERE job = ANY($1) GROUP BY job";
+
+/// What the ranks of each job of `ids` used (every id present).
+pub(super) fn jobs_usage(
+    conn: &Connection,
+    ids: &[u64],
+) -> rusqlite::Result<HashMap<u64, JobUsage>> {
+    let mut stmt = conn.prepare_cached(USAGE_SQL)?;
+    let mut out = HashMap::with_capacity(ids.len());
+    for &id in ids {
+        let row = stmt
+            .query_row([id as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .optional()?;
+        out.insert(id, usage_of(row));
+    }
+    Ok(out)
 }

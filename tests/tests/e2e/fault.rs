@@ -158,12 +158,27 @@ fn one_fault(f: &mut FaultCluster, fault: Fault, name: &str) -> Recovery {
             took.is_some(),
             "{what} did not come back within {BOUND:?} after {fault:?}\n\
              --- batchd 0 (host A):\n{}\n--- batchd 1 (host B):\n{}\n{}",
-            tail(&f.batchd[0].log(), 40),
-            tail(&f.batchd[1].log(), 40),
+            tail_and_panics(&f.batchd[0].log(), 40),
+            tail_and_panics(&f.batchd[1].log(), 40),
             f.cluster.logs()
         );
     }
     recovery
+}
+
+/// Each panic in `text` (a daemon's log) with the lines after it, then the last
+/// `n` lines: a daemon that panicked ends its log with a long backtrace.
+fn tail_and_panics(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        if l.contains("panicked at") {
+            out.push_str(&lines[i.saturating_sub(3)..(i + 3).min(lines.len())].join("\n"));
+            out.push_str("\n[...]\n");
+        }
+    }
+    out.push_str(&tail(text, n));
+    out
 }
 
 /// The last `n` lines of `text`.

@@ -109,7 +109,26 @@ fn pg_error(what: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Postgres(format!("{what}: {e}"))
 }
 
-/// Connects once, with TLS when a CA is configured.
+/// How long PostgreSQL lets a session of ours sit inside a transaction waiting
+/// for its next statement (`idle_in_transaction_session_timeout`) before it ends
+/// the session and releases its locks. Our write transactions send their
+/// statements back to back, and they hold locks that the other instances wait
+/// for: accountd's the head row, batchd's the lease row (`FOR SHARE`) and its
+/// numbering lock. When an instance's host drops off the network mid-transaction,
+/// nothing else ends the session (the server waits for a client that can no longer
+/// send; TCP keepalive is hours by default): the other instances would wait until
+/// the host came back (a host cut for 30 s held the batch queue's lease row that
+/// long, and no instance led). Longer than a busy machine's pause between two
+/// statements, and than a standby's promotion; short enough that a takeover stays
+/// within its 5 s. Reading transactions, which hold no row lock and may stream a
+/// whole ledger (the audit), turn it off for themselves ([`NO_IDLE_LIMIT`]).
+pub const IDLE_IN_TRANSACTION_LIMIT: &str = "2s";
+
+/// Put after a reading transaction's `BEGIN`: no idle limit inside it.
+pub const NO_IDLE_LIMIT: &str = "SET LOCAL idle_in_transaction_session_timeout = 0";
+
+/// Connects once, with TLS when a CA is configured; the session's idle limit
+/// inside a transaction is [`IDLE_IN_TRANSACTION_LIMIT`].
 pub fn connect(cfg: &PgConfig) -> Result<Client, StoreError> {
     let mut pc: postgres::Config = cfg
         .conninfo
@@ -130,7 +149,13 @@ pub fn connect(cfg: &PgConfig) -> Result<Client, StoreError> {
         None => pc.connect(postgres::NoTls),
         Some(ca) => pc.connect(tls(ca)?),
     };
-    client.map_err(|e| pg_error("cannot connect to PostgreSQL", describe(&e)))
+    let mut client = client.map_err(|e| pg_error("cannot connect to PostgreSQL", describe(&e)))?;
+    client
+        .batch_execute(&format!(
+            "SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_LIMIT}'"
+        ))
+        .map_err(|e| pg_error("cannot set the session's idle limit", describe(&e)))?;
+    Ok(client)
 }
 
 fn tls(ca: &std::path::Path) -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {

@@ -174,8 +174,12 @@ pub struct PgReader(Link);
 
 impl Reader for PgReader {
     fn read(&mut self, work: &mut dyn FnMut(&mut dyn Rows)) -> Result<(), AccountError> {
-        self.0
-            .first(|c, _| c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))?;
+        self.0.first(|c, _| {
+            c.batch_execute(&format!(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {}",
+                link::NO_IDLE_LIMIT
+            ))
+        })?;
         let mut tx = Pg::new(self.0.take()?, self.0.cache());
         work(&mut tx);
         self.0.end(tx.c, "COMMIT").map_err(pg_storage)

@@ -2,6 +2,7 @@
 //! connection, since the synchronous client must not run on the daemon's async
 //! runtime; a connection the server ended is made again at the next use.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use postgres::Client;
@@ -112,13 +113,23 @@ impl PgReader {
         })
     }
 
-    /// What job `id`'s ranks used.
-    pub(in crate::store) fn job_usage(&self, id: u64) -> Result<JobUsage, StoreError> {
+    /// What the ranks of each job of `ids` used (every id present), in one query.
+    pub(in crate::store) fn jobs_usage(
+        &self,
+        ids: &[u64],
+    ) -> Result<HashMap<u64, JobUsage>, StoreError> {
+        let ids: Vec<i64> = ids.iter().map(|&i| i as i64).collect();
         self.call(move |c| {
-            let row = c.query_opt(usage::USAGE_SQL, &[&(id as i64)])?;
-            Ok(usage::usage_of(
-                row.map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))),
-            ))
+            let mut out: HashMap<u64, JobUsage> = ids
+                .iter()
+                .map(|&i| (i as u64, JobUsage::default()))
+                .collect();
+            for r in c.query(usage::USAGES_SQL_PG, &[&ids])? {
+                let job: i64 = r.get(0);
+                let row = (r.get(1), r.get(2), r.get(3), r.get(4));
+                out.insert(job as u64, usage::usage_of(Some(row)));
+            }
+            Ok(out)
         })
     }
 }
