@@ -315,8 +315,7 @@ mod tests {
     /// lease row: PostgreSQL ends its session at the idle limit
     /// (`accountd::store::pg::IDLE_IN_TRANSACTION_LIMIT`) and the next instance
     /// takes the lease. Without the limit (the control), the next instance waits on
-    /// the row for as long as it is let (3 s here; in the fault test, until the host
-    /// came back 30 s later).
+    /// the row for as long as it is let (3 s here; a cut host, until it is back).
     #[test]
     fn a_leader_silent_inside_a_transaction_does_not_keep_the_lease() {
         let db = TestDb::new(Kind::Pg);

@@ -88,8 +88,9 @@ const USAGE_SQL: &str =
      FROM rank_usage WHERE job = $1 HAVING COUNT(*) > 0";
 
 /// The query of many jobs' usage rows on PostgreSQL, in one round trip (its one
-/// parameter an array of jobs): a history of a few hundred jobs asked once per
-/// job took longer than the client waits, behind a follower's reads of the queue.
+/// parameter an array of jobs): asked once per job, a history of a few hundred
+/// jobs cost as many round trips, each queued on the reading thread behind a
+/// follower's reads of the whole queue.
 pub(super) const USAGES_SQL_PG: &str = "SELECT job, CAST(SUM(cpu_nanos) AS BIGINT),
             MAX(peak_memory), COUNT(*), COUNT(peak_memory)
      FROM rank_usage WHERE job = ANY($1) GROUP BY job";

@@ -117,8 +117,8 @@ fn pg_error(what: &str, e: impl std::fmt::Display) -> StoreError {
 /// numbering lock. When an instance's host drops off the network mid-transaction,
 /// nothing else ends the session (the server waits for a client that can no longer
 /// send; TCP keepalive is hours by default): the other instances would wait until
-/// the host came back (a host cut for 30 s held the batch queue's lease row that
-/// long, and no instance led). Longer than a busy machine's pause between two
+/// the host came back (batchd's `lease::tests` shows a takeover waiting on the
+/// lease row for as long as it is let). Longer than a busy machine's pause between two
 /// statements, and than a standby's promotion; short enough that a takeover stays
 /// within its 5 s. Reading transactions, which hold no row lock and may stream a
 /// whole ledger (the audit), turn it off for themselves ([`NO_IDLE_LIMIT`]).
